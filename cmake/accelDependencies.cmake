@@ -1,0 +1,87 @@
+# Finds accel's optional parts and attaches them to the INTERFACE target `accel`.
+# Used both by the source tree (add_subdirectory, top-level build) and by the installed
+# accelConfig.cmake, so a consumer of an installed accel detects the same parts the same way.
+#
+# ACCEL_TARGET names the target to attach to (`accel` in the tree, `accel::accel` when installed).
+# Inputs (cache variables, AUTO|ON|OFF): ACCEL_ENABLE_CUDA, ACCEL_ENABLE_NVTX, ACCEL_ENABLE_MPI,
+# ACCEL_ENABLE_NCCL. ON makes a missing part a configure error naming the package to install.
+include_guard(GLOBAL)
+
+set(ACCEL_ENABLE_CUDA "AUTO" CACHE STRING "CUDA backend: AUTO, ON or OFF")
+set(ACCEL_ENABLE_NVTX "AUTO" CACHE STRING "NVTX3 profiling ranges: AUTO, ON or OFF")
+set(ACCEL_ENABLE_MPI "AUTO" CACHE STRING "MPI communicator (CPU): AUTO, ON or OFF")
+set(ACCEL_ENABLE_NCCL "AUTO" CACHE STRING "NCCL communicator (CUDA): AUTO, ON or OFF")
+set_property(CACHE ACCEL_ENABLE_CUDA PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE ACCEL_ENABLE_NVTX PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE ACCEL_ENABLE_MPI PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE ACCEL_ENABLE_NCCL PROPERTY STRINGS AUTO ON OFF)
+
+function(_accel_check_mode var)
+  if(NOT "${${var}}" MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "${var}='${${var}}' is not valid: use AUTO, ON or OFF")
+  endif()
+endfunction()
+foreach(_v ACCEL_ENABLE_CUDA ACCEL_ENABLE_NVTX ACCEL_ENABLE_MPI ACCEL_ENABLE_NCCL)
+  _accel_check_mode(${_v})
+endforeach()
+
+find_package(Threads REQUIRED)
+target_link_libraries(${ACCEL_TARGET} INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
+
+# Boost.Hana builds the compile-time backend list (dispatch/detail only).
+find_package(Boost 1.71 CONFIG QUIET)
+if(NOT Boost_FOUND)
+  message(FATAL_ERROR "accel needs Boost.Hana (header-only) and it was not found.\n"
+                      "On Debian/Ubuntu: apt-get install libboost-dev")
+endif()
+target_link_libraries(${ACCEL_TARGET} INTERFACE Boost::headers)
+
+set(ACCEL_HAS_CUDA OFF)
+set(ACCEL_HAS_NVTX OFF)
+if(NOT ACCEL_ENABLE_CUDA STREQUAL "OFF" OR NOT ACCEL_ENABLE_NVTX STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+endif()
+
+if(NOT ACCEL_ENABLE_CUDA STREQUAL "OFF")
+  if(CUDAToolkit_FOUND)
+    set(ACCEL_HAS_CUDA ON)
+    target_link_libraries(${ACCEL_TARGET} INTERFACE CUDA::cudart CUDA::cuda_driver CUDA::nvrtc)
+    target_compile_definitions(${ACCEL_TARGET} INTERFACE ACCEL_HAS_CUDA=1)
+  elseif(ACCEL_ENABLE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "ACCEL_ENABLE_CUDA=ON but the CUDA toolkit was not found. Install it "
+                        "(nvcc, cudart, NVRTC) or pass -DACCEL_ENABLE_CUDA=OFF.")
+  endif()
+endif()
+
+if(NOT ACCEL_ENABLE_NVTX STREQUAL "OFF")
+  if(TARGET CUDA::nvtx3)
+    set(ACCEL_HAS_NVTX ON)
+    target_link_libraries(${ACCEL_TARGET} INTERFACE CUDA::nvtx3)
+    target_compile_definitions(${ACCEL_TARGET} INTERFACE ACCEL_HAS_NVTX=1)
+  elseif(ACCEL_ENABLE_NVTX STREQUAL "ON")
+    message(FATAL_ERROR "ACCEL_ENABLE_NVTX=ON but NVTX3 headers were not found (they ship with the "
+                        "CUDA toolkit). Install it or pass -DACCEL_ENABLE_NVTX=OFF.")
+  endif()
+endif()
+
+set(ACCEL_HAS_MPI OFF)
+if(NOT ACCEL_ENABLE_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(ACCEL_HAS_MPI ON)
+  elseif(ACCEL_ENABLE_MPI STREQUAL "ON")
+    message(FATAL_ERROR "ACCEL_ENABLE_MPI=ON but MPI was not found. On Debian/Ubuntu: "
+                        "apt-get install libopenmpi-dev openmpi-bin")
+  endif()
+endif()
+
+set(ACCEL_HAS_NCCL OFF)
+if(ACCEL_HAS_CUDA AND NOT ACCEL_ENABLE_NCCL STREQUAL "OFF")
+  find_library(ACCEL_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  find_path(ACCEL_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(ACCEL_NCCL_LIBRARY AND ACCEL_NCCL_INCLUDE_DIR)
+    set(ACCEL_HAS_NCCL ON)
+  elseif(ACCEL_ENABLE_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "ACCEL_ENABLE_NCCL=ON but NCCL was not found (libnccl-dev, or the CUDA toolkit's NCCL).")
+  endif()
+endif()
