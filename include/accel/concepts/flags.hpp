@@ -1,13 +1,14 @@
 // accel/concepts/flags.hpp — FlagsApi: a backend's identity and DeepSpeed's four scheduling flags.
 //
 // Contract (all compile-time, usable in `if constexpr`):
-//   B::device_type                  static constexpr accel::DeviceType (cpu, cuda, ...)
-//   B::name                         static constexpr std::string_view ("cpu", "cuda"); the device-string prefix
+//   b.device_type() -> DeviceType   cpu, cuda, ... (static constexpr on a concrete backend)
+//   b.name() -> std::string_view    "cpu", "cuda": the device-string prefix (static constexpr likewise)
 //   B::is_synchronized_device       the device runs synchronously with the host: no streams needed
 //   B::use_host_timers              time with the host clock instead of device events
 //   B::resolves_data_dependency     the device orders work across streams itself
 //   B::handles_memory_backpressure  the device stalls the host when memory is full
-// B must be an empty, trivially copyable policy type: it carries no state of its own.
+// B is a trivially copyable value type. A concrete backend is empty (it carries no state);
+// accel::AnyBackend carries only which backend it is, and answers name()/device_type() at run time.
 #pragma once
 
 #include <accel/core/device.hpp>
@@ -24,10 +25,10 @@ template <bool> struct constant_bool {};
 
 template <class B>
 concept FlagsApi =
-    std::is_empty_v<B> && std::is_trivially_copyable_v<B> && std::default_initializable<B> &&
-    requires {
-      { B::device_type } -> std::convertible_to<DeviceType>;
-      { B::name } -> std::convertible_to<std::string_view>;
+    std::is_trivially_copyable_v<B> && std::default_initializable<B> &&
+    requires(const B b) {
+      { b.device_type() } -> std::same_as<DeviceType>;
+      { b.name() } -> std::convertible_to<std::string_view>;
       // Each flag must be a constant expression of type bool.
       typename detail::constant_bool<B::is_synchronized_device>;
       typename detail::constant_bool<B::use_host_timers>;

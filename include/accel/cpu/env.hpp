@@ -1,0 +1,35 @@
+// accel/cpu/env.hpp — what launchers need to know about the CPU backend.
+#pragma once
+
+#include <accel/concepts/env.hpp>
+#include <accel/detail/visible_devices.hpp>
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace accel::cpu {
+
+struct Environment {
+  /// Collectives on CPU go through MPI (comm/mpi.hpp).
+  [[nodiscard]] static constexpr std::string_view communication_backend_name() noexcept { return "mpi"; }
+
+  /// Prefixes a multi-node launcher forwards: accel's own settings, OpenMP threading, Open MPI tuning.
+  [[nodiscard]] static std::vector<std::string> export_envs() { return {"ACCEL_", "OMP_", "OMPI_MCA_"}; }
+
+  /// The variable that selects which logical CPU devices a process sees (cpu/device.hpp).
+  [[nodiscard]] static std::vector<std::string> visible_devices_envs() { return {"ACCEL_CPU_VISIBLE_DEVICES"}; }
+
+  static void set_visible_devices_envs(EnvMap& env, std::span<const int> ids) {
+    detail::set_visible_devices(env, visible_devices_envs(), ids);
+  }
+
+  /// The CPU runtime needs no initialisation, so the callback runs now, on the calling thread.
+  static void lazy_call(std::function<void()> callback) {
+    if (callback) callback();
+  }
+};
+
+}  // namespace accel::cpu

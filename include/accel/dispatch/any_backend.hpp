@@ -1,0 +1,182 @@
+// accel/dispatch/any_backend.hpp — accel::AnyBackend: the backend chosen at run time.
+//
+// BasicAnyBackend<Bs...> is a std::variant of backend policies with the same member API as a backend,
+// forwarding each call to the active one, so `Engine<AnyBackend>` compiles and runs (dispatching per
+// call). For the hot path, enter static code once with accel::visit (dispatch/visit.hpp).
+// `AnyBackend{}` is the process's selected backend (get_accelerator()); `AnyBackend{CpuBackend{}}`
+// a given one. A user's own backend joins with `BasicAnyBackend<MyBackend, CpuBackend>` or
+// `enabled_backends_t<BasicAnyBackend, MyBackend>`.
+#pragma once
+
+#include <accel/concepts/accelerator.hpp>
+#include <accel/dispatch/any_stream.hpp>
+#include <accel/dispatch/backend_list.hpp>
+
+#include <functional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace accel {
+
+template <class... Bs>
+class BasicAnyBackend {
+  static_assert(sizeof...(Bs) > 0, "BasicAnyBackend needs at least one backend");
+
+ public:
+  using variant_type = std::variant<Bs...>;
+  using Stream = AnyStream<Bs...>;
+  using StreamRef = AnyStreamRef<Bs...>;
+  using Event = AnyEvent<Bs...>;
+  using StreamGuard = AnyStreamGuard<Bs...>;
+  using DeviceGuard = AnyDeviceGuard<Bs...>;
+
+  // A flag holds for AnyBackend only if it holds for every alternative, so code that branches on it
+  // at compile time stays correct whichever backend is chosen at run time.
+  static constexpr bool is_synchronized_device = (Bs::is_synchronized_device && ...);
+  static constexpr bool use_host_timers = (Bs::use_host_timers && ...);
+  static constexpr bool resolves_data_dependency = (Bs::resolves_data_dependency && ...);
+  static constexpr bool handles_memory_backpressure = (Bs::handles_memory_backpressure && ...);
+
+  /// The selected backend (ACCEL_BACKEND, else the first available in priority order).
+  BasicAnyBackend() : BasicAnyBackend(detail::selected_backend_index<Bs...>(), 0) {}
+  template <class B>
+    requires(std::same_as<B, Bs> || ...)
+  BasicAnyBackend(B backend) noexcept : backend_(backend) {}  // NOLINT(google-explicit-constructor)
+  /// Backend number `index` in Bs...
+  BasicAnyBackend(std::size_t index, int /*tag*/) {
+    detail::with_index<sizeof...(Bs)>(index, [&](auto i) { backend_.template emplace<i()>(); });
+  }
+
+  [[nodiscard]] std::size_t index() const noexcept { return backend_.index(); }
+  template <class B>
+  [[nodiscard]] bool holds() const noexcept {
+    return std::holds_alternative<B>(backend_);
+  }
+  [[nodiscard]] const variant_type& variant() const noexcept { return backend_; }
+
+  // ---- identity ----
+  [[nodiscard]] DeviceType device_type() const { return call([](auto b) { return b.device_type(); }); }
+  [[nodiscard]] std::string_view name() const { return call([](auto b) { return std::string_view(b.name()); }); }
+
+  // ---- devices ----
+  [[nodiscard]] int device_count() const { return call([](auto b) { return b.device_count(); }); }
+  [[nodiscard]] bool is_available() const { return call([](auto b) { return b.is_available(); }); }
+  [[nodiscard]] Availability availability() const { return call([](auto b) { return b.availability(); }); }
+  [[nodiscard]] std::string device_name() const { return call([](auto b) { return b.device_name(); }); }
+  [[nodiscard]] std::string device_name(int i) const { return call([&](auto b) { return b.device_name(i); }); }
+  [[nodiscard]] Device device(int i) const { return call([&](auto b) { return b.device(i); }); }
+  void set_device(int i) const { call([&](auto b) { b.set_device(i); }); }
+  [[nodiscard]] int current_device() const { return call([](auto b) { return b.current_device(); }); }
+  [[nodiscard]] std::string current_device_name() const {
+    return call([](auto b) { return b.current_device_name(); });
+  }
+  void synchronize() const { call([](auto b) { b.synchronize(); }); }
+  void synchronize(int i) const { call([&](auto b) { b.synchronize(i); }); }
+
+  // ---- streams ----
+  [[nodiscard]] StreamRef current_stream() const { return call([](auto b) { return StreamRef(b.current_stream()); }); }
+  [[nodiscard]] StreamRef current_stream(int i) const {
+    return call([&](auto b) { return StreamRef(b.current_stream(i)); });
+  }
+  [[nodiscard]] StreamRef default_stream() const { return call([](auto b) { return StreamRef(b.default_stream()); }); }
+  [[nodiscard]] StreamRef default_stream(int i) const {
+    return call([&](auto b) { return StreamRef(b.default_stream(i)); });
+  }
+  void set_stream(StreamRef s) const { on_stream(s, [](auto b, auto ref) { b.set_stream(ref); }); }
+  [[nodiscard]] StreamGuard stream(StreamRef s) const { return StreamGuard(s); }
+  /// A new stream on this backend (current device).
+  [[nodiscard]] Stream create_stream() const { return Stream(index()); }
+
+  // ---- memory ----
+  [[nodiscard]] void* raw_alloc(std::size_t bytes, StreamRef s) const {
+    return on_stream(s, [&](auto b, auto ref) { return b.raw_alloc(bytes, ref); });
+  }
+  void raw_delete(void* p) const { call([&](auto b) { b.raw_delete(p); }); }
+  void record_stream(void* p, StreamRef s) const { on_stream(s, [&](auto b, auto ref) { b.record_stream(p, ref); }); }
+  void empty_cache() const { call([](auto b) { b.empty_cache(); }); }
+#define ACCEL_ANY_SIZE_QUERY(fn)                                                                    \
+  [[nodiscard]] std::size_t fn() const { return call([](auto b) { return b.fn(); }); }            \
+  [[nodiscard]] std::size_t fn(int dev) const { return call([&](auto b) { return b.fn(dev); }); }
+#define ACCEL_ANY_RESET(fn)                           \
+  void fn() const { call([](auto b) { b.fn(); }); } \
+  void fn(int dev) const { call([&](auto b) { b.fn(dev); }); }
+  ACCEL_ANY_SIZE_QUERY(memory_allocated)
+  ACCEL_ANY_SIZE_QUERY(max_memory_allocated)
+  ACCEL_ANY_SIZE_QUERY(memory_reserved)
+  ACCEL_ANY_SIZE_QUERY(max_memory_reserved)
+  ACCEL_ANY_SIZE_QUERY(memory_cached)
+  ACCEL_ANY_SIZE_QUERY(max_memory_cached)
+  ACCEL_ANY_SIZE_QUERY(total_memory)
+  ACCEL_ANY_SIZE_QUERY(available_memory)
+  ACCEL_ANY_RESET(reset_max_memory_allocated)
+  ACCEL_ANY_RESET(reset_max_memory_cached)
+  ACCEL_ANY_RESET(reset_peak_memory_stats)
+  ACCEL_ANY_RESET(reset_accumulated_memory_stats)
+#undef ACCEL_ANY_SIZE_QUERY
+#undef ACCEL_ANY_RESET
+  [[nodiscard]] MemoryStats memory_stats() const { return call([](auto b) { return b.memory_stats(); }); }
+  [[nodiscard]] MemoryStats memory_stats(int dev) const { return call([&](auto b) { return b.memory_stats(dev); }); }
+  [[nodiscard]] MemoryInfo get_memory_info() const { return call([](auto b) { return b.get_memory_info(); }); }
+  [[nodiscard]] MemoryInfo get_memory_info(int dev) const {
+    return call([&](auto b) { return b.get_memory_info(dev); });
+  }
+  void set_per_process_memory_fraction(double f) const { call([&](auto b) { b.set_per_process_memory_fraction(f); }); }
+  void set_per_process_memory_fraction(double f, int dev) const {
+    call([&](auto b) { b.set_per_process_memory_fraction(f, dev); });
+  }
+  void pin_memory(void* p, std::size_t bytes) const { call([&](auto b) { b.pin_memory(p, bytes); }); }
+  [[nodiscard]] bool unpin_memory(void* p) const { return call([&](auto b) { return b.unpin_memory(p); }); }
+  [[nodiscard]] bool is_pinned(const void* p) const { return call([&](auto b) { return b.is_pinned(p); }); }
+  [[nodiscard]] bool on_accelerator(const void* p) const { return call([&](auto b) { return b.on_accelerator(p); }); }
+
+  // ---- dtypes ----
+  [[nodiscard]] bool is_fp16_supported() const { return call([](auto b) { return b.is_fp16_supported(); }); }
+  [[nodiscard]] bool is_bf16_supported() const { return call([](auto b) { return b.is_bf16_supported(); }); }
+  [[nodiscard]] std::vector<Dtype> supported_dtypes() const { return call([](auto b) { return b.supported_dtypes(); }); }
+
+  // ---- profiling ----
+  int range_push(std::string_view msg) const { return call([&](auto b) { return b.range_push(msg); }); }
+  int range_push(std::string_view msg, std::string_view domain) const {
+    return call([&](auto b) { return b.range_push(msg, domain); });
+  }
+  int range_pop() const { return call([](auto b) { return b.range_pop(); }); }
+  int range_pop(std::string_view domain) const { return call([&](auto b) { return b.range_pop(domain); }); }
+
+  // ---- environment ----
+  [[nodiscard]] std::string_view communication_backend_name() const {
+    return call([](auto b) { return std::string_view(b.communication_backend_name()); });
+  }
+  [[nodiscard]] std::vector<std::string> export_envs() const { return call([](auto b) { return b.export_envs(); }); }
+  [[nodiscard]] std::vector<std::string> visible_devices_envs() const {
+    return call([](auto b) { return b.visible_devices_envs(); });
+  }
+  void set_visible_devices_envs(EnvMap& env, std::span<const int> ids) const {
+    call([&](auto b) { b.set_visible_devices_envs(env, ids); });
+  }
+  void lazy_call(std::function<void()> fn) const { call([&](auto b) { b.lazy_call(std::move(fn)); }); }
+
+  friend bool operator==(const BasicAnyBackend& a, const BasicAnyBackend& b) noexcept { return a.index() == b.index(); }
+
+ private:
+  template <class F>
+  decltype(auto) call(F&& f) const {
+    return detail::visit_indexed(backend_, [&](auto, auto b) -> decltype(auto) { return f(b); });
+  }
+  // Stream-taking calls go to the stream's backend, which must be this one.
+  template <class F>
+  decltype(auto) on_stream(StreamRef s, F&& f) const {
+    if (s.index() != index()) detail::throw_backend_mismatch("stream argument", name(), s.backend_name());
+    return detail::visit_indexed(backend_, [&](auto i, auto b) -> decltype(auto) {
+      return f(b, std::get<i()>(s.variant()));
+    });
+  }
+
+  variant_type backend_;
+};
+
+/// The enabled backends of this build, chosen at run time.
+using AnyBackend = enabled_backends_t<BasicAnyBackend>;
+
+}  // namespace accel

@@ -1,0 +1,214 @@
+// accel/dispatch/any_stream.hpp — stream, event and guard handles whose backend is chosen at run time.
+//
+// Each is a std::variant of the corresponding handle of every backend in the list; calls forward to
+// the active alternative. Mixing backends (a CUDA event waited on by a CPU stream) is an
+// InvalidArgumentError naming both. Handles constructed without a backend use the selected one
+// (accel::get_accelerator(), dispatch/select.hpp).
+#pragma once
+
+#include <accel/core/error.hpp>
+#include <accel/dispatch/detail/selection.hpp>
+#include <accel/dispatch/detail/visit_indexed.hpp>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <variant>
+
+namespace accel {
+
+template <class... Bs>
+class AnyEvent;
+
+namespace detail {
+
+template <class... Bs>
+std::string_view backend_name_at(std::size_t index) {
+  constexpr std::string_view names[] = {Bs::name()...};
+  return names[index];
+}
+
+[[noreturn]] inline void throw_backend_mismatch(std::string_view call, std::string_view stream_backend,
+                                                std::string_view other_backend) {
+  throw InvalidArgumentError(std::string(call) + ": a " + std::string(other_backend) + " handle was used with a " +
+                             std::string(stream_backend) + " stream; handles of different backends do not mix");
+}
+
+}  // namespace detail
+
+/// Non-owning, trivially copyable view of a stream of any backend in Bs...
+template <class... Bs>
+class AnyStreamRef {
+ public:
+  using variant_type = std::variant<typename Bs::StreamRef...>;
+
+  template <class R>
+    requires(std::same_as<R, typename Bs::StreamRef> || ...)
+  AnyStreamRef(R ref) noexcept : ref_(ref) {}  // NOLINT(google-explicit-constructor): views any backend's ref
+
+  void synchronize() const {
+    detail::visit_indexed(ref_, [](auto, auto s) { s.synchronize(); });
+  }
+  [[nodiscard]] bool query() const {
+    return detail::visit_indexed(ref_, [](auto, auto s) { return s.query(); });
+  }
+  void wait(const AnyEvent<Bs...>& event) const;
+  void wait_stream(AnyStreamRef other) const {
+    if (other.index() != index()) detail::throw_backend_mismatch("wait_stream", backend_name(), other.backend_name());
+    detail::visit_indexed(ref_, [&](auto i, auto s) { s.wait_stream(std::get<i()>(other.ref_)); });
+  }
+  template <class F>
+  void enqueue(F&& fn) const {
+    detail::visit_indexed(ref_, [&](auto, auto s) { s.enqueue(std::forward<F>(fn)); });
+  }
+  [[nodiscard]] int device_index() const {
+    return detail::visit_indexed(ref_, [](auto, auto s) { return s.device_index(); });
+  }
+  [[nodiscard]] std::uint64_t id() const {
+    return detail::visit_indexed(ref_, [](auto, auto s) { return s.id(); });
+  }
+
+  /// Position of this stream's backend in Bs..., and its name.
+  [[nodiscard]] std::size_t index() const noexcept { return ref_.index(); }
+  [[nodiscard]] std::string_view backend_name() const { return detail::backend_name_at<Bs...>(index()); }
+  /// The concrete ref; InvalidArgumentError if the stream belongs to another backend.
+  template <class B>
+  [[nodiscard]] typename B::StreamRef get() const {
+    if (const auto* ref = std::get_if<typename B::StreamRef>(&ref_)) return *ref;
+    detail::throw_backend_mismatch("AnyStreamRef::get", backend_name(), B::name());
+  }
+  [[nodiscard]] const variant_type& variant() const noexcept { return ref_; }
+
+  friend bool operator==(const AnyStreamRef&, const AnyStreamRef&) = default;
+
+ private:
+  variant_type ref_;
+};
+
+/// Owning stream of any backend; move-only. `AnyStream{}` creates one on the selected backend.
+template <class... Bs>
+class AnyStream {
+ public:
+  using variant_type = std::variant<typename Bs::Stream...>;
+
+  AnyStream() : AnyStream(detail::selected_backend_index<Bs...>()) {}
+  AnyStream(int device, int priority) : AnyStream(detail::selected_backend_index<Bs...>(), device, priority) {}
+  /// A stream of backend number `backend_index` in Bs... (e.g. AnyBackend::index()).
+  template <class... Args>
+  explicit AnyStream(std::size_t backend_index, Args... args) {
+    detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { stream_.template emplace<i()>(args...); });
+  }
+  template <class S>
+    requires(std::same_as<S, typename Bs::Stream> || ...)
+  explicit AnyStream(S&& owned) : stream_(std::move(owned)) {}
+
+  AnyStream(AnyStream&&) noexcept = default;
+  AnyStream& operator=(AnyStream&&) noexcept = default;
+  ~AnyStream() = default;
+
+  [[nodiscard]] AnyStreamRef<Bs...> ref() const {
+    return detail::visit_indexed(stream_, [](auto i, const auto& s) -> AnyStreamRef<Bs...> {
+      return typename detail::backend_at<i(), Bs...>::StreamRef(s);
+    });
+  }
+  operator AnyStreamRef<Bs...>() const { return ref(); }  // NOLINT(google-explicit-constructor)
+
+  void synchronize() const { ref().synchronize(); }
+  [[nodiscard]] bool query() const { return ref().query(); }
+  void wait(const AnyEvent<Bs...>& event) const { ref().wait(event); }
+  void wait_stream(AnyStreamRef<Bs...> other) const { ref().wait_stream(other); }
+  template <class F>
+  void enqueue(F&& fn) const {
+    ref().enqueue(std::forward<F>(fn));
+  }
+  [[nodiscard]] int device_index() const { return ref().device_index(); }
+  [[nodiscard]] std::uint64_t id() const { return ref().id(); }
+  [[nodiscard]] std::size_t index() const noexcept { return stream_.index(); }
+
+ private:
+  variant_type stream_;
+};
+
+/// Event of any backend; move-only. `AnyEvent{}` / `AnyEvent{true}` start on the selected backend;
+/// recording on a stream of another backend re-creates the event there (same timing flag).
+template <class... Bs>
+class AnyEvent {
+ public:
+  using variant_type = std::variant<typename Bs::Event...>;
+
+  AnyEvent() : AnyEvent(false) {}
+  explicit AnyEvent(bool enable_timing) : timing_(enable_timing) { emplace(detail::selected_backend_index<Bs...>()); }
+  AnyEvent(AnyEvent&&) noexcept = default;
+  AnyEvent& operator=(AnyEvent&&) noexcept = default;
+  ~AnyEvent() = default;
+
+  void record() {
+    detail::visit_indexed(event_, [](auto i, auto& e) { e.record(detail::backend_at<i(), Bs...>{}.current_stream()); });
+  }
+  void record(AnyStreamRef<Bs...> stream) {
+    if (stream.index() != event_.index()) emplace(stream.index());
+    detail::visit_indexed(event_, [&](auto i, auto& e) { e.record(std::get<i()>(stream.variant())); });
+  }
+  [[nodiscard]] bool query() const {
+    return detail::visit_indexed(event_, [](auto, const auto& e) { return e.query(); });
+  }
+  void synchronize() const {
+    detail::visit_indexed(event_, [](auto, const auto& e) { e.synchronize(); });
+  }
+  [[nodiscard]] float elapsed_time(const AnyEvent& end) const {
+    if (end.index() != index()) detail::throw_backend_mismatch("elapsed_time", backend_name(), end.backend_name());
+    return detail::visit_indexed(event_,
+                                 [&](auto i, const auto& e) { return e.elapsed_time(std::get<i()>(end.event_)); });
+  }
+  [[nodiscard]] std::size_t index() const noexcept { return event_.index(); }
+  [[nodiscard]] std::string_view backend_name() const { return detail::backend_name_at<Bs...>(index()); }
+  [[nodiscard]] const variant_type& variant() const noexcept { return event_; }
+
+ private:
+  void emplace(std::size_t backend_index) {
+    detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { event_.template emplace<i()>(timing_); });
+  }
+
+  bool timing_;
+  variant_type event_;
+};
+
+template <class... Bs>
+void AnyStreamRef<Bs...>::wait(const AnyEvent<Bs...>& event) const {
+  if (event.index() != index()) detail::throw_backend_mismatch("wait", backend_name(), event.backend_name());
+  detail::visit_indexed(ref_, [&](auto i, auto s) { s.wait(std::get<i()>(event.variant())); });
+}
+
+/// Makes a stream current for the calling thread (on its backend); restores the previous one.
+template <class... Bs>
+class AnyStreamGuard {
+ public:
+  explicit AnyStreamGuard(AnyStreamRef<Bs...> stream) {
+    detail::visit_indexed(stream.variant(), [&](auto i, auto s) { guard_.template emplace<i() + 1>(s); });
+  }
+  AnyStreamGuard(const AnyStreamGuard&) = delete;
+  AnyStreamGuard& operator=(const AnyStreamGuard&) = delete;
+  ~AnyStreamGuard() = default;
+
+ private:
+  std::variant<std::monostate, typename Bs::StreamGuard...> guard_;
+};
+
+/// Makes a device current (on the selected backend, or a given one); restores the previous one.
+template <class... Bs>
+class AnyDeviceGuard {
+ public:
+  explicit AnyDeviceGuard(int device) : AnyDeviceGuard(detail::selected_backend_index<Bs...>(), device) {}
+  AnyDeviceGuard(std::size_t backend_index, int device) {
+    detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { guard_.template emplace<i() + 1>(device); });
+  }
+  AnyDeviceGuard(const AnyDeviceGuard&) = delete;
+  AnyDeviceGuard& operator=(const AnyDeviceGuard&) = delete;
+  ~AnyDeviceGuard() = default;
+
+ private:
+  std::variant<std::monostate, typename Bs::DeviceGuard...> guard_;
+};
+
+}  // namespace accel

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what accel's build, tests and benchmarks need on Debian/Ubuntu. Idempotent: when every
+# package is present it only checks (well under a second). The CUDA toolkit is optional and not
+# installed here: where it exists (/usr/local/cuda), the CUDA backend is compiled too.
+set -euo pipefail
+
+packages=(cmake make g++ libboost-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs accel's test suite (every enabled backend; CUDA cases are compiled
+# everywhere the toolkit exists and skip, saying so, where there is no GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/cuda/bin"
+bash scripts/install-deps.sh
+preset="${ACCEL_PRESET:-default}"
+cmake --preset "$preset" -DACCEL_BUILD_TESTS=ON >/dev/null
+cmake --build "build/$preset" -j "$(nproc)"
+ctest --test-dir "build/$preset" --output-on-failure -j "$(nproc)"

@@ -1,0 +1,180 @@
+// A complete backend written outside the library, the way a user would write a third backend.
+// Each area is its own struct so tests can drop one and check the concept rejects the result.
+#pragma once
+
+#include <accel/concepts/accelerator.hpp>
+
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+namespace mock {
+
+inline std::map<void*, std::size_t>& live_blocks() {
+  static std::map<void*, std::size_t> blocks;
+  return blocks;
+}
+
+struct Flags {
+  static constexpr accel::DeviceType device_type() { return accel::DeviceType::cpu; }
+  static constexpr std::string_view name() { return "mock"; }
+  static constexpr bool is_synchronized_device = true;
+  static constexpr bool use_host_timers = true;
+  static constexpr bool resolves_data_dependency = true;
+  static constexpr bool handles_memory_backpressure = true;
+};
+
+struct Devices {
+  static int device_count() { return 1; }
+  static bool is_available() { return true; }
+  static accel::Availability availability() { return {true, {}}; }
+  static std::string device_name() { return "mock"; }
+  static std::string device_name(int i) { return "mock:" + std::to_string(i); }
+  static accel::Device device(int i) { return accel::Device(accel::DeviceType::cpu, i); }
+  static void set_device(int) {}
+  static int current_device() { return 0; }
+  static std::string current_device_name() { return "mock:0"; }
+  static void synchronize() {}
+  static void synchronize(int) {}
+  struct DeviceGuard {
+    explicit DeviceGuard(int) {}
+    DeviceGuard(const DeviceGuard&) = delete;
+  };
+};
+
+class Event;
+class StreamRef {
+ public:
+  void synchronize() const {}
+  bool query() const { return true; }
+  void wait(const Event&) const {}
+  void wait_stream(StreamRef) const {}
+  template <class F>
+  void enqueue(F&& f) const { f(); }  // synchronous device: run now
+  int device_index() const { return 0; }
+  std::uint64_t id() const { return id_; }
+  friend bool operator==(StreamRef, StreamRef) = default;
+
+ protected:
+  std::uint64_t id_ = 0;
+};
+class Stream : public StreamRef {
+ public:
+  Stream() = default;
+  Stream(int, int) {}
+  Stream(Stream&&) = default;
+  Stream& operator=(Stream&&) = default;
+};
+class Event {
+ public:
+  Event() = default;
+  explicit Event(bool timing) : timing_(timing) {}
+  Event(Event&&) = default;
+  Event& operator=(Event&&) = default;
+  void record() { recorded_ = true; }
+  void record(StreamRef) { recorded_ = true; }
+  bool query() const { return true; }
+  void synchronize() const {}
+  float elapsed_time(const Event&) const { return 0.0F; }
+
+ private:
+  bool timing_ = false;
+  bool recorded_ = false;
+};
+struct StreamGuard {
+  explicit StreamGuard(StreamRef) {}
+  StreamGuard(const StreamGuard&) = delete;
+};
+
+struct Streams {
+  using Stream = mock::Stream;
+  using StreamRef = mock::StreamRef;
+  using Event = mock::Event;
+  using StreamGuard = mock::StreamGuard;
+  static StreamRef current_stream() { return {}; }
+  static StreamRef current_stream(int) { return {}; }
+  static StreamRef default_stream() { return {}; }
+  static StreamRef default_stream(int) { return {}; }
+  static void set_stream(StreamRef) {}
+  static StreamGuard stream(StreamRef s) { return StreamGuard{s}; }
+};
+
+struct MemoryNoStats {
+  static void* raw_alloc(std::size_t n, StreamRef) {
+    void* p = std::malloc(n);
+    live_blocks()[p] = n;
+    return p;
+  }
+  static void raw_delete(void* p) {
+    live_blocks().erase(p);
+    std::free(p);
+  }
+  static void record_stream(void*, StreamRef) {}
+  static void empty_cache() {}
+  static std::size_t memory_allocated(int = 0) {
+    std::size_t total = 0;
+    for (const auto& [p, n] : live_blocks()) total += n;
+    return total;
+  }
+  static std::size_t max_memory_allocated(int = 0) { return 0; }
+  static void reset_max_memory_allocated(int = 0) {}
+  static std::size_t memory_reserved(int = 0) { return memory_allocated(); }
+  static std::size_t max_memory_reserved(int = 0) { return 0; }
+  static std::size_t memory_cached(int = 0) { return memory_allocated(); }
+  static std::size_t max_memory_cached(int = 0) { return 0; }
+  static void reset_max_memory_cached(int = 0) {}
+  static void reset_peak_memory_stats(int = 0) {}
+  static void reset_accumulated_memory_stats(int = 0) {}
+  static void set_per_process_memory_fraction(double, int = 0) {}
+  static std::size_t total_memory(int = 0) { return 1 << 30; }
+  static std::size_t available_memory(int = 0) { return 1 << 30; }
+  static accel::MemoryInfo get_memory_info(int = 0) { return {1 << 30, 1 << 30}; }
+  static void pin_memory(void*, std::size_t) {}
+  static bool unpin_memory(void*) { return false; }
+  static bool is_pinned(const void*) { return false; }
+  static bool on_accelerator(const void*) { return true; }
+};
+struct Memory : MemoryNoStats {
+  static accel::MemoryStats memory_stats(int = 0) { return {}; }
+};
+
+struct Dtypes {
+  static bool is_fp16_supported() { return false; }
+  static bool is_bf16_supported() { return false; }
+  static std::vector<accel::Dtype> supported_dtypes() { return {accel::Dtype::float32}; }
+};
+
+struct Profiling {
+  static int range_push(std::string_view) { return 1; }
+  static int range_push(std::string_view, std::string_view) { return 1; }
+  static int range_pop() { return 0; }
+  static int range_pop(std::string_view) { return 0; }
+};
+
+struct Environment {
+  static std::string_view communication_backend_name() { return "none"; }
+  static std::vector<std::string> export_envs() { return {}; }
+  static std::vector<std::string> visible_devices_envs() { return {}; }
+  static void set_visible_devices_envs(accel::EnvMap&, std::span<const int>) {}
+  static void lazy_call(std::function<void()> f) { f(); }
+};
+
+struct Backend : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment {
+  using DeviceGuard = Devices::DeviceGuard;
+};
+
+// The same backend with one area missing each.
+struct NoStats : Flags, Devices, Streams, MemoryNoStats, Dtypes, Profiling, Environment {
+  using DeviceGuard = Devices::DeviceGuard;
+};
+struct NoProfiling : Flags, Devices, Streams, Memory, Dtypes, Environment {
+  using DeviceGuard = Devices::DeviceGuard;
+};
+struct NoFlags : Devices, Streams, Memory, Dtypes, Profiling, Environment {
+  using DeviceGuard = Devices::DeviceGuard;
+};
+struct NoDeviceGuard : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment {
+  using DeviceGuard = void;
+};
+
+}  // namespace mock

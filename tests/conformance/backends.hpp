@@ -1,0 +1,24 @@
+// The backends every conformance suite runs over, and the run-time skip for unavailable ones.
+#pragma once
+
+#include <accel/accel.hpp>
+
+#include <doctest/doctest.h>
+
+#include <tuple>
+
+#if defined(ACCEL_HAS_CUDA)
+using ConformanceBackends = std::tuple<accel::CpuBackend, accel::CudaBackend>;
+#else
+using ConformanceBackends = std::tuple<accel::CpuBackend>;
+#endif
+
+/// Returns from the test case, saying why, when backend B cannot run here (e.g. CUDA without a GPU).
+#define ACCEL_SKIP_UNLESS_AVAILABLE(B)                                                           \
+  do {                                                                                           \
+    const accel::Availability availability_ = B{}.availability();                                \
+    if (!availability_.available) {                                                              \
+      MESSAGE("SKIPPED on " << B::name() << ": " << availability_.reason);                         \
+      return;                                                                                    \
+    }                                                                                            \
+  } while (false)

@@ -1,0 +1,68 @@
+// DeviceApi conformance: every backend enumerates, names, selects and guards devices the same way.
+#include "backends.hpp"
+
+#include <string>
+
+TEST_CASE_TEMPLATE_DEFINE("devices: count, names, selection", B, device_names) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  REQUIRE(b.device_count() >= 1);
+  CHECK(b.is_available());
+  CHECK(b.availability().reason.empty());
+  CHECK(b.device_name() == std::string(B::name()));
+  for (int i = 0; i < b.device_count(); ++i) {
+    CHECK(b.device_name(i) == std::string(B::name()) + ":" + std::to_string(i));
+    CHECK(b.device(i) == accel::Device(B::device_type(), i));
+    CHECK(b.device(i).str() == b.device_name(i));
+  }
+  const int before = b.current_device();
+  b.set_device(b.device_count() - 1);
+  CHECK(b.current_device() == b.device_count() - 1);
+  CHECK(b.current_device_name() == b.device_name(b.device_count() - 1));
+  b.set_device(before);
+  CHECK(b.current_device() == before);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("devices: out-of-range indices throw and change nothing", B, device_errors) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const int count = b.device_count();
+  const int before = b.current_device();
+  const std::string expected = std::string(B::name()) + ":" + std::to_string(count) + " does not exist (device_count() == " +
+                               std::to_string(count) + ")";
+  try {
+    b.set_device(count);
+    FAIL("set_device accepted an index out of range");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()) == expected);
+  }
+  CHECK_THROWS_AS(b.set_device(-1), accel::InvalidArgumentError);
+  CHECK_THROWS_AS((void)b.device_name(count), accel::InvalidArgumentError);
+  CHECK_THROWS_AS((void)b.device(count + 5), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(b.synchronize(count), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(typename B::DeviceGuard{count}, accel::InvalidArgumentError);
+  CHECK(b.current_device() == before);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("devices: DeviceGuard restores the previous device", B, device_guard) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const int last = b.device_count() - 1;
+  b.set_device(0);
+  {
+    typename B::DeviceGuard guard{last};
+    CHECK(b.current_device() == last);
+    {
+      typename B::DeviceGuard inner{0};
+      CHECK(b.current_device() == 0);
+    }
+    CHECK(b.current_device() == last);
+  }
+  CHECK(b.current_device() == 0);
+  b.synchronize();
+  b.synchronize(last);
+}
+
+TEST_CASE_TEMPLATE_APPLY(device_names, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(device_errors, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(device_guard, ConformanceBackends);

@@ -1,0 +1,195 @@
+// MemoryApi conformance: the caching allocator counts, caches, reuses and fails the same way everywhere.
+#include "backends.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <thread>
+#include <vector>
+
+namespace {
+
+template <class B>
+std::int64_t stat(const B& b, const char* key) {
+  const auto flat = b.memory_stats().flat();
+  const auto it = flat.find(key);
+  REQUIRE_MESSAGE(it != flat.end(), "memory_stats() lacks " << key);
+  return it->second;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_DEFINE("memory: allocation is counted, cached and released like torch", B, memory_counts) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  b.synchronize();
+  b.empty_cache();
+  const std::size_t allocated0 = b.memory_allocated();
+  const auto segments0 = stat(b, "segment.all.current");
+  const auto s = b.current_stream();
+
+  void* p = b.raw_alloc(1000, s);
+  REQUIRE(p != nullptr);
+  CHECK(b.memory_allocated() == allocated0 + 1024);  // rounded to 512 B
+  CHECK(b.on_accelerator(p));
+  CHECK(stat(b, "requested_bytes.all.current") >= 1000);
+  CHECK(stat(b, "segment.small_pool.current") >= 1);
+  CHECK(b.memory_reserved() >= b.memory_allocated());
+  CHECK(b.memory_cached() == b.memory_reserved());
+  CHECK(b.max_memory_allocated() >= b.memory_allocated());
+
+  b.raw_delete(p);
+  CHECK(b.memory_allocated() == allocated0);
+  CHECK(b.memory_reserved() > 0);  // cached, not returned
+  void* again = b.raw_alloc(1000, s);
+  CHECK(again == p);  // a cache hit on the same stream reuses the block
+  b.raw_delete(again);
+  b.empty_cache();
+  CHECK(stat(b, "segment.all.current") == segments0);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("memory: peaks and resets follow torch's semantics", B, memory_peaks) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const auto s = b.current_stream();
+  b.reset_peak_memory_stats();
+  const std::size_t base = b.memory_allocated();
+  void* big = b.raw_alloc(8 << 20, s);
+  b.raw_delete(big);
+  CHECK(b.max_memory_allocated() == base + (8 << 20));
+  CHECK(b.memory_allocated() == base);
+  b.reset_max_memory_allocated();
+  CHECK(b.max_memory_allocated() == base);
+  CHECK(stat(b, "allocation.all.allocated") >= 1);
+  b.reset_accumulated_memory_stats();
+  CHECK(stat(b, "allocation.all.allocated") == 0);
+  CHECK(stat(b, "allocation.all.freed") == 0);
+  CHECK(stat(b, "num_alloc_retries") == 0);
+  b.empty_cache();
+  b.reset_max_memory_cached();
+  CHECK(b.max_memory_cached() == b.memory_reserved());
+}
+
+TEST_CASE_TEMPLATE_DEFINE("memory: bad frees and bad sizes are typed errors that change nothing", B, memory_errors) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const auto s = b.current_stream();
+  CHECK(b.raw_alloc(0, s) == nullptr);
+  b.raw_delete(nullptr);
+
+  void* p = b.raw_alloc(4096, s);
+  const auto before = b.memory_stats().flat();
+  int not_ours = 0;
+  CHECK_THROWS_AS(b.raw_delete(&not_ours), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(b.raw_delete(static_cast<char*>(p) + 16), accel::InvalidArgumentError);
+  CHECK(b.memory_stats().flat() == before);
+  b.raw_delete(p);
+  const auto after_free = b.memory_stats().flat();
+  CHECK_THROWS_AS(b.raw_delete(p), accel::InvalidArgumentError);  // double free
+  CHECK(b.memory_stats().flat() == after_free);
+
+  const auto ooms = stat(b, "num_ooms");
+  try {
+    (void)b.raw_alloc(std::numeric_limits<std::size_t>::max() / 2, s);
+    FAIL("a huge allocation succeeded");
+  } catch (const accel::OutOfMemoryError& e) {
+    CHECK(e.requested_bytes() == std::numeric_limits<std::size_t>::max() / 2);
+    CHECK(std::string(e.what()).find(b.device_name(b.current_device())) != std::string::npos);
+  }
+  CHECK(stat(b, "num_ooms") == ooms + 1);
+  void* still_works = b.raw_alloc(4096, s);  // the allocator stays usable
+  CHECK(still_works != nullptr);
+  b.raw_delete(still_works);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("memory: record_stream holds a block until the other stream is done", B, memory_record_stream) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream owner;
+  typename B::Stream user;
+  void* p = b.raw_alloc(64 << 10, owner);
+  std::atomic<bool> release{false};
+  user.enqueue([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  });
+  b.record_stream(p, user);
+  b.raw_delete(p);
+  void* q = b.raw_alloc(64 << 10, owner);
+  CHECK(q != p);  // p may still be in use on `user`
+  release = true;
+  user.synchronize();
+  b.raw_delete(q);
+  void* r = b.raw_alloc(64 << 10, owner);
+  void* t = b.raw_alloc(64 << 10, owner);
+  CHECK((r == p || t == p));  // once `user` is done, p is free for its own stream again
+  b.raw_delete(r);
+  b.raw_delete(t);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("memory: a memory fraction caps what can be reserved", B, memory_fraction) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const auto s = b.current_stream();
+  b.empty_cache();
+  const std::size_t total = b.total_memory();
+  // Allow 64 MiB; a 256 MiB request must fail, even when the device has room.
+  b.set_per_process_memory_fraction(double(64 << 20) / double(total));
+  CHECK_THROWS_AS((void)b.raw_alloc(256 << 20, s), accel::OutOfMemoryError);
+  void* fits = b.raw_alloc(16 << 20, s);
+  CHECK(fits != nullptr);
+  b.raw_delete(fits);
+  b.set_per_process_memory_fraction(1.0);
+  CHECK_THROWS_AS(b.set_per_process_memory_fraction(0.0), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(b.set_per_process_memory_fraction(1.5), accel::InvalidArgumentError);
+  b.empty_cache();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("memory: device totals and pinned host memory", B, memory_info_pinning) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const accel::MemoryInfo info = b.get_memory_info();
+  CHECK(info.total == b.total_memory());
+  CHECK(info.free <= info.total);
+  CHECK(b.available_memory() <= b.total_memory());
+  CHECK(b.total_memory() > (256u << 20));
+
+  std::vector<char> host(1 << 20);
+  int on_stack = 0;
+  CHECK_FALSE(b.on_accelerator(&on_stack));
+  CHECK_FALSE(b.is_pinned(host.data()));
+  b.pin_memory(host.data(), host.size());
+  CHECK(b.is_pinned(host.data()));
+  CHECK(b.is_pinned(host.data() + host.size() - 1));
+  CHECK_FALSE(b.is_pinned(&on_stack));
+  CHECK(b.unpin_memory(host.data()));
+  CHECK_FALSE(b.is_pinned(host.data()));
+  CHECK_FALSE(b.unpin_memory(host.data()));  // not pinned any more
+}
+
+TEST_CASE_TEMPLATE_DEFINE("memory: Buffer owns typed memory on a stream", B, memory_buffer) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const std::size_t base = b.memory_allocated();
+  {
+    accel::FloatBuffer<B> weights(1000);
+    CHECK(weights.size() == 1000);
+    CHECK(weights.bytes() == 4000);
+    CHECK(b.memory_allocated() == base + 4096);
+    CHECK(b.on_accelerator(weights.data()));
+    accel::Buffer<float, B> moved = std::move(weights);
+    CHECK(moved.size() == 1000);
+    CHECK(weights.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+    accel::ByteBuffer<B> bytes(10);
+    CHECK(b.memory_allocated() == base + 4096 + 512);
+  }
+  CHECK(b.memory_allocated() == base);
+}
+
+TEST_CASE_TEMPLATE_APPLY(memory_counts, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_peaks, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_errors, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_record_stream, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_fraction, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_info_pinning, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_buffer, ConformanceBackends);

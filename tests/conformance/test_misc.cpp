@@ -1,0 +1,65 @@
+// DtypeApi, ProfileApi, EnvApi and FlagsApi conformance.
+#include "backends.hpp"
+
+#include <algorithm>
+#include <array>
+
+TEST_CASE_TEMPLATE_DEFINE("dtypes: supported_dtypes agrees with the fp16/bf16 answers", B, dtypes) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const auto dtypes = b.supported_dtypes();
+  const auto has = [&](accel::Dtype d) { return std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end(); };
+  CHECK(has(accel::Dtype::float32));
+  CHECK(has(accel::Dtype::float16) == b.is_fp16_supported());
+  CHECK(has(accel::Dtype::bfloat16) == b.is_bf16_supported());
+}
+
+TEST_CASE_TEMPLATE_DEFINE("profile: ranges nest per thread and per domain", B, ranges) {
+  const B b;
+  CHECK(b.range_push("step") == 1);
+  CHECK(b.range_push("forward") == 2);
+  CHECK(b.range_push("allreduce", "comm") == 1);
+  CHECK(b.range_pop("comm") == 0);
+  CHECK(b.range_pop() == 1);
+  CHECK(b.range_pop() == 0);
+  CHECK_THROWS_AS(b.range_pop(), accel::InvalidStateError);
+  CHECK_THROWS_AS(b.range_pop("comm"), accel::InvalidStateError);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("env: launcher variables and lazy_call", B, env) {
+  const B b;
+  CHECK_FALSE(std::string_view(b.communication_backend_name()).empty());
+  const auto names = b.visible_devices_envs();
+  REQUIRE_FALSE(names.empty());
+  accel::EnvMap env{{"PATH", "/usr/bin"}};
+  const std::array<int, 3> ids{0, 2, 3};
+  b.set_visible_devices_envs(env, ids);
+  for (const auto& name : names) CHECK(env.at(name) == "0,2,3");
+  CHECK(env.at("PATH") == "/usr/bin");
+  const std::array<int, 1> negative{-1};
+  CHECK_THROWS_AS(b.set_visible_devices_envs(env, negative), accel::InvalidArgumentError);
+  CHECK_FALSE(b.export_envs().empty());
+
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  b.synchronize();  // the runtime is initialised from here on
+  int calls = 0;
+  b.lazy_call([&] { ++calls; });
+  CHECK(calls == 1);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("flags: compile-time constants", B, flags) {
+  constexpr bool any = B::is_synchronized_device || B::use_host_timers || B::resolves_data_dependency ||
+                       B::handles_memory_backpressure;
+  if constexpr (B::is_synchronized_device) {
+    CHECK(any);
+  } else {
+    // An asynchronous device must be timed with events and ordered explicitly.
+    CHECK_FALSE(B::use_host_timers);
+    CHECK_FALSE(B::resolves_data_dependency);
+  }
+}
+
+TEST_CASE_TEMPLATE_APPLY(dtypes, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(ranges, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(env, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(flags, ConformanceBackends);
