@@ -1,0 +1,794 @@
+// accel/memory/caching_allocator.hpp — accel::CachingAllocator: torch's CUDA caching allocator, for
+// every backend.
+//
+// One instance per device, over a raw-memory policy. It follows c10/cuda/CUDACachingAllocator.cpp:
+// - sizes are rounded (memory/detail/caching_rules.hpp: 512 B steps, roundup_power2_divisions);
+//   requests of <= 1 MiB come from a small pool of 2 MiB segments, larger ones from a large pool
+//   (20 MiB segments for 1-10 MiB, else the size rounded to 2 MiB);
+// - a free block is found best-fit by (stream id, size, address) and only on the caller's stream;
+//   a found block is split when the remainder is worth keeping (small pool: >= 512 B; large pool:
+//   > 1 MiB and the request is below max_split_size), and a freed block merges with free neighbours;
+// - record_stream(p, s) marks p as used on s; when p is freed an event is recorded on every such s and
+//   the block stays active (not allocated) until those events complete. Events are polled at the start
+//   of each allocation; empty_cache() and the OOM path synchronize them;
+// - when no cached block fits and a new segment cannot be had: free oversize cached blocks (only when
+//   max_split_size is set), then synchronize events, release every unsplit cached segment and retry
+//   (num_alloc_retries), then throw accel::OutOfMemoryError (num_ooms) with the device, the request and
+//   the allocated / reserved / free / total / allowed figures. A memory fraction caps reserved bytes,
+//   and going over it counts as a failed raw allocation, as with torch's per-process fraction;
+// - statistics (memory/stats.hpp) mean what torch's mean.
+// Differences: no graph pools, no expandable segments; a pointer that is not a live allocation is an
+// InvalidArgumentError at free() (torch asserts), and changes nothing.
+//
+// The RawMemory policy (checked by accel::RawMemoryPolicy):
+//   using stream_type = ...;   trivially copyable stream view with .id() -> std::uint64_t
+//   using event_type = ...;    movable
+//   static void* allocate(int device, std::size_t bytes) noexcept;      nullptr on failure
+//   static void deallocate(int device, void* p, std::size_t bytes) noexcept;
+//   static event_type record_event(stream_type s);      an event capturing s's work so far
+//   static bool event_done(const event_type& e);        non-blocking
+//   static void event_synchronize(const event_type& e);
+//   static MemoryInfo memory_info(int device);          free and total bytes, for limits and messages
+//   static std::string device_name(int device);         "cpu:0", "cuda:0"
+//   optional: static std::string oom_hint(int device);  appended to out-of-memory messages
+// The allocator calls the policy under its mutex and never touches the memory it hands out.
+// Thread-safe: one mutex per instance. The hot path (a cached block on the same stream) allocates
+// nothing: blocks, set nodes and the pointer index recycle their storage.
+#pragma once
+
+#include <accel/core/error.hpp>
+#include <accel/memory/allocator_config.hpp>
+#include <accel/memory/detail/caching_rules.hpp>
+#include <accel/memory/detail/node_arena.hpp>
+#include <accel/memory/detail/pointer_map.hpp>
+#include <accel/memory/stats.hpp>
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace accel {
+
+template <class P>
+concept RawMemoryPolicy =
+    std::is_trivially_copyable_v<typename P::stream_type> && std::movable<typename P::event_type> &&
+    requires(int device, std::size_t n, void* p, typename P::stream_type s, const typename P::event_type& e) {
+      { s.id() } -> std::convertible_to<std::uint64_t>;
+      { P::allocate(device, n) } noexcept -> std::same_as<void*>;
+      { P::deallocate(device, p, n) } noexcept;
+      { P::record_event(s) } -> std::same_as<typename P::event_type>;
+      { P::event_done(e) } -> std::same_as<bool>;
+      P::event_synchronize(e);
+      { P::memory_info(device) } -> std::same_as<MemoryInfo>;
+      { P::device_name(device) } -> std::convertible_to<std::string>;
+    };
+
+/// One block of a segment, as CachingAllocator::snapshot() reports it (torch's memory_snapshot()).
+struct BlockInfo {
+  enum class State : std::uint8_t { active_allocated, active_pending_free, inactive };
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;  ///< 0 unless active
+  State state = State::inactive;
+};
+
+/// One segment obtained from the raw allocator, with its blocks in address order.
+struct SegmentInfo {
+  std::uintptr_t address = 0;
+  std::size_t total_size = 0;
+  std::size_t allocated_size = 0;
+  std::size_t active_size = 0;
+  std::uint64_t stream = 0;  ///< id of the stream the segment was allocated for
+  bool is_small_pool = false;
+  std::vector<BlockInfo> blocks;
+};
+
+template <RawMemoryPolicy RawMemory>
+class CachingAllocator {
+ public:
+  using raw_memory = RawMemory;
+  using stream_type = typename RawMemory::stream_type;
+  using event_type = typename RawMemory::event_type;
+
+  /// An allocator for `device`; the configuration defaults to ACCEL_ALLOC_CONF.
+  explicit CachingAllocator(int device, AllocatorConfig config = AllocatorConfig::from_env())
+      : device_(device), name_(RawMemory::device_name(device)), config_(config) {
+    stats_.max_split_size = static_cast<std::int64_t>(config_.max_split_size);
+  }
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  /// Waits for pending events and returns every segment to the raw allocator, live blocks included.
+  ~CachingAllocator() {
+    for (auto& [id, queue] : events_) {
+      for (auto& pending : queue) RawMemory::event_synchronize(pending.first);
+    }
+    for (auto& [address, segment] : segments_) {
+      RawMemory::deallocate(device_, reinterpret_cast<void*>(address), segment->size);
+      for (Block* b = segment->head; b != nullptr;) {
+        Block* next = b->next;
+        b->~Block();
+        b = next;
+      }
+      delete segment;
+    }
+    segments_.clear();
+  }
+
+  [[nodiscard]] int device() const noexcept { return device_; }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] const AllocatorConfig& config() const noexcept { return config_; }
+
+  /// `bytes` of memory for use on `stream`; nullptr for 0 bytes. Throws OutOfMemoryError.
+  [[nodiscard]] void* allocate(std::size_t bytes, stream_type stream) {
+    if (bytes == 0) return nullptr;
+    std::unique_lock lock(mutex_);
+    if (!events_.empty()) process_events();
+    if (bytes > caching::max_request) throw out_of_memory(bytes, bytes);
+    // Take the bookkeeping storage first: a std::bad_alloc here changes nothing.
+    map_.reserve_one();
+    arena_.reserve(4);
+    blocks_.reserve(2);
+
+    const std::size_t size = caching::round_size(bytes, config_);
+    const bool small = caching::is_small(size);
+    Pool& pool = small ? small_blocks_ : large_blocks_;
+    const std::uint64_t stream_id = static_cast<std::uint64_t>(stream.id());
+    Block* block = get_free_block(pool, stream_id, size);
+    if (block == nullptr) {
+      const std::size_t alloc_size = caching::segment_size(size);
+      if (gc_enabled()) garbage_collect_cached_blocks();
+      block = alloc_block(alloc_size, stream, small, false);
+      if (block == nullptr && release_available_cached_blocks(pool, stream_id, size)) {
+        block = alloc_block(alloc_size, stream, small, false);
+      }
+      if (block == nullptr) {
+        release_cached_blocks();
+        block = alloc_block(alloc_size, stream, small, true);
+      }
+      if (block == nullptr) throw out_of_memory(bytes, alloc_size);
+    }
+    return alloc_found_block(block, size, bytes, stream, pool);
+  }
+
+  /// Returns p to the cache. nullptr is a no-op; a pointer that is not a live allocation of this
+  /// allocator throws InvalidArgumentError and changes nothing.
+  void free(void* p) {
+    if (p == nullptr) return;
+    std::unique_lock lock(mutex_);
+    if (!free_locked(p)) throw not_allocated(p, "free");
+  }
+
+  /// free() that returns false, changing nothing, when p is not a live allocation of this allocator.
+  [[nodiscard]] bool try_free(void* p) {
+    if (p == nullptr) return true;
+    std::unique_lock lock(mutex_);
+    return free_locked(p);
+  }
+
+  /// p (a live allocation) is also used on `stream`: after free(p) it is not reused until the work
+  /// enqueued on `stream` before the free has completed. A use on the allocation stream is ignored.
+  void record_stream(void* p, stream_type stream) {
+    if (p == nullptr) return;
+    std::unique_lock lock(mutex_);
+    Block* block = map_.find(reinterpret_cast<std::uintptr_t>(p));
+    if (block == nullptr) throw not_allocated(p, "record_stream");
+    if (static_cast<std::uint64_t>(stream.id()) == block->stream_id) return;
+    for (const stream_type& s : block->stream_uses) {
+      if (static_cast<std::uint64_t>(s.id()) == static_cast<std::uint64_t>(stream.id())) return;
+    }
+    block->stream_uses.push_back(stream);
+  }
+
+  /// Synchronizes pending events and releases every cached segment that is entirely free.
+  void empty_cache() {
+    std::unique_lock lock(mutex_);
+    release_cached_blocks();
+  }
+
+  /// Whether p lies inside a segment of this allocator (allocated or cached).
+  [[nodiscard]] bool owns(const void* p) const {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    std::unique_lock lock(mutex_);
+    return find_segment(address) != nullptr;
+  }
+
+  /// Whether p is the start of a live allocation of this allocator.
+  [[nodiscard]] bool is_allocated(const void* p) const {
+    std::unique_lock lock(mutex_);
+    return map_.find(reinterpret_cast<std::uintptr_t>(p)) != nullptr;
+  }
+
+  [[nodiscard]] MemoryStats stats() const {
+    std::unique_lock lock(mutex_);
+    return stats_;
+  }
+  /// stats().allocated_bytes.all() and friends, without copying the whole set.
+  [[nodiscard]] Stat allocated_bytes() const {
+    std::unique_lock lock(mutex_);
+    return stats_.allocated_bytes.all();
+  }
+  [[nodiscard]] Stat reserved_bytes() const {
+    std::unique_lock lock(mutex_);
+    return stats_.reserved_bytes.all();
+  }
+
+  /// Sets peak = current on every statistic (torch's reset_peak_memory_stats).
+  void reset_peak_stats() {
+    std::unique_lock lock(mutex_);
+    stats_.reset_peak();
+  }
+  /// Zeroes the allocated/freed totals and the num_* counters (torch's reset_accumulated_memory_stats).
+  void reset_accumulated_stats() {
+    std::unique_lock lock(mutex_);
+    stats_.reset_accumulated();
+  }
+
+  /// Caps reserved memory at fraction * total memory (0 < fraction <= 1; torch's
+  /// set_per_process_memory_fraction); a segment that would exceed it counts as a failed allocation.
+  void set_memory_fraction(double fraction) {
+    if (!(fraction > 0.0 && fraction <= 1.0)) {
+      throw InvalidArgumentError("set_per_process_memory_fraction(" + std::to_string(fraction) + ") on " + name_ +
+                                 ": the fraction must be in (0, 1]");
+    }
+    const MemoryInfo info = RawMemory::memory_info(device_);
+    std::unique_lock lock(mutex_);
+    fraction_ = fraction;
+    allowed_ = static_cast<std::size_t>(fraction * static_cast<double>(info.total));
+    fraction_set_ = true;
+  }
+  /// The fraction set, or a negative value when none is.
+  [[nodiscard]] double memory_fraction() const {
+    std::unique_lock lock(mutex_);
+    return fraction_set_ ? fraction_ : -1.0;
+  }
+  /// The most bytes this allocator may reserve: fraction * total, or SIZE_MAX when no fraction is set.
+  [[nodiscard]] std::size_t allowed_memory() const {
+    std::unique_lock lock(mutex_);
+    return fraction_set_ ? allowed_ : static_cast<std::size_t>(-1);
+  }
+
+  /// Every segment and its blocks, in address order (torch's memory_snapshot(), without traces).
+  [[nodiscard]] std::vector<SegmentInfo> snapshot() const {
+    std::unique_lock lock(mutex_);
+    std::vector<SegmentInfo> out;
+    out.reserve(segments_.size());
+    for (const auto& [address, segment] : segments_) {
+      SegmentInfo info;
+      info.address = address;
+      info.total_size = segment->size;
+      info.stream = segment->stream_id;
+      info.is_small_pool = segment->small;
+      for (const Block* b = segment->head; b != nullptr; b = b->next) {
+        BlockInfo bi;
+        bi.address = b->ptr;
+        bi.size = b->size;
+        if (b->allocated) {
+          bi.state = BlockInfo::State::active_allocated;
+          bi.requested_size = b->requested_size;
+          info.allocated_size += b->size;
+          info.active_size += b->size;
+        } else if (b->event_count > 0) {
+          bi.state = BlockInfo::State::active_pending_free;
+          bi.requested_size = b->requested_size;
+          info.active_size += b->size;
+        }
+        info.blocks.push_back(bi);
+      }
+      out.push_back(std::move(info));
+    }
+    return out;
+  }
+
+ private:
+  struct Block;
+  struct Segment {
+    std::uintptr_t ptr = 0;
+    std::size_t size = 0;
+    std::uint64_t stream_id = 0;
+    bool small = false;
+    Block* head = nullptr;  // lowest-address block
+  };
+  struct Key {
+    std::uint64_t stream_id;
+    std::size_t size;
+    std::uintptr_t ptr;
+  };
+  struct BlockLess {
+    using is_transparent = void;
+    static Key key(const Block* b) noexcept { return {b->stream_id, b->size, b->ptr}; }
+    static const Key& key(const Key& k) noexcept { return k; }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const noexcept {
+      const Key ka = key(a);
+      const Key kb = key(b);
+      if (ka.stream_id != kb.stream_id) return ka.stream_id < kb.stream_id;
+      if (ka.size != kb.size) return ka.size < kb.size;
+      return ka.ptr < kb.ptr;
+    }
+  };
+  using FreeSet = std::set<Block*, BlockLess, detail::ArenaAllocator<Block*>>;
+
+  struct Block {
+    Block(std::uintptr_t p, std::size_t s, stream_type st, Segment* seg, bool is_small) noexcept
+        : ptr(p), size(s), stream_id(static_cast<std::uint64_t>(st.id())), stream(st), segment(seg), small(is_small) {}
+    std::uintptr_t ptr;
+    std::size_t size;
+    std::size_t requested_size = 0;
+    std::uint64_t stream_id;
+    stream_type stream;
+    Segment* segment;
+    Block* prev = nullptr;
+    Block* next = nullptr;
+    bool allocated = false;
+    bool small;
+    int event_count = 0;
+    std::uint64_t gc_count_base = 0;
+    typename FreeSet::iterator pool_it{};
+    std::vector<stream_type> stream_uses;
+    [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+  };
+
+  struct Pool {
+    explicit Pool(detail::NodeArena* arena, bool is_small) : blocks(BlockLess{}, detail::ArenaAllocator<Block*>(arena)), small(is_small) {}
+    FreeSet blocks;
+    bool small;
+    std::uint64_t get_free_blocks_call_count = 0;
+  };
+
+  // Recycled storage for Block objects: a free list over chunks that live as long as the allocator.
+  class BlockStore {
+   public:
+    BlockStore() = default;
+    BlockStore(const BlockStore&) = delete;
+    BlockStore& operator=(const BlockStore&) = delete;
+    ~BlockStore() {
+      for (void* chunk : chunks_) ::operator delete(chunk, std::align_val_t{alignof(Block)});
+    }
+    void reserve(std::size_t n) {
+      while (free_count_ < n) grow();
+    }
+    Block* make(std::uintptr_t p, std::size_t s, stream_type st, Segment* seg, bool small) noexcept {
+      Slot* slot = free_;  // reserve() ran first
+      free_ = slot->next;
+      --free_count_;
+      return ::new (static_cast<void*>(slot)) Block(p, s, st, seg, small);
+    }
+    void destroy(Block* b) noexcept {
+      b->~Block();
+      auto* slot = ::new (static_cast<void*>(b)) Slot{free_};
+      free_ = slot;
+      ++free_count_;
+    }
+
+   private:
+    struct Slot {
+      Slot* next;
+    };
+    static constexpr std::size_t per_chunk = 64;
+    void grow() {
+      chunks_.reserve(chunks_.size() + 1);
+      void* chunk = ::operator new(sizeof(Block) * per_chunk, std::align_val_t{alignof(Block)});
+      chunks_.push_back(chunk);
+      for (std::size_t i = per_chunk; i-- > 0;) {
+        free_ = ::new (static_cast<unsigned char*>(chunk) + i * sizeof(Block)) Slot{free_};
+        ++free_count_;
+      }
+    }
+    Slot* free_ = nullptr;
+    std::size_t free_count_ = 0;
+    std::vector<void*> chunks_;
+  };
+  static_assert(sizeof(Block) >= sizeof(void*));
+
+  using SegmentMap = std::map<std::uintptr_t, Segment*, std::less<>,
+                              detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>>;
+  using EventQueue = std::deque<std::pair<event_type, Block*>>;
+
+  // ---- lookups --------------------------------------------------------------------------------
+
+  const Segment* find_segment(std::uintptr_t address) const noexcept {
+    auto it = segments_.upper_bound(address);
+    if (it == segments_.begin()) return nullptr;
+    --it;
+    return address - it->first < it->second->size ? it->second : nullptr;
+  }
+
+  [[nodiscard]] static StatType stat_type(bool small) noexcept {
+    return small ? StatType::small_pool : StatType::large_pool;
+  }
+  [[nodiscard]] Pool& pool_of(const Block* b) noexcept { return b->small ? small_blocks_ : large_blocks_; }
+  [[nodiscard]] bool gc_enabled() const noexcept {
+    return fraction_set_ && config_.garbage_collection_threshold > 0.0;
+  }
+
+  static void pool_insert(Pool& pool, Block* block) {
+    block->gc_count_base = pool.get_free_blocks_call_count;
+    block->pool_it = pool.blocks.insert(block).first;
+  }
+  static void pool_erase(Pool& pool, Block* block) noexcept { pool.blocks.erase(block->pool_it); }
+
+  // ---- malloc ---------------------------------------------------------------------------------
+
+  Block* get_free_block(Pool& pool, std::uint64_t stream_id, std::size_t size) {
+    if (gc_enabled()) ++pool.get_free_blocks_call_count;
+    const auto it = pool.blocks.lower_bound(Key{stream_id, size, 0});
+    if (it == pool.blocks.end() || (*it)->stream_id != stream_id) return nullptr;
+    Block* block = *it;
+    const std::size_t max_split = config_.max_split_size;
+    // Do not return an oversize block for a smaller request; round oversize requests up only a little.
+    if (size < max_split && block->size >= max_split) return nullptr;
+    if (size >= max_split && block->size - size >= config_.max_non_split_rounding_size) return nullptr;
+    pool.blocks.erase(it);
+    return block;
+  }
+
+  [[nodiscard]] bool should_split(const Block* block, std::size_t size) const noexcept {
+    const std::size_t remaining = block->size - size;
+    if (block->small) return remaining >= caching::min_block_size;
+    return size < config_.max_split_size && remaining > caching::small_size;
+  }
+
+  void* alloc_found_block(Block* block, std::size_t size, std::size_t requested, stream_type stream, Pool& pool) noexcept {
+    const StatType st = stat_type(pool.small);
+    const bool already_split = block->is_split();
+    if (should_split(block, size)) {
+      Block* remaining = block;
+      block = blocks_.make(remaining->ptr, size, stream, remaining->segment, pool.small);
+      block->prev = remaining->prev;
+      if (block->prev != nullptr) {
+        block->prev->next = block;
+      } else {
+        block->segment->head = block;
+      }
+      block->next = remaining;
+      remaining->prev = block;
+      remaining->ptr += size;
+      remaining->size -= size;
+      pool_insert(pool, remaining);  // the arena was reserved: no allocation
+      if (already_split) {
+        stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+      } else {
+        stats_.inactive_split_bytes.increase(st, static_cast<std::int64_t>(remaining->size));
+        stats_.inactive_split.increase(st, 1);
+      }
+    } else if (already_split) {
+      stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+      stats_.inactive_split.decrease(st, 1);
+    }
+    block->allocated = true;
+    block->requested_size = requested;
+    map_.insert(block->ptr, block);  // reserved: no allocation
+    const auto bytes = static_cast<std::int64_t>(block->size);
+    stats_.allocation.increase(st, 1);
+    stats_.allocated_bytes.increase(st, bytes);
+    stats_.active.increase(st, 1);
+    stats_.active_bytes.increase(st, bytes);
+    stats_.requested_bytes.increase(st, static_cast<std::int64_t>(requested));
+    if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+    return reinterpret_cast<void*>(block->ptr);
+  }
+
+  // A new segment of `size` bytes, or nullptr when the raw allocator or the fraction cap refuses.
+  Block* alloc_block(std::size_t size, stream_type stream, bool small, bool is_retry) {
+    if (is_retry) ++stats_.num_alloc_retries;
+    if (fraction_set_ && (reserved_ > allowed_ || size > allowed_ - reserved_)) return nullptr;
+    auto segment = std::make_unique<Segment>();
+    void* p = RawMemory::allocate(device_, size);
+    if (p == nullptr) return nullptr;
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    segment->ptr = address;
+    segment->size = size;
+    segment->stream_id = static_cast<std::uint64_t>(stream.id());
+    segment->small = small;
+    Block* block = blocks_.make(address, size, stream, segment.get(), small);
+    segment->head = block;
+    segments_.emplace(address, segment.release());  // node storage was reserved
+    reserved_ += size;
+    const StatType st = stat_type(small);
+    stats_.segment.increase(st, 1);
+    stats_.reserved_bytes.increase(st, static_cast<std::int64_t>(size));
+    if (size >= config_.max_split_size) stats_.oversize_segments.increase(1);
+    ++stats_.num_device_alloc;
+    return block;
+  }
+
+  // ---- free -----------------------------------------------------------------------------------
+
+  bool free_locked(void* p) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    Block* block = map_.find(address);
+    if (block == nullptr) return false;
+    // Events first: if recording one throws, nothing has changed.
+    std::vector<std::pair<std::uint64_t, event_type>> recorded;
+    if (!block->stream_uses.empty()) {
+      recorded.reserve(block->stream_uses.size());
+      for (const stream_type& s : block->stream_uses) {
+        recorded.emplace_back(static_cast<std::uint64_t>(s.id()), RawMemory::record_event(s));
+      }
+    }
+    arena_.reserve(1);
+    map_.erase(address);
+    block->allocated = false;
+    const StatType st = stat_type(block->small);
+    stats_.allocation.decrease(st, 1);
+    stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+    if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+    if (recorded.empty()) {
+      free_block(block);
+      return true;
+    }
+    block->stream_uses.clear();
+    for (auto& [stream_id, event] : recorded) {
+      try {
+        events_[stream_id].emplace_back(std::move(event), block);
+        ++block->event_count;
+      } catch (...) {
+        RawMemory::event_synchronize(event);  // no room to track it: wait for it now
+      }
+    }
+    if (block->event_count == 0) free_block(block);
+    return true;
+  }
+
+  // Returns a block whose events are done to its pool, merging free neighbours. Needs one arena slot.
+  void free_block(Block* block) noexcept {
+    const std::size_t original_size = block->size;
+    const std::size_t requested = block->requested_size;
+    Pool& pool = pool_of(block);
+    std::int64_t net_blocks = 0;
+    std::int64_t net_bytes = 0;
+    Block* const candidates[2] = {block->prev, block->next};
+    for (Block* candidate : candidates) {
+      const std::size_t subsumed = try_merge_blocks(block, candidate, pool);
+      if (subsumed > 0) {
+        net_blocks -= 1;
+        net_bytes -= static_cast<std::int64_t>(subsumed);
+      }
+    }
+    block->requested_size = 0;
+    pool_insert(pool, block);
+    if (block->is_split()) {
+      net_blocks += 1;
+      net_bytes += static_cast<std::int64_t>(block->size);
+    }
+    const StatType st = stat_type(pool.small);
+    if (net_blocks > 0) stats_.inactive_split.increase(st, net_blocks);
+    if (net_blocks < 0) stats_.inactive_split.decrease(st, -net_blocks);
+    if (net_bytes > 0) stats_.inactive_split_bytes.increase(st, net_bytes);
+    if (net_bytes < 0) stats_.inactive_split_bytes.decrease(st, -net_bytes);
+    stats_.active.decrease(st, 1);
+    stats_.active_bytes.decrease(st, static_cast<std::int64_t>(original_size));
+    stats_.requested_bytes.decrease(st, static_cast<std::int64_t>(requested));
+  }
+
+  std::size_t try_merge_blocks(Block* dst, Block* src, Pool& pool) noexcept {
+    if (src == nullptr || src->allocated || src->event_count > 0 || !src->stream_uses.empty()) return 0;
+    if (dst->prev == src) {  // [src dst]
+      dst->ptr = src->ptr;
+      dst->prev = src->prev;
+      if (dst->prev != nullptr) {
+        dst->prev->next = dst;
+      } else {
+        dst->segment->head = dst;
+      }
+    } else {  // [dst src]
+      dst->next = src->next;
+      if (dst->next != nullptr) dst->next->prev = dst;
+    }
+    const std::size_t subsumed = src->size;
+    dst->size += subsumed;
+    pool_erase(pool, src);
+    blocks_.destroy(src);
+    return subsumed;
+  }
+
+  // ---- events ---------------------------------------------------------------------------------
+
+  void process_events() {
+    for (auto it = events_.begin(); it != events_.end();) {
+      EventQueue& queue = it->second;
+      while (!queue.empty()) {
+        if (!RawMemory::event_done(queue.front().first)) break;
+        arena_.reserve(1);
+        Block* block = queue.front().second;
+        queue.pop_front();
+        if (--block->event_count == 0) free_block(block);
+      }
+      it = queue.empty() ? events_.erase(it) : std::next(it);
+    }
+  }
+
+  void synchronize_and_free_events() {
+    ++stats_.num_sync_all_streams;
+    for (auto it = events_.begin(); it != events_.end();) {
+      EventQueue& queue = it->second;
+      while (!queue.empty()) {
+        RawMemory::event_synchronize(queue.front().first);
+        arena_.reserve(1);
+        Block* block = queue.front().second;
+        queue.pop_front();
+        if (--block->event_count == 0) free_block(block);
+      }
+      it = events_.erase(it);
+    }
+  }
+
+  // ---- releasing cached segments ----------------------------------------------------------------
+
+  void release_block(Block* block) noexcept {
+    Segment* segment = block->segment;
+    Pool& pool = pool_of(block);
+    ++stats_.num_device_free;
+    pool_erase(pool, block);
+    RawMemory::deallocate(device_, reinterpret_cast<void*>(block->ptr), block->size);
+    reserved_ -= block->size;
+    const StatType st = stat_type(pool.small);
+    stats_.segment.decrease(st, 1);
+    stats_.reserved_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+    if (block->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
+    segments_.erase(segment->ptr);
+    delete segment;
+    blocks_.destroy(block);
+  }
+
+  void release_blocks(Pool& pool) noexcept {
+    for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
+      Block* block = *it;
+      ++it;
+      if (!block->is_split()) release_block(block);
+    }
+  }
+
+  // empty_cache's work: every event waited for, every unsplit cached segment released.
+  void release_cached_blocks() {
+    synchronize_and_free_events();
+    release_blocks(large_blocks_);
+    release_blocks(small_blocks_);
+  }
+
+  // With max_split_size set: frees one cached oversize block that fits, or oversize blocks of this
+  // stream, largest first, until `size` bytes are released.
+  bool release_available_cached_blocks(Pool& pool, std::uint64_t stream_id, std::size_t size) noexcept {
+    const std::size_t max_split = config_.max_split_size;
+    if (max_split == AllocatorConfig::unlimited) return false;
+    const std::size_t key_size = std::max(size, max_split);
+    auto it = pool.blocks.lower_bound(Key{stream_id, key_size, 0});
+    if (it == pool.blocks.end() || (*it)->stream_id != stream_id) {
+      if (it == pool.blocks.begin()) return false;
+      std::size_t released = 0;
+      --it;
+      while (released < key_size && (*it)->size >= max_split && (*it)->stream_id == stream_id) {
+        const auto current = it;
+        const bool is_first = current == pool.blocks.begin();
+        if (!is_first) --it;
+        Block* block = *current;
+        if (!block->is_split()) {
+          released += block->size;
+          release_block(block);
+        }
+        if (is_first) break;
+      }
+      return released >= key_size;
+    }
+    if ((*it)->is_split()) return false;
+    release_block(*it);
+    return true;
+  }
+
+  // torch's garbage_collect_cached_blocks: frees old unsplit large blocks, without synchronizing, once
+  // reserved memory is above garbage_collection_threshold * the allowed maximum.
+  void garbage_collect_cached_blocks() noexcept {
+    const auto threshold = static_cast<std::size_t>(config_.garbage_collection_threshold * static_cast<double>(allowed_));
+    if (reserved_ <= threshold) return;
+    const std::size_t target = reserved_ - threshold;
+    Pool& pool = large_blocks_;
+    const auto age = [&pool](const Block* b) { return pool.get_free_blocks_call_count - b->gc_count_base; };
+    std::uint64_t total_age = 0;
+    std::uint64_t freeable = 0;
+    for (const Block* b : pool.blocks) {
+      if (!b->is_split()) {
+        total_age += age(b);
+        ++freeable;
+      }
+    }
+    std::size_t reclaimed = 0;
+    bool freed = true;
+    while (reclaimed < target && freed && freeable > 0) {
+      const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable);
+      freed = false;
+      for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
+        Block* b = *it;
+        ++it;
+        if (!b->is_split() && static_cast<double>(age(b)) >= age_threshold) {
+          freed = true;
+          reclaimed += b->size;
+          total_age -= age(b);
+          --freeable;
+          release_block(b);
+        }
+      }
+    }
+  }
+
+  // ---- errors ---------------------------------------------------------------------------------
+
+  OutOfMemoryError out_of_memory(std::size_t requested, std::size_t alloc_size) {
+    ++stats_.num_ooms;
+    MemoryInfo info{};
+    try {
+      info = RawMemory::memory_info(device_);
+    } catch (...) {
+    }
+    const auto allocated = static_cast<std::size_t>(stats_.allocated_bytes.all().current);
+    const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes.all().current);
+    std::string msg = name_ + " out of memory: tried to allocate " + caching::format_size(alloc_size);
+    if (alloc_size != requested) {
+      msg += " (a segment for a request of " + std::to_string(requested) + " bytes)";
+    } else {
+      msg += " (" + std::to_string(requested) + " bytes)";
+    }
+    msg += ". " + name_ + " has a total capacity of " + caching::format_size(info.total) + " of which " +
+           caching::format_size(info.free) + " is free. ";
+    if (fraction_set_) {
+      char fraction[32];
+      std::snprintf(fraction, sizeof fraction, "%.3g", fraction_);
+      msg += "The limit is " + caching::format_size(allowed_) + " (memory fraction " + fraction + "). ";
+    } else {
+      msg += "No memory fraction limit is set. ";
+    }
+    msg += "Of the reserved memory " + caching::format_size(reserved) + ", " + caching::format_size(allocated) +
+           " is allocated and " + caching::format_size(reserved - allocated) +
+           " is reserved but unallocated. If reserved but unallocated memory is large, try "
+           "ACCEL_ALLOC_CONF=max_split_size_mb:<MiB> to limit fragmentation.";
+    if constexpr (requires { { RawMemory::oom_hint(device_) } -> std::convertible_to<std::string>; }) {
+      const std::string hint = RawMemory::oom_hint(device_);
+      if (!hint.empty()) msg += " " + hint;
+    }
+    return OutOfMemoryError(msg, requested);
+  }
+
+  InvalidArgumentError not_allocated(const void* p, const char* what) const {
+    char address[32];
+    std::snprintf(address, sizeof address, "%p", p);
+    std::string msg = std::string(what) + "(" + address + "): the pointer was not allocated by " + name_ +
+                      "'s caching allocator (or was already freed)";
+    if (find_segment(reinterpret_cast<std::uintptr_t>(p)) != nullptr) {
+      msg += "; it lies inside one of its segments but is not the start of a live allocation";
+    }
+    return InvalidArgumentError(msg);
+  }
+
+  // ---- state ----------------------------------------------------------------------------------
+
+  mutable std::mutex mutex_;
+  const int device_;
+  const std::string name_;
+  const AllocatorConfig config_;
+  detail::NodeArena arena_;  // before the containers that use it
+  BlockStore blocks_;
+  Pool large_blocks_{&arena_, false};
+  Pool small_blocks_{&arena_, true};
+  detail::PointerMap<Block> map_;  // live allocations by address
+  SegmentMap segments_{detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>(&arena_)};
+  std::map<std::uint64_t, EventQueue> events_;  // per stream, in record order
+  MemoryStats stats_;
+  std::size_t reserved_ = 0;
+  bool fraction_set_ = false;
+  double fraction_ = 1.0;
+  std::size_t allowed_ = 0;
+};
+
+}  // namespace accel

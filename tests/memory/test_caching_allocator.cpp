@@ -1,0 +1,587 @@
+// accel::CachingAllocator against a fake device: every rule of torch's algorithm, deterministically.
+#include "fake_memory.hpp"
+
+#include <accel/memory/caching_allocator.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t KiB = std::size_t{1} << 10;
+constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr fake::Stream s1{1};
+constexpr fake::Stream s2{2};
+
+std::int64_t stat(const fake::Allocator& a, const std::string& key) {
+  const auto flat = a.stats().flat();
+  const auto it = flat.find(key);
+  REQUIRE_MESSAGE(it != flat.end(), "no key " << key);
+  return it->second;
+}
+
+std::int64_t i64(std::size_t n) { return static_cast<std::int64_t>(n); }
+
+char* at(void* p, std::size_t offset) { return static_cast<char*>(p) + offset; }
+
+// A fresh fake device and an allocator with a given configuration.
+std::unique_ptr<fake::Allocator> make(std::size_t capacity = 40 * MiB, const char* conf = "") {
+  fake::device().reset(capacity);
+  return std::make_unique<fake::Allocator>(0, accel::AllocatorConfig::parse(conf));
+}
+
+}  // namespace
+
+TEST_CASE("CachingAllocator: requests are rounded to 512 B and counted") {
+  auto a = make();
+  void* p = a->allocate(1, s1);
+  REQUIRE(p != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % 512 == 0);
+  CHECK(stat(*a, "allocated_bytes.all.current") == 512);
+  CHECK(stat(*a, "requested_bytes.all.current") == 1);
+  CHECK(stat(*a, "allocation.all.current") == 1);
+  CHECK(stat(*a, "active.small_pool.current") == 1);
+  void* q = a->allocate(1000, s1);
+  CHECK(stat(*a, "allocated_bytes.all.current") == 512 + 1024);
+  CHECK(stat(*a, "requested_bytes.small_pool.current") == 1001);
+  a->free(p);
+  a->free(q);
+  CHECK(stat(*a, "allocated_bytes.all.current") == 0);
+  CHECK(stat(*a, "requested_bytes.all.current") == 0);
+  CHECK(stat(*a, "allocated_bytes.all.allocated") == 512 + 1024);
+  CHECK(stat(*a, "allocated_bytes.all.freed") == 512 + 1024);
+
+  auto r = make(40 * MiB, "roundup_power2_divisions:4");
+  void* big = r->allocate(MiB + 1, s1);
+  CHECK(stat(*r, "allocated_bytes.large_pool.current") == i64(MiB + MiB / 4));
+  r->free(big);
+}
+
+TEST_CASE("CachingAllocator: small requests share 2 MiB segments; large ones get 20 MiB or their size") {
+  auto a = make(64 * MiB);
+  void* small = a->allocate(MiB, s1);  // exactly 1 MiB is still small
+  CHECK(stat(*a, "segment.small_pool.current") == 1);
+  CHECK(stat(*a, "reserved_bytes.small_pool.current") == i64(2 * MiB));
+  void* mid = a->allocate(MiB + 1, s1);  // 1-10 MiB: a 20 MiB segment
+  CHECK(stat(*a, "segment.large_pool.current") == 1);
+  CHECK(stat(*a, "reserved_bytes.large_pool.current") == i64(20 * MiB));
+  void* big = a->allocate(11 * MiB + 1, s2);  // >= 10 MiB: rounded up to 2 MiB (another stream, so
+                                              // that it is not carved from the 20 MiB segment)
+  CHECK(stat(*a, "reserved_bytes.large_pool.current") == i64(32 * MiB));
+  CHECK(stat(*a, "reserved_bytes.all.current") == i64(34 * MiB));
+  CHECK(stat(*a, "segment.all.current") == 3);
+  CHECK(stat(*a, "num_device_alloc") == 3);
+  CHECK(fake::device().allocs == 3);
+  CHECK(fake::device().live_bytes() == 34 * MiB);
+  // A second small request is carved from the same small segment.
+  void* small2 = a->allocate(512 * KiB, s1);
+  CHECK(stat(*a, "segment.small_pool.current") == 1);
+  CHECK(at(small2, 0) == at(small, MiB));
+  for (void* p : {small, mid, big, small2}) a->free(p);
+  a->empty_cache();
+  CHECK(stat(*a, "reserved_bytes.all.current") == 0);
+  CHECK(fake::device().live_bytes() == 0);
+  CHECK(fake::device().bad_deallocs == 0);
+}
+
+TEST_CASE("CachingAllocator: a freed block is reused by its own stream only") {
+  auto a = make();
+  void* p = a->allocate(1000, s1);
+  a->free(p);
+  CHECK(stat(*a, "reserved_bytes.all.current") == i64(2 * MiB));  // cached
+  void* again = a->allocate(1000, s1);
+  CHECK(again == p);
+  CHECK(fake::device().allocs == 1);
+  a->free(again);
+
+  void* other = a->allocate(1000, s2);  // another stream never takes s1's blocks
+  CHECK(other != p);
+  CHECK(fake::device().allocs == 2);
+  const auto segments = a->snapshot();
+  REQUIRE(segments.size() == 2);
+  std::set<std::uint64_t> streams;
+  for (const auto& s : segments) streams.insert(s.stream);
+  CHECK(streams == std::set<std::uint64_t>{1, 2});
+  a->free(other);
+}
+
+TEST_CASE("CachingAllocator: record_stream holds a block until the other stream's event completes") {
+  auto a = make();
+  void* p = a->allocate(4096, s1);
+  a->record_stream(p, s1);  // the allocation stream: ignored
+  a->record_stream(p, s2);
+  a->record_stream(p, s2);  // recorded once
+  a->free(p);
+  CHECK(fake::device().recorded.size() == 1);
+  CHECK(stat(*a, "allocation.all.current") == 0);
+  CHECK(stat(*a, "allocated_bytes.all.current") == 0);
+  CHECK(stat(*a, "active.all.current") == 1);  // active, awaiting the event
+  CHECK(stat(*a, "active_bytes.all.current") == 4096);
+  CHECK(stat(*a, "requested_bytes.all.current") == 4096);
+  {
+    const auto segments = a->snapshot();
+    REQUIRE(segments.size() == 1);
+    CHECK(segments[0].blocks.front().state == accel::BlockInfo::State::active_pending_free);
+    CHECK(segments[0].active_size == 4096);
+    CHECK(segments[0].allocated_size == 0);
+  }
+  CHECK_THROWS_AS(a->free(p), accel::InvalidArgumentError);  // already freed, even if pending
+
+  void* q = a->allocate(4096, s1);
+  CHECK(q != p);  // still in use on s2
+  a->free(q);
+  void* r = a->allocate(4096, s1);  // the event is still pending
+  CHECK(r != p);
+  a->free(r);
+
+  fake::device().complete(2);
+  void* t = a->allocate(4096, s1);  // events are polled first: p is free again
+  CHECK(t == p);
+  CHECK(stat(*a, "active.all.current") == 1);
+  CHECK(stat(*a, "inactive_split.all.current") == 1);
+
+  // empty_cache() waits for pending events, then releases the whole segment.
+  a->record_stream(t, s2);
+  a->free(t);
+  CHECK(stat(*a, "active.all.current") == 1);
+  const int syncs = fake::device().syncs;
+  a->empty_cache();
+  CHECK(fake::device().syncs == syncs + 1);
+  CHECK(stat(*a, "num_sync_all_streams") == 1);
+  CHECK(stat(*a, "active.all.current") == 0);
+  CHECK(stat(*a, "segment.all.current") == 0);
+  CHECK(fake::device().live_bytes() == 0);
+}
+
+TEST_CASE("CachingAllocator: blocks split and merge; empty_cache releases only whole segments") {
+  auto a = make();
+  const std::size_t n = 256 * KiB;
+  void* A = a->allocate(n, s1);
+  void* B = a->allocate(n, s1);
+  void* C = a->allocate(n, s1);
+  CHECK(at(B, 0) == at(A, n));
+  CHECK(at(C, 0) == at(A, 2 * n));
+  CHECK(stat(*a, "segment.all.current") == 1);
+  CHECK(stat(*a, "inactive_split.small_pool.current") == 1);  // the tail
+  CHECK(stat(*a, "inactive_split_bytes.small_pool.current") == i64(2 * MiB - 3 * n));
+
+  a->free(B);  // a hole between A and C
+  CHECK(stat(*a, "inactive_split.all.current") == 2);
+  CHECK(stat(*a, "inactive_split_bytes.all.current") == i64(2 * MiB - 2 * n));
+  a->free(A);  // merges with B's hole
+  CHECK(stat(*a, "inactive_split.all.current") == 2);
+  CHECK(stat(*a, "inactive_split_bytes.all.current") == i64(2 * MiB - n));
+  {
+    const auto segments = a->snapshot();
+    REQUIRE(segments.size() == 1);
+    REQUIRE(segments[0].blocks.size() == 3);
+    CHECK(segments[0].blocks[0].size == 2 * n);
+    CHECK(segments[0].blocks[0].state == accel::BlockInfo::State::inactive);
+    CHECK(segments[0].blocks[1].state == accel::BlockInfo::State::active_allocated);
+    CHECK(segments[0].allocated_size == n);
+  }
+  a->empty_cache();  // C still lives in the segment: nothing can be released
+  CHECK(stat(*a, "segment.all.current") == 1);
+  CHECK(stat(*a, "num_device_free") == 0);
+
+  // A request that fits the merged hole takes it, best fit, at the lowest address.
+  void* D = a->allocate(2 * n, s1);
+  CHECK(D == A);
+  CHECK(stat(*a, "inactive_split.all.current") == 1);
+  a->free(D);
+  a->free(C);  // merges with both neighbours: the segment is whole again
+  CHECK(stat(*a, "inactive_split.all.current") == 0);
+  CHECK(stat(*a, "inactive_split_bytes.all.current") == 0);
+  CHECK(a->snapshot().at(0).blocks.size() == 1);
+  CHECK(stat(*a, "reserved_bytes.all.current") == i64(2 * MiB));
+  a->empty_cache();
+  CHECK(stat(*a, "segment.all.current") == 0);
+  CHECK(stat(*a, "reserved_bytes.all.current") == 0);
+  CHECK(stat(*a, "num_device_free") == 1);
+  CHECK(fake::device().frees == 1);
+  CHECK(fake::device().bad_deallocs == 0);
+
+  // Freeing in the other order (C, B, A) ends the same way.
+  A = a->allocate(n, s1);
+  B = a->allocate(n, s1);
+  C = a->allocate(n, s1);
+  a->free(C);
+  CHECK(stat(*a, "inactive_split.all.current") == 1);  // C merged into the tail
+  a->free(B);
+  CHECK(stat(*a, "inactive_split.all.current") == 1);
+  a->free(A);
+  CHECK(stat(*a, "inactive_split.all.current") == 0);
+  a->empty_cache();
+  CHECK(fake::device().live_bytes() == 0);
+}
+
+TEST_CASE("CachingAllocator: large-pool splits keep only remainders over 1 MiB") {
+  auto a = make(40 * MiB);
+  void* p = a->allocate(2 * MiB, s1);  // 20 MiB segment, split: 18 MiB remain
+  CHECK(stat(*a, "inactive_split_bytes.large_pool.current") == i64(18 * MiB));
+  void* q = a->allocate(19 * MiB, s1);  // its own 20 MiB segment; a 1 MiB remainder is not split off
+  CHECK(stat(*a, "allocated_bytes.large_pool.current") == i64(22 * MiB));
+  CHECK(stat(*a, "requested_bytes.large_pool.current") == i64(21 * MiB));
+  CHECK(stat(*a, "segment.large_pool.current") == 2);
+  a->free(q);
+  a->free(p);
+  CHECK(stat(*a, "inactive_split.all.current") == 0);
+}
+
+TEST_CASE("CachingAllocator: the OOM ladder releases the cache, retries, then throws with the figures") {
+  auto a = make(40 * MiB);
+  void* A = a->allocate(16 * MiB, s1);
+  void* B = a->allocate(16 * MiB, s1);
+  a->free(A);
+  a->free(B);
+  CHECK(stat(*a, "reserved_bytes.all.current") == i64(32 * MiB));
+
+  // 24 MiB does not fit beside the 32 MiB cache: release it all, retry, succeed.
+  void* C = a->allocate(24 * MiB, s1);
+  REQUIRE(C != nullptr);
+  CHECK(stat(*a, "num_alloc_retries") == 1);
+  CHECK(stat(*a, "num_sync_all_streams") == 1);
+  CHECK(stat(*a, "num_device_free") == 2);
+  CHECK(stat(*a, "num_ooms") == 0);
+  CHECK(stat(*a, "reserved_bytes.all.current") == i64(24 * MiB));
+
+  // More than the device holds: the whole ladder, then OutOfMemoryError.
+  const auto before = a->stats();
+  try {
+    (void)a->allocate(100 * MiB, s1);
+    FAIL("allocated more than the capacity");
+  } catch (const accel::OutOfMemoryError& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(e.code() == accel::Errc::out_of_memory);
+    CHECK(e.requested_bytes() == 100 * MiB);
+    CHECK(what.find("fake:0 out of memory") != std::string::npos);
+    CHECK(what.find("tried to allocate 100.00 MiB") != std::string::npos);
+    CHECK(what.find("total capacity of 40.00 MiB") != std::string::npos);
+    CHECK(what.find("16.00 MiB is free") != std::string::npos);
+    CHECK(what.find("24.00 MiB is allocated") != std::string::npos);
+    CHECK(what.find("0 bytes is reserved but unallocated") != std::string::npos);
+    CHECK(what.find("No memory fraction limit") != std::string::npos);
+  }
+  const auto after = a->stats();
+  CHECK(after.num_ooms == 1);
+  CHECK(after.num_alloc_retries == 2);
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  CHECK(after.reserved_bytes == before.reserved_bytes);
+  CHECK(after.active == before.active);
+
+  // Still usable.
+  a->free(C);
+  void* D = a->allocate(8 * MiB, s1);
+  CHECK(D == C);  // carved from the cached 24 MiB segment
+  a->free(D);
+  a->empty_cache();
+  CHECK(fake::device().live_bytes() == 0);
+}
+
+TEST_CASE("CachingAllocator: max_split_size keeps oversize blocks whole and frees them first") {
+  auto a = make(64 * MiB, "max_split_size_mb:20");
+  CHECK(stat(*a, "max_split_size") == i64(20 * MiB));
+  void* big = a->allocate(24 * MiB, s1);
+  CHECK(stat(*a, "oversize_allocations.current") == 1);
+  CHECK(stat(*a, "oversize_segments.current") == 1);
+  a->free(big);
+  CHECK(stat(*a, "oversize_allocations.current") == 0);
+
+  // A request below max_split_size never takes an oversize block.
+  void* small = a->allocate(4 * MiB, s1);
+  CHECK(small != big);
+  CHECK(stat(*a, "segment.large_pool.current") == 2);
+  a->free(small);
+
+  // An oversize request takes a cached oversize block less than 20 MiB larger, unsplit.
+  void* near = a->allocate(22 * MiB, s1);
+  CHECK(near == big);
+  CHECK(stat(*a, "allocated_bytes.all.current") == i64(24 * MiB));
+  a->free(near);
+
+  // An oversize block too large to round into is released before anything else is.
+  a->empty_cache();
+  void* huge = a->allocate(44 * MiB, s1);
+  a->free(huge);
+  a->reset_accumulated_stats();
+  void* mid = a->allocate(22 * MiB, s1);  // 44 - 22 >= 20: not taken; 44 + 22 > 64: freed, then allocated
+  CHECK(mid != nullptr);
+  CHECK(stat(*a, "num_device_free") == 1);
+  CHECK(stat(*a, "num_alloc_retries") == 0);
+  CHECK(stat(*a, "num_sync_all_streams") == 0);
+  a->free(mid);
+  a->empty_cache();
+  CHECK(stat(*a, "oversize_segments.current") == 0);
+  CHECK(fake::device().live_bytes() == 0);
+}
+
+TEST_CASE("CachingAllocator: garbage collection frees old cached blocks without a flush") {
+  auto a = make(100 * MiB, "garbage_collection_threshold:0.5");
+  a->set_memory_fraction(1.0);
+  void* x = a->allocate(30 * MiB, s1);
+  void* y = a->allocate(30 * MiB, s1);
+  a->free(x);
+  a->free(y);
+  void* z = a->allocate(4 * MiB, s2);  // reserved 60 MiB > 0.5 * 100 MiB: collect first
+  CHECK(stat(*a, "num_device_free") >= 1);
+  CHECK(stat(*a, "num_sync_all_streams") == 0);
+  CHECK(stat(*a, "num_alloc_retries") == 0);
+  a->free(z);
+}
+
+TEST_CASE("CachingAllocator: a memory fraction caps reserved bytes") {
+  auto a = make(40 * MiB);
+  a->set_memory_fraction(0.5);  // 20 MiB
+  CHECK(a->memory_fraction() == 0.5);
+  CHECK(a->allowed_memory() == 20 * MiB);
+  void* p = a->allocate(KiB, s1);         // 2 MiB segment
+  void* q = a->allocate(16 * MiB, s1);    // 16 MiB segment: 18 MiB reserved
+  try {
+    (void)a->allocate(4 * MiB, s1);  // a 20 MiB segment would exceed the cap
+    FAIL("exceeded the memory fraction");
+  } catch (const accel::OutOfMemoryError& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.find("tried to allocate 20.00 MiB (a segment for a request of 4194304 bytes)") != std::string::npos);
+    CHECK(what.find("The limit is 20.00 MiB (memory fraction 0.5)") != std::string::npos);
+  }
+  CHECK(fake::device().allocs == 2);         // the device was never asked
+  CHECK(fake::device().failed_allocs == 0);
+  CHECK(stat(*a, "num_ooms") == 1);
+  a->free(q);
+  void* r = a->allocate(4 * MiB, s1);  // fits in the cached 16 MiB segment
+  CHECK(r == q);
+  a->free(r);
+  a->free(p);
+  for (double bad : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(a->set_memory_fraction(bad), accel::InvalidArgumentError);
+  }
+  CHECK(a->memory_fraction() == 0.5);
+}
+
+TEST_CASE("CachingAllocator: bad frees throw InvalidArgumentError and change nothing") {
+  auto a = make();
+  void* p = a->allocate(4096, s1);
+  void* keep = a->allocate(4096, s1);
+  const auto before = a->stats().flat();
+  int not_ours = 0;
+  try {
+    a->free(&not_ours);
+    FAIL("freed a foreign pointer");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("was not allocated by fake:0's caching allocator (or was already freed)") !=
+          std::string::npos);
+  }
+  try {
+    a->free(at(p, 512));
+    FAIL("freed an interior pointer");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("inside") != std::string::npos);
+  }
+  CHECK_THROWS_AS(a->record_stream(&not_ours, s2), accel::InvalidArgumentError);
+  CHECK(a->stats().flat() == before);
+  CHECK_FALSE(a->try_free(&not_ours));
+  a->free(nullptr);  // a no-op
+  CHECK(a->stats().flat() == before);
+
+  a->free(p);
+  const auto after_free = a->stats().flat();
+  CHECK_THROWS_AS(a->free(p), accel::InvalidArgumentError);  // double free
+  CHECK(a->stats().flat() == after_free);
+  CHECK(a->owns(p));
+  CHECK(a->owns(at(keep, 100)));
+  CHECK_FALSE(a->owns(&not_ours));
+  CHECK_FALSE(a->is_allocated(p));
+  CHECK(a->is_allocated(keep));
+  a->free(keep);
+}
+
+TEST_CASE("CachingAllocator: zero and huge sizes") {
+  auto a = make();
+  const auto before = a->stats().flat();
+  CHECK(a->allocate(0, s1) == nullptr);
+  CHECK(a->stats().flat() == before);
+
+  for (std::size_t huge : {std::numeric_limits<std::size_t>::max(), std::numeric_limits<std::size_t>::max() - 100,
+                           accel::caching::max_request + 1, accel::caching::max_request, std::size_t{1} << 40}) {
+    CAPTURE(huge);
+    const auto ooms = stat(*a, "num_ooms");
+    try {
+      (void)a->allocate(huge, s1);
+      FAIL("a huge allocation succeeded");
+    } catch (const accel::OutOfMemoryError& e) {
+      CHECK(e.requested_bytes() == huge);
+      CHECK(std::string(e.what()).find("fake:0") != std::string::npos);
+    }
+    CHECK(stat(*a, "num_ooms") == ooms + 1);
+    CHECK(stat(*a, "allocated_bytes.all.current") == 0);
+    CHECK(stat(*a, "reserved_bytes.all.current") == 0);
+    CHECK(stat(*a, "active.all.current") == 0);
+  }
+  // The same with power-of-two rounding, which must not overflow either.
+  auto r = make(40 * MiB, "roundup_power2_divisions:8");
+  CHECK_THROWS_AS((void)r->allocate(accel::caching::max_request, s1), accel::OutOfMemoryError);
+  void* p = a->allocate(100, s1);
+  CHECK(p != nullptr);
+  a->free(p);
+}
+
+TEST_CASE("CachingAllocator: peak and accumulated resets follow torch") {
+  auto a = make();
+  void* p = a->allocate(MiB, s1);
+  void* q = a->allocate(MiB, s1);  // the rest of the same 2 MiB segment
+  CHECK(stat(*a, "segment.all.current") == 1);
+  a->free(q);
+  CHECK(stat(*a, "allocated_bytes.all.current") == i64(MiB));
+  CHECK(stat(*a, "allocated_bytes.all.peak") == i64(2 * MiB));
+  CHECK(stat(*a, "allocated_bytes.all.allocated") == i64(2 * MiB));
+  CHECK(stat(*a, "allocated_bytes.all.freed") == i64(MiB));
+  CHECK(stat(*a, "allocation.small_pool.peak") == 2);
+
+  a->reset_peak_stats();
+  CHECK(stat(*a, "allocated_bytes.all.peak") == i64(MiB));
+  CHECK(stat(*a, "allocation.small_pool.peak") == 1);
+  CHECK(stat(*a, "reserved_bytes.all.peak") == i64(2 * MiB));
+  CHECK(stat(*a, "allocated_bytes.all.allocated") == i64(2 * MiB));  // untouched by reset_peak
+
+  a->reset_accumulated_stats();
+  const auto flat = a->stats().flat();
+  for (const auto& [key, value] : flat) {
+    CAPTURE(key);
+    if (key.ends_with(".allocated") || key.ends_with(".freed") || key.starts_with("num_")) CHECK(value == 0);
+  }
+  CHECK(flat.at("allocated_bytes.all.current") == i64(MiB));
+  CHECK(flat.at("allocated_bytes.all.peak") == i64(MiB));
+  CHECK(flat.at("max_split_size") == -1);
+  a->free(p);
+  CHECK(stat(*a, "allocated_bytes.all.freed") == i64(MiB));
+}
+
+TEST_CASE("MemoryStats::flat has exactly torch's keys") {
+  const std::set<std::string> expected = {
+    "active.all.allocated", "active.all.current", "active.all.freed", "active.all.peak",
+    "active.large_pool.allocated", "active.large_pool.current", "active.large_pool.freed",
+    "active.large_pool.peak", "active.small_pool.allocated", "active.small_pool.current",
+    "active.small_pool.freed", "active.small_pool.peak", "active_bytes.all.allocated",
+    "active_bytes.all.current", "active_bytes.all.freed", "active_bytes.all.peak",
+    "active_bytes.large_pool.allocated", "active_bytes.large_pool.current", "active_bytes.large_pool.freed",
+    "active_bytes.large_pool.peak", "active_bytes.small_pool.allocated", "active_bytes.small_pool.current",
+    "active_bytes.small_pool.freed", "active_bytes.small_pool.peak", "allocated_bytes.all.allocated",
+    "allocated_bytes.all.current", "allocated_bytes.all.freed", "allocated_bytes.all.peak",
+    "allocated_bytes.large_pool.allocated", "allocated_bytes.large_pool.current",
+    "allocated_bytes.large_pool.freed", "allocated_bytes.large_pool.peak",
+    "allocated_bytes.small_pool.allocated", "allocated_bytes.small_pool.current",
+    "allocated_bytes.small_pool.freed", "allocated_bytes.small_pool.peak", "allocation.all.allocated",
+    "allocation.all.current", "allocation.all.freed", "allocation.all.peak",
+    "allocation.large_pool.allocated", "allocation.large_pool.current", "allocation.large_pool.freed",
+    "allocation.large_pool.peak", "allocation.small_pool.allocated", "allocation.small_pool.current",
+    "allocation.small_pool.freed", "allocation.small_pool.peak", "inactive_split.all.allocated",
+    "inactive_split.all.current", "inactive_split.all.freed", "inactive_split.all.peak",
+    "inactive_split.large_pool.allocated", "inactive_split.large_pool.current",
+    "inactive_split.large_pool.freed", "inactive_split.large_pool.peak",
+    "inactive_split.small_pool.allocated", "inactive_split.small_pool.current",
+    "inactive_split.small_pool.freed", "inactive_split.small_pool.peak",
+    "inactive_split_bytes.all.allocated", "inactive_split_bytes.all.current",
+    "inactive_split_bytes.all.freed", "inactive_split_bytes.all.peak",
+    "inactive_split_bytes.large_pool.allocated", "inactive_split_bytes.large_pool.current",
+    "inactive_split_bytes.large_pool.freed", "inactive_split_bytes.large_pool.peak",
+    "inactive_split_bytes.small_pool.allocated", "inactive_split_bytes.small_pool.current",
+    "inactive_split_bytes.small_pool.freed", "inactive_split_bytes.small_pool.peak", "max_split_size",
+    "num_alloc_retries", "num_device_alloc", "num_device_free", "num_ooms", "num_sync_all_streams",
+    "oversize_allocations.allocated", "oversize_allocations.current", "oversize_allocations.freed",
+    "oversize_allocations.peak", "oversize_segments.allocated", "oversize_segments.current",
+    "oversize_segments.freed", "oversize_segments.peak", "requested_bytes.all.allocated",
+    "requested_bytes.all.current", "requested_bytes.all.freed", "requested_bytes.all.peak",
+    "requested_bytes.large_pool.allocated", "requested_bytes.large_pool.current",
+    "requested_bytes.large_pool.freed", "requested_bytes.large_pool.peak",
+    "requested_bytes.small_pool.allocated", "requested_bytes.small_pool.current",
+    "requested_bytes.small_pool.freed", "requested_bytes.small_pool.peak", "reserved_bytes.all.allocated",
+    "reserved_bytes.all.current", "reserved_bytes.all.freed", "reserved_bytes.all.peak",
+    "reserved_bytes.large_pool.allocated", "reserved_bytes.large_pool.current",
+    "reserved_bytes.large_pool.freed", "reserved_bytes.large_pool.peak",
+    "reserved_bytes.small_pool.allocated", "reserved_bytes.small_pool.current",
+    "reserved_bytes.small_pool.freed", "reserved_bytes.small_pool.peak", "segment.all.allocated",
+    "segment.all.current", "segment.all.freed", "segment.all.peak", "segment.large_pool.allocated",
+    "segment.large_pool.current", "segment.large_pool.freed", "segment.large_pool.peak",
+    "segment.small_pool.allocated", "segment.small_pool.current", "segment.small_pool.freed",
+    "segment.small_pool.peak",
+  };
+  auto a = make();
+  const auto flat = a->stats().flat();
+  std::set<std::string> keys;
+  for (const auto& [key, value] : flat) keys.insert(key);
+  CHECK(keys.size() == 122);
+  CHECK(keys == expected);
+  CHECK(flat.at("max_split_size") == -1);  // unlimited reads as -1, as in torch
+}
+
+TEST_CASE("CachingAllocator: threads allocating and freeing at random keep the books balanced") {
+  auto a = make(std::size_t{64} << 30);  // fake addresses: nothing is really reserved
+  constexpr int threads = 4;
+  constexpr int ops = 20000;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&a, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(t) + 1);
+      const fake::Stream streams[2] = {fake::Stream{static_cast<std::uint64_t>(t % 2) + 1},
+                                       fake::Stream{static_cast<std::uint64_t>(t) + 10}};
+      std::vector<void*> live;
+      for (int i = 0; i < ops; ++i) {
+        if (!live.empty() && (live.size() >= 32 || rng() % 2 == 0)) {
+          const std::size_t k = rng() % live.size();
+          a->free(live[k]);
+          live[k] = live.back();
+          live.pop_back();
+        } else {
+          const std::size_t kind = rng() % 8;
+          const std::size_t bytes = kind < 5 ? 1 + rng() % (64 * KiB) : kind < 7 ? 1 + rng() % (4 * MiB) : 1 + rng() % (24 * MiB);
+          live.push_back(a->allocate(bytes, streams[rng() % 2]));
+        }
+      }
+      for (void* p : live) a->free(p);
+    });
+  }
+  for (auto& th : pool) th.join();
+  const auto stats = a->stats();
+  CHECK(stats.allocated_bytes.all().current == 0);
+  CHECK(stats.allocation.all().current == 0);
+  CHECK(stats.active.all().current == 0);
+  CHECK(stats.requested_bytes.all().current == 0);
+  CHECK(stats.inactive_split.all().current == 0);  // every segment merged back whole
+  CHECK(stats.allocation.all().allocated == stats.allocation.all().freed);
+  std::size_t segment_bytes = 0;
+  for (const auto& s : a->snapshot()) {
+    segment_bytes += s.total_size;
+    CHECK(s.blocks.size() == 1);
+  }
+  CHECK(stats.reserved_bytes.all().current == i64(segment_bytes));
+  CHECK(stats.reserved_bytes.all().current == i64(fake::device().live_bytes()));
+  CHECK(stats.segment.all().current == stats.num_device_alloc - stats.num_device_free);
+  a->empty_cache();
+  CHECK(fake::device().live_bytes() == 0);
+  CHECK(fake::device().bad_deallocs == 0);
+}
+
+TEST_CASE("CachingAllocator: destruction returns every segment") {
+  auto a = make();
+  void* live = a->allocate(5 * MiB, s1);
+  void* cached = a->allocate(KiB, s1);
+  a->free(cached);
+  a->record_stream(live, s2);
+  CHECK(live != nullptr);
+  a.reset();
+  CHECK(fake::device().live_bytes() == 0);
+  CHECK(fake::device().bad_deallocs == 0);
+}
