@@ -3,7 +3,7 @@
 // accel::Error derives from std::runtime_error and carries:
 //   - an accel::Errc (what kind of failure, portable across backends),
 //   - the native status code of the failing library call, if any (cudaError_t, NCCL, errno, ...),
-//   - the call site (std::source_location).
+//   - the call site (source_location).
 // Subclasses let callers catch what they can act on: OutOfMemoryError, BackendUnavailableError,
 // InvalidArgumentError, CompileError. Messages name the backend and device ("cuda:3 does not exist
 // (device_count() == 1)").
@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <source_location>
+#include <accel/core/source_location.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -53,7 +53,7 @@ enum class Errc : int {
 class Error : public std::runtime_error {
  public:
   Error(Errc code, const std::string& message, std::int64_t native_code = 0,
-        std::source_location where = std::source_location::current())
+        source_location where = source_location::current())
       : std::runtime_error(message), code_(code), native_code_(native_code), where_(where) {}
 
   /// Portable category.
@@ -61,19 +61,19 @@ class Error : public std::runtime_error {
   /// Status of the failing native call (cudaError_t, ncclResult_t, errno ...), 0 when none.
   [[nodiscard]] std::int64_t native_code() const noexcept { return native_code_; }
   /// Where the error was raised.
-  [[nodiscard]] const std::source_location& where() const noexcept { return where_; }
+  [[nodiscard]] const source_location& where() const noexcept { return where_; }
 
  private:
   Errc code_;
   std::int64_t native_code_;
-  std::source_location where_;
+  source_location where_;
 };
 
 /// A caller-supplied value is wrong (bad index, malformed string, unknown name, bad state blob).
 class InvalidArgumentError : public Error {
  public:
   explicit InvalidArgumentError(const std::string& message,
-                                std::source_location where = std::source_location::current())
+                                source_location where = source_location::current())
       : Error(Errc::invalid_argument, message, 0, where) {}
 };
 
@@ -82,7 +82,7 @@ class InvalidArgumentError : public Error {
 class OutOfMemoryError : public Error {
  public:
   OutOfMemoryError(const std::string& message, std::size_t requested_bytes, std::int64_t native_code = 0,
-                   std::source_location where = std::source_location::current())
+                   source_location where = source_location::current())
       : Error(Errc::out_of_memory, message, native_code, where), requested_bytes_(requested_bytes) {}
   [[nodiscard]] std::size_t requested_bytes() const noexcept { return requested_bytes_; }
 
@@ -94,7 +94,7 @@ class OutOfMemoryError : public Error {
 class BackendUnavailableError : public Error {
  public:
   explicit BackendUnavailableError(const std::string& message, std::int64_t native_code = 0,
-                                   std::source_location where = std::source_location::current())
+                                   source_location where = source_location::current())
       : Error(Errc::backend_unavailable, message, native_code, where) {}
 };
 
@@ -102,7 +102,7 @@ class BackendUnavailableError : public Error {
 class CompileError : public Error {
  public:
   CompileError(const std::string& message, std::string command, std::string log,
-               std::source_location where = std::source_location::current())
+               source_location where = source_location::current())
       : Error(Errc::compile_failed, message + "\ncommand: " + command + "\n" + log, 0, where),
         command_(std::move(command)),
         log_(std::move(log)) {}
@@ -118,7 +118,7 @@ class CompileError : public Error {
 class InvalidStateError : public Error {
  public:
   explicit InvalidStateError(const std::string& message,
-                             std::source_location where = std::source_location::current())
+                             source_location where = source_location::current())
       : Error(Errc::invalid_state, message, 0, where) {}
 };
 
@@ -127,7 +127,7 @@ class InvalidStateError : public Error {
 class TaskError : public Error {
  public:
   TaskError(const std::string& message, std::exception_ptr original,
-            std::source_location where = std::source_location::current())
+            source_location where = source_location::current())
       : Error(Errc::task_failed, message, 0, where), original_(std::move(original)) {}
   [[nodiscard]] std::exception_ptr original() const noexcept { return original_; }
 
@@ -139,7 +139,7 @@ class TaskError : public Error {
 class NotSupportedError : public Error {
  public:
   explicit NotSupportedError(const std::string& message,
-                             std::source_location where = std::source_location::current())
+                             source_location where = source_location::current())
       : Error(Errc::not_supported, message, 0, where) {}
 };
 
