@@ -1,0 +1,139 @@
+// accel/cuda/detail/detect.hpp — is there a usable CUDA device, and if not, why not.
+//
+// Detection must have no side effects: it creates no CUDA context and, where it can, does not even
+// initialise the driver, because a process whose parent called cuInit() cannot use CUDA after fork()
+// ("Cannot re-initialize CUDA in forked subprocess"). In order:
+//   1. libcuda.so.1 is loaded with dlopen                   -> else "no CUDA driver (...)"
+//   2. cuDriverGetVersion (needs no cuInit) >= the runtime's major version
+//                                                           -> else "CUDA driver 12.2 is older than ..."
+//   3. CUDA_VISIBLE_DEVICES, parsed by the driver's rules   -> "" or a repeated entry: no device
+//   4. NVML counts the GPUs and matches ordinals / UUIDs against them (fork-safe, like torch's
+//      PYTORCH_NVML_BASED_CUDA_CHECK); MIG instances and GPUs in MIG mode are left to step 5
+//   5. otherwise cuInit(0) + cuDeviceGetCount: no context, but the driver is initialised
+// The answer is computed once per process (thread-safe) and cached.
+#pragma once
+
+#include <accel/cuda/detail/driver.hpp>
+#include <accel/cuda/detail/visible_devices.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace accel::cuda::detail {
+
+struct Detection {
+  int count = 0;
+  std::string reason;     ///< why count == 0
+  int driver_version = 0; ///< cuDriverGetVersion, 0 when there is no driver
+  bool driver_initialised = false;  ///< step 5 ran cuInit (fork after this point is unsafe)
+};
+
+inline std::string version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+// NVML's answer for the visible devices, or -1 when NVML cannot tell (not loaded, MIG involved).
+inline int nvml_count(const std::optional<std::vector<VisibleDevice>>& visible) {
+  const NvmlApi& api = nvml();
+  if (!api.loaded) return -1;
+  unsigned raw = 0;
+  if (api.device_get_count(&raw) != nvml_success) return -1;
+  std::vector<std::string> uuids;
+  for (unsigned i = 0; i < raw; ++i) {
+    NvmlDevice device = nullptr;
+    if (api.device_get_handle_by_index(i, &device) != nvml_success) return -1;
+    if (api.device_get_mig_mode != nullptr) {
+      unsigned current = 0;
+      unsigned pending = 0;
+      // MIG mode changes what CUDA enumerates (compute instances, not GPUs): let the driver count.
+      if (api.device_get_mig_mode(device, &current, &pending) == nvml_success && current == nvml_mig_enabled) {
+        return -1;
+      }
+    }
+    char uuid[nvml_uuid_buffer_size] = {};
+    if (api.device_get_uuid(device, uuid, nvml_uuid_buffer_size) != nvml_success) return -1;
+    uuids.emplace_back(uuid);
+  }
+  if (!visible) return static_cast<int>(raw);
+  int count = 0;
+  for (const auto& entry : *visible) {
+    if (const int* ordinal = std::get_if<int>(&entry)) {
+      if (*ordinal >= static_cast<int>(raw)) break;  // the driver stops at the first missing ordinal
+    } else {
+      const auto& prefix = std::get<std::string>(entry);
+      if (is_mig(entry)) return -1;
+      int matches = 0;
+      for (const auto& uuid : uuids) matches += uuid.starts_with(prefix) ? 1 : 0;
+      if (matches != 1) break;  // unknown or ambiguous abbreviation ends the list
+    }
+    ++count;
+  }
+  return count;
+}
+
+inline Detection detect_devices() {
+  Detection result;
+  const DriverApi& api = driver();
+  if (!api.loaded) {
+    result.reason = "no CUDA driver (" + api.error + ")";
+    return result;
+  }
+  if (const CUresult status = api.driver_get_version(&result.driver_version);
+      status != CUDA_SUCCESS || result.driver_version <= 0) {
+    result.reason = "no CUDA driver (cuDriverGetVersion: " + api.describe(status) + ")";
+    return result;
+  }
+  if (result.driver_version / 1000 < CUDART_VERSION / 1000) {
+    result.reason = "CUDA driver " + version_text(result.driver_version) + " is older than the runtime " +
+                    version_text(CUDART_VERSION) + " this build uses (cudaErrorInsufficientDriver): update the "
+                    "NVIDIA driver";
+    return result;
+  }
+  const auto visible = visible_devices_from_env();
+  if (visible && visible->empty()) {
+    result.reason = std::string("no CUDA device visible: CUDA_VISIBLE_DEVICES='") +
+                    std::getenv("CUDA_VISIBLE_DEVICES") + "' selects none";
+    return result;
+  }
+  if (const int counted = nvml_count(visible); counted >= 0) {
+    result.count = counted;
+    if (counted == 0) {
+      result.reason = visible ? std::string("no CUDA device: CUDA_VISIBLE_DEVICES='") +
+                                    std::getenv("CUDA_VISIBLE_DEVICES") + "' names no GPU NVML knows"
+                              : "no CUDA device (NVML reports no GPU; driver " +
+                                    version_text(result.driver_version) + ")";
+    }
+    return result;
+  }
+  result.driver_initialised = true;
+  if (const CUresult status = api.init(0); status != CUDA_SUCCESS) {
+    result.reason = (status == CUDA_ERROR_NO_DEVICE ? "no CUDA device (cuInit: " : "CUDA driver unusable (cuInit: ") +
+                    api.describe(status) + ")";
+    return result;
+  }
+  int count = 0;
+  if (const CUresult status = api.device_get_count(&count); status != CUDA_SUCCESS) {
+    result.reason = "CUDA driver unusable (cuDeviceGetCount: " + api.describe(status) + ")";
+    return result;
+  }
+  result.count = count;
+  if (count == 0) result.reason = "no CUDA device (cuDeviceGetCount returned 0)";
+  return result;
+}
+
+/// The cached detection result (computed on first call, thread-safe). Never throws.
+inline const Detection& detection() noexcept {
+  static const Detection* const result = [] {
+    try {
+      return new Detection(detect_devices());
+    } catch (const std::exception& e) {
+      return new Detection{0, std::string("CUDA detection failed: ") + e.what(), 0, false};
+    } catch (...) {
+      return new Detection{0, "CUDA detection failed", 0, false};
+    }
+  }();
+  return *result;
+}
+
+}  // namespace accel::cuda::detail

@@ -1,0 +1,202 @@
+// accel/cuda/device.hpp — the CUDA backend's devices.
+//
+// device_count(), is_available() and availability() never throw and never create a CUDA context;
+// where NVML is present they do not even initialise the driver, so the process stays safe to fork
+// (see cuda/detail/detect.hpp). Everything else that needs a device throws BackendUnavailableError,
+// with the reason, when there is none.
+//
+// The current device is the CUDA runtime's (cudaSetDevice/cudaGetDevice), per thread, with one
+// refinement taken from torch: a DeviceGuard that merely *restores* a device on which this process has
+// no context yet does not call cudaSetDevice (which since CUDA 12 creates the primary context); it
+// remembers the device as the thread's current one and the next accel call that needs it makes it
+// current. Raw CUDA calls made between the two see the guard's device; accel calls never do.
+// synchronize() lives with the streams (cuda/stream.hpp), since it reports their host-task failures.
+#pragma once
+
+#include <accel/concepts/device.hpp>
+#include <accel/core/device.hpp>
+#include <accel/core/error.hpp>
+#include <accel/cuda/detail/cuda_api.hpp>
+#include <accel/cuda/detail/detect.hpp>
+#include <accel/cuda/detail/driver.hpp>
+#include <accel/cuda/error.hpp>
+
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::cuda {
+
+namespace detail {
+
+// The device this thread's accel calls treat as current when it differs from the runtime's (see the
+// top of this header); -1 when the runtime's current device is the thread's current device.
+inline int& pending_device() noexcept {
+  thread_local int pending = -1;
+  return pending;
+}
+
+// lazy_call callbacks waiting for the first device initialisation of this process.
+struct LazyInit {
+  std::mutex mutex;
+  std::vector<std::function<void()>> queue;
+  std::atomic<bool> initialised{false};
+};
+
+inline LazyInit& lazy_init() {
+  static LazyInit* const state = new LazyInit();  // leaked: usable during static destruction
+  return *state;
+}
+
+// Marks the runtime initialised and runs the queued callbacks (once, on the first thread that gets
+// here). Callbacks run outside the lock, so they may call lazy_call themselves (it then runs at once).
+// Every callback runs; the first exception is rethrown after the others ran.
+inline void run_lazy_init_slow() {
+  LazyInit& state = lazy_init();
+  std::vector<std::function<void()>> callbacks;
+  {
+    const std::lock_guard lock(state.mutex);
+    if (state.initialised.load(std::memory_order_relaxed)) return;
+    callbacks.swap(state.queue);
+    state.initialised.store(true, std::memory_order_release);
+  }
+  std::exception_ptr first;
+  for (auto& callback : callbacks) {
+    try {
+      callback();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+inline void ensure_lazy_init() {
+  if (!lazy_init().initialised.load(std::memory_order_acquire)) [[unlikely]] run_lazy_init_slow();
+}
+
+// Whether `device` already has an active primary context (driver API; true when unknown, so the
+// caller falls back to plain cudaSetDevice).
+inline bool has_primary_context(int device) noexcept {
+  const DriverApi& api = driver();
+  if (api.device_get == nullptr || api.primary_ctx_get_state == nullptr) return true;
+  CUdevice handle{};
+  if (api.device_get(&handle, device) != CUDA_SUCCESS) return true;
+  unsigned flags = 0;
+  int active = 0;
+  if (api.primary_ctx_get_state(handle, &flags, &active) != CUDA_SUCCESS) return true;
+  return active != 0;
+}
+
+[[noreturn]] inline void throw_unavailable(std::source_location where = std::source_location::current()) {
+  throw BackendUnavailableError("CUDA backend unavailable: " + detection().reason, cudaErrorNoDevice, where);
+}
+
+}  // namespace detail
+
+/// Device enumeration and selection for accel::CudaBackend.
+struct Devices {
+  /// CUDA devices visible to this process (honours CUDA_VISIBLE_DEVICES); 0 when unavailable.
+  [[nodiscard]] static int device_count() noexcept { return detail::detection().count; }
+
+  [[nodiscard]] static Availability availability() {
+    const auto& found = detail::detection();
+    if (found.count > 0) return {true, {}};
+    return {false, found.reason.empty() ? std::string("no CUDA device") : found.reason};
+  }
+
+  [[nodiscard]] static bool is_available() noexcept { return device_count() > 0; }
+
+  /// Throws BackendUnavailableError (with the reason) when no CUDA device can be used.
+  static void require_available() {
+    if (!is_available()) [[unlikely]] detail::throw_unavailable();
+  }
+
+  /// Throws BackendUnavailableError when unavailable, InvalidArgumentError unless 0 <= index < count.
+  static void check_device(int index) {
+    const int count = device_count();
+    if (index >= 0 && index < count) [[likely]] return;
+    if (count == 0) detail::throw_unavailable();
+    throw InvalidArgumentError("cuda:" + std::to_string(index) + " does not exist (device_count() == " +
+                               std::to_string(count) + ")");
+  }
+
+  /// "cuda", and "cuda:i" for device i.
+  [[nodiscard]] static std::string device_name() { return "cuda"; }
+  [[nodiscard]] static std::string device_name(int index) {
+    check_device(index);
+    return "cuda:" + std::to_string(index);
+  }
+
+  [[nodiscard]] static Device device(int index) {
+    check_device(index);
+    return Device(DeviceType::cuda, index);
+  }
+
+  /// Makes `index` the calling thread's current device (cudaSetDevice: creates its primary context).
+  static void set_device(int index) {
+    check_device(index);
+    ACCEL_CUDA_CHECK(cudaSetDevice(index));
+    detail::pending_device() = -1;
+    detail::ensure_lazy_init();
+  }
+
+  /// The calling thread's current device.
+  [[nodiscard]] static int current_device() {
+    if (const int pending = detail::pending_device(); pending >= 0) return pending;
+    require_available();
+    int device = 0;
+    ACCEL_CUDA_CHECK(cudaGetDevice(&device));
+    return device;
+  }
+
+  [[nodiscard]] static std::string current_device_name() { return "cuda:" + std::to_string(current_device()); }
+
+  /// Makes a device current for the calling thread; restores the previous one when destroyed, without
+  /// creating a context on it if it has none (see the top of this header). Not copyable, not movable.
+  class DeviceGuard {
+   public:
+    explicit DeviceGuard(int index) : index_(index) {
+      check_device(index);
+      int runtime = 0;
+      ACCEL_CUDA_CHECK(cudaGetDevice(&runtime));
+      const int pending = detail::pending_device();
+      previous_ = pending >= 0 ? pending : runtime;
+      if (runtime != index) ACCEL_CUDA_CHECK(cudaSetDevice(index));
+      detail::pending_device() = -1;
+      if (!detail::lazy_init().initialised.load(std::memory_order_acquire)) [[unlikely]] {
+        try {
+          detail::run_lazy_init_slow();
+        } catch (...) {
+          restore();
+          throw;
+        }
+      }
+    }
+    DeviceGuard(const DeviceGuard&) = delete;
+    DeviceGuard& operator=(const DeviceGuard&) = delete;
+    ~DeviceGuard() { restore(); }
+
+    [[nodiscard]] int previous_device() const noexcept { return previous_; }
+    [[nodiscard]] int device() const noexcept { return index_; }
+
+   private:
+    void restore() noexcept {
+      if (previous_ == index_) return;
+      if (detail::has_primary_context(previous_)) {
+        (void)ACCEL_CUDA_CHECK_NOTHROW(cudaSetDevice(previous_));
+      } else {
+        detail::pending_device() = previous_;
+      }
+    }
+
+    int index_;
+    int previous_ = 0;
+  };
+};
+
+}  // namespace accel::cuda

@@ -1,0 +1,61 @@
+// accel/cuda/env.hpp — what launchers need to know about the CUDA backend.
+//
+// lazy_call(fn) defers fn until this process's CUDA runtime is initialised by accel — the first
+// set_device(), DeviceGuard, stream, event or allocation on a device — and runs it there, once, in
+// queue order (torch.cuda._lazy_call). Once initialised, lazy_call runs fn at once. Initialisation
+// by raw CUDA calls that bypass accel is not noticed. If CUDA never initialises, fn never runs.
+// parse_visible_devices() reads CUDA_VISIBLE_DEVICES in all its forms (ordinals, GPU-<uuid>,
+// MIG-<uuid>); see cuda/detail/visible_devices.hpp.
+#pragma once
+
+#include <accel/concepts/env.hpp>
+#include <accel/cuda/detail/visible_devices.hpp>
+#include <accel/cuda/device.hpp>
+#include <accel/detail/visible_devices.hpp>
+
+#include <functional>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace accel::cuda {
+
+struct Environment {
+  /// Collectives on CUDA go through NCCL (comm/nccl.hpp).
+  [[nodiscard]] static constexpr std::string_view communication_backend_name() noexcept { return "nccl"; }
+
+  /// Prefixes a multi-node launcher forwards (DeepSpeed's CUDA accelerator: NCCL and CUDA).
+  [[nodiscard]] static std::vector<std::string> export_envs() { return {"NCCL", "CUDA"}; }
+
+  /// The variable that selects which GPUs a process sees.
+  [[nodiscard]] static std::vector<std::string> visible_devices_envs() { return {"CUDA_VISIBLE_DEVICES"}; }
+
+  /// Writes "0,1,3" into CUDA_VISIBLE_DEVICES of `env`.
+  static void set_visible_devices_envs(EnvMap& env, std::span<const int> ids) {
+    accel::detail::set_visible_devices(env, visible_devices_envs(), ids);
+  }
+
+  /// Runs `callback` once accel has initialised the CUDA runtime in this process (now, if it has).
+  static void lazy_call(std::function<void()> callback) {
+    if (!callback) return;
+    detail::LazyInit& state = detail::lazy_init();
+    {
+      const std::lock_guard lock(state.mutex);
+      if (!state.initialised.load(std::memory_order_acquire)) {
+        state.queue.push_back(std::move(callback));
+        return;
+      }
+    }
+    callback();
+  }
+
+  /// Whether accel has initialised the CUDA runtime in this process (lazy_call runs at once).
+  [[nodiscard]] static bool is_initialized() noexcept {
+    return detail::lazy_init().initialised.load(std::memory_order_acquire);
+  }
+};
+
+}  // namespace accel::cuda
