@@ -58,13 +58,17 @@ TEST_CASE("cuda: detection never throws and explains itself") {
       CHECK(mentions(availability.reason, "libcuda.so.1"));
     }
     CHECK_FALSE(accel::cuda::Environment::is_initialized());  // detection initialised nothing
+    if (!accel::cuda::detail::driver().loaded) CHECK(CudaBackend::driver_version() == 0);
   } else {
     MESSAGE("CUDA devices here: " << count);
     CHECK(count >= 1);
     CHECK(availability.reason.empty());
     CHECK(cuda.device_name(0) == "cuda:0");
     CHECK(cuda.device(0) == accel::Device(accel::DeviceType::cuda, 0));
+    CHECK(CudaBackend::driver_version() >= CudaBackend::runtime_version() / 1000 * 1000);
+    CHECK_FALSE(cuda.product_name(0).empty());
   }
+  static_assert(CudaBackend::runtime_version() == CUDART_VERSION);
   CHECK(cuda.device_count() == count);  // cached, stable
 }
 
@@ -100,6 +104,8 @@ TEST_CASE("cuda: without a device every call that needs one throws BackendUnavai
   CHECK_THROWS_AS((void)cuda.current_device_name(), accel::BackendUnavailableError);
   CHECK_THROWS_AS((void)cuda.device_name(0), accel::BackendUnavailableError);
   CHECK_THROWS_AS((void)cuda.device(0), accel::BackendUnavailableError);
+  CHECK_THROWS_AS((void)cuda.product_name(0), accel::BackendUnavailableError);
+  CHECK_THROWS_AS((void)cuda.compute_capability(0), accel::BackendUnavailableError);
   CHECK_THROWS_AS(CudaBackend::DeviceGuard{0}, accel::BackendUnavailableError);
   CHECK_THROWS_AS(cuda.synchronize(), accel::BackendUnavailableError);
   CHECK_THROWS_AS(cuda.synchronize(0), accel::BackendUnavailableError);
@@ -116,7 +122,7 @@ TEST_CASE("cuda: without a device every call that needs one throws BackendUnavai
   CHECK_THROWS_AS((void)cuda.total_memory(), accel::BackendUnavailableError);
   CHECK_THROWS_AS((void)cuda.get_memory_info(0), accel::BackendUnavailableError);
   cuda.empty_cache();  // nothing cached: nothing to do
-  CHECK_THROWS_AS((void)cuda.host_allocator(), accel::BackendUnavailableError);
+  CHECK_THROWS_AS((void)cuda.pinned_allocator(), accel::BackendUnavailableError);
   int host = 0;
   CHECK_THROWS_AS(cuda.pin_memory(&host, sizeof host), accel::BackendUnavailableError);
   CHECK_FALSE(cuda.is_pinned(&host));
@@ -204,7 +210,7 @@ TEST_CASE("cuda: CudaError carries the status, its name, the call and the site")
   CHECK(accel::CudaError(cudaErrorInvalidValue, "x").code() == accel::Errc::invalid_argument);
   CHECK(accel::CudaError(cudaErrorNotReady, "x").code() == accel::Errc::runtime_failure);
   CHECK_FALSE(accel::CudaError(cudaErrorNotReady, "x").context_lost());
-  CHECK(mentions(accel::CudaError(cudaErrorInvalidValue, "f()", std::source_location::current(), "on cuda:1").what(),
+  CHECK(mentions(accel::CudaError(cudaErrorInvalidValue, "f()", ::accel::source_location::current(), "on cuda:1").what(),
                  "on cuda:1: f() failed"));
 }
 

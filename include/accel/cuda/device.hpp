@@ -92,7 +92,7 @@ inline bool has_primary_context(int device) noexcept {
   return active != 0;
 }
 
-[[noreturn]] inline void throw_unavailable(std::source_location where = std::source_location::current()) {
+[[noreturn]] inline void throw_unavailable(source_location where = source_location::current()) {
   throw BackendUnavailableError("CUDA backend unavailable: " + detection().reason, cudaErrorNoDevice, where);
 }
 
@@ -155,6 +155,20 @@ struct Devices {
   }
 
   [[nodiscard]] static std::string current_device_name() { return "cuda:" + std::to_string(current_device()); }
+
+  /// The driver's CUDA version as 1000 * major + 10 * minor (13000 for 13.0); 0 without a driver.
+  /// Read without initialising CUDA.
+  [[nodiscard]] static int driver_version() noexcept { return detail::detection().driver_version; }
+  /// The CUDA runtime version this build uses (CUDART_VERSION).
+  [[nodiscard]] static constexpr int runtime_version() noexcept { return CUDART_VERSION; }
+
+  /// The product name of device `index`, e.g. "NVIDIA H100 80GB HBM3" (cudaGetDeviceProperties).
+  [[nodiscard]] static std::string product_name(int index) {
+    check_device(index);
+    cudaDeviceProp properties{};
+    ACCEL_CUDA_CHECK(cudaGetDeviceProperties(&properties, index));
+    return properties.name;
+  }
 
   /// Makes a device current for the calling thread; restores the previous one when destroyed, without
   /// creating a context on it if it has none (see the top of this header). Not copyable, not movable.

@@ -22,7 +22,7 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <source_location>
+#include <accel/core/source_location.hpp>
 #include <string>
 #include <string_view>
 
@@ -100,7 +100,7 @@ namespace cuda {
 
 namespace detail {
 
-inline std::string site_of(const std::source_location& where) {
+inline std::string site_of(const source_location& where) {
   std::string_view file = where.file_name();
   if (const auto slash = file.rfind("include/accel/"); slash != std::string_view::npos) {
     file.remove_prefix(slash + 8);  // "accel/cuda/memory.hpp" rather than an absolute path
@@ -110,7 +110,7 @@ inline std::string site_of(const std::source_location& where) {
 
 // "cudaMalloc(&p, n) failed with cudaErrorMemoryAllocation (out of memory) at accel/cuda/memory.hpp:42
 //  [context]; <what it means>"
-inline std::string format_message(cudaError_t status, std::string_view call, const std::source_location& where,
+inline std::string format_message(cudaError_t status, std::string_view call, const source_location& where,
                                   std::string_view context) {
   std::string message;
   if (!context.empty()) {
@@ -143,7 +143,7 @@ inline std::string format_message(cudaError_t status, std::string_view call, con
 /// the category errc_of() gives). native_code() is the cudaError_t.
 class CudaError : public Error {
  public:
-  CudaError(cudaError_t status, std::string_view call, std::source_location where = std::source_location::current(),
+  CudaError(cudaError_t status, std::string_view call, source_location where = source_location::current(),
             std::string_view context = {})
       : Error(cuda::errc_of(status), cuda::detail::format_message(status, call, where, context), status, where),
         status_(status),
@@ -169,7 +169,7 @@ namespace cuda::detail {
 
 /// Clears the runtime's last error (non-sticky ones) and throws the exception `status` maps to.
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_error(cudaError_t status, std::string_view call,
-                                                              std::source_location where,
+                                                              source_location where,
                                                               std::string_view context = {}) {
   (void)cudaGetLastError();
   if (status == cudaErrorMemoryAllocation) {
@@ -183,14 +183,14 @@ namespace cuda::detail {
 
 /// Throws (see throw_error) unless status is cudaSuccess.
 inline void check(cudaError_t status, std::string_view call,
-                  std::source_location where = std::source_location::current()) {
+                  source_location where = source_location::current()) {
   if (status != cudaSuccess) [[unlikely]] throw_error(status, call, where);
 }
 
 /// For destructors and other no-throw paths: true on success. A failure is cleared and reported on
 /// stderr, except cudaErrorCudartUnloading (the runtime is being torn down at exit: nothing to free).
 [[gnu::cold, gnu::noinline]] inline void report_nothrow(cudaError_t status, const char* call,
-                                                      std::source_location where) noexcept {
+                                                      source_location where) noexcept {
   (void)cudaGetLastError();
   if (status == cudaErrorCudartUnloading) return;
   try {
@@ -202,7 +202,7 @@ inline void check(cudaError_t status, std::string_view call,
 }
 
 inline bool check_nothrow(cudaError_t status, const char* call,
-                          std::source_location where = std::source_location::current()) noexcept {
+                          source_location where = source_location::current()) noexcept {
   if (status == cudaSuccess) [[likely]] return true;
   report_nothrow(status, call, where);
   return false;
@@ -218,11 +218,11 @@ inline bool check_nothrow(cudaError_t status, const char* call,
   do {                                                                                                \
     const ::cudaError_t accel_cuda_status_ = (__VA_ARGS__);                                           \
     if (accel_cuda_status_ != ::cudaSuccess) [[unlikely]] {                                           \
-      ::accel::cuda::detail::throw_error(accel_cuda_status_, #__VA_ARGS__, std::source_location::current()); \
+      ::accel::cuda::detail::throw_error(accel_cuda_status_, #__VA_ARGS__, ::accel::source_location::current()); \
     }                                                                                                 \
   } while (false)
 
 /// The same for no-throw paths (destructors): yields true on success; a failure is cleared and
 /// reported on stderr, cudaErrorCudartUnloading silently.
 #define ACCEL_CUDA_CHECK_NOTHROW(...) \
-  (::accel::cuda::detail::check_nothrow((__VA_ARGS__), #__VA_ARGS__, std::source_location::current()))
+  (::accel::cuda::detail::check_nothrow((__VA_ARGS__), #__VA_ARGS__, ::accel::source_location::current()))

@@ -21,7 +21,7 @@
 #include <accel/cuda/error.hpp>
 #include <accel/cuda/stream.hpp>
 
-#include <source_location>
+#include <accel/core/source_location.hpp>
 #include <string>
 #include <utility>
 
@@ -76,7 +76,7 @@ class Event {
     if (event_ == nullptr) return true;
     const cudaError_t status = cudaEventQuery(event_);
     if (status == cudaSuccess) return true;
-    if (status != cudaErrorNotReady) detail::throw_error(status, "cudaEventQuery(event)", std::source_location::current());
+    if (status != cudaErrorNotReady) detail::throw_error(status, "cudaEventQuery(event)", source_location::current());
     (void)cudaGetLastError();
     return false;
   }

@@ -40,7 +40,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
-#include <source_location>
+#include <accel/core/source_location.hpp>
 #include <string>
 #include <utility>
 
@@ -57,7 +57,7 @@ inline cudaError_t& last_raw_error() noexcept {
 inline bool event_done(cudaEvent_t event) {
   const cudaError_t status = cudaEventQuery(event);
   if (status == cudaSuccess) return true;
-  if (status != cudaErrorNotReady) throw_error(status, "cudaEventQuery(event)", std::source_location::current());
+  if (status != cudaErrorNotReady) throw_error(status, "cudaEventQuery(event)", source_location::current());
   (void)cudaGetLastError();
   return false;
 }
@@ -173,10 +173,13 @@ struct PinnedHostMemory {
 static_assert(RawMemoryPolicy<DeviceMemory>);
 static_assert(RawMemoryPolicy<PinnedHostMemory>);
 
-/// The MemoryApi of accel::CudaBackend. `device` defaults to the calling thread's current device.
+/// MemoryApi for accel::CudaBackend: every function is static. Without `dev`, the calling thread's
+/// current device.
 struct Memory {
   using DeviceAllocator = CachingAllocator<DeviceMemory>;
-  using HostAllocator = CachingAllocator<PinnedHostMemory>;
+  using PinnedAllocator = CachingAllocator<PinnedHostMemory>;
+
+  // ---- allocators -----------------------------------------------------------------------------
 
   /// The caching allocator of `device` (created on first use, without touching the device).
   [[nodiscard]] static DeviceAllocator& allocator(int device) {
@@ -189,17 +192,24 @@ struct Memory {
     table.slots[device].store(created, std::memory_order_release);
     return *created;
   }
+  [[nodiscard]] static DeviceAllocator& allocator() { return allocator(Devices::current_device()); }
 
-  /// The pinned-host caching allocator.
-  [[nodiscard]] static HostAllocator& host_allocator() {
+  /// The caching allocator of pinned host memory behind host_alloc.
+  [[nodiscard]] static PinnedAllocator& pinned_allocator() {
     Devices::require_available();
-    static HostAllocator* const instance = new HostAllocator(0);
-    return *instance;
+    std::atomic<PinnedAllocator*>& slot = pinned_slot();
+    if (PinnedAllocator* existing = slot.load(std::memory_order_acquire)) [[likely]] return *existing;
+    const std::lock_guard lock(allocators().mutex);
+    if (PinnedAllocator* existing = slot.load(std::memory_order_relaxed)) return *existing;
+    auto* created = new PinnedAllocator(0);
+    slot.store(created, std::memory_order_release);
+    return *created;
   }
 
-  // ---- allocation ---------------------------------------------------------------------------------
+  // ---- allocation -----------------------------------------------------------------------------
 
-  /// `bytes` of device memory on `stream`'s device, valid on `stream` (nullptr for 0 bytes).
+  /// `bytes` of device memory on `stream`'s device, valid in `stream` order; nullptr for 0 bytes.
+  /// Throws OutOfMemoryError only when CUDA ran out of memory (see the top of this header).
   [[nodiscard]] static void* raw_alloc(std::size_t bytes, StreamRef stream) {
     DeviceAllocator& a = allocator(stream.device_index());
     detail::ensure_lazy_init();
@@ -212,100 +222,94 @@ struct Memory {
     }
   }
 
-  /// Returns p to its device's cache; InvalidArgumentError (changing nothing) when p is not a live
-  /// allocation of accel's CUDA allocators. nullptr is a no-op.
+  /// Returns p (from raw_alloc, on any device) to its device's cache. nullptr is a no-op; anything
+  /// else that is not a live allocation is an InvalidArgumentError that changes nothing.
   static void raw_delete(void* p) {
     if (p == nullptr) return;
-    Table& table = allocators();
     const int count = Devices::device_count();
+    const int first = last_device();
+    if (DeviceAllocator* a = existing(first); a != nullptr && a->try_free(p)) return;
     for (int d = 0; d < count; ++d) {
-      if (DeviceAllocator* a = table.slots[d].load(std::memory_order_acquire); a != nullptr && a->try_free(p)) return;
-    }
-    for (int d = 0; d < count; ++d) {
-      if (DeviceAllocator* a = table.slots[d].load(std::memory_order_acquire); a != nullptr && a->owns(p)) {
-        a->free(p);  // throws its precise message (inside a segment, or freed twice)
-      }
-    }
-    char address[32];
-    std::snprintf(address, sizeof address, "%p", p);
-    throw InvalidArgumentError(std::string("raw_delete(") + address +
-                               "): the pointer was not allocated by accel's CUDA caching allocator (or was already freed)");
-  }
-
-  /// p is also used on `stream`: it is not reused until the work enqueued there before the free is done.
-  static void record_stream(void* p, StreamRef stream) {
-    if (p == nullptr) return;
-    Table& table = allocators();
-    const int count = Devices::device_count();
-    for (int d = 0; d < count; ++d) {
-      if (DeviceAllocator* a = table.slots[d].load(std::memory_order_acquire); a != nullptr && a->is_allocated(p)) {
-        a->record_stream(p, stream);
+      if (d == first) continue;
+      if (DeviceAllocator* a = existing(d); a != nullptr && a->try_free(p)) {
+        last_device() = d;
         return;
       }
     }
-    char address[32];
-    std::snprintf(address, sizeof address, "%p", p);
-    throw InvalidArgumentError(std::string("record_stream(") + address +
-                               "): the pointer is not a live allocation of accel's CUDA caching allocator");
+    throw not_allocated(p, "raw_delete");
   }
 
-  /// Releases every unused cached segment of every device (torch.cuda.empty_cache).
+  /// p (from raw_alloc) is also used on `stream`; see CachingAllocator::record_stream.
+  static void record_stream(void* p, StreamRef stream) {
+    if (p == nullptr) return;
+    const int count = Devices::device_count();
+    for (int d = 0; d < count; ++d) {
+      if (DeviceAllocator* a = existing(d); a != nullptr && a->try_record_stream(p, stream)) return;
+    }
+    throw not_allocated(p, "record_stream");
+  }
+
+  /// Waits for pending cross-stream frees and releases every free cached segment, on every device
+  /// (torch.cuda.empty_cache). Pinned host memory has host_empty_cache().
   static void empty_cache() {
-    for_each_allocator([](DeviceAllocator& a) { a.empty_cache(); });
+    const int count = Devices::device_count();
+    for (int d = 0; d < count; ++d) {
+      if (DeviceAllocator* a = existing(d)) a->empty_cache();
+    }
   }
 
-  // ---- statistics (torch's names and meanings) ---------------------------------------------------
+  // ---- statistics (torch's names and meanings) -------------------------------------------------
 
-  [[nodiscard]] static std::size_t memory_allocated(int device = Devices::current_device()) {
-    return to_size(allocator(device).allocated_bytes().current);
-  }
-  [[nodiscard]] static std::size_t max_memory_allocated(int device = Devices::current_device()) {
-    return to_size(allocator(device).allocated_bytes().peak);
-  }
-  /// torch.cuda.reset_max_memory_allocated: resets every peak of the device.
-  static void reset_max_memory_allocated(int device = Devices::current_device()) { allocator(device).reset_peak_stats(); }
-  [[nodiscard]] static std::size_t memory_reserved(int device = Devices::current_device()) {
-    return to_size(allocator(device).reserved_bytes().current);
-  }
-  [[nodiscard]] static std::size_t max_memory_reserved(int device = Devices::current_device()) {
-    return to_size(allocator(device).reserved_bytes().peak);
-  }
-  /// Legacy aliases of memory_reserved / max_memory_reserved.
-  [[nodiscard]] static std::size_t memory_cached(int device = Devices::current_device()) { return memory_reserved(device); }
-  [[nodiscard]] static std::size_t max_memory_cached(int device = Devices::current_device()) {
-    return max_memory_reserved(device);
-  }
-  static void reset_max_memory_cached(int device = Devices::current_device()) { allocator(device).reset_peak_stats(); }
+  [[nodiscard]] static std::size_t memory_allocated() { return memory_allocated(Devices::current_device()); }
+  [[nodiscard]] static std::size_t memory_allocated(int dev) { return bytes(allocator(dev).allocated_bytes().current); }
+  [[nodiscard]] static std::size_t max_memory_allocated() { return max_memory_allocated(Devices::current_device()); }
+  [[nodiscard]] static std::size_t max_memory_allocated(int dev) { return bytes(allocator(dev).allocated_bytes().peak); }
+  /// Resets every peak, as torch's reset_max_memory_allocated (now reset_peak_memory_stats) does.
+  static void reset_max_memory_allocated() { reset_peak_memory_stats(); }
+  static void reset_max_memory_allocated(int dev) { reset_peak_memory_stats(dev); }
 
-  [[nodiscard]] static MemoryStats memory_stats(int device = Devices::current_device()) { return allocator(device).stats(); }
-  static void reset_peak_memory_stats(int device = Devices::current_device()) { allocator(device).reset_peak_stats(); }
-  static void reset_accumulated_memory_stats(int device = Devices::current_device()) {
-    allocator(device).reset_accumulated_stats();
-  }
+  [[nodiscard]] static std::size_t memory_reserved() { return memory_reserved(Devices::current_device()); }
+  [[nodiscard]] static std::size_t memory_reserved(int dev) { return bytes(allocator(dev).reserved_bytes().current); }
+  [[nodiscard]] static std::size_t max_memory_reserved() { return max_memory_reserved(Devices::current_device()); }
+  [[nodiscard]] static std::size_t max_memory_reserved(int dev) { return bytes(allocator(dev).reserved_bytes().peak); }
 
-  /// Caps what the device's allocator may reserve at fraction * total_memory (0 < fraction <= 1).
-  static void set_per_process_memory_fraction(double fraction, int device = Devices::current_device()) {
-    allocator(device).set_memory_fraction(fraction);
-  }
+  /// Legacy names of memory_reserved and friends.
+  [[nodiscard]] static std::size_t memory_cached() { return memory_reserved(); }
+  [[nodiscard]] static std::size_t memory_cached(int dev) { return memory_reserved(dev); }
+  [[nodiscard]] static std::size_t max_memory_cached() { return max_memory_reserved(); }
+  [[nodiscard]] static std::size_t max_memory_cached(int dev) { return max_memory_reserved(dev); }
+  static void reset_max_memory_cached() { reset_peak_memory_stats(); }
+  static void reset_max_memory_cached(int dev) { reset_peak_memory_stats(dev); }
 
-  // ---- the device's memory -----------------------------------------------------------------------
+  [[nodiscard]] static MemoryStats memory_stats() { return memory_stats(Devices::current_device()); }
+  [[nodiscard]] static MemoryStats memory_stats(int dev) { return allocator(dev).stats(); }
+  static void reset_peak_memory_stats() { reset_peak_memory_stats(Devices::current_device()); }
+  static void reset_peak_memory_stats(int dev) { allocator(dev).reset_peak_stats(); }
+  static void reset_accumulated_memory_stats() { reset_accumulated_memory_stats(Devices::current_device()); }
+  static void reset_accumulated_memory_stats(int dev) { allocator(dev).reset_accumulated_stats(); }
 
-  /// (free, total) bytes of the device (cudaMemGetInfo; creates the device's context).
-  [[nodiscard]] static MemoryInfo get_memory_info(int device = Devices::current_device()) {
-    Devices::check_device(device);
-    return DeviceMemory::memory_info(device);
+  /// Caps what `dev`'s allocator may reserve at fraction * total_memory (0 < fraction <= 1).
+  static void set_per_process_memory_fraction(double fraction) {
+    set_per_process_memory_fraction(fraction, Devices::current_device());
   }
-  [[nodiscard]] static std::size_t total_memory(int device = Devices::current_device()) {
-    return get_memory_info(device).total;
-  }
-  [[nodiscard]] static std::size_t available_memory(int device = Devices::current_device()) {
-    return get_memory_info(device).free;
-  }
+  static void set_per_process_memory_fraction(double fraction, int dev) { allocator(dev).set_memory_fraction(fraction); }
 
-  // ---- pinned host memory --------------------------------------------------------------------------
+  // ---- the device's memory (cudaMemGetInfo: creates the device's context) ------------------------
 
-  /// Page-locks [p, p + bytes) (cudaHostRegister). Pinning a range that is already pinned is an
-  /// InvalidArgumentError.
+  [[nodiscard]] static MemoryInfo get_memory_info() { return get_memory_info(Devices::current_device()); }
+  [[nodiscard]] static MemoryInfo get_memory_info(int dev) {
+    Devices::check_device(dev);
+    return DeviceMemory::memory_info(dev);
+  }
+  [[nodiscard]] static std::size_t total_memory() { return total_memory(Devices::current_device()); }
+  [[nodiscard]] static std::size_t total_memory(int dev) { return get_memory_info(dev).total; }
+  [[nodiscard]] static std::size_t available_memory() { return available_memory(Devices::current_device()); }
+  [[nodiscard]] static std::size_t available_memory(int dev) { return get_memory_info(dev).free; }
+
+  // ---- pinned host memory ------------------------------------------------------------------------
+
+  /// Page-locks [p, p + bytes) (cudaHostRegister). Throws InvalidArgumentError for an empty range or
+  /// one that overlaps an already pinned range.
   static void pin_memory(void* p, std::size_t bytes) {
     Devices::require_available();
     if (p == nullptr || bytes == 0) throw InvalidArgumentError("pin_memory: a null pointer or an empty range");
@@ -313,13 +317,14 @@ struct Memory {
     const cudaError_t status = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
     if (status == cudaErrorHostMemoryAlreadyRegistered) {
       (void)cudaGetLastError();
-      throw InvalidArgumentError("pin_memory: the range is already pinned");
+      throw InvalidArgumentError("pin_memory: the range overlaps memory that is already pinned");
     }
-    if (status != cudaSuccess) detail::throw_error(status, "cudaHostRegister(p, bytes, cudaHostRegisterDefault)",
-                                                   std::source_location::current());
+    if (status != cudaSuccess) {
+      detail::throw_error(status, "cudaHostRegister(p, bytes, cudaHostRegisterDefault)", source_location::current());
+    }
   }
 
-  /// Unpins memory pinned by pin_memory(p, ...) (cudaHostUnregister); false when p was not pinned so.
+  /// Unpins the range pinned at p (cudaHostUnregister); false, changing nothing, when none starts at p.
   static bool unpin_memory(void* p) {
     if (p == nullptr || !Devices::is_available()) return false;
     const cudaError_t status = cudaHostUnregister(p);
@@ -328,25 +333,29 @@ struct Memory {
       (void)cudaGetLastError();
       return false;
     }
-    detail::throw_error(status, "cudaHostUnregister(p)", std::source_location::current());
+    detail::throw_error(status, "cudaHostUnregister(p)", source_location::current());
   }
 
-  /// True when p lies in page-locked host memory (pin_memory, host_alloc, or any cudaHostAlloc).
+  /// True when p lies in page-locked host memory: pin_memory, host_alloc, or any cudaHostAlloc /
+  /// cudaHostRegister of the process (cudaPointerGetAttributes).
   [[nodiscard]] static bool is_pinned(const void* p) { return detail::memory_type_of(p) == cudaMemoryTypeHost; }
 
-  /// True when p lies in memory of accel's device allocators, or in other device or managed memory.
+  /// True when p lies in memory of a device's caching allocator, or in other device or managed memory.
   [[nodiscard]] static bool on_accelerator(const void* p) {
     if (p == nullptr || !Devices::is_available()) return false;
-    bool found = false;
-    for_each_allocator([&](DeviceAllocator& a) { found = found || a.owns(p); });
-    if (found) return true;
+    const int count = Devices::device_count();
+    for (int d = 0; d < count; ++d) {
+      if (DeviceAllocator* a = existing(d); a != nullptr && a->owns(p)) return true;
+    }
     const cudaMemoryType type = detail::memory_type_of(p);
     return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
   }
 
-  /// `bytes` of pinned host memory from the caching pinned allocator, for use on `stream`.
+  /// Pinned host memory for staging copies (torch's pinned host allocator), cached; for use in
+  /// `stream` order (default: the current stream).
+  [[nodiscard]] static void* host_alloc(std::size_t bytes) { return host_alloc(bytes, Streams::current_stream()); }
   [[nodiscard]] static void* host_alloc(std::size_t bytes, StreamRef stream) {
-    HostAllocator& a = host_allocator();
+    PinnedAllocator& a = pinned_allocator();
     detail::ensure_lazy_init();
     detail::last_raw_error() = cudaSuccess;
     try {
@@ -356,20 +365,25 @@ struct Memory {
       throw;
     }
   }
-  [[nodiscard]] static void* host_alloc(std::size_t bytes) { return host_alloc(bytes, Streams::current_stream()); }
-  /// Returns pinned memory from host_alloc to the cache; InvalidArgumentError if it did not come from there.
+  /// Returns host_alloc memory to its cache; InvalidArgumentError for anything else.
   static void host_free(void* p) {
-    if (p != nullptr) host_allocator().free(p);
+    if (p == nullptr) return;
+    pinned_allocator().free(p);
   }
-  static void host_record_stream(void* p, StreamRef stream) { host_allocator().record_stream(p, stream); }
-  static void host_empty_cache() { host_allocator().empty_cache(); }
-  [[nodiscard]] static MemoryStats host_memory_stats() { return host_allocator().stats(); }
+  /// host_alloc memory is also used on `stream` (see record_stream).
+  static void host_record_stream(void* p, StreamRef stream) { pinned_allocator().record_stream(p, stream); }
+  /// Releases the free cached segments of pinned host memory.
+  static void host_empty_cache() {
+    if (PinnedAllocator* pinned = pinned_slot().load(std::memory_order_acquire)) pinned->empty_cache();
+  }
+  [[nodiscard]] static MemoryStats host_memory_stats() { return pinned_allocator().stats(); }
 
-  // ---- copies ----------------------------------------------------------------------------------------
+  // ---- copies ----------------------------------------------------------------------------------
 
-  /// Copies `bytes` from src to dst in `stream` order (cudaMemcpyAsync, cudaMemcpyDefault: any
-  /// combination of host and device memory). Returns before the copy completes when host memory is
-  /// pinned; synchronize the stream (or record an event) before reading dst or reusing src.
+  /// Copies `bytes` from src to dst in `stream` order (cudaMemcpyAsync with cudaMemcpyDefault: any
+  /// combination of host and device memory). Asynchronous to the host when host memory is pinned
+  /// (pageable host memory is staged by CUDA); synchronize the stream or record an event before
+  /// reading dst or reusing src.
   static void copy_async(StreamRef stream, void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
     const detail::LegacyStreamScope scope(stream.get(), stream.device_index());
@@ -392,13 +406,21 @@ struct Memory {
     return *table;
   }
 
-  template <class F>
-  static void for_each_allocator(F&& f) {
-    Table& table = allocators();
-    const int count = Devices::device_count();
-    for (int d = 0; d < count; ++d) {
-      if (DeviceAllocator* a = table.slots[d].load(std::memory_order_acquire)) f(*a);
-    }
+  static std::atomic<PinnedAllocator*>& pinned_slot() noexcept {
+    static std::atomic<PinnedAllocator*> slot{nullptr};  // trivially destructible
+    return slot;
+  }
+
+  static DeviceAllocator* existing(int device) noexcept {
+    if (device < 0 || device >= Devices::device_count()) return nullptr;
+    return allocators().slots[device].load(std::memory_order_acquire);
+  }
+
+  // The device of this thread's last raw_delete: frees come in runs on one device, so it is tried
+  // first (no CUDA call is needed to guess).
+  static int& last_device() noexcept {
+    thread_local int device = 0;
+    return device;
   }
 
   // An allocation the allocator reports as out of memory failed for another reason (a sticky error,
@@ -406,11 +428,31 @@ struct Memory {
   static void rethrow_if_not_oom() {
     const cudaError_t status = std::exchange(detail::last_raw_error(), cudaSuccess);
     if (status != cudaSuccess && status != cudaErrorMemoryAllocation) {
-      detail::throw_error(status, "cudaMalloc (in the caching allocator)", std::source_location::current());
+      detail::throw_error(status, "cudaMalloc (in the caching allocator)", source_location::current());
     }
   }
 
-  static std::size_t to_size(std::int64_t v) noexcept { return v > 0 ? static_cast<std::size_t>(v) : 0; }
+  static std::size_t bytes(std::int64_t n) noexcept { return n > 0 ? static_cast<std::size_t>(n) : 0; }
+
+  static InvalidArgumentError not_allocated(void* p, const char* what) {
+    char address[32];
+    std::snprintf(address, sizeof address, "%p", p);
+    std::string msg = std::string(what) + "(" + address + "): the pointer was not allocated by ";
+    const int count = Devices::device_count();
+    msg += count == 0   ? std::string("accel's CUDA caching allocator (no CUDA device is available)")
+           : count == 1 ? std::string("cuda:0's caching allocator")
+                        : "the caching allocator of any of the " + std::to_string(count) + " cuda devices";
+    msg += " (or was already freed)";
+    for (int d = 0; d < count; ++d) {
+      if (DeviceAllocator* a = existing(d); a != nullptr && a->owns(p)) {
+        msg += "; it lies inside " + a->name() + "'s memory but is not the start of a live allocation";
+      }
+    }
+    if (PinnedAllocator* pinned = pinned_slot().load(std::memory_order_acquire); pinned != nullptr && pinned->owns(p)) {
+      msg += "; it is pinned host memory from host_alloc: free it with host_free";
+    }
+    return InvalidArgumentError(msg);
+  }
 };
 
 }  // namespace accel::cuda

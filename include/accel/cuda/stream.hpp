@@ -39,7 +39,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <source_location>
+#include <accel/core/source_location.hpp>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -104,7 +104,7 @@ class StreamRef {
 
   /// Blocks until all work enqueued so far is done; throws TaskError if a host task threw since the
   /// last synchronization (the error is then cleared and the stream stays usable).
-  void synchronize(std::source_location where = std::source_location::current()) const {
+  void synchronize(source_location where = source_location::current()) const {
     check_valid("synchronize");
     {
       const detail::LegacyStreamScope scope(handle_, device_);
@@ -119,7 +119,7 @@ class StreamRef {
     const detail::LegacyStreamScope scope(handle_, device_);
     const cudaError_t status = cudaStreamQuery(handle_);
     if (status == cudaSuccess) return true;
-    if (status != cudaErrorNotReady) detail::throw_error(status, "cudaStreamQuery(stream)", std::source_location::current());
+    if (status != cudaErrorNotReady) detail::throw_error(status, "cudaStreamQuery(stream)", source_location::current());
     (void)cudaGetLastError();
     return false;
   }
@@ -172,7 +172,7 @@ class StreamRef {
     }
     if (status != cudaSuccess) [[unlikely]] {
       delete task;
-      detail::throw_error(status, "cudaLaunchHostFunc(stream, task)", std::source_location::current());
+      detail::throw_error(status, "cudaLaunchHostFunc(stream, task)", source_location::current());
     }
   }
 
@@ -248,7 +248,7 @@ struct CurrentStreams {
 
 /// Blocks until all work on `device` is done (cudaDeviceSynchronize), then reports the oldest
 /// unreported host-task failure among the device's streams.
-inline void synchronize_device(int device, std::source_location where) {
+inline void synchronize_device(int device, source_location where) {
   {
     Devices::DeviceGuard guard(device);
     ACCEL_CUDA_CHECK(cudaDeviceSynchronize());
@@ -275,7 +275,7 @@ class Stream : public StreamRef {
     unsigned long long id = 0;
     if (const cudaError_t status = cudaStreamGetId(handle, &id); status != cudaSuccess) {
       (void)ACCEL_CUDA_CHECK_NOTHROW(cudaStreamDestroy(handle));
-      detail::throw_error(status, "cudaStreamGetId(stream, &id)", std::source_location::current());
+      detail::throw_error(status, "cudaStreamGetId(stream, &id)", source_location::current());
     }
     handle_ = handle;
     id_ = id;
@@ -400,10 +400,10 @@ struct Streams {
 
   /// Blocks until all work on the current device (or `device`) is done (cudaDeviceSynchronize);
   /// throws TaskError for the oldest unreported host-task failure among its streams.
-  static void synchronize(std::source_location where = std::source_location::current()) {
+  static void synchronize(source_location where = source_location::current()) {
     detail::synchronize_device(Devices::current_device(), where);
   }
-  static void synchronize(int device, std::source_location where = std::source_location::current()) {
+  static void synchronize(int device, source_location where = source_location::current()) {
     detail::synchronize_device(device, where);
   }
 

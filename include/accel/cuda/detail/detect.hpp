@@ -17,7 +17,10 @@
 #include <accel/cuda/detail/visible_devices.hpp>
 
 #include <cstdlib>
+#include <exception>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace accel::cuda::detail {

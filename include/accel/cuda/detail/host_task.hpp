@@ -19,7 +19,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <source_location>
+#include <accel/core/source_location.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -70,7 +70,7 @@ class TaskFailures {
   }
 
   /// Throws the stream's stored failure as TaskError and clears it; returns when there is none.
-  void rethrow(std::uint64_t stream, std::source_location where) {
+  void rethrow(std::uint64_t stream, source_location where) {
     if (count_.load(std::memory_order_acquire) == 0) [[likely]] return;
     Failure failure;
     {
@@ -85,7 +85,7 @@ class TaskFailures {
   }
 
   /// Throws the oldest stored failure of any stream of `device` and clears it.
-  void rethrow_device(int device, std::source_location where) {
+  void rethrow_device(int device, source_location where) {
     if (count_.load(std::memory_order_acquire) == 0) [[likely]] return;
     std::uint64_t stream = 0;
     Failure failure;
@@ -123,7 +123,7 @@ class TaskFailures {
   }
 
  private:
-  [[noreturn]] static void throw_failure(std::uint64_t stream, const Failure& failure, std::source_location where) {
+  [[noreturn]] static void throw_failure(std::uint64_t stream, const Failure& failure, source_location where) {
     std::string message = stream_name(failure.device, stream, failure.is_default) +
                           ": task failed: " + describe_exception(failure.error);
     if (failure.more != 0) {
