@@ -1,0 +1,59 @@
+// A stand-in libcuda.so.1 for testing CUDA detection on machines without a driver. It exports only the
+// entry points accel's detection looks up; environment variables choose its answers at call time:
+//   FAKE_CU_DRIVER_VERSION (13000)   cuDriverGetVersion
+//   FAKE_CU_INIT (0)                 cuInit's CUresult (100 = CUDA_ERROR_NO_DEVICE)
+//   FAKE_CU_COUNT (2)                cuDeviceGetCount
+// fake_cu_init_calls() tells how often cuInit ran. Never linked: tests put its folder on LD_LIBRARY_PATH.
+#include <atomic>
+#include <cstdlib>
+
+namespace {
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::atoi(value) : fallback;
+}
+std::atomic<int> init_calls{0};
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int fake_cu_init_calls() { return init_calls.load(); }
+
+__attribute__((visibility("default"))) int cuInit(unsigned /*flags*/) {
+  ++init_calls;
+  return env_int("FAKE_CU_INIT", 0);
+}
+
+__attribute__((visibility("default"))) int cuDriverGetVersion(int* version) {
+  *version = env_int("FAKE_CU_DRIVER_VERSION", 13000);
+  return 0;
+}
+
+__attribute__((visibility("default"))) int cuDeviceGetCount(int* count) {
+  if (init_calls.load() == 0) return 3;  // CUDA_ERROR_NOT_INITIALIZED
+  *count = env_int("FAKE_CU_COUNT", 2);
+  return 0;
+}
+
+__attribute__((visibility("default"))) int cuDeviceGet(int* device, int ordinal) {
+  *device = ordinal;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int cuDevicePrimaryCtxGetState(int /*device*/, unsigned* flags, int* active) {
+  *flags = 0;
+  *active = 0;
+  return 0;
+}
+
+__attribute__((visibility("default"))) int cuGetErrorName(int status, const char** name) {
+  *name = status == 100 ? "CUDA_ERROR_NO_DEVICE" : status == 3 ? "CUDA_ERROR_NOT_INITIALIZED" : "CUDA_ERROR_UNKNOWN";
+  return 0;
+}
+
+__attribute__((visibility("default"))) int cuGetErrorString(int status, const char** text) {
+  *text = status == 100 ? "no CUDA-capable device is detected" : "fake error";
+  return 0;
+}
+
+}  // extern "C"
