@@ -9,7 +9,8 @@
 // refinement taken from torch: a DeviceGuard that merely *restores* a device on which this process has
 // no context yet does not call cudaSetDevice (which since CUDA 12 creates the primary context); it
 // remembers the device as the thread's current one and the next accel call that needs it makes it
-// current. Raw CUDA calls made between the two see the guard's device; accel calls never do.
+// current. Raw CUDA calls made between the two see the guard's device; accel calls never do. A
+// cudaSetDevice made outside accel in between takes precedence over the remembered device.
 // synchronize() lives with the streams (cuda/stream.hpp), since it reports their host-task failures.
 #pragma once
 
@@ -34,10 +35,25 @@ namespace accel::cuda {
 namespace detail {
 
 // The device this thread's accel calls treat as current when it differs from the runtime's (see the
-// top of this header); -1 when the runtime's current device is the thread's current device.
-inline int& pending_device() noexcept {
-  thread_local int pending = -1;
+// top of this header). It holds only while the runtime's device is still the one the DeviceGuard left
+// (`runtime`): a cudaSetDevice made outside accel since then wins.
+struct PendingDevice {
+  int device = -1;   // -1: the runtime's current device is the thread's current device
+  int runtime = -1;  // the runtime's current device when `device` was set
+};
+
+inline PendingDevice& pending_device() noexcept {
+  thread_local PendingDevice pending;
   return pending;
+}
+
+// The thread's current device given the runtime's; drops a pending device the runtime no longer backs.
+inline int logical_device(int runtime) noexcept {
+  PendingDevice& pending = pending_device();
+  if (pending.device < 0) return runtime;
+  if (pending.runtime == runtime) return pending.device;
+  pending.device = -1;
+  return runtime;
 }
 
 // lazy_call callbacks waiting for the first device initialisation of this process.
@@ -141,17 +157,16 @@ struct Devices {
   static void set_device(int index) {
     check_device(index);
     ACCEL_CUDA_CHECK(cudaSetDevice(index));
-    detail::pending_device() = -1;
+    detail::pending_device().device = -1;
     detail::ensure_lazy_init();
   }
 
   /// The calling thread's current device.
   [[nodiscard]] static int current_device() {
-    if (const int pending = detail::pending_device(); pending >= 0) return pending;
     require_available();
-    int device = 0;
-    ACCEL_CUDA_CHECK(cudaGetDevice(&device));
-    return device;
+    int runtime = 0;
+    ACCEL_CUDA_CHECK(cudaGetDevice(&runtime));
+    return detail::logical_device(runtime);
   }
 
   [[nodiscard]] static std::string current_device_name() { return "cuda:" + std::to_string(current_device()); }
@@ -178,10 +193,9 @@ struct Devices {
       check_device(index);
       int runtime = 0;
       ACCEL_CUDA_CHECK(cudaGetDevice(&runtime));
-      const int pending = detail::pending_device();
-      previous_ = pending >= 0 ? pending : runtime;
+      previous_ = detail::logical_device(runtime);
       if (runtime != index) ACCEL_CUDA_CHECK(cudaSetDevice(index));
-      detail::pending_device() = -1;
+      detail::pending_device().device = -1;
       if (!detail::lazy_init().initialised.load(std::memory_order_acquire)) [[unlikely]] {
         try {
           detail::run_lazy_init_slow();
@@ -204,7 +218,7 @@ struct Devices {
       if (detail::has_primary_context(previous_)) {
         (void)ACCEL_CUDA_CHECK_NOTHROW(cudaSetDevice(previous_));
       } else {
-        detail::pending_device() = previous_;
+        detail::pending_device() = {previous_, index_};
       }
     }
 
