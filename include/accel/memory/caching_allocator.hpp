@@ -20,27 +20,20 @@
 // Differences: no graph pools, no expandable segments; a pointer that is not a live allocation is an
 // InvalidArgumentError at free() (torch asserts), and changes nothing.
 //
-// The RawMemory policy (checked by accel::RawMemoryPolicy):
-//   using stream_type = ...;   trivially copyable stream view with .id() -> std::uint64_t
-//   using event_type = ...;    movable
-//   static void* allocate(int device, std::size_t bytes) noexcept;      nullptr on failure
-//   static void deallocate(int device, void* p, std::size_t bytes) noexcept;
-//   static event_type record_event(stream_type s);      an event capturing s's work so far
-//   static bool event_done(const event_type& e);        non-blocking
-//   static void event_synchronize(const event_type& e);
-//   static MemoryInfo memory_info(int device);          free and total bytes, for limits and messages
-//   static std::string device_name(int device);         "cpu:0", "cuda:0"
-//   optional: static std::string oom_hint(int device);  appended to out-of-memory messages
-// The allocator calls the policy under its mutex and never touches the memory it hands out.
+// The RawMemory policy (memory/detail/raw_memory_policy.hpp) gives raw segments, stream ids and
+// events; the allocator never touches the memory it hands out.
 // Thread-safe: one mutex per instance. The hot path (a cached block on the same stream) allocates
 // nothing: blocks, set nodes and the pointer index recycle their storage.
 #pragma once
 
 #include <accel/core/error.hpp>
 #include <accel/memory/allocator_config.hpp>
+#include <accel/memory/detail/caching_block.hpp>
 #include <accel/memory/detail/caching_rules.hpp>
 #include <accel/memory/detail/node_arena.hpp>
 #include <accel/memory/detail/pointer_map.hpp>
+#include <accel/memory/detail/raw_memory_policy.hpp>
+#include <accel/memory/detail/segment_info.hpp>
 #include <accel/memory/stats.hpp>
 
 #include <algorithm>
@@ -49,51 +42,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
-#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace accel {
-
-template <class P>
-concept RawMemoryPolicy =
-    std::is_trivially_copyable_v<typename P::stream_type> && std::movable<typename P::event_type> &&
-    requires(int device, std::size_t n, void* p, typename P::stream_type s, const typename P::event_type& e) {
-      { s.id() } -> std::convertible_to<std::uint64_t>;
-      { P::allocate(device, n) } noexcept -> std::same_as<void*>;
-      { P::deallocate(device, p, n) } noexcept;
-      { P::record_event(s) } -> std::same_as<typename P::event_type>;
-      { P::event_done(e) } -> std::same_as<bool>;
-      P::event_synchronize(e);
-      { P::memory_info(device) } -> std::same_as<MemoryInfo>;
-      { P::device_name(device) } -> std::convertible_to<std::string>;
-    };
-
-/// One block of a segment, as CachingAllocator::snapshot() reports it (torch's memory_snapshot()).
-struct BlockInfo {
-  enum class State : std::uint8_t { active_allocated, active_pending_free, inactive };
-  std::uintptr_t address = 0;
-  std::size_t size = 0;
-  std::size_t requested_size = 0;  ///< 0 unless active
-  State state = State::inactive;
-};
-
-/// One segment obtained from the raw allocator, with its blocks in address order.
-struct SegmentInfo {
-  std::uintptr_t address = 0;
-  std::size_t total_size = 0;
-  std::size_t allocated_size = 0;
-  std::size_t active_size = 0;
-  std::uint64_t stream = 0;  ///< id of the stream the segment was allocated for
-  bool is_small_pool = false;
-  std::vector<BlockInfo> blocks;
-};
 
 template <RawMemoryPolicy RawMemory>
 class CachingAllocator {
@@ -134,33 +93,31 @@ class CachingAllocator {
   /// `bytes` of memory for use on `stream`; nullptr for 0 bytes. Throws OutOfMemoryError.
   [[nodiscard]] void* allocate(std::size_t bytes, stream_type stream) {
     if (bytes == 0) return nullptr;
+    const auto stream_id = static_cast<std::uint64_t>(stream.id());
     std::unique_lock lock(mutex_);
     if (!events_.empty()) process_events();
     if (bytes > caching::max_request) throw out_of_memory(bytes, bytes);
-    // Take the bookkeeping storage first: a std::bad_alloc here changes nothing.
-    map_.reserve_one();
-    arena_.reserve(4);
-    blocks_.reserve(2);
+    reserve_bookkeeping();
 
     const std::size_t size = caching::round_size(bytes, config_);
     const bool small = caching::is_small(size);
     Pool& pool = small ? small_blocks_ : large_blocks_;
-    const std::uint64_t stream_id = static_cast<std::uint64_t>(stream.id());
     Block* block = get_free_block(pool, stream_id, size);
     if (block == nullptr) {
       const std::size_t alloc_size = caching::segment_size(size);
       if (gc_enabled()) garbage_collect_cached_blocks();
-      block = alloc_block(alloc_size, stream, small, false);
+      block = alloc_block(alloc_size, stream_id, small, false);
       if (block == nullptr && release_available_cached_blocks(pool, stream_id, size)) {
-        block = alloc_block(alloc_size, stream, small, false);
+        block = alloc_block(alloc_size, stream_id, small, false);
       }
       if (block == nullptr) {
-        release_cached_blocks();
-        block = alloc_block(alloc_size, stream, small, true);
+        release_cached_blocks(lock);  // may wait for events with the lock released
+        reserve_bookkeeping();
+        block = alloc_block(alloc_size, stream_id, small, true);
       }
       if (block == nullptr) throw out_of_memory(bytes, alloc_size);
     }
-    return alloc_found_block(block, size, bytes, stream, pool);
+    return alloc_found_block(block, size, bytes, stream_id, pool);
   }
 
   /// Returns p to the cache. nullptr is a no-op; a pointer that is not a live allocation of this
@@ -180,22 +137,33 @@ class CachingAllocator {
 
   /// p (a live allocation) is also used on `stream`: after free(p) it is not reused until the work
   /// enqueued on `stream` before the free has completed. A use on the allocation stream is ignored.
+  /// Throws InvalidArgumentError, changing nothing, when p is not a live allocation.
   void record_stream(void* p, stream_type stream) {
-    if (p == nullptr) return;
+    if (!try_record_stream(p, stream)) {
+      std::unique_lock lock(mutex_);
+      throw not_allocated(p, "record_stream");
+    }
+  }
+
+  /// record_stream() that returns false, changing nothing, when p is not a live allocation.
+  [[nodiscard]] bool try_record_stream(void* p, stream_type stream) {
+    if (p == nullptr) return true;
+    const auto stream_id = static_cast<std::uint64_t>(stream.id());
     std::unique_lock lock(mutex_);
     Block* block = map_.find(reinterpret_cast<std::uintptr_t>(p));
-    if (block == nullptr) throw not_allocated(p, "record_stream");
-    if (static_cast<std::uint64_t>(stream.id()) == block->stream_id) return;
+    if (block == nullptr) return false;
+    if (stream_id == block->stream_id) return true;
     for (const stream_type& s : block->stream_uses) {
-      if (static_cast<std::uint64_t>(s.id()) == static_cast<std::uint64_t>(stream.id())) return;
+      if (static_cast<std::uint64_t>(s.id()) == stream_id) return true;
     }
     block->stream_uses.push_back(stream);
+    return true;
   }
 
   /// Synchronizes pending events and releases every cached segment that is entirely free.
   void empty_cache() {
     std::unique_lock lock(mutex_);
-    release_cached_blocks();
+    release_cached_blocks(lock);
   }
 
   /// Whether p lies inside a segment of this allocator (allocated or cached).
@@ -293,106 +261,10 @@ class CachingAllocator {
   }
 
  private:
-  struct Block;
-  struct Segment {
-    std::uintptr_t ptr = 0;
-    std::size_t size = 0;
-    std::uint64_t stream_id = 0;
-    bool small = false;
-    Block* head = nullptr;  // lowest-address block
-  };
-  struct Key {
-    std::uint64_t stream_id;
-    std::size_t size;
-    std::uintptr_t ptr;
-  };
-  struct BlockLess {
-    using is_transparent = void;
-    static Key key(const Block* b) noexcept { return {b->stream_id, b->size, b->ptr}; }
-    static const Key& key(const Key& k) noexcept { return k; }
-    template <class A, class B>
-    bool operator()(const A& a, const B& b) const noexcept {
-      const Key ka = key(a);
-      const Key kb = key(b);
-      if (ka.stream_id != kb.stream_id) return ka.stream_id < kb.stream_id;
-      if (ka.size != kb.size) return ka.size < kb.size;
-      return ka.ptr < kb.ptr;
-    }
-  };
-  using FreeSet = std::set<Block*, BlockLess, detail::ArenaAllocator<Block*>>;
-
-  struct Block {
-    Block(std::uintptr_t p, std::size_t s, stream_type st, Segment* seg, bool is_small) noexcept
-        : ptr(p), size(s), stream_id(static_cast<std::uint64_t>(st.id())), stream(st), segment(seg), small(is_small) {}
-    std::uintptr_t ptr;
-    std::size_t size;
-    std::size_t requested_size = 0;
-    std::uint64_t stream_id;
-    stream_type stream;
-    Segment* segment;
-    Block* prev = nullptr;
-    Block* next = nullptr;
-    bool allocated = false;
-    bool small;
-    int event_count = 0;
-    std::uint64_t gc_count_base = 0;
-    typename FreeSet::iterator pool_it{};
-    std::vector<stream_type> stream_uses;
-    [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
-  };
-
-  struct Pool {
-    explicit Pool(detail::NodeArena* arena, bool is_small) : blocks(BlockLess{}, detail::ArenaAllocator<Block*>(arena)), small(is_small) {}
-    FreeSet blocks;
-    bool small;
-    std::uint64_t get_free_blocks_call_count = 0;
-  };
-
-  // Recycled storage for Block objects: a free list over chunks that live as long as the allocator.
-  class BlockStore {
-   public:
-    BlockStore() = default;
-    BlockStore(const BlockStore&) = delete;
-    BlockStore& operator=(const BlockStore&) = delete;
-    ~BlockStore() {
-      for (void* chunk : chunks_) ::operator delete(chunk, std::align_val_t{alignof(Block)});
-    }
-    void reserve(std::size_t n) {
-      while (free_count_ < n) grow();
-    }
-    Block* make(std::uintptr_t p, std::size_t s, stream_type st, Segment* seg, bool small) noexcept {
-      Slot* slot = free_;  // reserve() ran first
-      free_ = slot->next;
-      --free_count_;
-      return ::new (static_cast<void*>(slot)) Block(p, s, st, seg, small);
-    }
-    void destroy(Block* b) noexcept {
-      b->~Block();
-      auto* slot = ::new (static_cast<void*>(b)) Slot{free_};
-      free_ = slot;
-      ++free_count_;
-    }
-
-   private:
-    struct Slot {
-      Slot* next;
-    };
-    static constexpr std::size_t per_chunk = 64;
-    void grow() {
-      chunks_.reserve(chunks_.size() + 1);
-      void* chunk = ::operator new(sizeof(Block) * per_chunk, std::align_val_t{alignof(Block)});
-      chunks_.push_back(chunk);
-      for (std::size_t i = per_chunk; i-- > 0;) {
-        free_ = ::new (static_cast<unsigned char*>(chunk) + i * sizeof(Block)) Slot{free_};
-        ++free_count_;
-      }
-    }
-    Slot* free_ = nullptr;
-    std::size_t free_count_ = 0;
-    std::vector<void*> chunks_;
-  };
-  static_assert(sizeof(Block) >= sizeof(void*));
-
+  using Block = detail::CachingBlock<stream_type>;
+  using Segment = detail::CachingSegment<stream_type>;
+  using Pool = detail::BlockPool<stream_type>;
+  using Key = detail::BlockKey;
   using SegmentMap = std::map<std::uintptr_t, Segment*, std::less<>,
                               detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>>;
   using EventQueue = std::deque<std::pair<event_type, Block*>>;
@@ -414,11 +286,13 @@ class CachingAllocator {
     return fraction_set_ && config_.garbage_collection_threshold > 0.0;
   }
 
-  static void pool_insert(Pool& pool, Block* block) {
-    block->gc_count_base = pool.get_free_blocks_call_count;
-    block->pool_it = pool.blocks.insert(block).first;
+  // Takes the storage an allocation may need before anything changes, so that a std::bad_alloc
+  // here leaves the allocator as it was.
+  void reserve_bookkeeping() {
+    map_.reserve_one();
+    arena_.reserve(4);
+    blocks_.reserve(2);
   }
-  static void pool_erase(Pool& pool, Block* block) noexcept { pool.blocks.erase(block->pool_it); }
 
   // ---- malloc ---------------------------------------------------------------------------------
 
@@ -441,7 +315,7 @@ class CachingAllocator {
     return size < config_.max_split_size && remaining > caching::small_size;
   }
 
-  void* alloc_found_block(Block* block, std::size_t size, std::size_t requested, stream_type stream, Pool& pool) noexcept {
+  void* alloc_found_block(Block* block, std::size_t size, std::size_t requested, std::uint64_t stream, Pool& pool) noexcept {
     const StatType st = stat_type(pool.small);
     const bool already_split = block->is_split();
     if (should_split(block, size)) {
@@ -457,7 +331,7 @@ class CachingAllocator {
       remaining->prev = block;
       remaining->ptr += size;
       remaining->size -= size;
-      pool_insert(pool, remaining);  // the arena was reserved: no allocation
+      pool.insert(remaining);  // the arena was reserved: no allocation
       if (already_split) {
         stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
       } else {
@@ -482,7 +356,7 @@ class CachingAllocator {
   }
 
   // A new segment of `size` bytes, or nullptr when the raw allocator or the fraction cap refuses.
-  Block* alloc_block(std::size_t size, stream_type stream, bool small, bool is_retry) {
+  Block* alloc_block(std::size_t size, std::uint64_t stream, bool small, bool is_retry) {
     if (is_retry) ++stats_.num_alloc_retries;
     if (fraction_set_ && (reserved_ > allowed_ || size > allowed_ - reserved_)) return nullptr;
     auto segment = std::make_unique<Segment>();
@@ -491,7 +365,7 @@ class CachingAllocator {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     segment->ptr = address;
     segment->size = size;
-    segment->stream_id = static_cast<std::uint64_t>(stream.id());
+    segment->stream_id = stream;
     segment->small = small;
     Block* block = blocks_.make(address, size, stream, segment.get(), small);
     segment->head = block;
@@ -559,7 +433,7 @@ class CachingAllocator {
       }
     }
     block->requested_size = 0;
-    pool_insert(pool, block);
+    pool.insert(block);
     if (block->is_split()) {
       net_blocks += 1;
       net_bytes += static_cast<std::int64_t>(block->size);
@@ -590,7 +464,7 @@ class CachingAllocator {
     }
     const std::size_t subsumed = src->size;
     dst->size += subsumed;
-    pool_erase(pool, src);
+    pool.erase(src);
     blocks_.destroy(src);
     return subsumed;
   }
@@ -611,18 +485,36 @@ class CachingAllocator {
     }
   }
 
-  void synchronize_and_free_events() {
+  // Waits for every pending event and frees the blocks that were waiting. The waiting happens with
+  // the lock released: on a backend whose streams run host tasks (CPU), a task may itself allocate.
+  // Meanwhile the blocks stay pending (event_count > 0), so nobody else can take them.
+  void synchronize_and_free_events(std::unique_lock<std::mutex>& lock) {
     ++stats_.num_sync_all_streams;
-    for (auto it = events_.begin(); it != events_.end();) {
-      EventQueue& queue = it->second;
-      while (!queue.empty()) {
-        RawMemory::event_synchronize(queue.front().first);
+    if (events_.empty()) return;
+    std::map<std::uint64_t, EventQueue> pending;
+    pending.swap(events_);
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      for (auto& [stream, queue] : pending) {
+        for (auto& [event, block] : queue) RawMemory::event_synchronize(event);
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    lock.lock();
+    if (failure) {  // put the events back as they were; nothing is freed
+      for (auto& [stream, queue] : pending) {
+        EventQueue& target = events_[stream];
+        for (auto& entry : queue) target.push_back(std::move(entry));
+      }
+      std::rethrow_exception(failure);
+    }
+    for (auto& [stream, queue] : pending) {
+      for (auto& [event, block] : queue) {
         arena_.reserve(1);
-        Block* block = queue.front().second;
-        queue.pop_front();
         if (--block->event_count == 0) free_block(block);
       }
-      it = events_.erase(it);
     }
   }
 
@@ -632,7 +524,7 @@ class CachingAllocator {
     Segment* segment = block->segment;
     Pool& pool = pool_of(block);
     ++stats_.num_device_free;
-    pool_erase(pool, block);
+    pool.erase(block);
     RawMemory::deallocate(device_, reinterpret_cast<void*>(block->ptr), block->size);
     reserved_ -= block->size;
     const StatType st = stat_type(pool.small);
@@ -653,8 +545,8 @@ class CachingAllocator {
   }
 
   // empty_cache's work: every event waited for, every unsplit cached segment released.
-  void release_cached_blocks() {
-    synchronize_and_free_events();
+  void release_cached_blocks(std::unique_lock<std::mutex>& lock) {
+    synchronize_and_free_events(lock);
     release_blocks(large_blocks_);
     release_blocks(small_blocks_);
   }
@@ -727,37 +619,22 @@ class CachingAllocator {
 
   OutOfMemoryError out_of_memory(std::size_t requested, std::size_t alloc_size) {
     ++stats_.num_ooms;
-    MemoryInfo info{};
+    caching::OomFigures figures;
+    figures.device = name_;
+    figures.requested = requested;
+    figures.alloc_size = alloc_size;
     try {
-      info = RawMemory::memory_info(device_);
-    } catch (...) {
+      const MemoryInfo info = RawMemory::memory_info(device_);
+      figures.free = info.free;
+      figures.total = info.total;
+    } catch (...) {  // the figures are best effort; the error is the out-of-memory one
     }
-    const auto allocated = static_cast<std::size_t>(stats_.allocated_bytes.all().current);
-    const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes.all().current);
-    std::string msg = name_ + " out of memory: tried to allocate " + caching::format_size(alloc_size);
-    if (alloc_size != requested) {
-      msg += " (a segment for a request of " + std::to_string(requested) + " bytes)";
-    } else {
-      msg += " (" + std::to_string(requested) + " bytes)";
-    }
-    msg += ". " + name_ + " has a total capacity of " + caching::format_size(info.total) + " of which " +
-           caching::format_size(info.free) + " is free. ";
-    if (fraction_set_) {
-      char fraction[32];
-      std::snprintf(fraction, sizeof fraction, "%.3g", fraction_);
-      msg += "The limit is " + caching::format_size(allowed_) + " (memory fraction " + fraction + "). ";
-    } else {
-      msg += "No memory fraction limit is set. ";
-    }
-    msg += "Of the reserved memory " + caching::format_size(reserved) + ", " + caching::format_size(allocated) +
-           " is allocated and " + caching::format_size(reserved - allocated) +
-           " is reserved but unallocated. If reserved but unallocated memory is large, try "
-           "ACCEL_ALLOC_CONF=max_split_size_mb:<MiB> to limit fragmentation.";
-    if constexpr (requires { { RawMemory::oom_hint(device_) } -> std::convertible_to<std::string>; }) {
-      const std::string hint = RawMemory::oom_hint(device_);
-      if (!hint.empty()) msg += " " + hint;
-    }
-    return OutOfMemoryError(msg, requested);
+    figures.fraction = fraction_set_ ? fraction_ : -1.0;
+    figures.allowed = allowed_;
+    figures.allocated = static_cast<std::size_t>(stats_.allocated_bytes.all().current);
+    figures.reserved = static_cast<std::size_t>(stats_.reserved_bytes.all().current);
+    if constexpr (RawMemoryWithOomHint<RawMemory>) figures.hint = RawMemory::oom_hint(device_);
+    return OutOfMemoryError(caching::out_of_memory_message(figures), requested);
   }
 
   InvalidArgumentError not_allocated(const void* p, const char* what) const {
@@ -778,7 +655,7 @@ class CachingAllocator {
   const std::string name_;
   const AllocatorConfig config_;
   detail::NodeArena arena_;  // before the containers that use it
-  BlockStore blocks_;
+  detail::ObjectPool<Block> blocks_;
   Pool large_blocks_{&arena_, false};
   Pool small_blocks_{&arena_, true};
   detail::PointerMap<Block> map_;  // live allocations by address

@@ -37,12 +37,12 @@ struct Stat {
   std::int64_t allocated = 0;
   std::int64_t freed = 0;
 
-  constexpr void increase(std::int64_t amount) noexcept {
+  [[gnu::always_inline]] constexpr void increase(std::int64_t amount) noexcept {
     current += amount;
     peak = std::max(peak, current);
     allocated += amount;
   }
-  constexpr void decrease(std::int64_t amount) noexcept {
+  [[gnu::always_inline]] constexpr void decrease(std::int64_t amount) noexcept {
     current -= amount;
     freed += amount;
   }
@@ -83,11 +83,11 @@ struct StatArray {
   [[nodiscard]] constexpr const Stat& all() const noexcept { return stats[0]; }
 
   /// Adds `amount` to the aggregate and to `pool` (small_pool or large_pool).
-  constexpr void increase(StatType pool, std::int64_t amount) noexcept {
+  [[gnu::always_inline]] constexpr void increase(StatType pool, std::int64_t amount) noexcept {
     stats[0].increase(amount);
     stats[static_cast<std::size_t>(pool)].increase(amount);
   }
-  constexpr void decrease(StatType pool, std::int64_t amount) noexcept {
+  [[gnu::always_inline]] constexpr void decrease(StatType pool, std::int64_t amount) noexcept {
     stats[0].decrease(amount);
     stats[static_cast<std::size_t>(pool)].decrease(amount);
   }

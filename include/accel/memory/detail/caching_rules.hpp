@@ -9,6 +9,7 @@
 //                          the small pool (rounded <= 1 MiB), 20 MiB for 1-10 MiB, else rounded up
 //                          to a multiple of 2 MiB.
 //   format_size(bytes)     torch's "12.00 MiB" spelling for messages.
+//   out_of_memory_message  what OutOfMemoryError says: the request and every figure.
 // Requests above max_request are refused before any rounding, so no arithmetic here overflows.
 #pragma once
 
@@ -73,6 +74,45 @@ inline constexpr std::size_t max_request = std::numeric_limits<std::size_t>::max
     std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(size) / 1073741824.0);
   }
   return buf;
+}
+
+/// What an out-of-memory message states.
+struct OomFigures {
+  std::string device;          ///< "cuda:0"
+  std::size_t requested = 0;   ///< bytes asked for
+  std::size_t alloc_size = 0;  ///< bytes of the segment that could not be had
+  std::size_t free = 0;        ///< the device's free bytes
+  std::size_t total = 0;       ///< the device's capacity
+  double fraction = -1.0;      ///< the memory fraction, or < 0 when none is set
+  std::size_t allowed = 0;     ///< the fraction's limit in bytes
+  std::size_t allocated = 0;   ///< bytes allocated by the caching allocator
+  std::size_t reserved = 0;    ///< bytes reserved by the caching allocator
+  std::string hint;            ///< the raw policy's advice, if any
+};
+
+/// torch's out-of-memory message, with accel's names.
+[[nodiscard]] inline std::string out_of_memory_message(const OomFigures& f) {
+  std::string msg = f.device + " out of memory: tried to allocate " + format_size(f.alloc_size);
+  if (f.alloc_size != f.requested) {
+    msg += " (a segment for a request of " + std::to_string(f.requested) + " bytes)";
+  } else {
+    msg += " (" + std::to_string(f.requested) + " bytes)";
+  }
+  msg += ". " + f.device + " has a total capacity of " + format_size(f.total) + " of which " + format_size(f.free) +
+         " is free. ";
+  if (f.fraction >= 0.0) {
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.3g", f.fraction);
+    msg += "The limit is " + format_size(f.allowed) + " (memory fraction " + fraction + "). ";
+  } else {
+    msg += "No memory fraction limit is set. ";
+  }
+  msg += "Of the reserved memory " + format_size(f.reserved) + ", " + format_size(f.allocated) + " is allocated and " +
+         format_size(f.reserved - f.allocated) +
+         " is reserved but unallocated. If reserved but unallocated memory is large, try "
+         "ACCEL_ALLOC_CONF=max_split_size_mb:<MiB> to limit fragmentation.";
+  if (!f.hint.empty()) msg += " " + f.hint;
+  return msg;
 }
 
 }  // namespace accel::caching

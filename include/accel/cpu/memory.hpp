@@ -1,0 +1,530 @@
+// accel/cpu/memory.hpp — the CPU backend's memory: caching allocators over host memory, pinning.
+//
+//   accel::cpu::HostMemory        raw policy for CachingAllocator: page-aligned anonymous mappings
+//                                 (2 MiB aligned and THP-advised from 2 MiB up; the allocator's
+//                                 segments are all >= 2 MiB), 64-byte aligned heap memory below 64 KiB
+//   accel::cpu::PinnedHostMemory  the same, page-locked with mlock (torch's cudaHostAlloc staging)
+//   accel::cpu::Memory            MemoryApi (concepts/memory.hpp), inherited by accel::CpuBackend
+//
+// Each logical CPU device (cpu/device.hpp) has its own CachingAllocator<HostMemory>, created on first
+// use and never destroyed (it outlives static destruction). Statistics count these allocators' blocks,
+// not the process RSS that DeepSpeed's CPU accelerator reports. Every device reports the host's
+// physical memory as total_memory; available_memory is /proc/meminfo's MemAvailable, capped by the
+// device's memory fraction minus what it has reserved.
+//
+// Pinned memory: pin_memory(p, n) page-locks [p, p+n) with mlock and tracks the range (overlapping an
+// already pinned range is an InvalidArgumentError, as cudaHostRegister refuses it); unpin_memory(p)
+// unlocks the range that starts at p. host_alloc(n) serves page-locked staging buffers from a caching
+// allocator whose segments are mlocked, as torch's pinned host allocator does. A failing mlock throws
+// accel::Error with errno and a hint about RLIMIT_MEMLOCK (`ulimit -l`) or CAP_IPC_LOCK.
+// is_pinned(p) is true inside a pinned range or a host_alloc segment; on_accelerator(p) is true inside a
+// segment of a device allocator.
+#pragma once
+
+#include <accel/core/error.hpp>
+#include <accel/cpu/device.hpp>
+#include <accel/cpu/event.hpp>
+#include <accel/cpu/stream.hpp>
+#include <accel/memory/caching_allocator.hpp>
+#include <accel/memory/stats.hpp>
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+namespace accel::cpu {
+
+namespace detail {
+
+inline std::size_t host_page_size() noexcept {
+  static const std::size_t size = [] {
+    const long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<std::size_t>(p) : std::size_t{4096};
+  }();
+  return size;
+}
+
+/// A field of /proc/meminfo in bytes ("MemAvailable"), or 0 when it cannot be read.
+inline std::size_t meminfo_bytes(const char* field) noexcept {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  std::size_t bytes = 0;
+  const std::size_t len = std::strlen(field);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      unsigned long long kib = 0;
+      if (std::sscanf(line + len + 1, "%llu", &kib) == 1) bytes = static_cast<std::size_t>(kib) * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return bytes;
+}
+
+/// Physical RAM of the host (sysconf, else /proc/meminfo's MemTotal).
+inline std::size_t physical_memory() noexcept {
+  static const std::size_t total = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    if (pages > 0) return static_cast<std::size_t>(pages) * host_page_size();
+    return meminfo_bytes("MemTotal");
+  }();
+  return total;
+}
+
+/// MemAvailable (MemFree on kernels without it), at most the physical total.
+inline std::size_t available_host_memory() noexcept {
+  std::size_t free = meminfo_bytes("MemAvailable");
+  if (free == 0) free = meminfo_bytes("MemFree");
+  return std::min(free, physical_memory());
+}
+
+inline constexpr std::size_t huge_page = std::size_t{2} << 20;
+inline constexpr std::size_t heap_threshold = std::size_t{64} << 10;  // below: aligned_alloc
+
+/// `bytes` of zero-filled anonymous memory; from 2 MiB up aligned to 2 MiB and advised for
+/// transparent huge pages. nullptr on failure.
+inline void* map_pages(std::size_t bytes) noexcept {
+  const std::size_t page = host_page_size();
+  const std::size_t length = (bytes + page - 1) / page * page;
+  if (length < huge_page) {
+    void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  void* raw = ::mmap(nullptr, length + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto base = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (base + huge_page - 1) & ~(std::uintptr_t{huge_page} - 1);
+  if (aligned > base) ::munmap(raw, aligned - base);
+  const std::uintptr_t tail = base + length + huge_page - (aligned + length);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + length), tail);
+#if defined(MADV_HUGEPAGE)
+  ::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);
+#endif
+  return reinterpret_cast<void*>(aligned);
+}
+
+inline void unmap_pages(void* p, std::size_t bytes) noexcept {
+  const std::size_t page = host_page_size();
+  ::munmap(p, (bytes + page - 1) / page * page);
+}
+
+inline std::string errno_text(int err) {
+  char buf[128];
+  // GNU strerror_r may return a static string instead of filling buf.
+  const auto text = [&](auto result) -> std::string {
+    if constexpr (std::is_same_v<decltype(result), char*>) {
+      return result;
+    } else {
+      return result == 0 ? buf : "error " + std::to_string(err);
+    }
+  };
+  return text(::strerror_r(err, buf, sizeof buf));
+}
+
+/// "the locked-memory limit RLIMIT_MEMLOCK is 8.00 MiB (ulimit -l) ..." — what to do when mlock fails.
+inline std::string memlock_hint() {
+  std::string limit = "unknown";
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+    limit = rl.rlim_cur == RLIM_INFINITY ? "unlimited" : caching::format_size(rl.rlim_cur);
+  }
+  return "The locked-memory limit RLIMIT_MEMLOCK is " + limit +
+         " (see `ulimit -l`); raise it (ulimit -l unlimited, `memlock` in /etc/security/limits.conf, "
+         "docker run --ulimit memlock=-1) or grant the process CAP_IPC_LOCK.";
+}
+
+inline std::atomic<int>& last_mlock_errno() noexcept {
+  static std::atomic<int> err{0};
+  return err;
+}
+
+inline std::string address_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+}  // namespace detail
+
+/// CachingAllocator policy over plain host memory (see the header comment).
+struct HostMemory {
+  using stream_type = StreamRef;
+  using event_type = Event;
+
+  static void* allocate(int, std::size_t bytes) noexcept {
+    if (bytes == 0 || bytes > detail::physical_memory()) return nullptr;
+    if (bytes >= detail::heap_threshold) return detail::map_pages(bytes);
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  }
+  static void deallocate(int, void* p, std::size_t bytes) noexcept {
+    if (bytes >= detail::heap_threshold) {
+      detail::unmap_pages(p, bytes);
+    } else {
+      std::free(p);
+    }
+  }
+  static Event record_event(StreamRef s) {
+    Event e;
+    e.record(s);
+    return e;
+  }
+  static bool event_done(const Event& e) { return e.query(); }
+  static void event_synchronize(const Event& e) { e.synchronize(); }
+  static MemoryInfo memory_info(int) { return {detail::available_host_memory(), detail::physical_memory()}; }
+  static std::string device_name(int device) { return "cpu:" + std::to_string(device); }
+};
+
+/// CachingAllocator policy over page-locked host memory: HostMemory's mappings, mlocked.
+struct PinnedHostMemory {
+  using stream_type = StreamRef;
+  using event_type = Event;
+
+  static void* allocate(int, std::size_t bytes) noexcept {
+    if (bytes == 0 || bytes > detail::physical_memory()) return nullptr;
+    void* p = detail::map_pages(bytes);
+    if (p == nullptr) return nullptr;
+    if (::mlock(p, bytes) != 0) {
+      detail::last_mlock_errno().store(errno, std::memory_order_relaxed);
+      detail::unmap_pages(p, bytes);
+      return nullptr;
+    }
+    return p;
+  }
+  static void deallocate(int, void* p, std::size_t bytes) noexcept {
+    ::munlock(p, bytes);
+    detail::unmap_pages(p, bytes);
+  }
+  static Event record_event(StreamRef s) { return HostMemory::record_event(s); }
+  static bool event_done(const Event& e) { return e.query(); }
+  static void event_synchronize(const Event& e) { e.synchronize(); }
+  static MemoryInfo memory_info(int) { return {detail::available_host_memory(), detail::physical_memory()}; }
+  static std::string device_name(int) { return "cpu-pinned"; }
+  static std::string oom_hint(int) {
+    const int err = detail::last_mlock_errno().load(std::memory_order_relaxed);
+    if (err == 0) return {};
+    return "The last segment could not be page-locked: mlock: " + detail::errno_text(err) + " (errno " +
+           std::to_string(err) + "). " + detail::memlock_hint();
+  }
+};
+
+using HostCachingAllocator = CachingAllocator<HostMemory>;
+using PinnedCachingAllocator = CachingAllocator<PinnedHostMemory>;
+
+namespace detail {
+
+// One lazily created allocator per device; the table and the allocators are never destroyed.
+struct host_allocator_table {
+  explicit host_allocator_table(int n)
+      : count(n), slots(std::make_unique<std::atomic<HostCachingAllocator*>[]>(static_cast<std::size_t>(n))) {}
+  int count;
+  std::unique_ptr<std::atomic<HostCachingAllocator*>[]> slots;
+};
+
+inline host_allocator_table& host_allocators() {
+  static host_allocator_table* table = new host_allocator_table(std::max(Devices::device_count(), 1));
+  return *table;
+}
+
+inline HostCachingAllocator* existing_host_allocator(int device) noexcept {
+  host_allocator_table& t = host_allocators();
+  if (device < 0 || device >= t.count) return nullptr;
+  return t.slots[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+}
+
+inline std::atomic<PinnedCachingAllocator*>& pinned_allocator_slot() noexcept {
+  static std::atomic<PinnedCachingAllocator*> slot{nullptr};
+  return slot;
+}
+
+template <class A, class Make>
+A& create_once(std::atomic<A*>& slot, Make make) {
+  A* current = slot.load(std::memory_order_acquire);
+  if (current != nullptr) return *current;
+  auto fresh = make();
+  if (slot.compare_exchange_strong(current, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+  return *current;
+}
+
+struct pinned_ranges {
+  std::mutex mutex;
+  std::map<std::uintptr_t, std::size_t> ranges;  // start -> bytes, as the caller gave them
+};
+
+inline pinned_ranges& pinned() {
+  static pinned_ranges* r = new pinned_ranges;
+  return *r;
+}
+
+}  // namespace detail
+
+/// MemoryApi for accel::CpuBackend: every function is static.
+struct Memory {
+  // ---- allocators -----------------------------------------------------------------------------
+
+  /// The caching allocator of `device` (created on first use; throws for a device that does not exist).
+  static HostCachingAllocator& allocator(int device) {
+    Devices::check_device(device);
+    auto& slot = detail::host_allocators().slots[static_cast<std::size_t>(device)];
+    return detail::create_once(slot, [device] { return std::make_unique<HostCachingAllocator>(device); });
+  }
+  static HostCachingAllocator& allocator() { return allocator(Devices::current_device()); }
+
+  /// The caching allocator of page-locked host memory behind host_alloc.
+  static PinnedCachingAllocator& pinned_allocator() {
+    return detail::create_once(detail::pinned_allocator_slot(), [] { return std::make_unique<PinnedCachingAllocator>(0); });
+  }
+
+  // ---- allocation -----------------------------------------------------------------------------
+
+  /// `bytes` on `stream`'s device, for use in `stream` order; nullptr for 0 bytes.
+  [[nodiscard]] static void* raw_alloc(std::size_t bytes, StreamRef stream) {
+    return allocator(stream.device_index()).allocate(bytes, stream);
+  }
+
+  /// Returns p (from raw_alloc, on any device) to its device's cache. nullptr is a no-op.
+  static void raw_delete(void* p) {
+    if (p == nullptr) return;
+    const int current = Devices::current_device();
+    if (auto* a = detail::existing_host_allocator(current); a != nullptr && a->try_free(p)) return;
+    const int count = detail::host_allocators().count;
+    for (int d = 0; d < count; ++d) {
+      if (d == current) continue;
+      if (auto* a = detail::existing_host_allocator(d); a != nullptr && a->try_free(p)) return;
+    }
+    throw not_allocated(p, "raw_delete");
+  }
+
+  /// p (from raw_alloc) is also used on `stream`; see CachingAllocator::record_stream.
+  static void record_stream(void* p, StreamRef stream) {
+    if (p == nullptr) return;
+    const int count = detail::host_allocators().count;
+    for (int d = 0; d < count; ++d) {
+      if (auto* a = detail::existing_host_allocator(d); a != nullptr && a->try_record_stream(p, stream)) return;
+    }
+    throw not_allocated(p, "record_stream");
+  }
+
+  /// Waits for pending cross-stream frees and releases every free cached segment, on every device
+  /// (as torch.cuda.empty_cache does). Pinned host memory has host_empty_cache().
+  static void empty_cache() {
+    const int count = detail::host_allocators().count;
+    for (int d = 0; d < count; ++d) {
+      if (auto* a = detail::existing_host_allocator(d)) a->empty_cache();
+    }
+  }
+
+  // ---- statistics -----------------------------------------------------------------------------
+
+  [[nodiscard]] static std::size_t memory_allocated() { return memory_allocated(Devices::current_device()); }
+  [[nodiscard]] static std::size_t memory_allocated(int dev) { return bytes(allocator(dev).allocated_bytes().current); }
+  [[nodiscard]] static std::size_t max_memory_allocated() { return max_memory_allocated(Devices::current_device()); }
+  [[nodiscard]] static std::size_t max_memory_allocated(int dev) { return bytes(allocator(dev).allocated_bytes().peak); }
+  /// Resets every peak, as torch's reset_max_memory_allocated (now reset_peak_memory_stats) does.
+  static void reset_max_memory_allocated() { reset_peak_memory_stats(); }
+  static void reset_max_memory_allocated(int dev) { reset_peak_memory_stats(dev); }
+
+  [[nodiscard]] static std::size_t memory_reserved() { return memory_reserved(Devices::current_device()); }
+  [[nodiscard]] static std::size_t memory_reserved(int dev) { return bytes(allocator(dev).reserved_bytes().current); }
+  [[nodiscard]] static std::size_t max_memory_reserved() { return max_memory_reserved(Devices::current_device()); }
+  [[nodiscard]] static std::size_t max_memory_reserved(int dev) { return bytes(allocator(dev).reserved_bytes().peak); }
+
+  /// Legacy names of memory_reserved and friends.
+  [[nodiscard]] static std::size_t memory_cached() { return memory_reserved(); }
+  [[nodiscard]] static std::size_t memory_cached(int dev) { return memory_reserved(dev); }
+  [[nodiscard]] static std::size_t max_memory_cached() { return max_memory_reserved(); }
+  [[nodiscard]] static std::size_t max_memory_cached(int dev) { return max_memory_reserved(dev); }
+  static void reset_max_memory_cached() { reset_peak_memory_stats(); }
+  static void reset_max_memory_cached(int dev) { reset_peak_memory_stats(dev); }
+
+  [[nodiscard]] static MemoryStats memory_stats() { return memory_stats(Devices::current_device()); }
+  [[nodiscard]] static MemoryStats memory_stats(int dev) { return allocator(dev).stats(); }
+  static void reset_peak_memory_stats() { reset_peak_memory_stats(Devices::current_device()); }
+  static void reset_peak_memory_stats(int dev) { allocator(dev).reset_peak_stats(); }
+  static void reset_accumulated_memory_stats() { reset_accumulated_memory_stats(Devices::current_device()); }
+  static void reset_accumulated_memory_stats(int dev) { allocator(dev).reset_accumulated_stats(); }
+
+  /// Caps what `dev`'s allocator may reserve at fraction * total_memory (0 < fraction <= 1).
+  static void set_per_process_memory_fraction(double fraction) {
+    set_per_process_memory_fraction(fraction, Devices::current_device());
+  }
+  static void set_per_process_memory_fraction(double fraction, int dev) { allocator(dev).set_memory_fraction(fraction); }
+
+  // ---- device memory --------------------------------------------------------------------------
+
+  /// Physical RAM of the host; every logical CPU device reports it.
+  [[nodiscard]] static std::size_t total_memory() { return total_memory(Devices::current_device()); }
+  [[nodiscard]] static std::size_t total_memory(int dev) {
+    Devices::check_device(dev);
+    return detail::physical_memory();
+  }
+
+  /// MemAvailable, capped by the device's memory fraction minus what its allocator has reserved.
+  [[nodiscard]] static std::size_t available_memory() { return available_memory(Devices::current_device()); }
+  [[nodiscard]] static std::size_t available_memory(int dev) {
+    Devices::check_device(dev);
+    std::size_t available = detail::available_host_memory();
+    if (auto* a = detail::existing_host_allocator(dev)) {
+      const std::size_t allowed = a->allowed_memory();
+      const std::size_t reserved = bytes(a->reserved_bytes().current);
+      available = std::min(available, allowed > reserved ? allowed - reserved : 0);
+    }
+    return available;
+  }
+
+  /// (free, total) like torch.cuda.mem_get_info: MemAvailable and the physical RAM.
+  [[nodiscard]] static MemoryInfo get_memory_info() { return get_memory_info(Devices::current_device()); }
+  [[nodiscard]] static MemoryInfo get_memory_info(int dev) {
+    Devices::check_device(dev);
+    return HostMemory::memory_info(dev);
+  }
+
+  // ---- pinned host memory ---------------------------------------------------------------------
+
+  /// Page-locks [p, p + bytes) and remembers the range (torch's cudaHostRegister). Throws
+  /// InvalidArgumentError for an empty or overlapping range, accel::Error when mlock fails.
+  static void pin_memory(void* p, std::size_t bytes) {
+    const auto start = reinterpret_cast<std::uintptr_t>(p);
+    const std::string what = "pin_memory(" + detail::address_text(p) + ", " + std::to_string(bytes) + " bytes)";
+    if (p == nullptr || bytes == 0) throw InvalidArgumentError(what + ": the range is empty");
+    if (bytes > UINTPTR_MAX - start) throw InvalidArgumentError(what + ": the range wraps around the address space");
+    const std::uintptr_t end = start + bytes;
+    if (auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire);
+        pinned != nullptr && (pinned->owns(p) || pinned->owns(reinterpret_cast<void*>(end - 1)))) {
+      throw InvalidArgumentError(what + ": the range is host_alloc memory, which is pinned already");
+    }
+    auto& state = detail::pinned();
+    std::lock_guard lock(state.mutex);
+    const auto next = state.ranges.lower_bound(start);
+    const auto overlapping = [&]() -> const std::pair<const std::uintptr_t, std::size_t>* {
+      if (next != state.ranges.end() && next->first < end) return &*next;
+      if (next != state.ranges.begin()) {
+        const auto prev = std::prev(next);
+        if (prev->first + prev->second > start) return &*prev;
+      }
+      return nullptr;
+    }();
+    if (overlapping != nullptr) {
+      throw InvalidArgumentError(what + ": the range overlaps the range pinned at " +
+                                 detail::address_text(reinterpret_cast<const void*>(overlapping->first)) + " (" +
+                                 std::to_string(overlapping->second) + " bytes); unpin that first");
+    }
+    const std::size_t page = detail::host_page_size();
+    const std::uintptr_t first = start & ~(std::uintptr_t{page} - 1);
+    const std::uintptr_t last = (end + page - 1) & ~(std::uintptr_t{page} - 1);
+    if (::mlock(reinterpret_cast<void*>(first), last - first) != 0) {
+      const int err = errno;
+      throw Error(Errc::runtime_failure,
+                  what + " failed: mlock: " + detail::errno_text(err) + " (errno " + std::to_string(err) + "). " +
+                      (err == ENOMEM ? "Either part of the range is not mapped, or the limit was reached. " : "") +
+                      detail::memlock_hint(),
+                  err);
+    }
+    state.ranges.emplace(start, bytes);
+  }
+
+  /// Unlocks the range pinned at p; false (and nothing changes) when no pinned range starts at p.
+  static bool unpin_memory(void* p) {
+    const auto start = reinterpret_cast<std::uintptr_t>(p);
+    auto& state = detail::pinned();
+    std::lock_guard lock(state.mutex);
+    const auto it = state.ranges.find(start);
+    if (it == state.ranges.end()) return false;
+    const std::size_t page = detail::host_page_size();
+    const std::uintptr_t end = start + it->second;
+    std::uintptr_t first = start & ~(std::uintptr_t{page} - 1);
+    std::uintptr_t last = (end + page - 1) & ~(std::uintptr_t{page} - 1);
+    // Keep pages that a neighbouring pinned range shares locked.
+    if (it != state.ranges.begin()) {
+      const auto prev = std::prev(it);
+      if (prev->first + prev->second > first) first += page;
+    }
+    if (const auto next = std::next(it); next != state.ranges.end() && next->first < last) last -= page;
+    if (first < last) ::munlock(reinterpret_cast<void*>(first), last - first);
+    state.ranges.erase(it);
+    return true;
+  }
+
+  /// True when p lies in a range pinned with pin_memory or in host_alloc memory.
+  [[nodiscard]] static bool is_pinned(const void* p) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    {
+      auto& state = detail::pinned();
+      std::lock_guard lock(state.mutex);
+      auto it = state.ranges.upper_bound(address);
+      if (it != state.ranges.begin()) {
+        --it;
+        if (address - it->first < it->second) return true;
+      }
+    }
+    auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire);
+    return pinned != nullptr && pinned->owns(p);
+  }
+
+  /// True when p lies in memory of a device's caching allocator (raw_alloc), on any CPU device.
+  [[nodiscard]] static bool on_accelerator(const void* p) {
+    const int count = detail::host_allocators().count;
+    for (int d = 0; d < count; ++d) {
+      if (auto* a = detail::existing_host_allocator(d); a != nullptr && a->owns(p)) return true;
+    }
+    return false;
+  }
+
+  /// Page-locked host memory for staging copies (torch's pinned host allocator), cached; for use in
+  /// `stream` order (default: the current stream). Throws OutOfMemoryError, with the mlock error and
+  /// the RLIMIT_MEMLOCK hint when locking failed.
+  [[nodiscard]] static void* host_alloc(std::size_t bytes) { return host_alloc(bytes, Streams::current_stream()); }
+  [[nodiscard]] static void* host_alloc(std::size_t bytes, StreamRef stream) {
+    return pinned_allocator().allocate(bytes, stream);
+  }
+  /// Returns host_alloc memory to its cache; InvalidArgumentError for anything else.
+  static void host_free(void* p) {
+    if (p == nullptr) return;
+    pinned_allocator().free(p);
+  }
+  /// host_alloc memory is also used on `stream` (see record_stream).
+  static void host_record_stream(void* p, StreamRef stream) { pinned_allocator().record_stream(p, stream); }
+  /// Releases the free cached segments of pinned host memory.
+  static void host_empty_cache() {
+    if (auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire)) pinned->empty_cache();
+  }
+  [[nodiscard]] static MemoryStats host_memory_stats() { return pinned_allocator().stats(); }
+
+ private:
+  static std::size_t bytes(std::int64_t n) noexcept { return static_cast<std::size_t>(n); }
+
+  static InvalidArgumentError not_allocated(void* p, const char* what) {
+    std::string msg = std::string(what) + "(" + detail::address_text(p) + "): the pointer was not allocated by ";
+    const int count = detail::host_allocators().count;
+    msg += count == 1 ? std::string("cpu:0's caching allocator") : "the caching allocator of any of the " +
+                                                                        std::to_string(count) + " cpu devices";
+    msg += " (or was already freed)";
+    for (int d = 0; d < count; ++d) {
+      if (auto* a = detail::existing_host_allocator(d); a != nullptr && a->owns(p)) {
+        msg += "; it lies inside " + a->name() + "'s memory but is not the start of a live allocation";
+      }
+    }
+    if (auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire);
+        pinned != nullptr && pinned->owns(p)) {
+      msg += "; it is pinned host memory from host_alloc: free it with host_free";
+    }
+    return InvalidArgumentError(msg);
+  }
+};
+
+}  // namespace accel::cpu

@@ -1,0 +1,146 @@
+// accel/memory/detail/caching_block.hpp — CachingAllocator's bookkeeping types.
+//
+//   CachingBlock<S>    one block of a segment: address, size, allocation stream id, neighbours
+//                      in the segment (prev/next), state, the extra streams it was used on
+//   CachingSegment<S>  one raw allocation: address, size, pool, its lowest-address block
+//   BlockPool<S>       the free blocks of one pool, ordered by (stream id, size, address)
+//   ObjectPool<T>      recycled storage for blocks: a free list over chunks kept until destruction
+#pragma once
+
+#include <accel/memory/detail/node_arena.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace accel::detail {
+
+/// The order of free blocks: stream id, then size, then address (torch's BlockComparatorSize).
+struct BlockKey {
+  std::uint64_t stream_id;
+  std::size_t size;
+  std::uintptr_t ptr;
+};
+
+struct BlockLess {
+  using is_transparent = void;
+  template <class B>
+  static BlockKey key(const B* b) noexcept {
+    return {b->stream_id, b->size, b->ptr};
+  }
+  static const BlockKey& key(const BlockKey& k) noexcept { return k; }
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const noexcept {
+    const BlockKey ka = key(a);
+    const BlockKey kb = key(b);
+    if (ka.stream_id != kb.stream_id) return ka.stream_id < kb.stream_id;
+    if (ka.size != kb.size) return ka.size < kb.size;
+    return ka.ptr < kb.ptr;
+  }
+};
+
+template <class Stream>
+struct CachingBlock;
+
+template <class Stream>
+using FreeBlockSet = std::set<CachingBlock<Stream>*, BlockLess, ArenaAllocator<CachingBlock<Stream>*>>;
+
+template <class Stream>
+struct CachingSegment {
+  std::uintptr_t ptr = 0;
+  std::size_t size = 0;
+  std::uint64_t stream_id = 0;
+  bool small = false;
+  CachingBlock<Stream>* head = nullptr;  // lowest-address block
+};
+
+template <class Stream>
+struct CachingBlock {
+  CachingBlock(std::uintptr_t p, std::size_t s, std::uint64_t stream, CachingSegment<Stream>* seg, bool is_small) noexcept
+      : ptr(p), size(s), stream_id(stream), segment(seg), small(is_small) {}
+  std::uintptr_t ptr;
+  std::size_t size;
+  std::size_t requested_size = 0;
+  std::uint64_t stream_id;  // the allocation stream (only its id: the stream may be gone by now)
+  CachingSegment<Stream>* segment;
+  CachingBlock* prev = nullptr;
+  CachingBlock* next = nullptr;
+  bool allocated = false;
+  bool small;
+  int event_count = 0;              // events still pending after a free with stream uses
+  std::uint64_t gc_count_base = 0;  // the pool's free-block-search count when cached
+  typename FreeBlockSet<Stream>::iterator pool_it{};  // valid while in the pool
+  std::vector<Stream> stream_uses;  // record_stream streams other than the allocation stream
+  [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+};
+
+template <class Stream>
+struct BlockPool {
+  BlockPool(NodeArena* arena, bool is_small)
+      : blocks(BlockLess{}, ArenaAllocator<CachingBlock<Stream>*>(arena)), small(is_small) {}
+  FreeBlockSet<Stream> blocks;
+  bool small;
+  std::uint64_t get_free_blocks_call_count = 0;  // for garbage collection ages
+
+  void insert(CachingBlock<Stream>* block) {
+    block->gc_count_base = get_free_blocks_call_count;
+    block->pool_it = blocks.insert(block).first;
+  }
+  void erase(CachingBlock<Stream>* block) noexcept { blocks.erase(block->pool_it); }
+};
+
+/// Objects of one type on a free list over chunks that live as long as the pool.
+template <class T>
+class ObjectPool {
+ public:
+  ObjectPool() = default;
+  ObjectPool(const ObjectPool&) = delete;
+  ObjectPool& operator=(const ObjectPool&) = delete;
+  ~ObjectPool() {
+    for (void* chunk : chunks_) ::operator delete(chunk, std::align_val_t{alignof(T)});
+  }
+
+  /// Ensures that the next n make() calls do not allocate.
+  void reserve(std::size_t n) {
+    while (free_count_ < n) grow();
+  }
+  /// Constructs an object in reserved storage.
+  template <class... Args>
+  T* make(Args&&... args) noexcept {
+    Slot* slot = free_;
+    free_ = slot->next;
+    --free_count_;
+    return ::new (static_cast<void*>(slot)) T(std::forward<Args>(args)...);
+  }
+  void destroy(T* object) noexcept {
+    object->~T();
+    free_ = ::new (static_cast<void*>(object)) Slot{free_};
+    ++free_count_;
+  }
+
+ private:
+  struct Slot {
+    Slot* next;
+  };
+  static_assert(sizeof(T) >= sizeof(Slot));
+  static constexpr std::size_t per_chunk = 64;
+
+  void grow() {
+    chunks_.reserve(chunks_.size() + 1);
+    void* chunk = ::operator new(sizeof(T) * per_chunk, std::align_val_t{alignof(T)});
+    chunks_.push_back(chunk);
+    for (std::size_t i = per_chunk; i-- > 0;) {
+      free_ = ::new (static_cast<unsigned char*>(chunk) + i * sizeof(T)) Slot{free_};
+      ++free_count_;
+    }
+  }
+
+  Slot* free_ = nullptr;
+  std::size_t free_count_ = 0;
+  std::vector<void*> chunks_;
+};
+
+}  // namespace accel::detail

@@ -1,0 +1,35 @@
+// accel/memory/detail/segment_info.hpp — what CachingAllocator::snapshot() reports: its segments and
+// their blocks, as torch.cuda.memory_snapshot() does (without allocation stack traces).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace accel {
+
+/// One block of a segment.
+struct BlockInfo {
+  enum class State : std::uint8_t {
+    active_allocated,     ///< allocated
+    active_pending_free,  ///< freed, waiting for events recorded on the streams it was used on
+    inactive,             ///< free, cached
+  };
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;  ///< 0 unless active
+  State state = State::inactive;
+};
+
+/// One segment obtained from the raw allocator, with its blocks in address order.
+struct SegmentInfo {
+  std::uintptr_t address = 0;
+  std::size_t total_size = 0;
+  std::size_t allocated_size = 0;
+  std::size_t active_size = 0;
+  std::uint64_t stream = 0;  ///< id of the stream the segment was allocated for
+  bool is_small_pool = false;
+  std::vector<BlockInfo> blocks;
+};
+
+}  // namespace accel

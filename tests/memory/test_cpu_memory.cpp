@@ -1,0 +1,334 @@
+// The CPU backend's memory: the host policies, cpu::Memory (allocation routing, statistics, totals,
+// pinning, the pinned host cache) and Buffer. Multi-device cases run when ACCEL_CPU_DEVICE_COUNT > 1.
+#include <accel/cpu/device.hpp>
+#include <accel/cpu/event.hpp>
+#include <accel/cpu/memory.hpp>
+#include <accel/cpu/stream.hpp>
+#include <accel/memory/buffer.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using accel::cpu::Memory;
+using accel::cpu::Streams;
+
+constexpr std::size_t KiB = std::size_t{1} << 10;
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+// The pieces of CpuBackend that Buffer uses, composed the same way.
+struct HostBackend : accel::cpu::Devices, accel::cpu::Streams, accel::cpu::Memory {
+  static constexpr accel::DeviceType device_type = accel::DeviceType::cpu;
+  using StreamRef = accel::cpu::StreamRef;
+};
+
+// A field of /proc/self/status or /proc/meminfo, in KiB.
+std::size_t proc_kib(const char* file, const std::string& field) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
+  }
+  return 0;
+}
+// Page-locked KiB of this process. The address and thread sanitizers turn mlock into a no-op, so
+// under them the checks of VmLck are skipped.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool mlock_observable = false;
+#else
+constexpr bool mlock_observable = true;
+#endif
+std::size_t locked_kib() { return proc_kib("/proc/self/status", "VmLck"); }
+
+std::int64_t stat(const std::string& key, int dev = 0) { return Memory::memory_stats(dev).flat().at(key); }
+
+}  // namespace
+
+TEST_CASE("HostMemory: aligned host memory, huge-page aligned from 2 MiB") {
+  using accel::cpu::HostMemory;
+  void* small = HostMemory::allocate(0, 100);
+  REQUIRE(small != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(small) % 64 == 0);
+  std::memset(small, 1, 100);
+  HostMemory::deallocate(0, small, 100);
+
+  void* seg = HostMemory::allocate(0, 2 * MiB);
+  REQUIRE(seg != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(seg) % (2 * MiB) == 0);
+  std::memset(seg, 7, 2 * MiB);
+  CHECK(static_cast<unsigned char*>(seg)[2 * MiB - 1] == 7);
+  HostMemory::deallocate(0, seg, 2 * MiB);
+
+  CHECK(HostMemory::allocate(0, 0) == nullptr);
+  CHECK(HostMemory::allocate(0, accel::cpu::detail::physical_memory() + 1) == nullptr);
+  CHECK(HostMemory::device_name(0) == "cpu:0");
+}
+
+TEST_CASE("cpu::Memory: raw_alloc counts blocks of the stream's device; raw_delete finds them") {
+  Memory::empty_cache();
+  const auto s = Streams::default_stream(0);
+  const std::size_t base = Memory::memory_allocated(0);
+  void* p = Memory::raw_alloc(3000, s);
+  REQUIRE(p != nullptr);
+  CHECK(Memory::memory_allocated() == base + 3072);
+  CHECK(Memory::max_memory_allocated(0) >= base + 3072);
+  CHECK(Memory::memory_reserved(0) >= 2 * MiB);
+  CHECK(Memory::memory_cached(0) == Memory::memory_reserved(0));
+  CHECK(Memory::on_accelerator(p));
+  CHECK(Memory::on_accelerator(static_cast<char*>(p) + 3000));
+  CHECK_FALSE(Memory::is_pinned(p));
+  std::memset(p, 0xab, 3000);  // real memory
+  Memory::raw_delete(p);
+  CHECK(Memory::memory_allocated(0) == base);
+  CHECK(Memory::on_accelerator(p));  // still a cached segment
+
+  int local = 0;
+  CHECK_FALSE(Memory::on_accelerator(&local));
+  try {
+    Memory::raw_delete(&local);
+    FAIL("freed a stack address");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("was not allocated by") != std::string::npos);
+    CHECK(std::string(e.what()).find("(or was already freed)") != std::string::npos);
+  }
+  CHECK_THROWS_AS(Memory::raw_delete(p), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(Memory::record_stream(&local, s), accel::InvalidArgumentError);
+  CHECK_THROWS_AS((void)Memory::memory_allocated(accel::cpu::Devices::device_count()), accel::InvalidArgumentError);
+  CHECK_THROWS_AS((void)Memory::total_memory(-1), accel::InvalidArgumentError);
+  Memory::empty_cache();
+}
+
+TEST_CASE("cpu::Memory: total and available memory agree with /proc/meminfo") {
+  const std::size_t total = Memory::total_memory();
+  const std::size_t meminfo_total = proc_kib("/proc/meminfo", "MemTotal") * KiB;
+  CHECK(total > 256 * MiB);
+  CHECK(total >= meminfo_total);  // MemTotal excludes what the kernel reserved at boot
+  CHECK(total - meminfo_total < total / 10);
+  const std::size_t available = Memory::available_memory();
+  const std::size_t meminfo_available = proc_kib("/proc/meminfo", "MemAvailable") * KiB;
+  CHECK(available <= total);
+  CHECK(available > meminfo_available / 2);
+  CHECK(available < meminfo_available + meminfo_available / 2);
+  const accel::MemoryInfo info = Memory::get_memory_info(0);
+  CHECK(info.total == total);
+  CHECK(info.free <= info.total);
+
+  // A memory fraction caps what is available to the device.
+  auto& a = Memory::allocator(0);
+  Memory::set_per_process_memory_fraction(double(64 * MiB) / double(total), 0);
+  CHECK(Memory::available_memory(0) <= 64 * MiB);
+  CHECK(Memory::available_memory(0) + Memory::memory_reserved(0) <= 64 * MiB + 1);
+  CHECK(a.allowed_memory() <= 64 * MiB);
+  Memory::set_per_process_memory_fraction(1.0, 0);
+  CHECK_THROWS_AS(Memory::set_per_process_memory_fraction(0.0, 0), accel::InvalidArgumentError);
+}
+
+TEST_CASE("cpu::Memory: pin_memory page-locks a range and tracks it") {
+  std::vector<char> host(MiB + 3);
+  int on_stack = 0;
+  const std::size_t locked0 = locked_kib();
+  CHECK_FALSE(Memory::is_pinned(host.data()));
+  Memory::pin_memory(host.data(), host.size());
+  if (mlock_observable) CHECK(locked_kib() >= locked0 + MiB / KiB);  // really locked
+  CHECK(Memory::is_pinned(host.data()));
+  CHECK(Memory::is_pinned(host.data() + 1000));
+  CHECK(Memory::is_pinned(host.data() + host.size() - 1));
+  CHECK_FALSE(Memory::is_pinned(host.data() + host.size()));
+  CHECK_FALSE(Memory::is_pinned(host.data() - 1));
+  CHECK_FALSE(Memory::is_pinned(&on_stack));
+  CHECK_FALSE(Memory::on_accelerator(host.data()));
+
+  // Overlapping ranges are refused (as cudaHostRegister refuses them).
+  CHECK_THROWS_AS(Memory::pin_memory(host.data() + 10, 10), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(Memory::pin_memory(host.data() - 10, 20), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(Memory::pin_memory(nullptr, 10), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(Memory::pin_memory(host.data(), 0), accel::InvalidArgumentError);
+
+  CHECK_FALSE(Memory::unpin_memory(host.data() + 1));  // not the start of a pinned range
+  CHECK(Memory::unpin_memory(host.data()));
+  CHECK_FALSE(Memory::is_pinned(host.data()));
+  CHECK_FALSE(Memory::unpin_memory(host.data()));
+  if (mlock_observable) CHECK(locked_kib() <= locked0 + 8);
+}
+
+TEST_CASE("cpu::Memory: neighbouring pinned ranges that share a page stay locked") {
+  const std::size_t page = accel::cpu::detail::host_page_size();
+  void* raw = accel::cpu::HostMemory::allocate(0, 4 * page);
+  REQUIRE(raw != nullptr);
+  char* base = static_cast<char*>(raw);
+  Memory::pin_memory(base, page + 100);               // pages 0 and 1
+  Memory::pin_memory(base + page + 100, page);        // pages 1 and 2
+  CHECK(Memory::unpin_memory(base));
+  CHECK(Memory::is_pinned(base + page + 100));
+  CHECK_FALSE(Memory::is_pinned(base));
+  if (mlock_observable) CHECK(locked_kib() * KiB >= 2 * page);  // pages 1 and 2 stay locked for the second range
+  CHECK(Memory::unpin_memory(base + page + 100));
+  accel::cpu::HostMemory::deallocate(0, raw, 4 * page);
+}
+
+TEST_CASE("cpu::Memory: host_alloc serves cached page-locked memory") {
+  const std::size_t locked0 = locked_kib();
+  void* p = Memory::host_alloc(100 * KiB);
+  REQUIRE(p != nullptr);
+  CHECK(Memory::is_pinned(p));
+  CHECK(Memory::is_pinned(static_cast<char*>(p) + 100 * KiB - 1));
+  CHECK_FALSE(Memory::on_accelerator(p));
+  if (mlock_observable) CHECK(locked_kib() >= locked0 + 2 * MiB / KiB);  // a whole 2 MiB segment is locked
+  std::memset(p, 1, 100 * KiB);
+  CHECK(Memory::host_memory_stats().allocated_bytes.all().current == static_cast<std::int64_t>(100 * KiB));
+  CHECK_THROWS_AS(Memory::pin_memory(p, 10), accel::InvalidArgumentError);  // already pinned
+  try {
+    Memory::raw_delete(p);
+    FAIL("raw_delete accepted host_alloc memory");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("host_free") != std::string::npos);
+  }
+  Memory::host_free(p);
+  void* again = Memory::host_alloc(100 * KiB);
+  CHECK(again == p);  // cached
+  Memory::host_free(again);
+  int local = 0;
+  CHECK_THROWS_AS(Memory::host_free(&local), accel::InvalidArgumentError);
+  Memory::host_empty_cache();
+  CHECK(Memory::host_memory_stats().reserved_bytes.all().current == 0);
+  CHECK_FALSE(Memory::is_pinned(p));
+}
+
+TEST_CASE("cpu::Memory: record_stream keeps a block until the other stream has run") {
+  accel::cpu::Stream user;
+  const auto owner = Streams::default_stream(0);
+  void* p = Memory::raw_alloc(64 * KiB, owner);
+  std::atomic<bool> release{false};
+  user.enqueue([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  });
+  Memory::record_stream(p, user);
+  Memory::raw_delete(p);
+  CHECK(stat("active.all.current") >= 1);
+  void* q = Memory::raw_alloc(64 * KiB, owner);
+  CHECK(q != p);
+  release = true;
+  user.synchronize();
+  Memory::raw_delete(q);
+  void* r = Memory::raw_alloc(64 * KiB, owner);
+  CHECK(r == p);  // the event completed: p is the lowest free address again
+  Memory::raw_delete(r);
+}
+
+TEST_CASE("cpu::Memory: empty_cache waits for events without holding the allocator") {
+  // A task on the stream that empty_cache waits for allocates: it must not deadlock.
+  accel::cpu::Stream user;
+  const auto owner = Streams::default_stream(0);
+  std::atomic<bool> go{false};
+  std::atomic<bool> allocated{false};
+  user.enqueue([&] {
+    while (!go.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    void* t = Memory::raw_alloc(KiB, Streams::default_stream(0));
+    Memory::raw_delete(t);
+    allocated = true;
+  });
+  void* p = Memory::raw_alloc(64 * KiB, owner);
+  Memory::record_stream(p, user);
+  Memory::raw_delete(p);
+  std::thread starter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    go = true;
+  });
+  const auto syncs = stat("num_sync_all_streams");
+  Memory::empty_cache();  // waits for `user`, whose task allocates meanwhile
+  starter.join();
+  CHECK(allocated.load());
+  CHECK(stat("num_sync_all_streams") == syncs + 1);
+  CHECK(stat("active.all.current") == 0);
+}
+
+TEST_CASE("cpu::Memory: every logical device has its own allocator") {
+  const int n = accel::cpu::Devices::device_count();
+  if (n < 2) {
+    MESSAGE("one CPU device; multi-device cases run with ACCEL_CPU_DEVICE_COUNT=2");
+    return;
+  }
+  const auto s1 = Streams::default_stream(1);
+  const std::size_t base0 = Memory::memory_allocated(0);
+  const std::size_t base1 = Memory::memory_allocated(1);
+  void* p = Memory::raw_alloc(10 * KiB, s1);
+  CHECK(Memory::memory_allocated(1) == base1 + 10 * KiB);
+  CHECK(Memory::memory_allocated(0) == base0);
+  CHECK(Memory::allocator(1).owns(p));
+  CHECK_FALSE(Memory::allocator(0).owns(p));
+  CHECK(Memory::on_accelerator(p));
+  CHECK(Memory::get_memory_info(1).total == Memory::total_memory(0));
+  {
+    accel::cpu::Devices::DeviceGuard guard(0);
+    Memory::raw_delete(p);  // found on device 1 although device 0 is current
+  }
+  CHECK(Memory::memory_allocated(1) == base1);
+  int local = 0;
+  try {
+    Memory::raw_delete(&local);
+    FAIL("freed a stack address");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("any of the " + std::to_string(n) + " cpu devices") != std::string::npos);
+  }
+}
+
+TEST_CASE("Buffer: typed, owning, move-only memory on a stream") {
+  static_assert(!std::is_copy_constructible_v<accel::FloatBuffer<HostBackend>>);
+  static_assert(std::is_nothrow_move_constructible_v<accel::FloatBuffer<HostBackend>>);
+  static_assert(std::is_same_v<accel::HalfBuffer<HostBackend>::value_type, accel::half>);
+  static_assert(std::is_same_v<accel::BFloat16Buffer<HostBackend>::value_type, accel::bfloat16>);
+  static_assert(std::is_same_v<accel::IntBuffer<HostBackend>::value_type, std::int32_t>);
+  static_assert(std::is_same_v<accel::LongBuffer<HostBackend>::value_type, std::int64_t>);
+  static_assert(std::is_same_v<accel::ByteBuffer<HostBackend>::value_type, std::uint8_t>);
+  static_assert(std::is_same_v<accel::DoubleBuffer<HostBackend>::value_type, double>);
+
+  const std::size_t base = Memory::memory_allocated();
+  {
+    accel::FloatBuffer<HostBackend> w(1000);
+    CHECK(w.size() == 1000);
+    CHECK(w.bytes() == 4000);
+    CHECK_FALSE(w.empty());
+    CHECK(w.device_index() == 0);
+    CHECK(w.stream() == Streams::current_stream());
+    CHECK(Memory::memory_allocated() == base + 4096);
+    CHECK(Memory::on_accelerator(w.data()));
+    auto span = w.span();
+    std::iota(span.begin(), span.end(), 0.0F);
+    CHECK(w.data()[999] == 999.0F);
+
+    accel::FloatBuffer<HostBackend> moved = std::move(w);
+    CHECK(moved.size() == 1000);
+    CHECK(w.empty());  // NOLINT(bugprone-use-after-move)
+    CHECK(w.data() == nullptr);
+    CHECK(moved.span()[10] == 10.0F);
+
+    accel::cpu::Stream side;
+    accel::HalfBuffer<HostBackend> h(10, side);
+    CHECK(h.stream() == accel::cpu::StreamRef(side));
+    h.record_stream(Streams::default_stream(0));
+    accel::ByteBuffer<HostBackend> bytes(0);
+    CHECK(bytes.empty());
+    CHECK(bytes.data() == nullptr);
+    moved = accel::FloatBuffer<HostBackend>(1);
+    CHECK(Memory::memory_allocated() == base + 512 + 512);
+    side.synchronize();
+  }
+  CHECK(Memory::memory_allocated() == base);
+
+  accel::LongBuffer<HostBackend> none;
+  CHECK(none.empty());
+  CHECK_THROWS_AS((void)none.stream(), accel::InvalidStateError);
+  CHECK_THROWS_AS(accel::LongBuffer<HostBackend>(std::numeric_limits<std::size_t>::max() / 4), accel::OutOfMemoryError);
+}
