@@ -13,9 +13,11 @@
 // device; it starts as the default stream.
 //
 // enqueue(fn) runs fn on a CUDA driver thread in stream order (cudaLaunchHostFunc). fn must not call
-// the CUDA API. An exception it throws is stored; the next synchronize() of the stream, or of its
-// device, throws accel::TaskError ("cuda:0 stream 7: task failed: <what>") holding the original, and
-// clears it — exactly the CPU backend's semantics.
+// the CUDA API (nor accel calls that do), and must not own objects whose destructors do (a Buffer, a
+// Stream): fn is destroyed on that thread. Host functions of different streams may share the driver
+// thread, so fn must not wait for another stream's host function. An exception fn throws is stored;
+// the next synchronize() of the stream, or of its device, throws accel::TaskError ("cuda:0 stream 7:
+// task failed: <what>") holding the original, and clears it — exactly the CPU backend's semantics.
 //
 // id() is cudaStreamGetId's value: never reused within the process (the caching allocator keys cached
 // blocks by it, so a new stream can never inherit blocks of a destroyed one at the same address).
