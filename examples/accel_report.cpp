@@ -92,28 +92,28 @@ BackendFacts probe(B backend) {
   return facts;
 }
 
+// Every backend of the build, in priority order (the same list AnyBackend and the tests use).
 std::vector<BackendFacts> probe_all() {
   std::vector<BackendFacts> all;
-#if defined(ACCEL_HAS_CUDA)
-  all.push_back(probe(accel::CudaBackend{}));
-#else
-  all.push_back({.name = "cuda", .reason = "not built (configure with the CUDA toolkit present, "
-                                           "ACCEL_ENABLE_CUDA=AUTO or ON)"});
+  std::apply([&](auto... backends) { (all.push_back(probe(backends)), ...); }, accel::enabled_backends_t<std::tuple>{});
+#if !defined(ACCEL_HAS_CUDA)
+  all.insert(all.begin(), BackendFacts{.name = "cuda", .reason = "not built (configure with the CUDA toolkit "
+                                                                 "present and ACCEL_ENABLE_CUDA=AUTO or ON)"});
 #endif
-  all.push_back(probe(accel::CpuBackend{}));
   return all;
 }
 
 constexpr const char* flag_names[4] = {"is_synchronized_device", "use_host_timers", "resolves_data_dependency",
                                        "handles_memory_backpressure"};
 
-void print_text(const std::vector<BackendFacts>& all) {
+void print_text(const std::vector<BackendFacts>& all, const accel::BackendSelection& selection) {
   std::cout << "accel " << ACCEL_VERSION_STRING << " — accelerator report\n";
   std::cout << "----------------------------------------------------------------\n";
   std::cout << "compiler ............ " << __VERSION__ << "\n";
   std::cout << "Boost (Hana) ........ " << BOOST_VERSION / 100000 << "." << BOOST_VERSION / 100 % 1000 << "\n";
   std::cout << "NVTX ranges ......... " << (accel::profile::has_nvtx() ? "yes (NVTX3)" : "no") << "\n";
   std::cout << "CPU ................. " << accel::cpu_model_name() << "\n";
+  std::cout << "selected backend .... " << selection.name << " (" << selection.reason << ")\n";
   for (const auto& b : all) {
     std::cout << "\n[" << b.name << "] ";
     if (!b.built) {
@@ -143,11 +143,13 @@ void print_text(const std::vector<BackendFacts>& all) {
   }
 }
 
-void print_json(const std::vector<BackendFacts>& all) {
+void print_json(const std::vector<BackendFacts>& all, const accel::BackendSelection& selection) {
   std::ostringstream os;
   os << "{\"version\":" << quoted(ACCEL_VERSION_STRING) << ",\"compiler\":" << quoted(__VERSION__)
      << ",\"boost\":" << BOOST_VERSION << ",\"nvtx\":" << (accel::profile::has_nvtx() ? "true" : "false")
-     << ",\"cpu_model\":" << quoted(accel::cpu_model_name()) << ",\"backends\":[";
+     << ",\"cpu_model\":" << quoted(accel::cpu_model_name()) << ",\"selected\":{\"name\":"
+     << quoted(selection.name) << ",\"from_environment\":" << (selection.from_environment ? "true" : "false")
+     << ",\"reason\":" << quoted(selection.reason) << "},\"backends\":[";
   for (std::size_t i = 0; i < all.size(); ++i) {
     const auto& b = all[i];
     os << (i ? "," : "") << "{\"name\":" << quoted(b.name) << ",\"built\":" << (b.built ? "true" : "false")
@@ -185,11 +187,12 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    const accel::BackendSelection& selection = accel::accelerator_selection();
     const auto all = probe_all();
     if (json) {
-      print_json(all);
+      print_json(all, selection);
     } else {
-      print_text(all);
+      print_text(all, selection);
     }
   } catch (const accel::Error& e) {
     std::cerr << "accel-report: " << e.what() << "\n";

@@ -7,18 +7,15 @@
 
 #include <tuple>
 
-#if defined(ACCEL_HAS_CUDA)
-using ConformanceBackends = std::tuple<accel::CpuBackend, accel::CudaBackend>;
-#else
-using ConformanceBackends = std::tuple<accel::CpuBackend>;
-#endif
+// Every enabled backend, then AnyBackend: the run-time dispatcher must keep the same contract.
+using ConformanceBackends = accel::enabled_backends_t<std::tuple, accel::AnyBackend>;
 
 /// Returns from the test case, saying why, when backend B cannot run here (e.g. CUDA without a GPU).
 #define ACCEL_SKIP_UNLESS_AVAILABLE(B)                                                           \
   do {                                                                                           \
     const accel::Availability availability_ = B{}.availability();                                \
     if (!availability_.available) {                                                              \
-      MESSAGE("SKIPPED on " << B::name() << ": " << availability_.reason);                         \
+      MESSAGE("SKIPPED on " << B{}.name() << ": " << availability_.reason);                         \
       return;                                                                                    \
     }                                                                                            \
   } while (false)

@@ -9,10 +9,10 @@ TEST_CASE_TEMPLATE_DEFINE("devices: count, names, selection", B, device_names) {
   REQUIRE(b.device_count() >= 1);
   CHECK(b.is_available());
   CHECK(b.availability().reason.empty());
-  CHECK(b.device_name() == std::string(B::name()));
+  CHECK(b.device_name() == std::string(b.name()));
   for (int i = 0; i < b.device_count(); ++i) {
-    CHECK(b.device_name(i) == std::string(B::name()) + ":" + std::to_string(i));
-    CHECK(b.device(i) == accel::Device(B::device_type(), i));
+    CHECK(b.device_name(i) == std::string(b.name()) + ":" + std::to_string(i));
+    CHECK(b.device(i) == accel::Device(b.device_type(), i));
     CHECK(b.device(i).str() == b.device_name(i));
   }
   const int before = b.current_device();
@@ -28,7 +28,7 @@ TEST_CASE_TEMPLATE_DEFINE("devices: out-of-range indices throw and change nothin
   const B b;
   const int count = b.device_count();
   const int before = b.current_device();
-  const std::string expected = std::string(B::name()) + ":" + std::to_string(count) + " does not exist (device_count() == " +
+  const std::string expected = std::string(b.name()) + ":" + std::to_string(count) + " does not exist (device_count() == " +
                                std::to_string(count) + ")";
   try {
     b.set_device(count);

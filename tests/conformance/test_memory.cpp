@@ -11,7 +11,7 @@
 namespace {
 
 template <class B>
-std::int64_t stat(const B& b, const char* key) {
+std::int64_t stat_of(const B& b, const char* key) {
   const auto flat = b.memory_stats().flat();
   const auto it = flat.find(key);
   REQUIRE_MESSAGE(it != flat.end(), "memory_stats() lacks " << key);
@@ -26,15 +26,15 @@ TEST_CASE_TEMPLATE_DEFINE("memory: allocation is counted, cached and released li
   b.synchronize();
   b.empty_cache();
   const std::size_t allocated0 = b.memory_allocated();
-  const auto segments0 = stat(b, "segment.all.current");
+  const auto segments0 = stat_of(b, "segment.all.current");
   const auto s = b.current_stream();
 
   void* p = b.raw_alloc(1000, s);
   REQUIRE(p != nullptr);
   CHECK(b.memory_allocated() == allocated0 + 1024);  // rounded to 512 B
   CHECK(b.on_accelerator(p));
-  CHECK(stat(b, "requested_bytes.all.current") >= 1000);
-  CHECK(stat(b, "segment.small_pool.current") >= 1);
+  CHECK(stat_of(b, "requested_bytes.all.current") >= 1000);
+  CHECK(stat_of(b, "segment.small_pool.current") >= 1);
   CHECK(b.memory_reserved() >= b.memory_allocated());
   CHECK(b.memory_cached() == b.memory_reserved());
   CHECK(b.max_memory_allocated() >= b.memory_allocated());
@@ -46,7 +46,7 @@ TEST_CASE_TEMPLATE_DEFINE("memory: allocation is counted, cached and released li
   CHECK(again == p);  // a cache hit on the same stream reuses the block
   b.raw_delete(again);
   b.empty_cache();
-  CHECK(stat(b, "segment.all.current") == segments0);
+  CHECK(stat_of(b, "segment.all.current") == segments0);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("memory: peaks and resets follow torch's semantics", B, memory_peaks) {
@@ -61,11 +61,11 @@ TEST_CASE_TEMPLATE_DEFINE("memory: peaks and resets follow torch's semantics", B
   CHECK(b.memory_allocated() == base);
   b.reset_max_memory_allocated();
   CHECK(b.max_memory_allocated() == base);
-  CHECK(stat(b, "allocation.all.allocated") >= 1);
+  CHECK(stat_of(b, "allocation.all.allocated") >= 1);
   b.reset_accumulated_memory_stats();
-  CHECK(stat(b, "allocation.all.allocated") == 0);
-  CHECK(stat(b, "allocation.all.freed") == 0);
-  CHECK(stat(b, "num_alloc_retries") == 0);
+  CHECK(stat_of(b, "allocation.all.allocated") == 0);
+  CHECK(stat_of(b, "allocation.all.freed") == 0);
+  CHECK(stat_of(b, "num_alloc_retries") == 0);
   b.empty_cache();
   b.reset_max_memory_cached();
   CHECK(b.max_memory_cached() == b.memory_reserved());
@@ -89,7 +89,7 @@ TEST_CASE_TEMPLATE_DEFINE("memory: bad frees and bad sizes are typed errors that
   CHECK_THROWS_AS(b.raw_delete(p), accel::InvalidArgumentError);  // double free
   CHECK(b.memory_stats().flat() == after_free);
 
-  const auto ooms = stat(b, "num_ooms");
+  const auto ooms = stat_of(b, "num_ooms");
   try {
     (void)b.raw_alloc(std::numeric_limits<std::size_t>::max() / 2, s);
     FAIL("a huge allocation succeeded");
@@ -97,7 +97,7 @@ TEST_CASE_TEMPLATE_DEFINE("memory: bad frees and bad sizes are typed errors that
     CHECK(e.requested_bytes() == std::numeric_limits<std::size_t>::max() / 2);
     CHECK(std::string(e.what()).find(b.device_name(b.current_device())) != std::string::npos);
   }
-  CHECK(stat(b, "num_ooms") == ooms + 1);
+  CHECK(stat_of(b, "num_ooms") == ooms + 1);
   void* still_works = b.raw_alloc(4096, s);  // the allocator stays usable
   CHECK(still_works != nullptr);
   b.raw_delete(still_works);

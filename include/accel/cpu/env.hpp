@@ -23,7 +23,7 @@ struct Environment {
   [[nodiscard]] static std::vector<std::string> visible_devices_envs() { return {"ACCEL_CPU_VISIBLE_DEVICES"}; }
 
   static void set_visible_devices_envs(EnvMap& env, std::span<const int> ids) {
-    detail::set_visible_devices(env, visible_devices_envs(), ids);
+    accel::detail::set_visible_devices(env, visible_devices_envs(), ids);
   }
 
   /// The CPU runtime needs no initialisation, so the callback runs now, on the calling thread.

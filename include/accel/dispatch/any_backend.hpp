@@ -90,11 +90,28 @@ class BasicAnyBackend {
   [[nodiscard]] Stream create_stream() const { return Stream(index()); }
 
   // ---- memory ----
+  // Memory follows the stream's backend (so Buffer<T, AnyBackend> works whichever backend its stream
+  // belongs to); raw_delete finds the backend that owns the pointer, this one first.
   [[nodiscard]] void* raw_alloc(std::size_t bytes, StreamRef s) const {
-    return on_stream(s, [&](auto b, auto ref) { return b.raw_alloc(bytes, ref); });
+    return detail::visit_indexed(s.variant(), [&](auto i, auto ref) {
+      return detail::backend_at<i(), Bs...>{}.raw_alloc(bytes, ref);
+    });
   }
-  void raw_delete(void* p) const { call([&](auto b) { b.raw_delete(p); }); }
-  void record_stream(void* p, StreamRef s) const { on_stream(s, [&](auto b, auto ref) { b.record_stream(p, ref); }); }
+  void raw_delete(void* p) const {
+    if (p == nullptr || call([&](auto b) { return b.on_accelerator(p); })) {
+      call([&](auto b) { b.raw_delete(p); });
+      return;
+    }
+    const bool freed = ([&] {
+      if (!Bs{}.on_accelerator(p)) return false;
+      Bs{}.raw_delete(p);
+      return true;
+    }() || ...);
+    if (!freed) call([&](auto b) { b.raw_delete(p); });  // reports the foreign pointer
+  }
+  void record_stream(void* p, StreamRef s) const {
+    detail::visit_indexed(s.variant(), [&](auto i, auto ref) { detail::backend_at<i(), Bs...>{}.record_stream(p, ref); });
+  }
   void empty_cache() const { call([](auto b) { b.empty_cache(); }); }
 #define ACCEL_ANY_SIZE_QUERY(fn)                                                                    \
   [[nodiscard]] std::size_t fn() const { return call([](auto b) { return b.fn(); }); }            \

@@ -95,10 +95,12 @@ class AnyStream {
   AnyStream() : AnyStream(detail::selected_backend_index<Bs...>()) {}
   AnyStream(int device, int priority) : AnyStream(detail::selected_backend_index<Bs...>(), device, priority) {}
   /// A stream of backend number `backend_index` in Bs... (e.g. AnyBackend::index()).
+  // Built in place: a default-constructed variant would first create a stream of the first backend.
   template <class... Args>
-  explicit AnyStream(std::size_t backend_index, Args... args) {
-    detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { stream_.template emplace<i()>(args...); });
-  }
+  explicit AnyStream(std::size_t backend_index, Args... args)
+      : stream_(detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) {
+          return variant_type(std::in_place_index<i()>, args...);
+        })) {}
   template <class S>
     requires(std::same_as<S, typename Bs::Stream> || ...)
   explicit AnyStream(S&& owned) : stream_(std::move(owned)) {}
@@ -138,7 +140,8 @@ class AnyEvent {
   using variant_type = std::variant<typename Bs::Event...>;
 
   AnyEvent() : AnyEvent(false) {}
-  explicit AnyEvent(bool enable_timing) : timing_(enable_timing) { emplace(detail::selected_backend_index<Bs...>()); }
+  explicit AnyEvent(bool enable_timing)
+      : timing_(enable_timing), event_(make(detail::selected_backend_index<Bs...>(), enable_timing)) {}
   AnyEvent(AnyEvent&&) noexcept = default;
   AnyEvent& operator=(AnyEvent&&) noexcept = default;
   ~AnyEvent() = default;
@@ -166,6 +169,11 @@ class AnyEvent {
   [[nodiscard]] const variant_type& variant() const noexcept { return event_; }
 
  private:
+  // Built in place: a default-constructed variant would first create an event of the first backend.
+  static variant_type make(std::size_t backend_index, bool timing) {
+    return detail::with_index<sizeof...(Bs)>(backend_index,
+                                             [&](auto i) { return variant_type(std::in_place_index<i()>, timing); });
+  }
   void emplace(std::size_t backend_index) {
     detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { event_.template emplace<i()>(timing_); });
   }

@@ -5,7 +5,7 @@
 // It is move-only; its destructor returns the memory with B::raw_delete and never throws. The memory
 // may be used on other streams after record_stream(s) (see concepts/memory.hpp).
 // span() views the elements on the host and exists only where device memory is host memory
-// (B::device_type == DeviceType::cpu). T must be trivially copyable: buffers are filled and copied
+// (B::device_type() == DeviceType::cpu). T must be trivially copyable: buffers are filled and copied
 // bytewise, between host and device, without running constructors.
 // DeepSpeed's tensor types are aliases: FloatBuffer<B>, HalfBuffer<B>, BFloat16Buffer<B>,
 // DoubleBuffer<B>, IntBuffer<B> (int32), LongBuffer<B> (int64), ByteBuffer<B> (uint8).
@@ -30,7 +30,7 @@ namespace accel {
 namespace detail {
 /// Backends whose device memory the host can read and write directly.
 template <class B>
-concept HostAccessibleBackend = requires { requires B::device_type == DeviceType::cpu; };
+concept HostAccessibleBackend = requires { requires B::device_type() == DeviceType::cpu; };
 }  // namespace detail
 
 template <class T, class B>
