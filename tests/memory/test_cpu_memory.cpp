@@ -30,7 +30,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 
 // The pieces of CpuBackend that Buffer uses, composed the same way.
 struct HostBackend : accel::cpu::Devices, accel::cpu::Streams, accel::cpu::Memory {
-  static constexpr accel::DeviceType device_type = accel::DeviceType::cpu;
+  static constexpr accel::DeviceType device_type() noexcept { return accel::DeviceType::cpu; }
   using StreamRef = accel::cpu::StreamRef;
 };
 
