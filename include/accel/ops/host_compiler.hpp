@@ -1,0 +1,265 @@
+// accel/ops/host_compiler.hpp — the host toolchain: C++ kernels compiled to a shared object, dlopen'ed.
+//
+// Compiler: the first word of $CXX (further words are passed first, so CXX="ccache g++" works), else
+// c++, g++, clang++ on PATH. Command:
+//   <cxx> -O3 -march=native -fopenmp -shared -fPIC -std=c++17 -fno-math-errno -ffp-contract=off
+//         -I<kernel dir>/<include dirs> <op flags> <extra flags> <sources> -o <entry>.tmp.<pid>.<n>
+// -ffp-contract=off and -fno-math-errno: the kernels write their fused multiply-adds explicitly
+// (fmaf), so vector bodies and scalar tails compute the same bits, whatever the thread count; and
+// sqrtf vectorises. -march=native selects the kernels' SIMD path (AVX-512, else AVX2, else scalar);
+// the CPU model and features are part of the cache key, so a cache shared between machines never
+// hands one CPU another's code.
+//
+// Loaded libraries stay mapped for the life of the process (RTLD_NODELETE); a later load() of the
+// same entry is a dlopen reference count, a rebuilt entry (a new file) is mapped anew.
+//
+// Ahead-of-time builds: <aot dir>/<op name>.so (see OpBuilder::aot_dir()). It is used when it exports
+// accel_ops_abi_version() == ops::abi_version and its accel_ops_isa() is runnable here; otherwise the
+// note in is_compatible() says why it was skipped, and the op is JIT-compiled.
+#pragma once
+
+#include <accel/core/cpu_features.hpp>
+#include <accel/core/error.hpp>
+#include <accel/ops/abi.hpp>
+#include <accel/ops/detail/process.hpp>
+#include <accel/ops/detail/sha256.hpp>
+#include <accel/ops/jit_cache.hpp>
+#include <accel/ops/op_builder.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+namespace accel::ops {
+
+/// The SIMD path a CPU kernel compiled with -march=native takes on this machine.
+enum class HostIsa { scalar = 0, avx2 = 1, avx512 = 2 };
+
+[[nodiscard]] constexpr std::string_view to_string(HostIsa isa) noexcept {
+  switch (isa) {
+    case HostIsa::scalar: return "scalar";
+    case HostIsa::avx2: return "avx2";
+    case HostIsa::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+/// AVX-512 (F, BW, VL) > AVX2 (+FMA) > scalar, from accel::cpu_features().
+[[nodiscard]] inline HostIsa host_isa() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512bw && f.avx512vl) return HostIsa::avx512;
+  if (f.avx2 && f.fma) return HostIsa::avx2;
+  return HostIsa::scalar;
+}
+
+/// The host C++ compiler the JIT uses.
+struct HostCompiler {
+  std::vector<std::string> command;  ///< program (resolved path) + leading arguments from $CXX
+  std::string identity;              ///< resolved path, size and mtime: changes when the compiler does
+  std::string why_missing;           ///< when not found
+
+  [[nodiscard]] bool found() const noexcept { return !command.empty(); }
+
+  /// $CXX, else c++, g++, clang++ on PATH.
+  [[nodiscard]] static HostCompiler find() {
+    HostCompiler c;
+    const std::string cxx = detail::env_string("CXX");
+    std::vector<std::string> words;
+    {
+      std::istringstream in(cxx);
+      for (std::string w; in >> w;) words.push_back(w);
+    }
+    std::vector<std::string> candidates;
+    if (!words.empty()) {
+      candidates.push_back(words[0]);
+    } else {
+      candidates = {"c++", "g++", "clang++"};
+    }
+    for (const auto& name : candidates) {
+      const std::filesystem::path p = detail::find_on_path(name);
+      if (p.empty()) continue;
+      c.command.push_back(p.string());
+      for (std::size_t i = 1; i < words.size(); ++i) c.command.push_back(words[i]);
+      std::error_code ec;
+      const std::filesystem::path real = std::filesystem::canonical(p, ec);
+      struct stat st {};
+      const std::string rp = ec ? p.string() : real.string();
+      if (::stat(rp.c_str(), &st) == 0) {
+        c.identity = rp + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+                     std::to_string(st.st_mtim.tv_nsec);
+      } else {
+        c.identity = rp;
+      }
+      for (std::size_t i = 1; i < words.size(); ++i) c.identity += " " + words[i];
+      return c;
+    }
+    c.why_missing = words.empty() ? "no host C++ compiler found: none of c++, g++, clang++ is on PATH (set CXX)"
+                                  : "CXX='" + cxx + "' names no executable on PATH";
+    return c;
+  }
+};
+
+namespace detail {
+
+inline const std::vector<std::string>& host_base_flags() {
+  static const std::vector<std::string> flags{"-O3",        "-march=native",    "-fopenmp",
+                                              "-shared",    "-fPIC",            "-std=c++17",
+                                              "-fno-math-errno", "-ffp-contract=off"};
+  return flags;
+}
+
+inline std::string host_arch_string() {
+  std::string model = cpu_model_name();
+  return "x86_64 " + std::string(to_string(host_isa())) + " [" + cpu_features().str() + "] (" + model + ")";
+}
+
+inline BuildCommand host_build_command(const OpBuilder& b) {
+  BuildCommand cmd;
+  cmd.op = b.name();
+  cmd.kind = OpKind::host;
+  const HostCompiler cxx = HostCompiler::find();
+  cmd.compiler = cxx.found() ? cxx.command.front() : std::string("c++");
+  cmd.argv = cxx.found() ? cxx.command : std::vector<std::string>{"c++"};
+  for (const auto& f : host_base_flags()) cmd.argv.push_back(f);
+  for (const auto& d : b.include_dirs()) cmd.argv.push_back("-I" + d.string());
+  for (const auto& f : b.spec().flags) cmd.argv.push_back(f);
+  for (const auto& f : b.extra_flags()) cmd.argv.push_back(f);
+  for (const auto& s : b.sources()) cmd.argv.push_back(s.string());
+  cmd.arch = host_arch_string();
+
+  Sha256 h;
+  h.field("accel-jit/1").field(std::to_string(abi_version)).field(b.name()).field("host");
+  b.hash_sources(h);
+  for (const auto& f : host_base_flags()) h.field(f);
+  for (const auto& f : b.spec().include_dirs) h.field("-I" + f);
+  for (const auto& f : b.spec().flags) h.field(f);
+  for (const auto& f : b.extra_flags()) h.field(f);
+  h.field(cxx.identity).field(cmd.arch);
+  cmd.key = h.hex();
+  cmd.output = JitCache(b.cache_dir()).entry_path(b.name(), cmd.key, "so");
+  cmd.argv.push_back("-o");
+  cmd.argv.push_back(cmd.output.string());
+  return cmd;
+}
+
+inline void* host_lookup(void* handle, const char* name) { return ::dlsym(handle, name); }
+
+inline std::shared_ptr<void> host_dlopen(const std::filesystem::path& path, std::string* error) {
+  ::dlerror();
+  // RTLD_NODELETE: a kernel library is never unmapped (as torch never unloads an extension). Its
+  // OpenMP runtime keeps worker threads parked inside libgomp, which would otherwise be unloaded
+  // with the last op that uses it, under those threads' feet.
+  void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (h == nullptr) {
+    const char* why = ::dlerror();
+    *error = why != nullptr ? why : "unknown dlopen error";
+    return nullptr;
+  }
+  return std::shared_ptr<void>(h, [](void* p) { ::dlclose(p); });
+}
+
+/// Why an AOT build at `path` is unusable here (empty: usable).
+inline std::string host_aot_problem(const std::shared_ptr<void>& handle) {
+  auto* version = reinterpret_cast<int (*)()>(::dlsym(handle.get(), "accel_ops_abi_version"));
+  if (version == nullptr) return "it does not export accel_ops_abi_version";
+  if (version() != abi_version) {
+    return "its ABI version is " + std::to_string(version()) + ", this accel expects " + std::to_string(abi_version);
+  }
+  auto* isa = reinterpret_cast<int (*)()>(::dlsym(handle.get(), "accel_ops_isa"));
+  if (isa != nullptr && isa() > static_cast<int>(host_isa())) {
+    return "it was built for " + std::string(to_string(static_cast<HostIsa>(isa()))) + " and this CPU has " +
+           std::string(to_string(host_isa()));
+  }
+  return {};
+}
+
+inline Compatibility host_is_compatible(const OpBuilder& b) {
+  Compatibility c;
+  const std::filesystem::path aot = b.aot_dir().empty() ? std::filesystem::path() : b.aot_dir() / (b.name() + ".so");
+  const bool has_aot = !aot.empty() && std::filesystem::exists(aot);
+  const HostCompiler cxx = HostCompiler::find();
+  if (!cxx.found()) {
+    if (has_aot) {
+      c.notes.push_back(cxx.why_missing + ", but an AOT build exists: " + aot.string());
+    } else {
+      c.fail(cxx.why_missing);
+    }
+  }
+  for (const auto& s : b.sources()) {
+    if (!has_aot && !std::filesystem::exists(s)) {
+      c.fail("kernel source " + s.string() + " is missing (set ACCEL_KERNEL_DIR)");
+    }
+  }
+  switch (host_isa()) {
+    case HostIsa::avx512: c.notes.push_back("AVX-512 path"); break;
+    case HostIsa::avx2: c.notes.push_back("AVX2 path (no AVX-512 on this CPU)"); break;
+    case HostIsa::scalar: c.notes.push_back("scalar path (no AVX2/FMA on this CPU)"); break;
+  }
+  if (has_aot) c.notes.push_back("AOT build " + aot.string());
+  return c;
+}
+
+inline LoadedOp host_load(const OpBuilder& b) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string who = b.backend() + " op '" + b.name() + "'";
+  // 1. An ahead-of-time build.
+  if (!b.aot_dir().empty()) {
+    const std::filesystem::path aot = b.aot_dir() / (b.name() + ".so");
+    if (std::filesystem::exists(aot)) {
+      std::string error;
+      std::shared_ptr<void> h = host_dlopen(aot, &error);
+      const std::string problem = h ? host_aot_problem(h) : "dlopen failed: " + error;
+      if (problem.empty()) {
+        jit_log(b.name() + ": AOT build " + aot.string());
+        return LoadedOp(b.name(), OpKind::host, LoadSource::aot, aot, std::move(h), host_lookup, seconds_since(start));
+      }
+      jit_log(b.name() + ": ignoring AOT build " + aot.string() + ": " + problem);
+    }
+  }
+  // 2. The JIT cache, compiling on a miss.
+  const BuildCommand cmd = host_build_command(b);
+  const HostCompiler cxx = HostCompiler::find();
+  JitCache cache(b.cache_dir());
+  const CacheEntry entry = cache.get_or_build(b.name(), cmd.key, "so", [&](const std::filesystem::path& tmp) {
+    if (!cxx.found()) throw CompileError(who + ": cannot compile", cmd.str(), cxx.why_missing);
+    std::vector<std::string> argv = cmd.argv;
+    argv.back() = tmp.string();  // -o <temporary>
+    jit_log(b.name() + ": compiling for " + cmd.arch + ": " + join_command(argv));
+    const auto t0 = std::chrono::steady_clock::now();
+    const ProcessResult r = run_process(argv, tmp.string() + ".log");
+    if (r.exit_code != 0) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      jit_log(b.name() + ": compile failed (exit " + std::to_string(r.exit_code) + ")");
+      throw CompileError(who + ": compile failed (exit " + std::to_string(r.exit_code) + ")", join_command(argv),
+                         r.log);
+    }
+    jit_log(b.name() + ": compiled in " + std::to_string(seconds_since(t0)) + " s");
+  });
+  std::string error;
+  std::shared_ptr<void> h = host_dlopen(entry.path, &error);
+  if (!h) {
+    throw Error(Errc::runtime_failure, who + ": cannot load " + entry.path.string() + ": " + error);
+  }
+  const double seconds = seconds_since(start);
+  if (!entry.compiled) jit_log(b.name() + ": cache hit " + entry.path.string() + " (" + std::to_string(seconds * 1e3) + " ms)");
+  return LoadedOp(b.name(), OpKind::host, entry.compiled ? LoadSource::compiled : LoadSource::cache_hit, entry.path,
+                  std::move(h), host_lookup, seconds);
+}
+
+}  // namespace detail
+
+/// The host toolchain (OpKind::host).
+inline constexpr Toolchain host_toolchain{"host", detail::host_is_compatible, detail::host_build_command,
+                                          detail::host_load, "so"};
+
+}  // namespace accel::ops

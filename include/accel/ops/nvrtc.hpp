@@ -1,0 +1,321 @@
+// accel/ops/nvrtc.hpp — NVRTC: CUDA C++ to PTX or a cubin at run time, through the JIT cache.
+//
+// NVRTC is loaded with dlopen on first use (libnvrtc.so.<major> of the toolkit accel was built with,
+// then other majors, then $ACCEL_NVRTC_LIBRARY, $CUDA_HOME/lib64, $CUDA_PATH/lib64 and
+// /usr/local/cuda/lib64), so this header needs no CUDA header and a program that includes it starts
+// on machines without the CUDA toolkit; nvrtc().loaded says whether it was found, and why not.
+// NVRTC needs no GPU and no driver: a cubin for any architecture it supports is built on any machine
+// (OpBuilder::set_arch(90)); only loading the cubin needs a device (accel/cuda/ops.hpp).
+//
+// Options of every op compile: --gpu-architecture=sm_XY -std=c++17 --fmad=false -DACCEL_NVRTC=1
+// -I<kernel dir>/<include dirs> <op flags> <extra flags>. --fmad=false keeps a*b+c unfused unless the
+// kernel writes fmaf, so CUDA and CPU kernels compute the same bits (sqrt and division are IEEE by
+// default: no --use_fast_math).
+//
+//   nvrtc()                          the loaded API (or why it is missing)
+//   nvrtc_compile(src, name, opts)   one compile without the cache (PTX and, for sm_XY, a cubin);
+//                                    a failure throws CompileError with NVRTC's log and the options
+//   nvrtc_build_command(b, sm)       what the op's compile is: options, key, cache entry
+//   nvrtc_build(b, sm)               the cubin of op b for sm_XY from the cache, compiling on a miss
+//   nvrtc_toolchain                  a Toolchain that builds for OpBuilder::arch() and cannot load
+//                                    (the CUDA backend's toolchain in accel/cuda/ops.hpp loads)
+#pragma once
+
+#include <accel/core/error.hpp>
+#include <accel/ops/abi.hpp>
+#include <accel/ops/detail/process.hpp>
+#include <accel/ops/detail/sha256.hpp>
+#include <accel/ops/jit_cache.hpp>
+#include <accel/ops/op_builder.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <dlfcn.h>
+
+namespace accel::ops {
+
+namespace detail {
+struct NvrtcProgramOpaque;
+using NvrtcProgram = NvrtcProgramOpaque*;
+}  // namespace detail
+
+/// The NVRTC entry points accel uses (the C API, declared here so no CUDA header is needed).
+struct NvrtcApi {
+  using Result = int;  // nvrtcResult; NVRTC_SUCCESS == 0
+  bool loaded = false;
+  std::string error;    ///< why NVRTC could not be loaded
+  std::string library;  ///< the name or path that was loaded
+  int major = 0, minor = 0;
+  std::vector<int> supported_archs;  ///< e.g. {75, 80, 86, 87, 89, 90, 100, 120}
+
+  Result (*version)(int*, int*) = nullptr;
+  const char* (*get_error_string)(Result) = nullptr;
+  Result (*create_program)(detail::NvrtcProgram*, const char*, const char*, int, const char* const*,
+                           const char* const*) = nullptr;
+  Result (*destroy_program)(detail::NvrtcProgram*) = nullptr;
+  Result (*compile_program)(detail::NvrtcProgram, int, const char* const*) = nullptr;
+  Result (*get_ptx_size)(detail::NvrtcProgram, std::size_t*) = nullptr;
+  Result (*get_ptx)(detail::NvrtcProgram, char*) = nullptr;
+  Result (*get_cubin_size)(detail::NvrtcProgram, std::size_t*) = nullptr;
+  Result (*get_cubin)(detail::NvrtcProgram, char*) = nullptr;
+  Result (*get_log_size)(detail::NvrtcProgram, std::size_t*) = nullptr;
+  Result (*get_log)(detail::NvrtcProgram, char*) = nullptr;
+  Result (*get_num_supported_archs)(int*) = nullptr;
+  Result (*get_supported_archs)(int*) = nullptr;
+
+  [[nodiscard]] std::string describe(Result r) const {
+    const char* s = get_error_string != nullptr ? get_error_string(r) : nullptr;
+    return s != nullptr ? std::string(s) : "nvrtcResult " + std::to_string(r);
+  }
+  /// "NVRTC 13.0".
+  [[nodiscard]] std::string identity() const { return "NVRTC " + std::to_string(major) + "." + std::to_string(minor); }
+};
+
+namespace detail {
+
+template <class F>
+void nvrtc_symbol(void* lib, const char* name, F& out) {
+  out = reinterpret_cast<F>(::dlsym(lib, name));
+}
+
+inline NvrtcApi load_nvrtc() {
+  NvrtcApi api;
+  std::vector<std::string> names;
+  if (std::string p = env_string("ACCEL_NVRTC_LIBRARY"); !p.empty()) names.push_back(p);
+  for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}) names.emplace_back(n);
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (std::string d = env_string(var); !d.empty()) names.push_back(d + "/lib64/libnvrtc.so");
+  }
+  names.emplace_back("/usr/local/cuda/lib64/libnvrtc.so");
+  names.emplace_back("/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so");
+  void* lib = nullptr;
+  std::string errors;
+  for (const auto& n : names) {
+    ::dlerror();
+    lib = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) {
+      api.library = n;
+      break;
+    }
+    if (const char* why = ::dlerror(); why != nullptr && errors.size() < 400) errors += std::string("\n  ") + why;
+  }
+  if (lib == nullptr) {
+    api.error = "NVRTC is missing: libnvrtc.so could not be loaded (install the CUDA toolkit's NVRTC, or set "
+                "ACCEL_NVRTC_LIBRARY):" + errors;
+    return api;
+  }
+  nvrtc_symbol(lib, "nvrtcVersion", api.version);
+  nvrtc_symbol(lib, "nvrtcGetErrorString", api.get_error_string);
+  nvrtc_symbol(lib, "nvrtcCreateProgram", api.create_program);
+  nvrtc_symbol(lib, "nvrtcDestroyProgram", api.destroy_program);
+  nvrtc_symbol(lib, "nvrtcCompileProgram", api.compile_program);
+  nvrtc_symbol(lib, "nvrtcGetPTXSize", api.get_ptx_size);
+  nvrtc_symbol(lib, "nvrtcGetPTX", api.get_ptx);
+  nvrtc_symbol(lib, "nvrtcGetCUBINSize", api.get_cubin_size);
+  nvrtc_symbol(lib, "nvrtcGetCUBIN", api.get_cubin);
+  nvrtc_symbol(lib, "nvrtcGetProgramLogSize", api.get_log_size);
+  nvrtc_symbol(lib, "nvrtcGetProgramLog", api.get_log);
+  nvrtc_symbol(lib, "nvrtcGetNumSupportedArchs", api.get_num_supported_archs);
+  nvrtc_symbol(lib, "nvrtcGetSupportedArchs", api.get_supported_archs);
+  if (api.version == nullptr || api.create_program == nullptr || api.compile_program == nullptr ||
+      api.get_ptx == nullptr || api.get_cubin == nullptr || api.get_log == nullptr || api.destroy_program == nullptr) {
+    api.error = api.library + " lacks the NVRTC entry points accel needs (NVRTC 11.2 or newer is required)";
+    return api;
+  }
+  (void)api.version(&api.major, &api.minor);
+  if (api.get_num_supported_archs != nullptr && api.get_supported_archs != nullptr) {
+    int n = 0;
+    if (api.get_num_supported_archs(&n) == 0 && n > 0) {
+      api.supported_archs.resize(static_cast<std::size_t>(n));
+      if (api.get_supported_archs(api.supported_archs.data()) != 0) api.supported_archs.clear();
+    }
+  }
+  api.loaded = true;
+  return api;
+}
+
+}  // namespace detail
+
+/// The process's NVRTC, loaded on first use (thread-safe), never unloaded.
+[[nodiscard]] inline const NvrtcApi& nvrtc() {
+  static const NvrtcApi* const api = new NvrtcApi(detail::load_nvrtc());
+  return *api;
+}
+
+/// What one NVRTC compile produced.
+struct NvrtcOutput {
+  std::string ptx;
+  std::string cubin;  ///< empty unless the architecture was a real one (sm_XY)
+  std::string log;    ///< NVRTC's log (warnings)
+};
+
+/// Compiles `source` (named `name` in diagnostics) with `options`. Throws BackendUnavailableError when
+/// NVRTC is missing and CompileError (log + options) when the compile fails.
+[[nodiscard]] inline NvrtcOutput nvrtc_compile(const std::string& source, const std::string& name,
+                                               const std::vector<std::string>& options) {
+  const NvrtcApi& api = nvrtc();
+  if (!api.loaded) throw BackendUnavailableError(api.error);
+  std::string command = "nvrtc";
+  for (const auto& o : options) command += " " + detail::shell_quote(o);
+  command += " " + detail::shell_quote(name);
+  detail::NvrtcProgram program = nullptr;
+  if (const auto r = api.create_program(&program, source.c_str(), name.c_str(), 0, nullptr, nullptr); r != 0) {
+    throw CompileError("nvrtcCreateProgram failed for " + name, command, api.describe(r));
+  }
+  struct Destroy {
+    const NvrtcApi& api;
+    detail::NvrtcProgram& p;
+    ~Destroy() { (void)api.destroy_program(&p); }
+  } destroy{api, program};
+  std::vector<const char*> opts;
+  opts.reserve(options.size());
+  for (const auto& o : options) opts.push_back(o.c_str());
+  const auto status = api.compile_program(program, static_cast<int>(opts.size()), opts.data());
+  NvrtcOutput out;
+  std::size_t log_size = 0;
+  if (api.get_log_size(program, &log_size) == 0 && log_size > 1) {
+    out.log.resize(log_size);
+    (void)api.get_log(program, out.log.data());
+    out.log.resize(log_size - 1);
+  }
+  if (status != 0) {
+    throw CompileError("NVRTC failed to compile " + name + " (" + api.describe(status) + ")", command, out.log);
+  }
+  std::size_t size = 0;
+  if (api.get_ptx_size(program, &size) == 0 && size > 0) {
+    out.ptx.resize(size);
+    (void)api.get_ptx(program, out.ptx.data());
+    out.ptx.resize(size - 1);
+  }
+  size = 0;
+  if (api.get_cubin_size != nullptr && api.get_cubin_size(program, &size) == 0 && size > 0) {
+    out.cubin.resize(size);
+    (void)api.get_cubin(program, out.cubin.data());
+  }
+  return out;
+}
+
+namespace detail {
+
+inline std::vector<std::string> nvrtc_options(const OpBuilder& b, int sm) {
+  std::vector<std::string> o{"--gpu-architecture=sm_" + std::to_string(sm), "-std=c++17", "--fmad=false",
+                             "-DACCEL_NVRTC=1"};
+  for (const auto& d : b.include_dirs()) o.push_back("-I" + d.string());
+  for (const auto& f : b.spec().flags) o.push_back(f);
+  for (const auto& f : b.extra_flags()) o.push_back(f);
+  return o;
+}
+
+inline Compatibility nvrtc_arch_check(const OpBuilder& b, int sm) {
+  Compatibility c;
+  const NvrtcApi& api = nvrtc();
+  if (!api.loaded) {
+    c.fail(api.error);
+    return c;
+  }
+  if (b.spec().sources.size() != 1) c.fail("an NVRTC op has exactly one source");
+  if (sm < b.spec().min_compute_capability) {
+    c.fail("needs compute capability >= " + std::to_string(b.spec().min_compute_capability / 10) + "." +
+           std::to_string(b.spec().min_compute_capability % 10) + ", the target is sm_" + std::to_string(sm));
+  }
+  if (!api.supported_archs.empty() &&
+      std::find(api.supported_archs.begin(), api.supported_archs.end(), sm) == api.supported_archs.end()) {
+    c.fail(api.identity() + " cannot compile for sm_" + std::to_string(sm));
+  }
+  for (const auto& s : b.sources()) {
+    if (!std::filesystem::exists(s)) c.fail("kernel source " + s.string() + " is missing (set ACCEL_KERNEL_DIR)");
+  }
+  c.notes.push_back(api.identity() + ", sm_" + std::to_string(sm));
+  return c;
+}
+
+}  // namespace detail
+
+/// The compile of op `b` for sm_XY: NVRTC options + source, cache key and entry.
+[[nodiscard]] inline BuildCommand nvrtc_build_command(const OpBuilder& b, int sm) {
+  BuildCommand cmd;
+  cmd.op = b.name();
+  cmd.kind = OpKind::cuda;
+  const NvrtcApi& api = nvrtc();
+  cmd.compiler = api.loaded ? api.identity() : std::string("NVRTC (missing)");
+  cmd.argv = {"nvrtc"};
+  for (auto& o : detail::nvrtc_options(b, sm)) cmd.argv.push_back(std::move(o));
+  for (const auto& s : b.sources()) cmd.argv.push_back(s.string());
+  cmd.arch = "sm_" + std::to_string(sm);
+  detail::Sha256 h;
+  h.field("accel-jit/1").field(std::to_string(abi_version)).field(b.name()).field("cuda");
+  b.hash_sources(h);
+  for (std::size_t i = 1; i < cmd.argv.size() - b.spec().sources.size(); ++i) {
+    const std::string& o = cmd.argv[i];
+    // Include directories are hashed relative to the kernel directory (via the sources and headers).
+    if (o.starts_with("-I")) continue;
+    h.field(o);
+  }
+  for (const auto& d : b.spec().include_dirs) h.field("-I" + d);
+  h.field(cmd.compiler).field(cmd.arch);
+  cmd.key = h.hex();
+  cmd.output = JitCache(b.cache_dir()).entry_path(b.name(), cmd.key, "cubin");
+  return cmd;
+}
+
+/// The cubin of op `b` for sm_XY: from the cache, or compiled now (CompileError on failure).
+[[nodiscard]] inline CacheEntry nvrtc_build(const OpBuilder& b, int sm) {
+  const Compatibility c = detail::nvrtc_arch_check(b, sm);
+  if (!c.ok) {
+    throw BackendUnavailableError(b.backend() + " op '" + b.name() + "' cannot be built: " + c.str());
+  }
+  const BuildCommand cmd = nvrtc_build_command(b, sm);
+  JitCache cache(b.cache_dir());
+  return cache.get_or_build(
+      b.name(), cmd.key, "cubin",
+      [&](const std::filesystem::path& tmp) {
+        const std::filesystem::path src = b.sources().front();
+        std::string text;
+        if (!detail::read_file(src, text)) {
+          throw InvalidArgumentError("cannot read kernel source " + src.string());
+        }
+        detail::jit_log(b.name() + ": NVRTC compiling for " + cmd.arch + ": " + cmd.str());
+        const auto t0 = std::chrono::steady_clock::now();
+        const NvrtcOutput out = nvrtc_compile(text, src.string(), detail::nvrtc_options(b, sm));
+        if (out.cubin.empty()) throw CompileError("NVRTC produced no cubin for " + cmd.arch, cmd.str(), out.log);
+        detail::jit_log(b.name() + ": NVRTC compiled in " + std::to_string(detail::seconds_since(t0)) + " s (" +
+                        std::to_string(out.cubin.size()) + " bytes)");
+        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || !detail::write_all(fd, out.cubin.data(), out.cubin.size())) {
+          if (fd >= 0) ::close(fd);
+          throw Error(Errc::runtime_failure, "accel jit cache: cannot write " + tmp.string());
+        }
+        ::close(fd);
+      },
+      /*want_payload=*/true);
+}
+
+namespace detail {
+
+inline Compatibility nvrtc_only_is_compatible(const OpBuilder& b) {
+  if (b.arch() == 0) {
+    Compatibility c = nvrtc_arch_check(b, 80);
+    c.notes.push_back("no target architecture set: set_arch() picks one; loading needs the CUDA backend");
+    return c;
+  }
+  return nvrtc_arch_check(b, b.arch());
+}
+inline BuildCommand nvrtc_only_build_command(const OpBuilder& b) { return nvrtc_build_command(b, b.arch() != 0 ? b.arch() : 80); }
+inline LoadedOp nvrtc_only_load(const OpBuilder& b) {
+  throw NotSupportedError("op '" + b.name() +
+                          "': loading a CUDA op needs the CUDA backend (accel::CudaBackend::create_op_builder)");
+}
+
+}  // namespace detail
+
+/// Builds CUDA ops for OpBuilder::arch() (sm_80 when unset) without a device; load() throws.
+inline constexpr Toolchain nvrtc_toolchain{"nvrtc", detail::nvrtc_only_is_compatible,
+                                           detail::nvrtc_only_build_command, detail::nvrtc_only_load, "cubin"};
+
+}  // namespace accel::ops

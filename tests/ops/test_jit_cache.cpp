@@ -1,0 +1,176 @@
+// The JIT cache: keys, hits and misses, corrupt and truncated entries, failed builds, two processes.
+#include "ops_test_support.hpp"
+
+#include <accel/ops/detail/sha256.hpp>
+#include <accel/ops/jit_cache.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using accel::ops::EntryState;
+using accel::ops::JitCache;
+
+std::string sha(std::string_view s) { return accel::ops::detail::Sha256().update(s).hex(); }
+
+auto writer(std::string payload, int* calls = nullptr) {
+  return [payload = std::move(payload), calls](const std::filesystem::path& tmp) {
+    if (calls != nullptr) ++*calls;
+    ops_test::write_text(tmp, payload);
+  };
+}
+
+}  // namespace
+
+TEST_CASE("sha256 matches the FIPS 180-4 test vectors") {
+  CHECK(sha("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  std::string million(1000000, 'a');
+  CHECK(sha(million) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("jit cache: miss builds, hit loads, and the entry survives verification") {
+  JitCache cache(ops_test::temp_dir("jc"));
+  const std::string key = sha("key-1");
+  int calls = 0;
+  CHECK(cache.state("op", key, "bin") == EntryState::missing);
+  const auto e1 = cache.get_or_build("op", key, "bin", writer("payload-1", &calls), true);
+  CHECK(e1.compiled);
+  CHECK(e1.payload == "payload-1");
+  CHECK(calls == 1);
+  CHECK(cache.state("op", key, "bin") == EntryState::ok);
+  const auto e2 = cache.get_or_build("op", key, "bin", writer("payload-X", &calls), true);
+  CHECK_FALSE(e2.compiled);
+  CHECK(e2.payload == "payload-1");
+  CHECK(calls == 1);
+  // The entry is the payload plus a 48-byte footer; nothing else is left in the directory.
+  CHECK(std::filesystem::file_size(e1.path) == 9 + 48);
+  int files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(e1.path.parent_path())) {
+    const auto name = f.path().filename().string();
+    CHECK((name == key + ".bin" || name == key + ".lock"));
+    ++files;
+  }
+  CHECK(files == 2);
+  // Another key is another entry.
+  const std::string key2 = sha("key-2");
+  CHECK(cache.get_or_build("op", key2, "bin", writer("payload-2", &calls), true).compiled);
+  CHECK(calls == 2);
+}
+
+TEST_CASE("jit cache: corrupt and truncated entries are detected and rebuilt") {
+  JitCache cache(ops_test::temp_dir("jc"));
+  const std::string key = sha("corrupt");
+  int calls = 0;
+  const auto e = cache.get_or_build("op", key, "bin", writer(std::string(1000, 'x'), &calls));
+  const auto before = JitCache::stats().rebuilt;
+
+  SUBCASE("a flipped payload byte") {
+    std::string bytes = ops_test::read_text(e.path);
+    bytes[500] = 'y';
+    ops_test::write_text(e.path, bytes);
+    CHECK(cache.state("op", key, "bin") == EntryState::corrupt);
+  }
+  SUBCASE("a file cut short") {
+    std::filesystem::resize_file(e.path, 700);
+    CHECK(cache.state("op", key, "bin") == EntryState::truncated);
+  }
+  SUBCASE("an empty file") {
+    std::filesystem::resize_file(e.path, 0);
+    CHECK(cache.state("op", key, "bin") == EntryState::truncated);
+  }
+  SUBCASE("an entry copied from another key") {
+    const auto other = cache.get_or_build("op", sha("other"), "bin", writer(std::string(1000, 'x')));
+    std::filesystem::copy_file(other.path, e.path, std::filesystem::copy_options::overwrite_existing);
+    CHECK(cache.state("op", key, "bin") == EntryState::corrupt);
+  }
+  const int calls_before = calls;
+  const auto again = cache.get_or_build("op", key, "bin", writer(std::string(1000, 'x'), &calls), true);
+  CHECK(again.compiled);
+  CHECK(calls == calls_before + 1);
+  CHECK(again.payload == std::string(1000, 'x'));
+  CHECK(cache.state("op", key, "bin") == EntryState::ok);
+  CHECK(JitCache::stats().rebuilt == before + 1);
+}
+
+TEST_CASE("jit cache: a failing build leaves no entry and no temporary file") {
+  JitCache cache(ops_test::temp_dir("jc"));
+  const std::string key = sha("failing");
+  CHECK_THROWS_AS(cache.get_or_build("op", key, "bin",
+                                     [](const std::filesystem::path& tmp) {
+                                       ops_test::write_text(tmp, "half-written");
+                                       throw accel::CompileError("boom", "cc x.c", "x.c:1: error");
+                                     }),
+                  accel::CompileError);
+  CHECK(cache.state("op", key, "bin") == EntryState::missing);
+  for (const auto& f : std::filesystem::directory_iterator(cache.dir() / "v1" / "op")) {
+    CHECK(f.path().extension() == ".lock");
+  }
+  // A stale temporary from a killed build is cleaned up by the next build of the key.
+  ops_test::write_text(cache.entry_path("op", key, "bin").string() + ".tmp.99999.0", "stale");
+  CHECK(cache.get_or_build("op", key, "bin", writer("ok")).compiled);
+  CHECK_FALSE(std::filesystem::exists(cache.entry_path("op", key, "bin").string() + ".tmp.99999.0"));
+}
+
+TEST_CASE("jit cache: two processes building one key at once compile it once") {
+  const auto dir = ops_test::temp_dir("jc");
+  const auto marker = dir / "compiles.txt";
+  const std::string key = sha("concurrent");
+  pid_t children[2];
+  for (pid_t& child : children) {
+    child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      int rc = 0;
+      try {
+        JitCache cache(dir);
+        const auto e = cache.get_or_build(
+            "op", key, "bin",
+            [&](const std::filesystem::path& tmp) {
+              {
+                std::ofstream m(marker, std::ios::app);
+                m << ::getpid() << "\n";
+              }
+              std::this_thread::sleep_for(std::chrono::milliseconds(300));  // hold the lock a while
+              ops_test::write_text(tmp, "built-once");
+            },
+            true);
+        rc = e.payload == "built-once" ? 0 : 2;
+      } catch (...) {
+        rc = 3;
+      }
+      ::_exit(rc);
+    }
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  const std::string lines = ops_test::read_text(marker);
+  CHECK(std::count(lines.begin(), lines.end(), '\n') == 1);
+  CHECK(JitCache(dir).state("op", key, "bin") == EntryState::ok);
+}
+
+TEST_CASE("jit cache: the default directory follows ACCEL_CACHE_DIR, XDG_CACHE_HOME, HOME") {
+  const std::string saved_accel = accel::ops::detail::env_string("ACCEL_CACHE_DIR");
+  const std::string saved_xdg = accel::ops::detail::env_string("XDG_CACHE_HOME");
+  ::setenv("ACCEL_CACHE_DIR", "/x/accel-cache", 1);
+  CHECK(JitCache::default_dir() == "/x/accel-cache");
+  ::unsetenv("ACCEL_CACHE_DIR");
+  ::setenv("XDG_CACHE_HOME", "/x/xdg", 1);
+  CHECK(JitCache::default_dir() == "/x/xdg/accel");
+  ::unsetenv("XDG_CACHE_HOME");
+  if (const char* home = std::getenv("HOME")) CHECK(JitCache::default_dir() == std::filesystem::path(home) / ".cache/accel");
+  if (!saved_accel.empty()) ::setenv("ACCEL_CACHE_DIR", saved_accel.c_str(), 1);
+  if (!saved_xdg.empty()) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+}
