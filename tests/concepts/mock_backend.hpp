@@ -5,6 +5,7 @@
 #include <accel/concepts/accelerator.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -110,6 +111,7 @@ struct MemoryNoStats {
     std::free(p);
   }
   static void record_stream(void*, StreamRef) {}
+  static void copy_async(StreamRef, void* dst, const void* src, std::size_t n) { std::memcpy(dst, src, n); }
   static void empty_cache() {}
   static std::size_t memory_allocated(int = 0) {
     std::size_t total = 0;

@@ -186,6 +186,23 @@ TEST_CASE_TEMPLATE_DEFINE("memory: Buffer owns typed memory on a stream", B, mem
   CHECK(b.memory_allocated() == base);
 }
 
+TEST_CASE_TEMPLATE_DEFINE("memory: copy_async copies in stream order", B, memory_copy) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  std::vector<std::uint32_t> source(4096), back(4096, 0);
+  for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::uint32_t>(i * 2654435761u);
+  accel::Buffer<std::uint32_t, B> device(source.size(), stream);
+  accel::Buffer<std::uint32_t, B> copy(source.size(), stream);
+  b.copy_async(stream, device.data(), source.data(), device.bytes());
+  b.copy_async(stream, copy.data(), device.data(), device.bytes());
+  b.copy_async(stream, back.data(), copy.data(), copy.bytes());
+  b.copy_async(stream, back.data(), copy.data(), 0);  // zero bytes: nothing to do
+  stream.synchronize();
+  CHECK(back == source);
+}
+
+TEST_CASE_TEMPLATE_APPLY(memory_copy, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_counts, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_peaks, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_errors, ConformanceBackends);

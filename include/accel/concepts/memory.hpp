@@ -8,6 +8,7 @@
 //                                    nullptr; throws OutOfMemoryError (after freeing the cache and retrying)
 //   b.raw_delete(p)                  returns p to the cache; p must come from raw_alloc (else
 //                                    InvalidArgumentError, and nothing changes); nullptr is a no-op
+//   b.copy_async(s, dst, src, bytes) copies in s's order (host<->device, device<->device); returns at once
 //   b.record_stream(p, s)            p is also used on s: it is not reused until s's work enqueued
 //                                    before the free has finished
 //   b.empty_cache()                  releases every unused cached segment
@@ -36,6 +37,7 @@ concept MemoryApi = requires(const B b, int dev, std::size_t n, void* p, const v
   { b.raw_alloc(n, s) } -> std::same_as<void*>;
   b.raw_delete(p);
   b.record_stream(p, s);
+  b.copy_async(s, p, cp, n);
   b.empty_cache();
   { b.memory_allocated() } -> std::same_as<std::size_t>;
   { b.memory_allocated(dev) } -> std::same_as<std::size_t>;

@@ -310,6 +310,17 @@ struct Memory {
     throw not_allocated(p, "raw_delete");
   }
 
+  /// Copies `bytes` from src to dst in `stream` order (a memcpy task on the stream); returns at once.
+  /// The ranges must stay valid until the stream reaches the copy (as with cudaMemcpyAsync).
+  static void copy_async(StreamRef stream, void* dst, const void* src, std::size_t bytes) {
+    if (bytes == 0) return;
+    if (dst == nullptr || src == nullptr) {
+      throw InvalidArgumentError("copy_async: null " + std::string(dst == nullptr ? "destination" : "source") +
+                                 " for " + std::to_string(bytes) + " bytes");
+    }
+    stream.enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  }
+
   /// p (from raw_alloc) is also used on `stream`; see CachingAllocator::record_stream.
   static void record_stream(void* p, StreamRef stream) {
     if (p == nullptr) return;

@@ -109,6 +109,11 @@ class BasicAnyBackend {
     }() || ...);
     if (!freed) call([&](auto b) { b.raw_delete(p); });  // reports the foreign pointer
   }
+  void copy_async(StreamRef s, void* dst, const void* src, std::size_t bytes) const {
+    detail::visit_indexed(s.variant(), [&](auto i, auto ref) {
+      detail::backend_at<i(), Bs...>{}.copy_async(ref, dst, src, bytes);
+    });
+  }
   void record_stream(void* p, StreamRef s) const {
     detail::visit_indexed(s.variant(), [&](auto i, auto ref) { detail::backend_at<i(), Bs...>{}.record_stream(p, ref); });
   }
