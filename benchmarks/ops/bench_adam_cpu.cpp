@@ -8,11 +8,12 @@
 // intrinsics) and a multi-pass loop with torch's for-loop op sequence (lerp, mul, addcmul, sqrt, div,
 // add, addcdiv: ~72 B/param).
 // Counters: Gparam/s, GB/s (at the variant's B/param), frac_of_copy (of the copy ceiling at the same
-// thread count). Arguments: {log2 params, threads}. --smoke: 2^20 params, one repetition.
+// thread count, same size; the copy ceiling runs first). Arguments: {log2 params, threads}. --smoke: 2^20 params, one repetition.
 #include <accel/cpu/ops.hpp>
 
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -33,8 +34,6 @@ accel::cpu::FusedAdamOp& adam() {
   return op;
 }
 
-std::map<int, double> copy_gbps;  // threads -> GB/s
-
 template <class T>
 std::vector<T> filled(std::size_t n, float value) {
   std::vector<T> v(n);
@@ -48,14 +47,24 @@ std::vector<T> filled(std::size_t n, float value) {
   return v;
 }
 
-void report(benchmark::State& state, double params, double bytes_per_param, int threads) {
-  const double per_s = params * double(state.iterations());
-  state.counters["Gparam/s"] = benchmark::Counter(per_s / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GB/s"] = benchmark::Counter(per_s * bytes_per_param / 1e9, benchmark::Counter::kIsRate);
-  if (copy_gbps.count(threads) != 0) {
-    // Filled in by the framework's rate conversion; frac is computed from the per-iteration time below.
-    state.counters["copy_GB/s"] = copy_gbps[threads];
+// Wall time of the timed loop, measured here so the ratios can be printed in the same run.
+struct Wall {
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  [[nodiscard]] double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+};
+
+std::map<std::pair<int, int>, double> copy_gbps;  // (log2 size, threads) -> GB/s of the copy ceiling
+
+void report(benchmark::State& state, double params, double bytes_per_param, int threads, double wall,
+            bool is_copy = false) {
+  const double per_s = params * double(state.iterations()) / wall;
+  state.counters["Gparam/s"] = per_s / 1e9;
+  state.counters["GB/s"] = per_s * bytes_per_param / 1e9;
+  const auto key = std::make_pair(int(state.range(0)), threads);
+  if (is_copy) copy_gbps[key] = per_s * bytes_per_param / 1e9;
+  if (!is_copy && copy_gbps.count(key) != 0) state.counters["frac_of_copy"] = per_s * bytes_per_param / 1e9 / copy_gbps[key];
 }
 
 void BM_copy(benchmark::State& state) {
@@ -64,10 +73,9 @@ void BM_copy(benchmark::State& state) {
   auto ops = tensor_ops();
   ops.set_num_threads(threads);
   std::vector<float> a = filled<float>(n, 1.0f), b(n);
+  Wall w;
   for (auto _ : state) ops.host().cast(b.data(), Dtype::float32, a.data(), Dtype::float32, std::int64_t(n));
-  const double secs = state.iterations() > 0 ? 1.0 : 0.0;
-  (void)secs;
-  report(state, double(n), 8.0, threads);
+  report(state, double(n), 8.0, threads, w.seconds(), true);
 }
 
 void BM_rmw(benchmark::State& state) {
@@ -76,8 +84,9 @@ void BM_rmw(benchmark::State& state) {
   auto ops = tensor_ops();
   ops.set_num_threads(threads);
   std::vector<float> a = filled<float>(n, 1.0f);
+  Wall w;
   for (auto _ : state) ops.host().scale(a.data(), Dtype::float32, a.data(), Dtype::float32, std::int64_t(n), 1.0f + 1e-7f);
-  report(state, double(n), 8.0, threads);
+  report(state, double(n), 8.0, threads, w.seconds());
 }
 
 enum Variant { fp32 = 0, master_bf16 = 1, all_bf16 = 2 };
@@ -112,8 +121,9 @@ void BM_fused_adam(benchmark::State& state) {
     bpp = 14;
   }
   std::int64_t step = 0;
+  Wall w;
   for (auto _ : state) op.step_sync(std::span(&t, 1), o, ++step, d);
-  report(state, double(n), bpp, threads);
+  report(state, double(n), bpp, threads, w.seconds());
 }
 
 // Baseline: one scalar loop, one thread (what a plain C++ port does).
@@ -121,6 +131,7 @@ void BM_scalar_loop(benchmark::State& state) {
   const std::size_t n = std::size_t{1} << state.range(0);
   std::vector<float> p = filled<float>(n, 0.5f), g = filled<float>(n, 0.01f), m(n), v(n);
   std::int64_t step = 0;
+  Wall w;
   for (auto _ : state) {
     ++step;
     const float bc1 = 1.0f - std::pow(0.9f, float(step)), bc2 = 1.0f - std::pow(0.999f, float(step));
@@ -132,7 +143,7 @@ void BM_scalar_loop(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(p.data());
   }
-  report(state, double(n), 28, 1);
+  report(state, double(n), 28, 1, w.seconds());
 }
 
 // Baseline: torch's for-loop Adam as separate passes over memory (one thread).
@@ -140,6 +151,7 @@ void BM_multipass_loop(benchmark::State& state) {
   const std::size_t n = std::size_t{1} << state.range(0);
   std::vector<float> p = filled<float>(n, 0.5f), g = filled<float>(n, 0.01f), m(n), v(n), denom(n);
   std::int64_t step = 0;
+  Wall w;
   for (auto _ : state) {
     ++step;
     const float bc1 = 1.0f - std::pow(0.9f, float(step)), bc2s = std::sqrt(1.0f - std::pow(0.999f, float(step)));
@@ -153,7 +165,7 @@ void BM_multipass_loop(benchmark::State& state) {
     for (std::size_t i = 0; i < n; ++i) p[i] -= 1e-3f / bc1 * m[i] / denom[i];  // addcdiv_
     benchmark::DoNotOptimize(p.data());
   }
-  report(state, double(n), 28, 1);
+  report(state, double(n), 28, 1, w.seconds());
 }
 
 }  // namespace

@@ -2,10 +2,10 @@
 // Adam(fused=True) on CPU), built by accel's "fused_adam"/"cpu_adam" op builders.
 //
 // One pass over each tensor: read param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq), write param,
-// exp_avg, exp_avg_sq (and max_exp_avg_sq, and a float16/bfloat16 model copy of the param). fp32
-// tensors are updated in place through one vectorised loop; bf16 params/states and fp16/bf16 grads go
-// through 1024-element blocks converted to fp32 in L1, so every element is computed by the same fp32
-// code. The elements of all tensors together are split statically among the OpenMP threads (see
+// exp_avg, exp_avg_sq (and max_exp_avg_sq, and a float16/bfloat16 model copy of the param). Each
+// dtype combination has its own vectorised loop with the conversions inline (bf16 params/states,
+// fp16/bf16 grads, an fp16/bf16 model copy), computing in fp32 with the same operations as the
+// all-fp32 loop, so an element's bits do not depend on the combination's loop. The elements of all tensors together are split statically among the OpenMP threads (see
 // cpu_common.h), so the result is bit-identical for any thread count.
 //
 // Per element (torch's formula; step_size, inv_bc2_sqrt and 1-beta come from the host, computed in double):
@@ -20,8 +20,6 @@
 namespace {
 
 using namespace accel_kernels;
-
-constexpr long long block = 1024;
 
 struct Coefs {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, l2, decay, neg_step, inv_bc2_sqrt, sign;
@@ -50,6 +48,82 @@ void adam_f32(const Coefs c, float* __restrict p, const float* __restrict g, flo
   }
 }
 
+// Element loads/stores with the conversion inline, so one vectorised loop reads and writes each
+// tensor once whatever the dtypes (D: ACCEL_DTYPE_*).
+template <int D>
+inline float ld(const void* base, long long i) {
+  if constexpr (D == ACCEL_DTYPE_F32) {
+    return static_cast<const float*>(base)[i];
+  } else if constexpr (D == ACCEL_DTYPE_BF16) {
+    return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
+  } else {
+    return half_to_float(static_cast<const std::uint16_t*>(base)[i]);
+  }
+}
+template <int D>
+inline void st(void* base, long long i, float x) {
+  if constexpr (D == ACCEL_DTYPE_F32) {
+    static_cast<float*>(base)[i] = x;
+  } else if constexpr (D == ACCEL_DTYPE_BF16) {
+    static_cast<std::uint16_t*>(base)[i] = float_to_bf16(x);
+  } else {
+    static_cast<std::uint16_t*>(base)[i] = float_to_half(x);
+  }
+}
+
+// The same per-element operations as adam_f32 (so the bits match), for any dtype combination.
+template <int P, int G, int C, bool Amsgrad>
+void adam_mixed(const Coefs c, void* __restrict pp, const void* __restrict gp, void* __restrict mp,
+                void* __restrict vp, void* __restrict xp, void* __restrict cp, long long begin, long long end) {
+#pragma omp simd
+  for (long long i = begin; i < end; ++i) {
+    float gi = ld<G>(gp, i) * c.sign;
+    const float pi = ld<P>(pp, i);
+    gi = fmaf(c.l2, pi, gi);
+    const float mi = fmaf(c.beta1, ld<P>(mp, i), c.one_minus_beta1 * gi);
+    const float vi = fmaf(c.beta2, ld<P>(vp, i), (c.one_minus_beta2 * gi) * gi);
+    float vu = vi;
+    if constexpr (Amsgrad) {
+      const float old = ld<P>(xp, i);
+      vu = vi > old ? vi : old;
+      st<P>(xp, i, vu);
+    }
+    const float denom = fmaf(sqrtf(vu), c.inv_bc2_sqrt, c.eps);
+    const float pn = fmaf(c.neg_step, mi / denom, pi * c.decay);
+    st<P>(pp, i, pn);
+    st<P>(mp, i, mi);
+    st<P>(vp, i, vi);
+    if constexpr (C != ACCEL_DTYPE_NONE) st<C>(cp, i, pn);
+  }
+}
+
+using RangeFn = void (*)(const Coefs, void*, const void*, void*, void*, void*, void*, long long, long long);
+
+template <int P, int G, int C>
+RangeFn pick_ams(bool amsgrad) {
+  return amsgrad ? adam_mixed<P, G, C, true> : adam_mixed<P, G, C, false>;
+}
+template <int P, int G>
+RangeFn pick_copy(int copy, bool amsgrad) {
+  if constexpr (P == ACCEL_DTYPE_F32) {
+    if (copy == ACCEL_DTYPE_BF16) return pick_ams<P, G, ACCEL_DTYPE_BF16>(amsgrad);
+    if (copy == ACCEL_DTYPE_F16) return pick_ams<P, G, ACCEL_DTYPE_F16>(amsgrad);
+  }
+  return pick_ams<P, G, ACCEL_DTYPE_NONE>(amsgrad);
+}
+template <int P>
+RangeFn pick_grad(int grad, int copy, bool amsgrad) {
+  if (grad == ACCEL_DTYPE_BF16) return pick_copy<P, ACCEL_DTYPE_BF16>(copy, amsgrad);
+  if (grad == ACCEL_DTYPE_F16) return pick_copy<P, ACCEL_DTYPE_F16>(copy, amsgrad);
+  return pick_copy<P, ACCEL_DTYPE_F32>(copy, amsgrad);
+}
+// The loop for a dtype combination (a model copy only with float32 params).
+RangeFn pick(const accel_adam_hparams& h, bool copy) {
+  const int c = copy ? h.model_copy_dtype : ACCEL_DTYPE_NONE;
+  if (h.param_dtype == ACCEL_DTYPE_BF16) return pick_grad<ACCEL_DTYPE_BF16>(h.grad_dtype, ACCEL_DTYPE_NONE, h.amsgrad != 0);
+  return pick_grad<ACCEL_DTYPE_F32>(h.grad_dtype, c, h.amsgrad != 0);
+}
+
 template <bool Amsgrad>
 void adam_range(const Coefs& c, const accel_adam_hparams& h, const accel_adam_tensor& t, long long begin,
                 long long end) {
@@ -61,48 +135,7 @@ void adam_range(const Coefs& c, const accel_adam_hparams& h, const accel_adam_te
                       Amsgrad ? static_cast<float*>(t.max_exp_avg_sq) + begin : nullptr, end - begin);
     return;
   }
-  alignas(64) float pb[block], gb[block], mb[block], vb[block], xb[block];
-  const long long ps = dtype_size(h.param_dtype);
-  const long long gs = dtype_size(h.grad_dtype);
-  const long long cs = copy ? dtype_size(h.model_copy_dtype) : 0;
-  const bool p32 = h.param_dtype == ACCEL_DTYPE_F32;
-  for (long long off = begin; off < end; off += block) {
-    const long long n = end - off < block ? end - off : block;
-    char* pp = static_cast<char*>(t.param) + off * ps;
-    char* mp = static_cast<char*>(t.exp_avg) + off * ps;
-    char* vp = static_cast<char*>(t.exp_avg_sq) + off * ps;
-    char* xp = Amsgrad ? static_cast<char*>(t.max_exp_avg_sq) + off * ps : nullptr;
-    const char* gp = static_cast<const char*>(t.grad) + off * gs;
-    const float* g = reinterpret_cast<const float*>(gp);
-    if (h.grad_dtype != ACCEL_DTYPE_F32) {
-      to_float(gb, gp, h.grad_dtype, n);
-      g = gb;
-    }
-    float *p, *m, *v, *x = nullptr;
-    if (p32) {
-      p = reinterpret_cast<float*>(pp);
-      m = reinterpret_cast<float*>(mp);
-      v = reinterpret_cast<float*>(vp);
-      if (Amsgrad) x = reinterpret_cast<float*>(xp);
-    } else {
-      to_float(pb, pp, h.param_dtype, n);
-      to_float(mb, mp, h.param_dtype, n);
-      to_float(vb, vp, h.param_dtype, n);
-      if (Amsgrad) to_float(xb, xp, h.param_dtype, n);
-      p = pb;
-      m = mb;
-      v = vb;
-      x = Amsgrad ? xb : nullptr;
-    }
-    adam_f32<Amsgrad>(c, p, g, m, v, x, n);
-    if (!p32) {
-      from_float(pp, h.param_dtype, pb, n);
-      from_float(mp, h.param_dtype, mb, n);
-      from_float(vp, h.param_dtype, vb, n);
-      if (Amsgrad) from_float(xp, h.param_dtype, xb, n);
-    }
-    if (copy) from_float(static_cast<char*>(t.model_copy) + off * cs, h.model_copy_dtype, p, n);
-  }
+  pick(h, copy)(c, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, t.model_copy, begin, end);
 }
 
 bool dtype_ok(int d, bool allow_f16) {
