@@ -102,7 +102,13 @@ class SummaryReporter : public benchmark::ConsoleReporter {
  public:
   std::map<std::string, double> ns;
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& run : runs) ns[run.benchmark_name()] = run.GetAdjustedRealTime();
+    // With --benchmark_repetitions the median stands for the benchmark; CPU time, as the machine may be shared.
+    for (const auto& run : runs) {
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      if (median || (run.run_type == Run::RT_Iteration && !ns.count(run.run_name.function_name))) {
+        ns[run.run_name.function_name] = run.GetAdjustedCPUTime();
+      }
+    }
     ConsoleReporter::ReportRuns(runs);
   }
 };
