@@ -39,10 +39,12 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -232,6 +234,23 @@ class FusedAdamOp {
     k_.op = std::move(op);
     k_.device = k_.op.device();
     k_.sms = detail::sm_count(k_.device);
+    for (const Dtype p : {Dtype::float32, Dtype::bfloat16}) {
+      for (const Dtype g : {Dtype::float32, Dtype::float16, Dtype::bfloat16}) {
+        for (int c = 0; c < 3; ++c) {
+          if (p == Dtype::bfloat16 && c != 0) continue;
+          const std::optional<Dtype> copy = c == 0 ? std::nullopt : std::optional<Dtype>(c == 1 ? Dtype::float16 : Dtype::bfloat16);
+          kernels_[index(p, g, copy)] = static_cast<CUfunction>(k_.op.symbol(kernel_name(p, g, copy)));
+        }
+      }
+    }
+  }
+
+  /// "accel_fused_adam_pf32_gbf16_cbf16": the kernel of a dtype combination.
+  [[nodiscard]] static std::string kernel_name(Dtype p, Dtype g, std::optional<Dtype> copy) {
+    const auto name = [](Dtype d) -> std::string {
+      return d == Dtype::float32 ? "f32" : d == Dtype::float16 ? "f16" : "bf16";
+    };
+    return "accel_fused_adam_p" + name(p) + "_g" + name(g) + "_c" + (copy ? name(*copy) : std::string("none"));
   }
 
   /// Launches one step over all tensors on `stream` (no host synchronisation). `step` counts from 1.
@@ -240,12 +259,8 @@ class FusedAdamOp {
     detail::check_stream_device(k_, stream, "fused_adam");
     const ops::abi::AdamHParams h = ops::adam_hparams(options, step, dtypes);
     const std::vector<ops::abi::AdamTensor> t = ops::adam_tensors(tensors, options, dtypes);
-    const auto name = [](Dtype d) -> std::string {
-      return d == Dtype::float32 ? "f32" : d == Dtype::float16 ? "f16" : "bf16";
-    };
-    const std::string kernel = "accel_fused_adam_p" + name(dtypes.param) + "_g" + name(dtypes.grad) + "_c" +
-                               (dtypes.model_copy ? name(*dtypes.model_copy) : std::string("none"));
-    auto f = static_cast<CUfunction>(k_.op.symbol(kernel));
+    CUfunction f = kernels_[index(dtypes.param, dtypes.grad, dtypes.model_copy)];
+    const char* kernel = "accel_fused_adam";
     auto launch = std::make_unique<ops::abi::AdamLaunch>();
     launch->h = h;
     launch->chunk_size = chunk_size;
@@ -265,7 +280,7 @@ class FusedAdamOp {
       launch->num_tensors = n;
       const auto grid = static_cast<unsigned>(std::min<long long>(chunks, static_cast<long long>(k_.sms) * 4));
       void* params[] = {launch.get()};
-      detail::launch(f, grid, block_size, stream, params, kernel.c_str());
+      detail::launch(f, grid, block_size, stream, params, kernel);
     }
   }
   void step(std::span<const ops::AdamTensor> tensors, const ops::AdamOptions& options, std::int64_t step,
@@ -277,7 +292,15 @@ class FusedAdamOp {
   [[nodiscard]] int device() const noexcept { return k_.device; }
 
  private:
+  static std::size_t index(Dtype p, Dtype g, std::optional<Dtype> copy) noexcept {
+    const std::size_t pi = p == Dtype::bfloat16 ? 1 : 0;
+    const auto gi = static_cast<std::size_t>(ops::abi::code(g));  // 0, 1, 2
+    const std::size_t ci = !copy ? 0 : *copy == Dtype::float16 ? 1 : 2;
+    return pi * 9 + gi * 3 + ci;
+  }
+
   detail::LoadedKernels k_;
+  std::array<CUfunction, 18> kernels_{};  ///< resolved once (adam_hparams() rejects the combinations left null)
 };
 
 /// fill / cast / scale / L2 norm / isfinite on a CUDA device. Pointers are device pointers.
