@@ -1,0 +1,477 @@
+// accel/cpu/detail/stream_state.hpp — the state behind a CPU StreamRef, shared by stream.hpp and
+// event.hpp, and the process-wide registry of streams.
+//
+// A worker stream is a mutex-protected queue of stream_tasks (stream_queue) that its own thread drains
+// a whole chain at a time; the default stream of a device runs tasks inline in the enqueuing thread.
+// Every piece of work — tasks, timed-event markers, waits — enters through stream_state::submit, the
+// one place where graph capture (issue 6) will divert tasks into a graph instead of running them.
+//
+// Counters order everything: `submitted_` (written under the queue mutex) numbers the tasks, and
+// `completed_` (written by the worker only, after a task ran and was destroyed) says how many have
+// run. A stream_point — (stream, ticket) — is "the first `ticket` tasks of the stream"; it is done
+// when completed_ >= ticket. Stream synchronization, event completion and cross-stream waits are all
+// stream_points, so they agree: once an event recorded on s completed, s.query() sees that work too.
+// A task that throws is recorded, not propagated; the next stream or device synchronization reports it.
+//
+// Lifetime: states are reference counted (the owning Stream, its worker thread, stream_points held by
+// events and waits, a device synchronization in progress); the registry of devices and their default
+// streams is created on first use and never destroyed, so it outlives static destructors.
+// Internal to the CPU backend.
+#pragma once
+
+#include <accel/core/error.hpp>
+#include <accel/core/source_location.hpp>
+#include <accel/cpu/detail/stream_queue.hpp>
+#include <accel/cpu/detail/stream_task.hpp>
+#include <accel/cpu/device.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
+namespace accel::cpu::detail {
+
+inline std::atomic<std::uint64_t> next_stream_id{0};     // ids are never reused
+inline std::atomic<std::uint64_t> next_failure_seq{1};   // orders failures across streams (0 = none)
+
+/// A short bounded spin (32 pauses: about 0.1 to 1.5 us depending on the CPU) before a waiter
+/// sleeps: it saves the sleep and wakeup when the stream is about to finish.
+template <class Ready>
+[[nodiscard]] inline bool spin_until(Ready&& ready) noexcept {
+  for (int i = 0; i < 32; ++i) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+  return ready();
+}
+
+class stream_state;
+class stream_point;
+
+/// The stream whose worker is the calling thread, if any (to refuse self-deadlocking waits).
+inline stream_state*& running_stream() noexcept {
+  thread_local stream_state* running = nullptr;
+  return running;
+}
+
+/// what() of a stored exception, for messages.
+[[nodiscard]] inline std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
+class stream_state {
+ public:
+  /// A device's default stream: runs tasks inline, never destroyed.
+  stream_state(int device, int priority, bool is_default)
+      : device_(device),
+        priority_(priority),
+        default_(is_default),
+        id_(next_stream_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+  stream_state(const stream_state&) = delete;
+  stream_state& operator=(const stream_state&) = delete;
+
+  /// A created stream with its worker thread; the caller owns one reference.
+  static stream_state* create_worker(int device, int priority) {
+    std::unique_ptr<stream_state> state(new stream_state(device, priority, false));
+    state->refs_.store(2, std::memory_order_relaxed);  // the caller's and the worker's
+    state->worker_ = std::thread([s = state.get()] { s->run_worker(); });
+    return state.release();
+  }
+
+  [[nodiscard]] int device() const noexcept { return device_; }
+  [[nodiscard]] int priority() const noexcept { return priority_; }
+  [[nodiscard]] bool is_default() const noexcept { return default_; }
+  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
+  [[nodiscard]] std::string name() const {
+    return "cpu:" + std::to_string(device_) + " stream " + std::to_string(id_);
+  }
+
+  void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    if (!default_ && refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  /// The single entry point of all work on the stream. Returns the task's ticket: the stream has run
+  /// it once completed() >= ticket (0 on the default stream, where it already ran).
+  std::uint64_t submit(stream_task&& task) {
+    // Graph capture (issue 6) hooks in here: while this stream is capturing, append `task` to the
+    // graph and return.
+    if (default_) {
+      run_one(task);
+      return 0;
+    }
+    bool wake = false;
+    std::uint64_t ticket = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push(std::move(task));
+      ticket = submitted_.load(std::memory_order_relaxed) + 1;
+      submitted_.store(ticket, std::memory_order_release);
+      if (idle_) {  // one wakeup per sleep
+        idle_ = false;
+        wake = true;
+        retain();  // once the lock is released, the task may destroy the stream: keep it until notified
+      }
+    }
+    if (wake) {
+      work_cv_.notify_one();
+      release();
+    }
+    return ticket;
+  }
+
+  /// Later work on this stream runs after `point` (on the default stream: the caller blocks).
+  inline void wait_for(const stream_point& point);
+
+  /// Later work on this stream runs after everything enqueued on `other` so far.
+  inline void wait_for_stream(stream_state& other);
+
+  /// Tasks enqueued so far (the ticket of the latest one).
+  [[nodiscard]] std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
+  /// Tasks that have run (and whose callables were destroyed).
+  [[nodiscard]] std::uint64_t completed() const noexcept { return completed_.load(std::memory_order_acquire); }
+
+  /// True when everything enqueued so far has run. Never blocks.
+  [[nodiscard]] bool query() const noexcept {
+    return completed_.load(std::memory_order_acquire) >= submitted_.load(std::memory_order_acquire);
+  }
+
+  /// Blocks until the first `target` tasks have run (short spin, then a condition variable).
+  void wait_until(std::uint64_t target) {
+    const auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
+    if (spin_until(reached)) return;
+    if (running_stream() == this) {
+      throw InvalidStateError(name() + ": synchronizing a stream from one of its own tasks would never return");
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      // Publish the target before checking the counter (the worker stores the counter before
+      // reading wake_at_): one of the two sees the other, so the wakeup cannot be lost.
+      if (target < wake_at_.load(std::memory_order_seq_cst)) wake_at_.store(target, std::memory_order_seq_cst);
+      if (reached()) return;
+      done_cv_.wait(lock);
+    }
+  }
+
+  /// Blocks until all work enqueued before the call has run; then reports a stored task failure.
+  void synchronize(source_location where) {
+    if (!default_) wait_until(submitted());
+    rethrow_failure(where);
+  }
+
+  /// Sequence number of the oldest unreported failure (0 when none).
+  [[nodiscard]] std::uint64_t failure_seq() const noexcept { return failure_seq_.load(std::memory_order_acquire); }
+
+  /// Throws the stored failure as TaskError and clears it; returns when there is none.
+  void rethrow_failure(source_location where) {
+    if (failure_seq() == 0) return;
+    std::exception_ptr error;
+    std::uint64_t more = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error = std::exchange(failure_, nullptr);
+      more = std::exchange(more_failures_, 0);
+      failure_seq_.store(0, std::memory_order_release);
+    }
+    if (!error) return;  // another thread reported it first
+    std::string message = name() + ": task failed: " + describe(error);
+    if (more != 0) message += " (and " + std::to_string(more) + " later task failure(s) on this stream)";
+    throw TaskError(message, error, where);
+  }
+
+  /// Drains the queue and stops the worker. Run once, by the owning Stream's destructor.
+  void shutdown() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    work_cv_.notify_one();
+    if (worker_.get_id() == std::this_thread::get_id()) {
+      worker_.detach();  // a task destroyed its own stream: the worker drains and exits by itself
+    } else {
+      worker_.join();
+    }
+  }
+
+ private:
+  ~stream_state() = default;
+  friend struct std::default_delete<stream_state>;
+
+  void run_one(stream_task& task) noexcept {
+    try {
+      task();
+    } catch (...) {
+      record_failure(std::current_exception());
+    }
+  }
+
+  void record_failure(std::exception_ptr error) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) {
+      ++more_failures_;
+    } else {
+      failure_ = std::move(error);
+      failure_seq_.store(next_failure_seq.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
+    }
+  }
+
+  void wake_waiters() noexcept {  // with mutex_ held
+    wake_at_.store(std::numeric_limits<std::uint64_t>::max(), std::memory_order_seq_cst);
+    done_cv_.notify_all();
+  }
+
+  void run_worker() noexcept {
+    running_stream() = this;
+#if defined(__linux__)
+    const std::string thread_name = ("accel-cpu" + std::to_string(device_) + "-s" + std::to_string(id_)).substr(0, 15);
+    pthread_setname_np(pthread_self(), thread_name.c_str());
+#endif
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      if (queue_.empty()) {
+        if (stopping_) break;
+        idle_ = true;
+        work_cv_.wait(lock);
+        idle_ = false;
+        continue;
+      }
+      stream_queue::block* const chain = queue_.take_all();
+      lock.unlock();
+      for (stream_queue::block* b = chain; b != nullptr; b = b->next) {
+        for (std::uint32_t i = 0; i < b->count; ++i) {
+          run_one((*b)[i]);
+          (*b)[i].~stream_task();  // what the task captured is released before synchronize() returns
+          const std::uint64_t done = completed_.load(std::memory_order_relaxed) + 1;
+          completed_.store(done, std::memory_order_seq_cst);
+          // Wake waiters whose target is reached; after the last task of the batch, that is done
+          // below, under the lock the loop takes anyway.
+          const bool last = b->next == nullptr && i + 1 == b->count;
+          if (!last && done >= wake_at_.load(std::memory_order_seq_cst)) {
+            std::lock_guard<std::mutex> guard(mutex_);
+            wake_waiters();
+          }
+        }
+      }
+      lock.lock();
+      queue_.recycle(chain);
+      if (completed_.load(std::memory_order_relaxed) >= wake_at_.load(std::memory_order_seq_cst)) wake_waiters();
+    }
+    lock.unlock();
+    if (failure_seq() != 0) {  // nobody synchronized after the failure: say so rather than lose it
+      std::lock_guard<std::mutex> guard(mutex_);
+      if (failure_) {
+        std::fprintf(stderr, "accel: %s destroyed with an unreported task failure: %s\n", name().c_str(),
+                     describe(failure_).c_str());
+      }
+    }
+    release();
+  }
+
+  // Grouped by writer, one cache line per group, so producers, the worker and reference counting
+  // do not slow each other down through false sharing.
+  static constexpr std::size_t line = 64;
+
+  const int device_;
+  const int priority_;
+  const bool default_;
+  const std::uint64_t id_;
+  std::atomic<std::uint64_t> failure_seq_{0};  // read by every synchronize, written on failures
+  std::thread worker_;
+
+  alignas(line) std::atomic<std::uint32_t> refs_{1};
+
+  // producers (under mutex_)
+  alignas(line) std::mutex mutex_;  // guards queue_, idle_, stopping_, failure_, more_failures_
+  stream_queue queue_;
+  std::atomic<std::uint64_t> submitted_{0};
+  bool idle_ = false;
+  bool stopping_ = false;
+  std::condition_variable work_cv_;
+
+  // the worker
+  alignas(line) std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::uint64_t> wake_at_{std::numeric_limits<std::uint64_t>::max()};  // least waited-for count
+
+  alignas(line) std::condition_variable done_cv_;
+  std::exception_ptr failure_;
+  std::uint64_t more_failures_ = 0;
+};
+
+/// "The first `ticket` tasks of a stream": what an event captures and what a wait waits for. Holds a
+/// reference to the stream's state, so it stays valid after the Stream is destroyed (then it is done).
+class stream_point {
+ public:
+  stream_point() noexcept = default;
+  stream_point(stream_state& s, std::uint64_t ticket) noexcept : stream_(&s), ticket_(ticket) { s.retain(); }
+  stream_point(stream_point&& other) noexcept
+      : stream_(std::exchange(other.stream_, nullptr)), ticket_(std::exchange(other.ticket_, 0)) {}
+  stream_point& operator=(stream_point&& other) noexcept {
+    if (this != &other) {
+      if (stream_ != nullptr) stream_->release();
+      stream_ = std::exchange(other.stream_, nullptr);
+      ticket_ = std::exchange(other.ticket_, 0);
+    }
+    return *this;
+  }
+  stream_point(const stream_point&) = delete;
+  stream_point& operator=(const stream_point&) = delete;
+  ~stream_point() {
+    if (stream_ != nullptr) stream_->release();
+  }
+
+  [[nodiscard]] stream_point share() const noexcept {
+    return stream_ != nullptr ? stream_point(*stream_, ticket_) : stream_point();
+  }
+  [[nodiscard]] stream_state* stream() const noexcept { return stream_; }
+  /// One atomic load.
+  [[nodiscard]] bool done() const noexcept { return stream_ == nullptr || stream_->completed() >= ticket_; }
+  /// Blocks until done (short spin, then a condition variable).
+  void wait() const {
+    if (stream_ != nullptr) stream_->wait_until(ticket_);
+  }
+
+ private:
+  stream_state* stream_ = nullptr;
+  std::uint64_t ticket_ = 0;
+};
+
+/// The task a wait enqueues: the stream's later tasks run after `point`.
+struct stream_wait {
+  stream_point point;
+  void operator()() const { point.wait(); }
+};
+
+inline void stream_state::wait_for(const stream_point& point) {
+  if (point.stream() == this || point.done()) return;  // in stream order already, or satisfied
+  submit(stream_task(stream_wait{point.share()}));
+}
+
+inline void stream_state::wait_for_stream(stream_state& other) {
+  if (&other == this || other.default_) return;  // the default stream's tasks ran inline
+  wait_for(stream_point(other, other.submitted()));
+}
+
+// ---- the registry: per device, its default stream and its live created streams ----------------
+
+struct device_streams {
+  std::mutex mutex;
+  stream_state* default_stream = nullptr;
+  std::vector<stream_state*> live;  // created streams, in creation order
+};
+
+class stream_registry {
+ public:
+  explicit stream_registry(int count) : count_(count > 0 ? count : 0), devices_(new device_streams[count_]) {
+    for (int i = 0; i < count_; ++i) devices_[i].default_stream = new stream_state(i, 0, true);
+  }
+  [[nodiscard]] device_streams& device(int index) noexcept { return devices_[index]; }
+
+  void add(stream_state* s) {
+    device_streams& d = device(s->device());
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.live.push_back(s);
+  }
+  void remove(stream_state* s) noexcept {
+    device_streams& d = device(s->device());
+    std::lock_guard<std::mutex> lock(d.mutex);
+    std::erase(d.live, s);
+  }
+
+ private:
+  int count_;
+  std::unique_ptr<device_streams[]> devices_;
+};
+
+/// Created on first use and never destroyed: usable from static destructors and exiting threads.
+inline stream_registry& registry() {
+  static stream_registry* const instance = new stream_registry(Devices::device_count());
+  return *instance;
+}
+
+inline stream_state* default_stream_state(int device) { return registry().device(device).default_stream; }
+
+/// The calling thread's current stream per device (null: the default stream). A heap table behind a
+/// trivially destructible thread_local, freed at thread exit; code running after that (static
+/// destructors of the main thread) sees the default streams.
+struct current_streams {
+  static stream_state**& table() noexcept {
+    thread_local stream_state** slots = nullptr;
+    return slots;
+  }
+  [[nodiscard]] static stream_state* get(int device) noexcept {
+    stream_state** slots = table();
+    return slots != nullptr ? slots[device] : nullptr;
+  }
+  static void set(int device, stream_state* s) {
+    stream_state**& slots = table();
+    if (slots == nullptr) {
+      if (s == nullptr) return;
+      slots = new stream_state*[static_cast<std::size_t>(Devices::device_count())]();
+      struct owner {
+        ~owner() { delete[] std::exchange(table(), nullptr); }
+      };
+      thread_local owner free_at_exit;
+      (void)free_at_exit;
+    }
+    slots[device] = s;
+  }
+};
+
+/// Blocks until every live stream of `device` ran what was enqueued before the call, then reports
+/// the oldest unreported task failure among them as TaskError.
+inline void synchronize_device(int device, source_location where) {
+  Devices::check_device(device);
+  device_streams& d = registry().device(device);
+  struct held {
+    stream_state* state;
+    std::uint64_t target;
+  };
+  std::vector<held> snapshot;
+  struct release_all {
+    std::vector<held>& v;
+    ~release_all() {
+      for (held& h : v) h.state->release();
+    }
+  } releaser{snapshot};
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    snapshot.reserve(d.live.size());
+    for (stream_state* s : d.live) {
+      s->retain();
+      snapshot.push_back({s, s->submitted()});
+    }
+  }
+  for (held& h : snapshot) h.state->wait_until(h.target);
+  stream_state* oldest = d.default_stream;
+  for (held& h : snapshot) {
+    const std::uint64_t seq = h.state->failure_seq();
+    if (seq != 0 && (oldest->failure_seq() == 0 || seq < oldest->failure_seq())) oldest = h.state;
+  }
+  oldest->rethrow_failure(where);
+}
+
+}  // namespace accel::cpu::detail

@@ -1,0 +1,233 @@
+// accel/cpu/stream.hpp — the CPU backend's streams: in-order queues of host tasks.
+//
+//   accel::cpu::StreamRef    non-owning, trivially copyable view (a pointer to the stream's state)
+//   accel::cpu::Stream       owning, move-only; a created stream runs its tasks in order on its own
+//                            worker thread; its destructor drains the queue and joins the worker
+//   accel::cpu::StreamGuard  makes a stream (and its device) current for the calling thread
+//   accel::cpu::Streams      current_stream / default_stream / set_stream / stream / synchronize,
+//                            inherited by accel::CpuBackend
+//
+// Each device has a default stream, which runs tasks inline in the enqueuing thread: enqueue on it
+// returns after the task ran. It lives for the whole process. Tasks enqueued from several threads on
+// the default stream run in those threads, each in its own order.
+//
+// A task that throws does not stop the stream and is not thrown from enqueue: the next synchronize()
+// of the stream, or of its device, throws accel::TaskError ("cpu:0 stream 7: task failed: <what>")
+// holding the original exception, and clears it. A stream destroyed with an unreported failure
+// writes it to stderr.
+//
+// Thread safety: every operation may be called from any thread. A StreamRef must not outlive its
+// Stream (like std::string_view); destroying a Stream that another thread still uses as its current
+// stream is a programming error (the destroying thread's own current stream is reset to the default).
+#pragma once
+
+#include <accel/concepts/stream.hpp>
+#include <accel/core/error.hpp>
+#include <accel/core/source_location.hpp>
+#include <accel/cpu/detail/event_capture.hpp>
+#include <accel/cpu/detail/stream_state.hpp>
+#include <accel/cpu/device.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <utility>
+
+namespace accel::cpu {
+
+class Event;
+class Stream;
+struct Streams;
+
+/// Non-owning view of a CPU stream. Cheap to copy; compares equal when it names the same stream.
+class StreamRef {
+ public:
+  StreamRef(int) = delete;
+  StreamRef(std::nullptr_t) = delete;
+
+  /// Blocks until every task enqueued so far has run; throws TaskError if one of them threw since
+  /// the last synchronization (the error is then cleared and the stream stays usable).
+  void synchronize(source_location where = source_location::current()) const {
+    state("synchronize").synchronize(where);
+  }
+
+  /// True when every task enqueued so far has run. Never blocks.
+  [[nodiscard]] bool query() const { return state("query").query(); }
+
+  /// Tasks enqueued on this stream after the call run after the work `event` captured. Never-recorded
+  /// events impose nothing. On the default stream (which runs inline) the caller blocks instead.
+  /// (A template only so that this header does not need event.hpp; E is always Event.)
+  template <class E>
+    requires std::same_as<E, Event>
+  void wait(const E& event) const {
+    if (auto* capture = event.capture_) state("wait").wait_for(capture->point);
+  }
+
+  /// Tasks enqueued on this stream after the call run after everything enqueued on `other` so far.
+  void wait_stream(StreamRef other) const { state("wait_stream").wait_for_stream(other.state("wait_stream")); }
+
+  /// Runs `fn()` in stream order (a callable or a plain function pointer; its result is discarded).
+  /// Callables of up to 48 bytes are stored without allocating.
+  template <class F>
+    requires std::invocable<std::decay_t<F>&> && std::constructible_from<std::decay_t<F>, F>
+  void enqueue(F&& fn) const {
+    detail::stream_state& s = state("enqueue");
+    if constexpr (std::is_pointer_v<std::remove_cvref_t<F>> || std::is_member_pointer_v<std::remove_cvref_t<F>>) {
+      if (fn == nullptr) throw InvalidArgumentError(s.name() + ": enqueue of a null function pointer");
+    }
+    s.submit(detail::stream_task(std::forward<F>(fn)));
+  }
+
+  [[nodiscard]] int device_index() const { return state("device_index").device(); }
+  /// Unique among all streams this process ever created; stable for the stream's lifetime.
+  [[nodiscard]] std::uint64_t id() const { return state("id").id(); }
+  /// The priority given at creation (0 for default streams; lower means higher, as in torch).
+  [[nodiscard]] int priority() const { return state("priority").priority(); }
+  [[nodiscard]] bool is_default() const { return state("is_default").is_default(); }
+  /// False only for a moved-from Stream.
+  [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
+
+  friend bool operator==(StreamRef a, StreamRef b) noexcept { return a.state_ == b.state_; }
+
+ protected:
+  StreamRef() noexcept = default;
+  explicit StreamRef(detail::stream_state* s) noexcept : state_(s) {}
+
+  detail::stream_state* state_ = nullptr;
+
+ private:
+  friend class Event;
+  friend class StreamGuard;
+  friend struct Streams;
+
+  detail::stream_state& state(const char* operation) const {
+    if (state_ == nullptr) {
+      throw InvalidStateError(std::string("cpu stream: ") + operation + "() on a moved-from Stream");
+    }
+    return *state_;
+  }
+};
+
+/// An owning CPU stream with its own worker thread. Move-only.
+class Stream : public StreamRef {
+ public:
+  /// A new stream on the calling thread's current device.
+  Stream() : Stream(Devices::current_device()) {}
+
+  /// A new stream on `device` (throws InvalidArgumentError if it does not exist). The priority is
+  /// recorded for priority(); worker threads are not re-prioritized.
+  explicit Stream(int device, int priority = 0) : StreamRef(create(device, priority)) {}
+
+  Stream(Stream&& other) noexcept : StreamRef(std::exchange(other.state_, nullptr)) {}
+  Stream& operator=(Stream&& other) noexcept {
+    if (this != &other) {
+      destroy();
+      state_ = std::exchange(other.state_, nullptr);
+    }
+    return *this;
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  /// Runs every task still queued, stops the worker. Never throws.
+  ~Stream() { destroy(); }
+
+  [[nodiscard]] StreamRef ref() const noexcept { return static_cast<const StreamRef&>(*this); }
+
+ private:
+  static detail::stream_state* create(int device, int priority) {
+    Devices::check_device(device);
+    detail::stream_registry& registry = detail::registry();
+    detail::stream_state* s = detail::stream_state::create_worker(device, priority);
+    try {
+      registry.add(s);
+    } catch (...) {
+      s->shutdown();
+      s->release();
+      throw;
+    }
+    return s;
+  }
+
+  void destroy() noexcept {
+    detail::stream_state* s = std::exchange(state_, nullptr);
+    if (s == nullptr) return;
+    s->shutdown();
+    detail::registry().remove(s);
+    if (detail::current_streams::get(s->device()) == s) detail::current_streams::set(s->device(), nullptr);
+    s->release();
+  }
+};
+
+/// Makes a stream current for the calling thread, and its device the current device; restores both
+/// when destroyed (torch's `with torch.cuda.stream(s)`). Neither copyable nor movable.
+class StreamGuard {
+ public:
+  explicit StreamGuard(StreamRef stream)
+      : device_(stream.state("StreamGuard").device()),
+        previous_device_(Devices::current_device()),
+        previous_stream_(detail::current_streams::get(device_)) {
+    detail::current_streams::set(device_, stream.state_);
+    Devices::set_device(device_);
+  }
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+  ~StreamGuard() {
+    try {
+      detail::current_streams::set(device_, previous_stream_);
+    } catch (...) {  // unreachable: the slot table exists since the constructor set it
+    }
+    detail::current_device_slot() = previous_device_;
+  }
+
+ private:
+  int device_;
+  int previous_device_;
+  detail::stream_state* previous_stream_;
+};
+
+/// Stream selection and device synchronization; accel::CpuBackend inherits these.
+struct Streams {
+  /// The calling thread's current stream of its current device (the default stream unless set).
+  [[nodiscard]] static StreamRef current_stream() { return current_stream(Devices::current_device()); }
+  [[nodiscard]] static StreamRef current_stream(int device) {
+    Devices::check_device(device);
+    detail::stream_state* s = detail::current_streams::get(device);
+    return StreamRef(s != nullptr ? s : detail::default_stream_state(device));
+  }
+
+  /// The device's default stream: runs tasks inline, lives for the whole process.
+  [[nodiscard]] static StreamRef default_stream() { return default_stream(Devices::current_device()); }
+  [[nodiscard]] static StreamRef default_stream(int device) {
+    Devices::check_device(device);
+    return StreamRef(detail::default_stream_state(device));
+  }
+
+  /// Makes `stream` the calling thread's current stream of its device, and that device current.
+  static void set_stream(StreamRef stream) {
+    const int device = stream.state("set_stream").device();
+    detail::current_streams::set(device, stream.state_);
+    Devices::set_device(device);
+  }
+
+  /// `auto guard = Streams::stream(s);` — DeepSpeed's `with accelerator.stream(s):`.
+  [[nodiscard]] static StreamGuard stream(StreamRef stream) { return StreamGuard(stream); }
+
+  /// Blocks until every live stream of the current device (or of `device`) ran what was enqueued
+  /// before the call; throws TaskError for the oldest unreported task failure among them.
+  static void synchronize(source_location where = source_location::current()) {
+    detail::synchronize_device(Devices::current_device(), where);
+  }
+  static void synchronize(int device, source_location where = source_location::current()) {
+    detail::synchronize_device(device, where);
+  }
+};
+
+}  // namespace accel::cpu
+
+template <>
+struct std::hash<accel::cpu::StreamRef> {
+  std::size_t operator()(accel::cpu::StreamRef s) const noexcept { return s.valid() ? s.id() : 0; }
+};
