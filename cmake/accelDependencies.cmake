@@ -45,7 +45,9 @@ endif()
 if(NOT ACCEL_ENABLE_CUDA STREQUAL "OFF")
   if(CUDAToolkit_FOUND)
     set(ACCEL_HAS_CUDA ON)
-    target_link_libraries(${ACCEL_TARGET} INTERFACE CUDA::cudart CUDA::cuda_driver CUDA::nvrtc)
+    # Only the runtime is linked: the driver (libcuda) and NVRTC are loaded with dlopen when first
+    # needed, so programs built with CUDA still start, and report CUDA unavailable, without a driver.
+    target_link_libraries(${ACCEL_TARGET} INTERFACE CUDA::cudart)
     target_compile_definitions(${ACCEL_TARGET} INTERFACE ACCEL_HAS_CUDA=1)
   elseif(ACCEL_ENABLE_CUDA STREQUAL "ON")
     message(FATAL_ERROR "ACCEL_ENABLE_CUDA=ON but the CUDA toolkit was not found. Install it "

@@ -64,6 +64,7 @@ struct BackendFacts {
   bool flags[4] = {};
   std::string communication_backend;
   std::vector<std::string> visible_devices_envs;
+  std::vector<accel::ops::OpStatus> ops;
 };
 
 template <accel::Accelerator B>
@@ -81,6 +82,7 @@ BackendFacts probe(B backend) {
   facts.flags[3] = B::handles_memory_backpressure;
   facts.communication_backend = std::string(backend.communication_backend_name());
   facts.visible_devices_envs = backend.visible_devices_envs();
+  facts.ops = backend.op_table();
   if (!facts.available) return facts;
   for (int i = 0; i < facts.device_count; ++i) {
     const accel::MemoryInfo info = backend.get_memory_info(i);
@@ -139,7 +141,7 @@ void print_text(const std::vector<BackendFacts>& all, const accel::BackendSelect
     std::cout << "  communication ..... " << b.communication_backend << "\n";
     std::cout << "  visible devices ... ";
     for (const auto& v : b.visible_devices_envs) std::cout << v << " ";
-    std::cout << "\n";
+    std::cout << "\n  op builders:\n" << accel::ops::format_op_table(b.ops);
   }
 }
 
@@ -165,7 +167,14 @@ void print_json(const std::vector<BackendFacts>& all, const accel::BackendSelect
     for (std::size_t d = 0; d < b.dtypes.size(); ++d) os << (d ? "," : "") << quoted(b.dtypes[d]);
     os << "],\"flags\":{";
     for (int f = 0; f < 4; ++f) os << (f ? "," : "") << quoted(flag_names[f]) << ":" << (b.flags[f] ? "true" : "false");
-    os << "},\"communication_backend\":" << quoted(b.communication_backend) << "}";
+    os << "},\"communication_backend\":" << quoted(b.communication_backend) << ",\"ops\":[";
+    for (std::size_t o = 0; o < b.ops.size(); ++o) {
+      const auto& op = b.ops[o];
+      os << (o ? "," : "") << "{\"name\":" << quoted(op.name) << ",\"class\":" << quoted(op.class_name)
+         << ",\"compatible\":" << (op.compatible.ok ? "true" : "false") << ",\"cached\":" << (op.cached ? "true" : "false")
+         << "}";
+    }
+    os << "]}";
   }
   os << "]}";
   std::cout << os.str() << "\n";

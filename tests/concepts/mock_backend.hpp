@@ -3,6 +3,7 @@
 #pragma once
 
 #include <accel/concepts/accelerator.hpp>
+#include <accel/cpu/ops.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -161,21 +162,27 @@ struct Environment {
   static void lazy_call(std::function<void()> f) { f(); }
 };
 
-struct Backend : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment {
+// A user's backend with no ops of its own borrows the CPU backend's op builders.
+struct Ops : accel::cpu::Ops {};
+
+struct Backend : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops {
   using DeviceGuard = Devices::DeviceGuard;
 };
 
 // The same backend with one area missing each.
-struct NoStats : Flags, Devices, Streams, MemoryNoStats, Dtypes, Profiling, Environment {
+struct NoStats : Flags, Devices, Streams, MemoryNoStats, Dtypes, Profiling, Environment, Ops {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoProfiling : Flags, Devices, Streams, Memory, Dtypes, Environment {
+struct NoProfiling : Flags, Devices, Streams, Memory, Dtypes, Environment, Ops {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoFlags : Devices, Streams, Memory, Dtypes, Profiling, Environment {
+struct NoFlags : Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoDeviceGuard : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment {
+struct NoOps : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment {
+  using DeviceGuard = Devices::DeviceGuard;
+};
+struct NoDeviceGuard : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops {
   using DeviceGuard = void;
 };
 

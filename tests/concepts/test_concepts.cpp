@@ -12,6 +12,7 @@ static_assert(!accel::MemoryApi<mock::NoStats> && !accel::Accelerator<mock::NoSt
 static_assert(!accel::ProfileApi<mock::NoProfiling> && !accel::Accelerator<mock::NoProfiling>);
 static_assert(!accel::FlagsApi<mock::NoFlags> && !accel::Accelerator<mock::NoFlags>);
 static_assert(!accel::DeviceApi<mock::NoDeviceGuard> && !accel::Accelerator<mock::NoDeviceGuard>);
+static_assert(!accel::OpApi<mock::NoOps> && !accel::Accelerator<mock::NoOps>);
 static_assert(!accel::Accelerator<int>);
 
 // A policy must be a trivially copyable value.

@@ -10,6 +10,7 @@
 #include <accel/concepts/env.hpp>
 #include <accel/concepts/flags.hpp>
 #include <accel/concepts/memory.hpp>
+#include <accel/concepts/ops.hpp>
 #include <accel/concepts/profile.hpp>
 #include <accel/concepts/stream.hpp>
 
@@ -17,6 +18,6 @@ namespace accel {
 
 template <class B>
 concept Accelerator = FlagsApi<B> && DeviceApi<B> && StreamApi<B> && MemoryApi<B> && DtypeApi<B> &&
-                      ProfileApi<B> && EnvApi<B>;
+                      ProfileApi<B> && EnvApi<B> && OpApi<B>;
 
 }  // namespace accel

@@ -11,6 +11,7 @@
 #include <accel/cpu/env.hpp>
 #include <accel/cpu/event.hpp>
 #include <accel/cpu/memory.hpp>
+#include <accel/cpu/ops.hpp>
 #include <accel/cpu/profile.hpp>
 #include <accel/cpu/stream.hpp>
 
@@ -18,7 +19,7 @@
 
 namespace accel {
 
-struct CpuBackend : cpu::Devices, cpu::Streams, cpu::Memory, cpu::Dtypes, cpu::Profiling, cpu::Environment {
+struct CpuBackend : cpu::Devices, cpu::Streams, cpu::Memory, cpu::Dtypes, cpu::Profiling, cpu::Environment, cpu::Ops {
   [[nodiscard]] static constexpr DeviceType device_type() noexcept { return DeviceType::cpu; }
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "cpu"; }
 

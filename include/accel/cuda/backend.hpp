@@ -15,6 +15,7 @@
 #include <accel/cuda/error.hpp>
 #include <accel/cuda/event.hpp>
 #include <accel/cuda/memory.hpp>
+#include <accel/cuda/ops.hpp>
 #include <accel/cuda/profile.hpp>
 #include <accel/cuda/stream.hpp>
 
@@ -22,7 +23,8 @@
 
 namespace accel {
 
-struct CudaBackend : cuda::Devices, cuda::Streams, cuda::Memory, cuda::Dtypes, cuda::Profiling, cuda::Environment {
+struct CudaBackend : cuda::Devices, cuda::Streams, cuda::Memory, cuda::Dtypes, cuda::Profiling, cuda::Environment,
+                     cuda::Ops {
   [[nodiscard]] static constexpr DeviceType device_type() noexcept { return DeviceType::cuda; }
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "cuda"; }
 

@@ -12,6 +12,7 @@
 #include <accel/dispatch/any_stream.hpp>
 #include <accel/dispatch/backend_list.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
@@ -178,6 +179,23 @@ class BasicAnyBackend {
     call([&](auto b) { b.set_visible_devices_envs(env, ids); });
   }
   void lazy_call(std::function<void()> fn) const { call([&](auto b) { b.lazy_call(std::move(fn)); }); }
+
+  // ---- op builders ----
+  [[nodiscard]] std::filesystem::path op_builder_dir() const { return call([](auto b) { return b.op_builder_dir(); }); }
+  [[nodiscard]] ops::OpBuilder create_op_builder(std::string_view name) const {
+    return call([&](auto b) { return b.create_op_builder(name); });
+  }
+  /// The active backend's builder for Op, as the common ops::OpBuilder (its load() gives an ops::LoadedOp);
+  /// for the typed op, enter the concrete backend with accel::visit.
+  template <class Op>
+  [[nodiscard]] ops::OpBuilder get_op_builder() const {
+    return call([](auto b) -> ops::OpBuilder { return b.template get_op_builder<Op>(); });
+  }
+  [[nodiscard]] ops::BuildCommand build_extension(std::string_view name) const {
+    return call([&](auto b) { return b.build_extension(name); });
+  }
+  [[nodiscard]] std::vector<std::string> op_names() const { return call([](auto b) { return b.op_names(); }); }
+  [[nodiscard]] std::vector<ops::OpStatus> op_table() const { return call([](auto b) { return b.op_table(); }); }
 
   friend bool operator==(const BasicAnyBackend& a, const BasicAnyBackend& b) noexcept { return a.index() == b.index(); }
 
