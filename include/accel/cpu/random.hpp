@@ -1,0 +1,118 @@
+// accel/cpu/random.hpp — accel::cpu::Random: RngApi (concepts/rng.hpp) for the CPU backend.
+//
+// One default accel::Generator per logical device, created at first use and never destroyed (usable
+// during static destruction). A fill reserves its offsets when called and enqueues one task on the
+// stream that runs accel::rng::fill_* (random/fill.hpp) over [p, p + n): vectorised, on every core
+// with OpenMP, and the same numbers whatever the thread count.
+#pragma once
+
+#include <accel/concepts/rng.hpp>
+#include <accel/core/error.hpp>
+#include <accel/cpu/device.hpp>
+#include <accel/cpu/stream.hpp>
+#include <accel/random/fill.hpp>
+#include <accel/random/generator.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace accel::cpu {
+
+namespace detail {
+
+// The default generators, one per device; device_count() is fixed at first use.
+inline Generator* default_generators() {
+  static Generator* const generators = new Generator[static_cast<std::size_t>(Devices::device_count())];  // leaked
+  return generators;
+}
+
+inline void check_fill_pointer(const void* p, std::size_t n, const char* what) {
+  if (p == nullptr && n != 0) {
+    throw InvalidArgumentError(std::string("cpu ") + what + ": null pointer for " + std::to_string(n) + " elements");
+  }
+}
+
+}  // namespace detail
+
+/// accel::RngApi for the CPU backend; accel::CpuBackend inherits these.
+struct Random {
+  [[nodiscard]] static Generator& default_generator() { return default_generator(Devices::current_device()); }
+  [[nodiscard]] static Generator& default_generator(int device) {
+    Devices::check_device(device);
+    return detail::default_generators()[device];
+  }
+
+  static void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
+  static void manual_seed_all(std::uint64_t seed) {
+    const int count = Devices::device_count();
+    for (int i = 0; i < count; ++i) detail::default_generators()[i].manual_seed(seed);
+  }
+  static std::uint64_t seed() { return default_generator().seed(); }
+  [[nodiscard]] static std::uint64_t initial_seed() { return default_generator().initial_seed(); }
+
+  [[nodiscard]] static std::array<std::byte, 16> get_rng_state() { return default_generator().get_state(); }
+  [[nodiscard]] static std::array<std::byte, 16> get_rng_state(int device) {
+    return default_generator(device).get_state();
+  }
+  static void set_rng_state(std::span<const std::byte> state) { default_generator().set_state(state); }
+  static void set_rng_state(std::span<const std::byte> state, int device) {
+    default_generator(device).set_state(state);
+  }
+
+  static void fill_bits(StreamRef s, std::uint32_t* p, std::size_t n) {
+    fill_bits(s, p, n, default_generator(s.device_index()));
+  }
+  static void fill_bits(StreamRef s, std::uint32_t* p, std::size_t n, Generator& g) {
+    detail::check_fill_pointer(p, n, "fill_bits");
+    if (n == 0) return;
+    const auto [seed, offset] = g.reserve_position(n);
+    s.enqueue([p, n, seed, offset] { rng::fill_bits(std::span<std::uint32_t>(p, n), seed, offset); });
+  }
+
+  static void fill_uniform(StreamRef s, float* p, std::size_t n) {
+    fill_uniform(s, p, n, default_generator(s.device_index()));
+  }
+  static void fill_uniform(StreamRef s, float* p, std::size_t n, Generator& g) {
+    detail::check_fill_pointer(p, n, "fill_uniform");
+    if (n == 0) return;
+    const auto [seed, offset] = g.reserve_position(n);
+    s.enqueue([p, n, seed, offset] { rng::fill_uniform(std::span<float>(p, n), seed, offset); });
+  }
+  static void fill_uniform(StreamRef s, double* p, std::size_t n) {
+    fill_uniform(s, p, n, default_generator(s.device_index()));
+  }
+  static void fill_uniform(StreamRef s, double* p, std::size_t n, Generator& g) {
+    detail::check_fill_pointer(p, n, "fill_uniform");
+    if (n == 0) return;
+    const auto [seed, offset] = g.reserve_wide_position(n);
+    s.enqueue([p, n, seed, offset] { rng::fill_uniform(std::span<double>(p, n), seed, offset); });
+  }
+
+  static void fill_normal(StreamRef s, float* p, std::size_t n, float mean, float stddev) {
+    fill_normal(s, p, n, mean, stddev, default_generator(s.device_index()));
+  }
+  static void fill_normal(StreamRef s, float* p, std::size_t n, float mean, float stddev, Generator& g) {
+    detail::check_fill_pointer(p, n, "fill_normal");
+    if (n == 0) return;
+    const auto [seed, offset] = g.reserve_position(n);
+    s.enqueue([p, n, seed, offset, mean, stddev] {
+      rng::fill_normal(std::span<float>(p, n), seed, offset, mean, stddev);
+    });
+  }
+  static void fill_normal(StreamRef s, double* p, std::size_t n, double mean, double stddev) {
+    fill_normal(s, p, n, mean, stddev, default_generator(s.device_index()));
+  }
+  static void fill_normal(StreamRef s, double* p, std::size_t n, double mean, double stddev, Generator& g) {
+    detail::check_fill_pointer(p, n, "fill_normal");
+    if (n == 0) return;
+    const auto [seed, offset] = g.reserve_wide_position(n);
+    s.enqueue([p, n, seed, offset, mean, stddev] {
+      rng::fill_normal(std::span<double>(p, n), seed, offset, mean, stddev);
+    });
+  }
+};
+
+}  // namespace accel::cpu

@@ -1,0 +1,186 @@
+// accel::Generator: state blob, validation, reserve arithmetic and concurrency; cpu::Random directly.
+#include <accel/concepts/rng.hpp>
+#include <accel/cpu/backend.hpp>
+#include <accel/cpu/random.hpp>
+#include <accel/random/fill.hpp>
+#include <accel/random/generator.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <span>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::array<std::byte, 16> encode(std::uint64_t seed, std::uint64_t offset) {
+  std::array<std::byte, 16> s{};
+  for (int i = 0; i < 8; ++i) {
+    s[i] = static_cast<std::byte>(seed >> (8 * i));
+    s[8 + i] = static_cast<std::byte>(offset >> (8 * i));
+  }
+  return s;
+}
+
+struct CpuWithRandom : accel::cpu::Random {
+  using StreamRef = accel::cpu::StreamRef;
+};
+
+}  // namespace
+
+static_assert(accel::RngApi<CpuWithRandom>, "cpu::Random must implement RngApi");
+
+TEST_CASE("Generator: defaults like torch, manual_seed rewinds") {
+  accel::Generator g;
+  CHECK(g.initial_seed() == 67280421310721ULL);
+  CHECK(g.offset() == 0);
+  CHECK(g.reserve(10) == 0);
+  g.manual_seed(5);
+  CHECK(g.initial_seed() == 5);
+  CHECK(g.offset() == 0);
+  const std::uint64_t s = g.seed();
+  CHECK(g.initial_seed() == s);
+  CHECK(g.offset() == 0);
+}
+
+TEST_CASE("Generator: state is seed then offset, little-endian, and round-trips") {
+  accel::Generator g(0x1122334455667788ULL);
+  (void)g.reserve(0x100);
+  const auto st = g.get_state();
+  CHECK(st == encode(0x1122334455667788ULL, 0x100));
+  CHECK(st[0] == std::byte{0x88});
+  CHECK(st[7] == std::byte{0x11});
+  CHECK(st[9] == std::byte{0x01});
+
+  accel::Generator h;
+  h.set_state(st);
+  CHECK(h.get_state() == st);
+  CHECK(h.initial_seed() == 0x1122334455667788ULL);
+  CHECK(h.reserve(4) == 0x100);
+}
+
+TEST_CASE("Generator: bad blobs are rejected with a clear message and change nothing") {
+  accel::Generator g(42);
+  (void)g.reserve(8);
+  const auto before = g.get_state();
+  const std::array<std::byte, 15> short_blob{};
+  CHECK_THROWS_WITH_AS(g.set_state(short_blob), doctest::Contains("16-byte state"), accel::InvalidArgumentError);
+  const std::vector<std::byte> long_blob(32);
+  CHECK_THROWS_AS(g.set_state(long_blob), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(g.set_state({}), accel::InvalidArgumentError);
+  for (std::uint64_t bad : {1ULL, 2ULL, 3ULL, 4097ULL}) {
+    CHECK_THROWS_WITH_AS(g.set_state(encode(7, bad)), doctest::Contains("not a multiple of 4"),
+                         accel::InvalidArgumentError);
+  }
+  CHECK(g.get_state() == before);
+}
+
+TEST_CASE("Generator: reserve rounds up to whole Philox blocks") {
+  accel::Generator g(1);
+  CHECK(g.reserve(0) == 0);
+  CHECK(g.reserve(1) == 0);
+  CHECK(g.reserve(4) == 4);
+  CHECK(g.reserve(5) == 8);
+  CHECK(g.reserve(3) == 16);
+  CHECK(g.offset() == 20);
+  const auto [seed, off] = g.reserve_position(7);
+  CHECK(seed == 1);
+  CHECK(off == 20);
+  CHECK(g.offset() == 28);
+
+  g.set_state(encode(1, ~std::uint64_t{3}));
+  CHECK_THROWS_AS((void)g.reserve(8), accel::InvalidArgumentError);
+  CHECK(g.offset() == ~std::uint64_t{3});
+}
+
+TEST_CASE("Generator: wide reservations cover every block a double fill draws from") {
+  // Fills use blocks [offset/4, ...). A double fill of n must not share a block with the next fill.
+  // Check by marking: cuRAND's layout puts block (c, sub) at index c * 65536 + sub.
+  for (std::uint64_t offset : {0ULL, 4ULL, 4ULL * 65535, 4ULL * 70000, 4ULL * 65536 * 3 + 40}) {
+    for (std::uint64_t n : {1ULL, 4ULL, 5ULL, 77ULL, 4ULL * 65536 + 9}) {
+      const std::uint64_t words = accel::Generator::wide_words(offset, n);
+      CHECK(words % 4 == 0);
+      const accel::rng::CurandPhiloxLayout layout(offset, 2);
+      std::uint64_t max_block = 0, min_block = ~std::uint64_t{0};
+      for (std::uint64_t grp = 0; grp < (n + 3) / 4; ++grp) {
+        for (std::uint32_t k = 0; k < 2; ++k) {
+          const auto c = layout.counter(grp, k);
+          const std::uint64_t idx = ((static_cast<std::uint64_t>(c.y) << 32 | c.x) << 16) + c.z;
+          max_block = std::max(max_block, idx);
+          min_block = std::min(min_block, idx);
+        }
+      }
+      CHECK(min_block >= offset / 4);
+      CHECK(4 * (max_block + 1) == offset + words);
+    }
+  }
+  accel::Generator g(3);
+  CHECK(g.reserve_wide(0) == 0);
+  CHECK(g.reserve_wide(1) == 0);
+  CHECK(g.offset() == 4 * (65536 + 1));
+}
+
+TEST_CASE("Generator: threads reserving concurrently get disjoint ranges") {
+  accel::Generator g(9);
+  constexpr int threads = 8, per_thread = 2000;
+  std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> got(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        const std::uint64_t n = 1 + static_cast<std::uint64_t>((t * 7 + i) % 13);
+        got[t].emplace_back(g.reserve(n), (n + 3) / 4 * 4);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> all;
+  for (const auto& v : got) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  std::uint64_t next = 0;
+  for (const auto& [begin, len] : all) {
+    CHECK(begin == next);  // contiguous and disjoint
+    next = begin + len;
+  }
+  CHECK(g.offset() == next);
+}
+
+TEST_CASE("cpu::Random: fills on a worker stream equal accel::rng at the reserved offsets") {
+  using R = accel::cpu::Random;
+  accel::cpu::Stream stream;
+  accel::Generator g(123);
+  std::vector<float> a(1001), b(999);
+  std::vector<double> d(13);
+  R::fill_uniform(stream, a.data(), a.size(), g);
+  R::fill_normal(stream, b.data(), b.size(), 1.0f, 2.0f, g);
+  R::fill_uniform(stream, d.data(), d.size(), g);
+  CHECK(g.offset() == 2004 + accel::Generator::wide_words(2004, 13));
+  stream.synchronize();
+  std::vector<float> wa(1001), wb(999);
+  std::vector<double> wd(13);
+  accel::rng::fill_uniform(std::span<float>(wa), 123, 0);
+  accel::rng::fill_normal(std::span<float>(wb), 123, 1004, 1.0f, 2.0f);
+  accel::rng::fill_uniform(std::span<double>(wd), 123, 2004);
+  CHECK(std::memcmp(a.data(), wa.data(), a.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(b.data(), wb.data(), b.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(d.data(), wd.data(), d.size() * sizeof(double)) == 0);
+
+  // The default generator of the stream's device.
+  R::manual_seed_all(77);
+  std::vector<std::uint32_t> bits(9);
+  R::fill_bits(stream, bits.data(), bits.size());
+  stream.synchronize();
+  std::vector<std::uint32_t> wbits(9);
+  accel::rng::fill_bits(std::span<std::uint32_t>(wbits), 77, 0);
+  CHECK(bits == wbits);
+  CHECK(R::default_generator(stream.device_index()).offset() == 12);
+  CHECK_THROWS_AS(R::fill_bits(stream, nullptr, 3), accel::InvalidArgumentError);
+  CHECK_THROWS_AS((void)R::default_generator(accel::cpu::Devices::device_count()), accel::InvalidArgumentError);
+  R::manual_seed_all(accel::Generator::default_seed);
+}
