@@ -4,6 +4,8 @@
 
 #include <accel/concepts/accelerator.hpp>
 #include <accel/cpu/ops.hpp>
+#include <accel/random/fill.hpp>
+#include <accel/random/generator.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -162,27 +164,55 @@ struct Environment {
   static void lazy_call(std::function<void()> f) { f(); }
 };
 
+// A synchronous device: fills run at once, with accel's Philox fills and generators.
+struct Random {
+  static accel::Generator& default_generator(int = 0) {
+    static accel::Generator generator;
+    return generator;
+  }
+  static void manual_seed(std::uint64_t s) { default_generator().manual_seed(s); }
+  static void manual_seed_all(std::uint64_t s) { default_generator().manual_seed(s); }
+  static std::uint64_t seed() { return default_generator().seed(); }
+  static std::uint64_t initial_seed() { return default_generator().initial_seed(); }
+  static accel::Generator::State get_rng_state(int = 0) { return default_generator().get_state(); }
+  static void set_rng_state(std::span<const std::byte> state, int = 0) { default_generator().set_state(state); }
+  static void fill_bits(StreamRef, std::uint32_t* p, std::size_t n, accel::Generator& g = default_generator()) {
+    const auto [seed, offset] = g.reserve_position(n);
+    accel::rng::fill_bits({p, n}, seed, offset);
+  }
+  template <class T>
+  static void fill_uniform(StreamRef, T* p, std::size_t n, accel::Generator& g = default_generator()) {
+    const auto [seed, offset] = std::is_same_v<T, double> ? g.reserve_wide_position(n) : g.reserve_position(n);
+    accel::rng::fill_uniform(std::span<T>(p, n), seed, offset);
+  }
+  template <class T>
+  static void fill_normal(StreamRef, T* p, std::size_t n, T mean, T stddev, accel::Generator& g = default_generator()) {
+    const auto [seed, offset] = std::is_same_v<T, double> ? g.reserve_wide_position(n) : g.reserve_position(n);
+    accel::rng::fill_normal(std::span<T>(p, n), seed, offset, mean, stddev);
+  }
+};
+
 // A user's backend with no ops of its own borrows the CPU backend's op builders.
 struct Ops : accel::cpu::Ops {};
 
-struct Backend : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops {
+struct Backend : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random {
   using DeviceGuard = Devices::DeviceGuard;
 };
 
 // The same backend with one area missing each.
-struct NoStats : Flags, Devices, Streams, MemoryNoStats, Dtypes, Profiling, Environment, Ops {
+struct NoStats : Flags, Devices, Streams, MemoryNoStats, Dtypes, Profiling, Environment, Ops, Random {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoProfiling : Flags, Devices, Streams, Memory, Dtypes, Environment, Ops {
+struct NoProfiling : Flags, Devices, Streams, Memory, Dtypes, Environment, Ops, Random {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoFlags : Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops {
+struct NoFlags : Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoOps : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment {
+struct NoOps : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Random {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoDeviceGuard : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops {
+struct NoDeviceGuard : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random {
   using DeviceGuard = void;
 };
 

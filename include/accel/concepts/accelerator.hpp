@@ -12,12 +12,13 @@
 #include <accel/concepts/memory.hpp>
 #include <accel/concepts/ops.hpp>
 #include <accel/concepts/profile.hpp>
+#include <accel/concepts/rng.hpp>
 #include <accel/concepts/stream.hpp>
 
 namespace accel {
 
 template <class B>
 concept Accelerator = FlagsApi<B> && DeviceApi<B> && StreamApi<B> && MemoryApi<B> && DtypeApi<B> &&
-                      ProfileApi<B> && EnvApi<B> && OpApi<B>;
+                      ProfileApi<B> && EnvApi<B> && OpApi<B> && RngApi<B>;
 
 }  // namespace accel

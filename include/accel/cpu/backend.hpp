@@ -13,13 +13,15 @@
 #include <accel/cpu/memory.hpp>
 #include <accel/cpu/ops.hpp>
 #include <accel/cpu/profile.hpp>
+#include <accel/cpu/random.hpp>
 #include <accel/cpu/stream.hpp>
 
 #include <string_view>
 
 namespace accel {
 
-struct CpuBackend : cpu::Devices, cpu::Streams, cpu::Memory, cpu::Dtypes, cpu::Profiling, cpu::Environment, cpu::Ops {
+struct CpuBackend : cpu::Devices, cpu::Streams, cpu::Memory, cpu::Dtypes, cpu::Profiling, cpu::Environment, cpu::Ops,
+                    cpu::Random {
   [[nodiscard]] static constexpr DeviceType device_type() noexcept { return DeviceType::cpu; }
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "cpu"; }
 

@@ -17,6 +17,7 @@
 #include <accel/cuda/memory.hpp>
 #include <accel/cuda/ops.hpp>
 #include <accel/cuda/profile.hpp>
+#include <accel/cuda/random.hpp>
 #include <accel/cuda/stream.hpp>
 
 #include <string_view>
@@ -24,7 +25,7 @@
 namespace accel {
 
 struct CudaBackend : cuda::Devices, cuda::Streams, cuda::Memory, cuda::Dtypes, cuda::Profiling, cuda::Environment,
-                     cuda::Ops {
+                     cuda::Ops, cuda::Random {
   [[nodiscard]] static constexpr DeviceType device_type() noexcept { return DeviceType::cuda; }
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "cuda"; }
 

@@ -11,8 +11,10 @@
 #include <accel/concepts/accelerator.hpp>
 #include <accel/dispatch/any_stream.hpp>
 #include <accel/dispatch/backend_list.hpp>
+#include <accel/random/generator.hpp>
 
 #include <filesystem>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -180,6 +182,39 @@ class BasicAnyBackend {
   }
   void lazy_call(std::function<void()> fn) const { call([&](auto b) { b.lazy_call(std::move(fn)); }); }
 
+  // ---- random numbers ----
+  void manual_seed(std::uint64_t seed) const { call([&](auto b) { b.manual_seed(seed); }); }
+  void manual_seed_all(std::uint64_t seed) const { call([&](auto b) { b.manual_seed_all(seed); }); }
+  std::uint64_t seed() const { return call([](auto b) { return b.seed(); }); }
+  [[nodiscard]] std::uint64_t initial_seed() const { return call([](auto b) { return b.initial_seed(); }); }
+  [[nodiscard]] Generator::State get_rng_state() const { return call([](auto b) { return b.get_rng_state(); }); }
+  [[nodiscard]] Generator::State get_rng_state(int dev) const {
+    return call([&](auto b) { return b.get_rng_state(dev); });
+  }
+  void set_rng_state(std::span<const std::byte> state) const { call([&](auto b) { b.set_rng_state(state); }); }
+  void set_rng_state(std::span<const std::byte> state, int dev) const {
+    call([&](auto b) { b.set_rng_state(state, dev); });
+  }
+  [[nodiscard]] Generator& default_generator() const {
+    return call([](auto b) -> Generator& { return b.default_generator(); });
+  }
+  [[nodiscard]] Generator& default_generator(int dev) const {
+    return call([&](auto b) -> Generator& { return b.default_generator(dev); });
+  }
+  // Fills go to the stream's backend, like memory; the generator defaults to that device's.
+  template <class T, class... Args>
+  void fill_bits(StreamRef s, T* p, std::size_t n, Args&&... args) const {
+    on_stream_backend(s, [&](auto b, auto ref) { b.fill_bits(ref, p, n, std::forward<Args>(args)...); });
+  }
+  template <class T, class... Args>
+  void fill_uniform(StreamRef s, T* p, std::size_t n, Args&&... args) const {
+    on_stream_backend(s, [&](auto b, auto ref) { b.fill_uniform(ref, p, n, std::forward<Args>(args)...); });
+  }
+  template <class T, class... Args>
+  void fill_normal(StreamRef s, T* p, std::size_t n, Args&&... args) const {
+    on_stream_backend(s, [&](auto b, auto ref) { b.fill_normal(ref, p, n, std::forward<Args>(args)...); });
+  }
+
   // ---- op builders ----
   [[nodiscard]] std::filesystem::path op_builder_dir() const { return call([](auto b) { return b.op_builder_dir(); }); }
   [[nodiscard]] ops::OpBuilder create_op_builder(std::string_view name) const {
@@ -203,6 +238,12 @@ class BasicAnyBackend {
   template <class F>
   decltype(auto) call(F&& f) const {
     return detail::visit_indexed(backend_, [&](auto, auto b) -> decltype(auto) { return f(b); });
+  }
+  template <class F>
+  static decltype(auto) on_stream_backend(StreamRef s, F&& f) {
+    return detail::visit_indexed(s.variant(), [&](auto i, auto ref) -> decltype(auto) {
+      return f(detail::backend_at<i(), Bs...>{}, ref);
+    });
   }
   // Stream-taking calls go to the stream's backend, which must be this one.
   template <class F>
