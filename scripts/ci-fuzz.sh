@@ -67,7 +67,7 @@ for target in "${targets[@]}"; do
   cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)"
   inputs="$(find "$work" -type f | wc -l)"
   if ((rc == 0)); then
-    summary+=("$(printf '%-28s %12s execs %5ss %8s execs/s  cov %-5s corpus %s' "$target" "${execs:-?}" "${took:-$seconds}" \
+    summary+=("$(printf '%-28s %12s execs %5ss %8s execs/s  cov %-5s new inputs %s' "$target" "${execs:-?}" "${took:-$seconds}" \
       "$(( ${execs:-0} / ( ${took:-$seconds} > 0 ? ${took:-$seconds} : 1 ) ))" "${cov:-?}" "$inputs")")
   else
     failed+=("$target")
