@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace accel::cpu {
 
@@ -39,6 +40,7 @@ inline int count_visible(int exposed) {
   const std::string_view text(value);
   if (text.empty()) return 0;  // like CUDA_VISIBLE_DEVICES="": no device visible
   int count = 0;
+  std::vector<bool> seen(static_cast<std::size_t>(exposed));
   std::size_t pos = 0;
   while (pos <= text.size()) {
     const std::size_t comma = std::min(text.find(',', pos), text.size());
@@ -50,6 +52,11 @@ inline int count_visible(int exposed) {
                                  std::string(item) + "' is not a device in [0, " + std::to_string(exposed) +
                                  ")");
     }
+    if (seen[static_cast<std::size_t>(id)]) {
+      throw InvalidArgumentError("ACCEL_CPU_VISIBLE_DEVICES='" + std::string(text) + "': device " +
+                                 std::to_string(id) + " is listed twice");
+    }
+    seen[static_cast<std::size_t>(id)] = true;
     ++count;
     pos = comma + 1;
   }

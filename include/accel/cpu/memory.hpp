@@ -23,6 +23,7 @@
 
 #include <accel/core/error.hpp>
 #include <accel/cpu/device.hpp>
+#include <accel/cpu/detail/stream_state.hpp>
 #include <accel/cpu/event.hpp>
 #include <accel/cpu/stream.hpp>
 #include <accel/memory/caching_allocator.hpp>
@@ -160,6 +161,74 @@ inline std::string address_text(const void* p) {
   return buf;
 }
 
+// Segments the allocator gives back (empty_cache, the OOM retry) may still be used by tasks queued
+// on a stream before their blocks were freed: the stream-ordered contract lets a block be freed as
+// soon as its last use is enqueued. cudaFree waits for the device; here the release is deferred,
+// never blocking, until every stream has run the work enqueued before it.
+struct deferred_release {
+  void* p;
+  std::size_t bytes;
+  bool pinned;
+  std::vector<detail::stream_point> frontier;
+};
+
+inline void release_segment_now(void* p, std::size_t bytes, bool pinned) noexcept {
+  if (pinned) ::munlock(p, bytes);
+  if (pinned || bytes >= heap_threshold) {
+    unmap_pages(p, bytes);
+  } else {
+    std::free(p);
+  }
+}
+
+struct deferred_releases {
+  std::mutex mutex;
+  std::vector<deferred_release> pending;
+  std::atomic<std::size_t> count{0};
+};
+inline deferred_releases& deferred() {
+  static auto* const instance = new deferred_releases();  // never destroyed: used from exiting threads
+  return *instance;
+}
+
+/// Releases the deferred segments whose streams have caught up. Cheap when there are none.
+inline void reap_deferred_releases() noexcept {
+  deferred_releases& d = deferred();
+  if (d.count.load(std::memory_order_acquire) == 0) return;
+  std::vector<deferred_release> ready;
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    for (auto it = d.pending.begin(); it != d.pending.end();) {
+      const bool done = std::all_of(it->frontier.begin(), it->frontier.end(), [](const auto& pt) { return pt.done(); });
+      if (done) {
+        ready.push_back(std::move(*it));
+        it = d.pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    d.count.store(d.pending.size(), std::memory_order_release);
+  }
+  for (auto& r : ready) release_segment_now(r.p, r.bytes, r.pinned);
+}
+
+inline void release_segment(void* p, std::size_t bytes, bool pinned) noexcept {
+  reap_deferred_releases();
+  try {
+    std::vector<detail::stream_point> frontier = detail::stream_frontier();
+    if (frontier.empty()) {
+      release_segment_now(p, bytes, pinned);
+      return;
+    }
+    deferred_releases& d = deferred();
+    std::lock_guard<std::mutex> lock(d.mutex);
+    d.pending.push_back({p, bytes, pinned, std::move(frontier)});
+    d.count.store(d.pending.size(), std::memory_order_release);
+  } catch (...) {
+    // Out of memory for the bookkeeping: keep the segment mapped (leaked) rather than risk a task's data.
+  }
+}
+
 }  // namespace detail
 
 /// CachingAllocator policy over plain host memory (see the header comment).
@@ -168,17 +237,13 @@ struct HostMemory {
   using event_type = Event;
 
   static void* allocate(int, std::size_t bytes) noexcept {
+    detail::reap_deferred_releases();
     if (bytes == 0 || bytes > detail::physical_memory()) return nullptr;
     if (bytes >= detail::heap_threshold) return detail::map_pages(bytes);
     return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   }
-  static void deallocate(int, void* p, std::size_t bytes) noexcept {
-    if (bytes >= detail::heap_threshold) {
-      detail::unmap_pages(p, bytes);
-    } else {
-      std::free(p);
-    }
-  }
+  /// Deferred until the streams have run what was enqueued before (see detail::release_segment).
+  static void deallocate(int, void* p, std::size_t bytes) noexcept { detail::release_segment(p, bytes, false); }
   static Event record_event(StreamRef s) {
     Event e;
     e.record(s);
@@ -196,6 +261,7 @@ struct PinnedHostMemory {
   using event_type = Event;
 
   static void* allocate(int, std::size_t bytes) noexcept {
+    detail::reap_deferred_releases();
     if (bytes == 0 || bytes > detail::physical_memory()) return nullptr;
     void* p = detail::map_pages(bytes);
     if (p == nullptr) return nullptr;
@@ -206,10 +272,7 @@ struct PinnedHostMemory {
     }
     return p;
   }
-  static void deallocate(int, void* p, std::size_t bytes) noexcept {
-    ::munlock(p, bytes);
-    detail::unmap_pages(p, bytes);
-  }
+  static void deallocate(int, void* p, std::size_t bytes) noexcept { detail::release_segment(p, bytes, true); }
   static Event record_event(StreamRef s) { return HostMemory::record_event(s); }
   static bool event_done(const Event& e) { return e.query(); }
   static void event_synchronize(const Event& e) { e.synchronize(); }

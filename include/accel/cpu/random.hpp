@@ -68,7 +68,8 @@ struct Random {
   static void fill_bits(StreamRef s, std::uint32_t* p, std::size_t n, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_bits");
     if (n == 0) return;
-    const auto [seed, offset] = g.reserve_position(n);
+    const auto position = g.reserve_position(n);  // no structured binding: clang 14 cannot capture one
+    const std::uint64_t seed = position.first, offset = position.second;
     s.enqueue([p, n, seed, offset] { rng::fill_bits(std::span<std::uint32_t>(p, n), seed, offset); });
   }
 
@@ -78,7 +79,8 @@ struct Random {
   static void fill_uniform(StreamRef s, float* p, std::size_t n, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_uniform");
     if (n == 0) return;
-    const auto [seed, offset] = g.reserve_position(n);
+    const auto position = g.reserve_position(n);  // no structured binding: clang 14 cannot capture one
+    const std::uint64_t seed = position.first, offset = position.second;
     s.enqueue([p, n, seed, offset] { rng::fill_uniform(std::span<float>(p, n), seed, offset); });
   }
   static void fill_uniform(StreamRef s, double* p, std::size_t n) {
@@ -87,7 +89,8 @@ struct Random {
   static void fill_uniform(StreamRef s, double* p, std::size_t n, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_uniform");
     if (n == 0) return;
-    const auto [seed, offset] = g.reserve_wide_position(n);
+    const auto position = g.reserve_wide_position(n);  // no structured binding: clang 14 cannot capture one
+    const std::uint64_t seed = position.first, offset = position.second;
     s.enqueue([p, n, seed, offset] { rng::fill_uniform(std::span<double>(p, n), seed, offset); });
   }
 
@@ -97,7 +100,8 @@ struct Random {
   static void fill_normal(StreamRef s, float* p, std::size_t n, float mean, float stddev, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_normal");
     if (n == 0) return;
-    const auto [seed, offset] = g.reserve_position(n);
+    const auto position = g.reserve_position(n);  // no structured binding: clang 14 cannot capture one
+    const std::uint64_t seed = position.first, offset = position.second;
     s.enqueue([p, n, seed, offset, mean, stddev] {
       rng::fill_normal(std::span<float>(p, n), seed, offset, mean, stddev);
     });
@@ -108,7 +112,8 @@ struct Random {
   static void fill_normal(StreamRef s, double* p, std::size_t n, double mean, double stddev, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_normal");
     if (n == 0) return;
-    const auto [seed, offset] = g.reserve_wide_position(n);
+    const auto position = g.reserve_wide_position(n);  // no structured binding: clang 14 cannot capture one
+    const std::uint64_t seed = position.first, offset = position.second;
     s.enqueue([p, n, seed, offset, mean, stddev] {
       rng::fill_normal(std::span<double>(p, n), seed, offset, mean, stddev);
     });

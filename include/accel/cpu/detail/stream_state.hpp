@@ -441,6 +441,21 @@ struct current_streams {
   }
 };
 
+/// Where every created stream of every device stands now: one point per stream that still has work
+/// queued or running. Never blocks; all points done() means that work has run.
+inline std::vector<stream_point> stream_frontier() {
+  std::vector<stream_point> points;
+  for (int device = 0; device < Devices::device_count(); ++device) {
+    device_streams& d = registry().device(device);
+    std::lock_guard<std::mutex> lock(d.mutex);
+    for (stream_state* s : d.live) {
+      const std::uint64_t submitted = s->submitted();
+      if (s->completed() < submitted) points.emplace_back(*s, submitted);
+    }
+  }
+  return points;
+}
+
 /// Blocks until every live stream of `device` ran what was enqueued before the call, then reports
 /// the oldest unreported task failure among them as TaskError.
 inline void synchronize_device(int device, source_location where) {
