@@ -33,6 +33,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <utility>
@@ -118,6 +119,10 @@ class stream_state {
   /// The single entry point of all work on the stream. Returns the task's ticket: the stream has run
   /// it once completed() >= ticket (0 on the default stream, where it already ran).
   std::uint64_t submit(stream_task&& task) {
+    if (orphaned_) {
+      throw InvalidStateError(name() + " was created before fork(): its worker thread does not exist in this "
+                              "process; create a new stream in the child");
+    }
     // Graph capture (issue 6) hooks in here: while this stream is capturing, append `task` to the
     // graph and return.
     if (default_) {
@@ -203,8 +208,22 @@ class stream_state {
     throw TaskError(message, error, where);
   }
 
+  /// In a child process after fork(): the worker thread was not copied. The queued work belongs to the
+  /// parent, so it counts as done here (waits return) and the missing thread is never joined.
+  void orphan_after_fork() noexcept {
+    // A lock or wait held by the parent's worker at the fork means nothing in the child.
+    new (&mutex_) std::mutex();
+    new (&work_cv_) std::condition_variable();
+    new (&done_cv_) std::condition_variable();
+    orphaned_ = true;
+    completed_.store(submitted_.load(std::memory_order_relaxed), std::memory_order_release);
+    // The std::thread names a thread of the parent: keep it from being joined or destroyed joinable.
+    new std::thread(std::move(worker_));  // NOLINT: leaked on purpose, one handle per inherited stream
+  }
+
   /// Drains the queue and stops the worker. Run once, by the owning Stream's destructor.
   void shutdown() noexcept {
+    if (orphaned_) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
@@ -310,6 +329,7 @@ class stream_state {
   std::atomic<std::uint64_t> submitted_{0};
   bool idle_ = false;
   bool stopping_ = false;
+  bool orphaned_ = false;  // inherited by a child process (set single-threaded, in the atfork handler)
   std::condition_variable work_cv_;
 
   // the worker
@@ -401,6 +421,19 @@ class stream_registry {
     std::erase(d.live, s);
   }
 
+  // fork() support (see registry()).
+  void lock_all() noexcept {
+    for (int i = 0; i < count_; ++i) devices_[i].mutex.lock();
+  }
+  void unlock_all() noexcept {
+    for (int i = count_; i-- > 0;) devices_[i].mutex.unlock();
+  }
+  void orphan_all() noexcept {
+    for (int i = 0; i < count_; ++i) {
+      for (stream_state* s : devices_[i].live) s->orphan_after_fork();
+    }
+  }
+
  private:
   int count_;
   std::unique_ptr<device_streams[]> devices_;
@@ -408,7 +441,17 @@ class stream_registry {
 
 /// Created on first use and never destroyed: usable from static destructors and exiting threads.
 inline stream_registry& registry() {
-  static stream_registry* const instance = new stream_registry(Devices::device_count());
+  static stream_registry* const instance = [] {
+    auto* r = new stream_registry(Devices::device_count());
+    // fork(): the registry is kept consistent across it, and a child orphans the streams it
+    // inherited (their worker threads exist only in the parent).
+    ::pthread_atfork([] { registry().lock_all(); }, [] { registry().unlock_all(); },
+                     [] {
+                       registry().unlock_all();
+                       registry().orphan_all();
+                     });
+    return r;
+  }();
   return *instance;
 }
 
