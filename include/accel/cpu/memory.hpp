@@ -26,6 +26,7 @@
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/cpu/event.hpp>
 #include <accel/cpu/stream.hpp>
+#include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
 #include <accel/memory/stats.hpp>
 
@@ -337,7 +338,7 @@ inline pinned_ranges& pinned() {
 }  // namespace detail
 
 /// MemoryApi for accel::CpuBackend: every function is static.
-struct Memory {
+struct Memory : AllocatorStatistics<Memory, Devices> {
   // ---- allocators -----------------------------------------------------------------------------
 
   /// The caching allocator of `device` (created on first use; throws for a device that does not exist).
@@ -402,42 +403,6 @@ struct Memory {
       if (auto* a = detail::existing_host_allocator(d)) a->empty_cache();
     }
   }
-
-  // ---- statistics -----------------------------------------------------------------------------
-
-  [[nodiscard]] static std::size_t memory_allocated() { return memory_allocated(Devices::current_device()); }
-  [[nodiscard]] static std::size_t memory_allocated(int dev) { return bytes(allocator(dev).allocated_bytes().current); }
-  [[nodiscard]] static std::size_t max_memory_allocated() { return max_memory_allocated(Devices::current_device()); }
-  [[nodiscard]] static std::size_t max_memory_allocated(int dev) { return bytes(allocator(dev).allocated_bytes().peak); }
-  /// Resets every peak, as torch's reset_max_memory_allocated (now reset_peak_memory_stats) does.
-  static void reset_max_memory_allocated() { reset_peak_memory_stats(); }
-  static void reset_max_memory_allocated(int dev) { reset_peak_memory_stats(dev); }
-
-  [[nodiscard]] static std::size_t memory_reserved() { return memory_reserved(Devices::current_device()); }
-  [[nodiscard]] static std::size_t memory_reserved(int dev) { return bytes(allocator(dev).reserved_bytes().current); }
-  [[nodiscard]] static std::size_t max_memory_reserved() { return max_memory_reserved(Devices::current_device()); }
-  [[nodiscard]] static std::size_t max_memory_reserved(int dev) { return bytes(allocator(dev).reserved_bytes().peak); }
-
-  /// Legacy names of memory_reserved and friends.
-  [[nodiscard]] static std::size_t memory_cached() { return memory_reserved(); }
-  [[nodiscard]] static std::size_t memory_cached(int dev) { return memory_reserved(dev); }
-  [[nodiscard]] static std::size_t max_memory_cached() { return max_memory_reserved(); }
-  [[nodiscard]] static std::size_t max_memory_cached(int dev) { return max_memory_reserved(dev); }
-  static void reset_max_memory_cached() { reset_peak_memory_stats(); }
-  static void reset_max_memory_cached(int dev) { reset_peak_memory_stats(dev); }
-
-  [[nodiscard]] static MemoryStats memory_stats() { return memory_stats(Devices::current_device()); }
-  [[nodiscard]] static MemoryStats memory_stats(int dev) { return allocator(dev).stats(); }
-  static void reset_peak_memory_stats() { reset_peak_memory_stats(Devices::current_device()); }
-  static void reset_peak_memory_stats(int dev) { allocator(dev).reset_peak_stats(); }
-  static void reset_accumulated_memory_stats() { reset_accumulated_memory_stats(Devices::current_device()); }
-  static void reset_accumulated_memory_stats(int dev) { allocator(dev).reset_accumulated_stats(); }
-
-  /// Caps what `dev`'s allocator may reserve at fraction * total_memory (0 < fraction <= 1).
-  static void set_per_process_memory_fraction(double fraction) {
-    set_per_process_memory_fraction(fraction, Devices::current_device());
-  }
-  static void set_per_process_memory_fraction(double fraction, int dev) { allocator(dev).set_memory_fraction(fraction); }
 
   // ---- device memory --------------------------------------------------------------------------
 
@@ -580,7 +545,6 @@ struct Memory {
   [[nodiscard]] static MemoryStats host_memory_stats() { return pinned_allocator().stats(); }
 
  private:
-  static std::size_t bytes(std::int64_t n) noexcept { return static_cast<std::size_t>(n); }
 
   static InvalidArgumentError not_allocated(void* p, const char* what) {
     std::string msg = std::string(what) + "(" + detail::address_text(p) + "): the pointer was not allocated by ";

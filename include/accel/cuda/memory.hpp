@@ -29,6 +29,7 @@
 #include <accel/cuda/device.hpp>
 #include <accel/cuda/error.hpp>
 #include <accel/cuda/stream.hpp>
+#include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
 #include <accel/memory/stats.hpp>
 
@@ -175,7 +176,7 @@ static_assert(RawMemoryPolicy<PinnedHostMemory>);
 
 /// MemoryApi for accel::CudaBackend: every function is static. Without `dev`, the calling thread's
 /// current device.
-struct Memory {
+struct Memory : AllocatorStatistics<Memory, Devices> {
   using DeviceAllocator = CachingAllocator<DeviceMemory>;
   using PinnedAllocator = CachingAllocator<PinnedHostMemory>;
 
@@ -257,42 +258,6 @@ struct Memory {
       if (DeviceAllocator* a = existing(d)) a->empty_cache();
     }
   }
-
-  // ---- statistics (torch's names and meanings) -------------------------------------------------
-
-  [[nodiscard]] static std::size_t memory_allocated() { return memory_allocated(Devices::current_device()); }
-  [[nodiscard]] static std::size_t memory_allocated(int dev) { return bytes(allocator(dev).allocated_bytes().current); }
-  [[nodiscard]] static std::size_t max_memory_allocated() { return max_memory_allocated(Devices::current_device()); }
-  [[nodiscard]] static std::size_t max_memory_allocated(int dev) { return bytes(allocator(dev).allocated_bytes().peak); }
-  /// Resets every peak, as torch's reset_max_memory_allocated (now reset_peak_memory_stats) does.
-  static void reset_max_memory_allocated() { reset_peak_memory_stats(); }
-  static void reset_max_memory_allocated(int dev) { reset_peak_memory_stats(dev); }
-
-  [[nodiscard]] static std::size_t memory_reserved() { return memory_reserved(Devices::current_device()); }
-  [[nodiscard]] static std::size_t memory_reserved(int dev) { return bytes(allocator(dev).reserved_bytes().current); }
-  [[nodiscard]] static std::size_t max_memory_reserved() { return max_memory_reserved(Devices::current_device()); }
-  [[nodiscard]] static std::size_t max_memory_reserved(int dev) { return bytes(allocator(dev).reserved_bytes().peak); }
-
-  /// Legacy names of memory_reserved and friends.
-  [[nodiscard]] static std::size_t memory_cached() { return memory_reserved(); }
-  [[nodiscard]] static std::size_t memory_cached(int dev) { return memory_reserved(dev); }
-  [[nodiscard]] static std::size_t max_memory_cached() { return max_memory_reserved(); }
-  [[nodiscard]] static std::size_t max_memory_cached(int dev) { return max_memory_reserved(dev); }
-  static void reset_max_memory_cached() { reset_peak_memory_stats(); }
-  static void reset_max_memory_cached(int dev) { reset_peak_memory_stats(dev); }
-
-  [[nodiscard]] static MemoryStats memory_stats() { return memory_stats(Devices::current_device()); }
-  [[nodiscard]] static MemoryStats memory_stats(int dev) { return allocator(dev).stats(); }
-  static void reset_peak_memory_stats() { reset_peak_memory_stats(Devices::current_device()); }
-  static void reset_peak_memory_stats(int dev) { allocator(dev).reset_peak_stats(); }
-  static void reset_accumulated_memory_stats() { reset_accumulated_memory_stats(Devices::current_device()); }
-  static void reset_accumulated_memory_stats(int dev) { allocator(dev).reset_accumulated_stats(); }
-
-  /// Caps what `dev`'s allocator may reserve at fraction * total_memory (0 < fraction <= 1).
-  static void set_per_process_memory_fraction(double fraction) {
-    set_per_process_memory_fraction(fraction, Devices::current_device());
-  }
-  static void set_per_process_memory_fraction(double fraction, int dev) { allocator(dev).set_memory_fraction(fraction); }
 
   // ---- the device's memory (cudaMemGetInfo: creates the device's context) ------------------------
 
@@ -432,7 +397,6 @@ struct Memory {
     }
   }
 
-  static std::size_t bytes(std::int64_t n) noexcept { return n > 0 ? static_cast<std::size_t>(n) : 0; }
 
   static InvalidArgumentError not_allocated(void* p, const char* what) {
     char address[32];
