@@ -11,6 +11,7 @@
 #include <accel/cpu/device.hpp>
 #include <accel/cpu/stream.hpp>
 #include <accel/random/fill.hpp>
+#include <accel/random/default_generators.hpp>
 #include <accel/random/generator.hpp>
 
 #include <array>
@@ -23,11 +24,6 @@ namespace accel::cpu {
 
 namespace detail {
 
-// The default generators, one per device; device_count() is fixed at first use.
-inline Generator* default_generators() {
-  static Generator* const generators = new Generator[static_cast<std::size_t>(Devices::device_count())];  // leaked
-  return generators;
-}
 
 inline void check_fill_pointer(const void* p, std::size_t n, const char* what) {
   if (p == nullptr && n != 0) {
@@ -38,30 +34,7 @@ inline void check_fill_pointer(const void* p, std::size_t n, const char* what) {
 }  // namespace detail
 
 /// accel::RngApi for the CPU backend; accel::CpuBackend inherits these.
-struct Random {
-  [[nodiscard]] static Generator& default_generator() { return default_generator(Devices::current_device()); }
-  [[nodiscard]] static Generator& default_generator(int device) {
-    Devices::check_device(device);
-    return detail::default_generators()[device];
-  }
-
-  static void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
-  static void manual_seed_all(std::uint64_t seed) {
-    const int count = Devices::device_count();
-    for (int i = 0; i < count; ++i) detail::default_generators()[i].manual_seed(seed);
-  }
-  static std::uint64_t seed() { return default_generator().seed(); }
-  [[nodiscard]] static std::uint64_t initial_seed() { return default_generator().initial_seed(); }
-
-  [[nodiscard]] static std::array<std::byte, 16> get_rng_state() { return default_generator().get_state(); }
-  [[nodiscard]] static std::array<std::byte, 16> get_rng_state(int device) {
-    return default_generator(device).get_state();
-  }
-  static void set_rng_state(std::span<const std::byte> state) { default_generator().set_state(state); }
-  static void set_rng_state(std::span<const std::byte> state, int device) {
-    default_generator(device).set_state(state);
-  }
-
+struct Random : DefaultGenerators<Devices> {
   static void fill_bits(StreamRef s, std::uint32_t* p, std::size_t n) {
     fill_bits(s, p, n, default_generator(s.device_index()));
   }

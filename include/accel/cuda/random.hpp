@@ -16,6 +16,7 @@
 #include <accel/cuda/detail/cuda_api.hpp>
 #include <accel/cuda/device.hpp>
 #include <accel/cuda/stream.hpp>
+#include <accel/random/default_generators.hpp>
 #include <accel/random/generator.hpp>
 
 #include <array>
@@ -28,11 +29,6 @@ namespace accel::cuda {
 
 namespace detail {
 
-// The default generators, one per visible device (none without a device).
-inline Generator* default_generators() {
-  static Generator* const generators = new Generator[static_cast<std::size_t>(Devices::device_count())];  // leaked
-  return generators;
-}
 
 inline void check_fill(StreamRef s, const void* p, std::size_t n, const char* what) {
   if (p == nullptr && n != 0) {
@@ -47,31 +43,7 @@ inline void check_fill(StreamRef s, const void* p, std::size_t n, const char* wh
 }  // namespace detail
 
 /// accel::RngApi for the CUDA backend; accel::CudaBackend inherits these.
-struct Random {
-  [[nodiscard]] static Generator& default_generator() { return default_generator(Devices::current_device()); }
-  [[nodiscard]] static Generator& default_generator(int device) {
-    Devices::check_device(device);
-    return detail::default_generators()[device];
-  }
-
-  static void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
-  /// Seeds every visible device's generator; without a device there is nothing to seed (like torch).
-  static void manual_seed_all(std::uint64_t seed) {
-    const int count = Devices::device_count();
-    for (int i = 0; i < count; ++i) detail::default_generators()[i].manual_seed(seed);
-  }
-  static std::uint64_t seed() { return default_generator().seed(); }
-  [[nodiscard]] static std::uint64_t initial_seed() { return default_generator().initial_seed(); }
-
-  [[nodiscard]] static std::array<std::byte, 16> get_rng_state() { return default_generator().get_state(); }
-  [[nodiscard]] static std::array<std::byte, 16> get_rng_state(int device) {
-    return default_generator(device).get_state();
-  }
-  static void set_rng_state(std::span<const std::byte> state) { default_generator().set_state(state); }
-  static void set_rng_state(std::span<const std::byte> state, int device) {
-    default_generator(device).set_state(state);
-  }
-
+struct Random : DefaultGenerators<Devices> {
   static void fill_bits(StreamRef s, std::uint32_t* p, std::size_t n) {
     fill_bits(s, p, n, default_generator(s.device_index()));
   }
