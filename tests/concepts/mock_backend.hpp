@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -46,6 +47,12 @@ struct Devices {
   };
 };
 
+// While a graph captures, enqueued work is recorded here instead of run.
+inline std::vector<std::function<void()>>*& capturing_into() {
+  static std::vector<std::function<void()>>* tasks = nullptr;
+  return tasks;
+}
+
 class Event;
 class StreamRef {
  public:
@@ -54,7 +61,14 @@ class StreamRef {
   void wait(const Event&) const {}
   void wait_stream(StreamRef) const {}
   template <class F>
-  void enqueue(F&& f) const { f(); }  // synchronous device: run now
+  void enqueue(F&& f) const {  // synchronous device: run now, unless a graph captures
+    if (auto* tasks = capturing_into()) {
+      tasks->emplace_back(std::forward<F>(f));
+    } else {
+      f();
+    }
+  }
+  bool is_capturing() const { return capturing_into() != nullptr; }
   int device_index() const { return 0; }
   std::uint64_t id() const { return id_; }
   friend bool operator==(StreamRef, StreamRef) = default;
@@ -192,27 +206,83 @@ struct Random {
   }
 };
 
+// Graphs: the recorded host functions, run again in order.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+  bool captured() const { return captured_; }
+  accel::GraphPoolId pool() const { return pool_; }
+  void reset() {
+    tasks_.clear();
+    captured_ = false;
+  }
+  void replay() const {
+    for (const auto& task : tasks_) task();
+  }
+  std::size_t size() const { return tasks_.size(); }
+
+ private:
+  friend class GraphCapture;
+  std::vector<std::function<void()>> tasks_;
+  accel::GraphPoolId pool_{};
+  bool captured_ = false;
+};
+class GraphCapture {
+ public:
+  GraphCapture(Graph& g, accel::GraphPoolId pool) : graph_(&g) {
+    g.pool_ = pool ? pool : accel::GraphPoolId::make();
+    capturing_into() = &g.tasks_;
+  }
+  GraphCapture(GraphCapture&& other) noexcept : graph_(std::exchange(other.graph_, nullptr)) {}
+  GraphCapture(const GraphCapture&) = delete;
+  ~GraphCapture() { end(); }
+  void end() {
+    if (graph_ == nullptr) return;
+    capturing_into() = nullptr;
+    std::exchange(graph_, nullptr)->captured_ = true;
+  }
+
+ private:
+  Graph* graph_;
+};
+struct Graphs {
+  using Graph = mock::Graph;
+  using GraphCapture = mock::GraphCapture;
+  static Graph create_graph() { return {}; }
+  static GraphCapture capture_to_graph(Graph& g, StreamRef = {}, accel::GraphPoolId pool = {},
+                                       accel::CaptureMode = accel::CaptureMode::global) {
+    return GraphCapture(g, pool);
+  }
+  static void replay_graph(Graph& g, StreamRef = {}) { g.replay(); }
+  static accel::GraphPoolId graph_pool_handle() { return accel::GraphPoolId::make(); }
+};
+
 // A user's backend with no ops of its own borrows the CPU backend's op builders.
 struct Ops : accel::cpu::Ops {};
 
-struct Backend : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random {
+struct Backend : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random, Graphs {
   using DeviceGuard = Devices::DeviceGuard;
 };
 
 // The same backend with one area missing each.
-struct NoStats : Flags, Devices, Streams, MemoryNoStats, Dtypes, Profiling, Environment, Ops, Random {
+struct NoStats : Flags, Devices, Streams, MemoryNoStats, Dtypes, Profiling, Environment, Ops, Random, Graphs {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoProfiling : Flags, Devices, Streams, Memory, Dtypes, Environment, Ops, Random {
+struct NoProfiling : Flags, Devices, Streams, Memory, Dtypes, Environment, Ops, Random, Graphs {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoFlags : Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random {
+struct NoFlags : Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random, Graphs {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoOps : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Random {
+struct NoOps : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Random, Graphs {
   using DeviceGuard = Devices::DeviceGuard;
 };
-struct NoDeviceGuard : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random {
+struct NoGraphs : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random {
+  using DeviceGuard = Devices::DeviceGuard;
+};
+struct NoDeviceGuard : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random, Graphs {
   using DeviceGuard = void;
 };
 

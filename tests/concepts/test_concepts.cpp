@@ -13,6 +13,7 @@ static_assert(!accel::ProfileApi<mock::NoProfiling> && !accel::Accelerator<mock:
 static_assert(!accel::FlagsApi<mock::NoFlags> && !accel::Accelerator<mock::NoFlags>);
 static_assert(!accel::DeviceApi<mock::NoDeviceGuard> && !accel::Accelerator<mock::NoDeviceGuard>);
 static_assert(!accel::OpApi<mock::NoOps> && !accel::Accelerator<mock::NoOps>);
+static_assert(!accel::GraphApi<mock::NoGraphs> && !accel::Accelerator<mock::NoGraphs>);
 static_assert(!accel::Accelerator<int>);
 
 // A policy must be a trivially copyable value.
@@ -43,4 +44,23 @@ std::size_t run_step(B backend) {
 TEST_CASE("a complete user-written backend runs generic engine code") {
   CHECK(run_step(mock::Backend{}) == 4096);
   CHECK(mock::live_blocks().empty());
+}
+
+TEST_CASE("a user-written backend's graphs capture and replay through the concept") {
+  const mock::Backend backend;
+  typename mock::Backend::Stream stream;
+  auto graph = backend.create_graph();
+  int runs = 0;
+  {
+    auto capture = backend.capture_to_graph(graph, stream);
+    CHECK(stream.is_capturing());
+    stream.enqueue([&runs] { ++runs; });
+    capture.end();
+  }
+  CHECK_FALSE(stream.is_capturing());
+  CHECK(runs == 0);
+  CHECK(graph.captured());
+  backend.replay_graph(graph, stream);
+  backend.replay_graph(graph);
+  CHECK(runs == 2);
 }

@@ -9,6 +9,7 @@
 #include <accel/concepts/dtype.hpp>
 #include <accel/concepts/env.hpp>
 #include <accel/concepts/flags.hpp>
+#include <accel/concepts/graph.hpp>
 #include <accel/concepts/memory.hpp>
 #include <accel/concepts/ops.hpp>
 #include <accel/concepts/profile.hpp>
@@ -19,6 +20,6 @@ namespace accel {
 
 template <class B>
 concept Accelerator = FlagsApi<B> && DeviceApi<B> && StreamApi<B> && MemoryApi<B> && DtypeApi<B> &&
-                      ProfileApi<B> && EnvApi<B> && OpApi<B> && RngApi<B>;
+                      ProfileApi<B> && EnvApi<B> && OpApi<B> && RngApi<B> && GraphApi<B>;
 
 }  // namespace accel

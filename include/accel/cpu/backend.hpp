@@ -10,6 +10,7 @@
 #include <accel/cpu/dtype.hpp>
 #include <accel/cpu/env.hpp>
 #include <accel/cpu/event.hpp>
+#include <accel/cpu/graph.hpp>
 #include <accel/cpu/memory.hpp>
 #include <accel/cpu/ops.hpp>
 #include <accel/cpu/profile.hpp>
@@ -21,7 +22,7 @@
 namespace accel {
 
 struct CpuBackend : cpu::Devices, cpu::Streams, cpu::Memory, cpu::Dtypes, cpu::Profiling, cpu::Environment, cpu::Ops,
-                    cpu::Random {
+                    cpu::Random, cpu::Graphs {
   [[nodiscard]] static constexpr DeviceType device_type() noexcept { return DeviceType::cpu; }
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "cpu"; }
 
@@ -37,6 +38,8 @@ struct CpuBackend : cpu::Devices, cpu::Streams, cpu::Memory, cpu::Dtypes, cpu::P
   using StreamRef = cpu::StreamRef;
   using Event = cpu::Event;
   using StreamGuard = cpu::StreamGuard;
+  using Graph = cpu::Graph;
+  using GraphCapture = cpu::GraphCapture;
   using DeviceGuard = cpu::Devices::DeviceGuard;
 };
 

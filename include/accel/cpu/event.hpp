@@ -58,13 +58,16 @@ class Event {
   /// stream's task count). Timed: enqueues a marker that takes the timestamp.
   void record(StreamRef stream) {
     detail::stream_state& s = stream.state("Event::record");
+    if (s.is_capturing()) {
+      throw NotSupportedError(s.name() + ": Event::record on a stream that is capturing a graph (the CPU backend "
+                              "records no event nodes; record the event before or after the capture)");
+    }
     if (capture_ == nullptr || !capture_->exclusive()) {  // else: nothing else refers to it, reuse it
       detail::event_capture* fresh = detail::event_capture::create();  // first record, or a marker queued
       drop();
       capture_ = fresh;
     }
     try {
-      // (Issue 6: on a capturing stream, an untimed record must enqueue a marker node as well.)
       const std::uint64_t ticket =
           timing_ ? s.submit(detail::stream_task(detail::event_marker{detail::capture_ref(capture_)})) : s.submitted();
       capture_->point = detail::stream_point(s, ticket);

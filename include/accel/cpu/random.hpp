@@ -3,7 +3,8 @@
 // One default accel::Generator per logical device, created at first use and never destroyed (usable
 // during static destruction). A fill reserves its offsets when called and enqueues one task on the
 // stream that runs accel::rng::fill_* (random/fill.hpp) over [p, p + n): vectorised, on every core
-// with OpenMP, and the same numbers whatever the thread count.
+// with OpenMP, and the same numbers whatever the thread count. Inside a graph capture a fill records a
+// draw that every replay reserves afresh (cpu/graph.hpp).
 #pragma once
 
 #include <accel/concepts/rng.hpp>
@@ -40,10 +41,9 @@ struct Random : DefaultGenerators<Devices> {
   }
   static void fill_bits(StreamRef s, std::uint32_t* p, std::size_t n, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_bits");
-    if (n == 0) return;
-    const auto position = g.reserve_position(n);  // no structured binding: clang 14 cannot capture one
-    const std::uint64_t seed = position.first, offset = position.second;
-    s.enqueue([p, n, seed, offset] { rng::fill_bits(std::span<std::uint32_t>(p, n), seed, offset); });
+    enqueue_fill(s, n, g, false, [p, n](std::uint64_t seed, std::uint64_t offset) {
+      rng::fill_bits(std::span<std::uint32_t>(p, n), seed, offset);
+    });
   }
 
   static void fill_uniform(StreamRef s, float* p, std::size_t n) {
@@ -51,20 +51,18 @@ struct Random : DefaultGenerators<Devices> {
   }
   static void fill_uniform(StreamRef s, float* p, std::size_t n, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_uniform");
-    if (n == 0) return;
-    const auto position = g.reserve_position(n);  // no structured binding: clang 14 cannot capture one
-    const std::uint64_t seed = position.first, offset = position.second;
-    s.enqueue([p, n, seed, offset] { rng::fill_uniform(std::span<float>(p, n), seed, offset); });
+    enqueue_fill(s, n, g, false, [p, n](std::uint64_t seed, std::uint64_t offset) {
+      rng::fill_uniform(std::span<float>(p, n), seed, offset);
+    });
   }
   static void fill_uniform(StreamRef s, double* p, std::size_t n) {
     fill_uniform(s, p, n, default_generator(s.device_index()));
   }
   static void fill_uniform(StreamRef s, double* p, std::size_t n, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_uniform");
-    if (n == 0) return;
-    const auto position = g.reserve_wide_position(n);  // no structured binding: clang 14 cannot capture one
-    const std::uint64_t seed = position.first, offset = position.second;
-    s.enqueue([p, n, seed, offset] { rng::fill_uniform(std::span<double>(p, n), seed, offset); });
+    enqueue_fill(s, n, g, true, [p, n](std::uint64_t seed, std::uint64_t offset) {
+      rng::fill_uniform(std::span<double>(p, n), seed, offset);
+    });
   }
 
   static void fill_normal(StreamRef s, float* p, std::size_t n, float mean, float stddev) {
@@ -72,10 +70,7 @@ struct Random : DefaultGenerators<Devices> {
   }
   static void fill_normal(StreamRef s, float* p, std::size_t n, float mean, float stddev, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_normal");
-    if (n == 0) return;
-    const auto position = g.reserve_position(n);  // no structured binding: clang 14 cannot capture one
-    const std::uint64_t seed = position.first, offset = position.second;
-    s.enqueue([p, n, seed, offset, mean, stddev] {
+    enqueue_fill(s, n, g, false, [p, n, mean, stddev](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_normal(std::span<float>(p, n), seed, offset, mean, stddev);
     });
   }
@@ -84,12 +79,32 @@ struct Random : DefaultGenerators<Devices> {
   }
   static void fill_normal(StreamRef s, double* p, std::size_t n, double mean, double stddev, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_normal");
-    if (n == 0) return;
-    const auto position = g.reserve_wide_position(n);  // no structured binding: clang 14 cannot capture one
-    const std::uint64_t seed = position.first, offset = position.second;
-    s.enqueue([p, n, seed, offset, mean, stddev] {
+    enqueue_fill(s, n, g, true, [p, n, mean, stddev](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_normal(std::span<double>(p, n), seed, offset, mean, stddev);
     });
+  }
+
+ private:
+  // Eagerly: reserve the offsets now (call order decides the numbers) and run `fill(seed, offset)` on
+  // the stream. While s captures a graph: record a draw instead; each replay reserves it afresh and
+  // the recorded task reads its position from the replay (torch's graph-safe Philox).
+  template <class Fill>
+  static void enqueue_fill(StreamRef s, std::size_t n, Generator& g, bool wide, Fill fill) {
+    if (n == 0) return;
+    detail::stream_state& state = s.state("fill");
+    if (state.is_capturing()) {
+      if (const auto recording = state.capture()) {
+        const std::size_t index = recording->add_draw(g, n, wide);
+        s.enqueue([index, fill] {
+          const auto position = detail::replay_position(index);
+          fill(position.first, position.second);
+        });
+        return;
+      }
+    }
+    const auto position = wide ? g.reserve_wide_position(n) : g.reserve_position(n);
+    const std::uint64_t seed = position.first, offset = position.second;  // clang 14 cannot capture a binding
+    s.enqueue([seed, offset, fill] { fill(seed, offset); });
   }
 };
 

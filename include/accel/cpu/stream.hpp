@@ -53,8 +53,16 @@ class StreamRef {
     state("synchronize").synchronize(where);
   }
 
-  /// True when every task enqueued so far has run. Never blocks.
-  [[nodiscard]] bool query() const { return state("query").query(); }
+  /// True when every task enqueued so far has run. Never blocks. InvalidStateError while the stream
+  /// captures a graph (and the capture is invalidated), as cudaStreamQuery is illegal then.
+  [[nodiscard]] bool query() const {
+    const detail::stream_state& s = state("query");
+    s.refuse_while_capturing("query");
+    return s.query();
+  }
+
+  /// True while a graph capture records the work enqueued on this stream (capture_to_graph).
+  [[nodiscard]] bool is_capturing() const { return state("is_capturing").is_capturing(); }
 
   /// Tasks enqueued on this stream after the call run after the work `event` captured. Never-recorded
   /// events impose nothing. On the default stream (which runs inline) the caller blocks instead.
@@ -99,8 +107,11 @@ class StreamRef {
 
  private:
   friend class Event;
+  friend class Graph;
+  friend class GraphCapture;
   friend class StreamGuard;
   friend struct Streams;
+  friend struct Random;
 
   detail::stream_state& state(const char* operation) const {
     if (state_ == nullptr) {

@@ -14,6 +14,7 @@
 #include <accel/cuda/env.hpp>
 #include <accel/cuda/error.hpp>
 #include <accel/cuda/event.hpp>
+#include <accel/cuda/graph.hpp>
 #include <accel/cuda/memory.hpp>
 #include <accel/cuda/ops.hpp>
 #include <accel/cuda/profile.hpp>
@@ -25,7 +26,7 @@
 namespace accel {
 
 struct CudaBackend : cuda::Devices, cuda::Streams, cuda::Memory, cuda::Dtypes, cuda::Profiling, cuda::Environment,
-                     cuda::Ops, cuda::Random {
+                     cuda::Ops, cuda::Random, cuda::Graphs {
   [[nodiscard]] static constexpr DeviceType device_type() noexcept { return DeviceType::cuda; }
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "cuda"; }
 
@@ -40,6 +41,8 @@ struct CudaBackend : cuda::Devices, cuda::Streams, cuda::Memory, cuda::Dtypes, c
   using StreamRef = cuda::StreamRef;
   using Event = cuda::Event;
   using StreamGuard = cuda::StreamGuard;
+  using Graph = cuda::Graph;
+  using GraphCapture = cuda::GraphCapture;
   using DeviceGuard = cuda::Devices::DeviceGuard;
 };
 

@@ -93,7 +93,13 @@ struct DeviceMemory {
     try {
       Devices::DeviceGuard guard(device);
       void* p = nullptr;
+      // cudaMalloc is illegal while a stream captures in global mode, but a new segment of a graph's
+      // pool is safe to allocate then (the graph keeps the address; a replay allocates nothing): run it
+      // in relaxed mode, as torch's cudaMallocMaybeCapturing does.
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      (void)cudaThreadExchangeStreamCaptureMode(&mode);
       const cudaError_t status = cudaMalloc(&p, bytes);
+      (void)cudaThreadExchangeStreamCaptureMode(&mode);
       if (status == cudaSuccess) return p;
       (void)cudaGetLastError();
       detail::last_raw_error() = status;

@@ -26,6 +26,7 @@
 
 #include <accel/concepts/stream.hpp>
 #include <accel/core/error.hpp>
+#include <accel/cuda/detail/capture_registry.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
 #include <accel/cuda/detail/event_pool.hpp>
 #include <accel/cuda/detail/host_task.hpp>
@@ -108,6 +109,7 @@ class StreamRef {
   /// last synchronization (the error is then cleared and the stream stays usable).
   void synchronize(source_location where = source_location::current()) const {
     check_valid("synchronize");
+    refuse_while_capturing("synchronize");
     {
       const detail::LegacyStreamScope scope(handle_, device_);
       ACCEL_CUDA_CHECK(cudaStreamSynchronize(handle_));
@@ -118,6 +120,7 @@ class StreamRef {
   /// True when all work enqueued so far is done. Never blocks.
   [[nodiscard]] bool query() const {
     check_valid("query");
+    refuse_while_capturing("query");
     const detail::LegacyStreamScope scope(handle_, device_);
     const cudaError_t status = cudaStreamQuery(handle_);
     if (status == cudaSuccess) return true;
@@ -178,6 +181,15 @@ class StreamRef {
     }
   }
 
+  /// True while a graph capture (accel's or any cudaStreamBeginCapture) records this stream's work.
+  [[nodiscard]] bool is_capturing() const {
+    check_valid("is_capturing");
+    if (handle_ == nullptr) return false;  // the legacy default stream cannot capture
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    ACCEL_CUDA_CHECK(cudaStreamIsCapturing(handle_, &status));
+    return status == cudaStreamCaptureStatusActive;
+  }
+
   /// The stream's priority (lower is higher, as in CUDA and torch; 0 for the default stream).
   [[nodiscard]] int priority() const {
     check_valid("priority");
@@ -202,12 +214,26 @@ class StreamRef {
     }
   }
 
+  // Synchronizing or querying a capturing stream: an InvalidStateError naming the call, which also
+  // invalidates accel's capture (CUDA would fail it with cudaErrorStreamCaptureUnsupported).
+  void refuse_while_capturing(const char* operation) const {
+    const auto record = detail::captures().find(id_);
+    if (!record) [[likely]] return;
+    const std::string message = name() + ": " + operation +
+                                "() while the stream is capturing a graph (work enqueued during a capture is "
+                                "recorded, not run; end the capture first)";
+    record->invalidate(message);
+    throw InvalidStateError(message + "; the capture is invalidated");
+  }
+
   cudaStream_t handle_ = nullptr;
   std::uint64_t id_ = 0;
   int device_ = -1;
 
  private:
   friend class Event;
+  friend class Graph;
+  friend class GraphCapture;
   friend class Stream;
   friend class StreamGuard;
   friend struct Streams;
@@ -251,6 +277,14 @@ struct CurrentStreams {
 /// Blocks until all work on `device` is done (cudaDeviceSynchronize), then reports the oldest
 /// unreported host-task failure among the device's streams.
 inline void synchronize_device(int device, source_location where) {
+  if (const auto record = captures().forbidding_device_sync(device)) {
+    const std::string message = "device synchronize() of cuda:" + std::to_string(device) + " while " +
+                                stream_name(device, record->stream_id(), false) + " is capturing a graph in " +
+                                std::string(to_string(record->mode())) +
+                                " mode (capture with CaptureMode::relaxed to allow it)";
+    record->invalidate(message);
+    throw InvalidStateError(message + "; the capture is invalidated", where);
+  }
   {
     Devices::DeviceGuard guard(device);
     ACCEL_CUDA_CHECK(cudaDeviceSynchronize());

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <accel/concepts/accelerator.hpp>
+#include <accel/dispatch/any_graph.hpp>
 #include <accel/dispatch/any_stream.hpp>
 #include <accel/dispatch/backend_list.hpp>
 #include <accel/random/generator.hpp>
@@ -34,6 +35,8 @@ class BasicAnyBackend {
   using Event = AnyEvent<Bs...>;
   using StreamGuard = AnyStreamGuard<Bs...>;
   using DeviceGuard = AnyDeviceGuard<Bs...>;
+  using Graph = AnyGraph<Bs...>;
+  using GraphCapture = AnyGraphCapture<Bs...>;
 
   // A flag holds for AnyBackend only if it holds for every alternative, so code that branches on it
   // at compile time stays correct whichever backend is chosen at run time.
@@ -231,6 +234,19 @@ class BasicAnyBackend {
   }
   [[nodiscard]] std::vector<std::string> op_names() const { return call([](auto b) { return b.op_names(); }); }
   [[nodiscard]] std::vector<ops::OpStatus> op_table() const { return call([](auto b) { return b.op_table(); }); }
+
+  // ---- graphs ----
+  // A graph follows the stream it is captured on (an empty graph may change backend).
+  [[nodiscard]] Graph create_graph() const { return Graph(index()); }
+  [[nodiscard]] GraphCapture capture_to_graph(Graph& g) const { return GraphCapture(g, current_stream()); }
+  [[nodiscard]] GraphCapture capture_to_graph(Graph& g, StreamRef s, GraphPoolId pool = {},
+                                              CaptureMode mode = CaptureMode::global) const {
+    return GraphCapture(g, s, pool, mode);
+  }
+  void replay_graph(Graph& g) const { g.replay(); }
+  void replay_graph(Graph& g, StreamRef s) const { g.replay(s); }
+  [[nodiscard]] GraphPoolId graph_pool_handle() const noexcept { return GraphPoolId::make(); }
+  [[nodiscard]] bool is_current_stream_capturing() const { return current_stream().is_capturing(); }
 
   friend bool operator==(const BasicAnyBackend& a, const BasicAnyBackend& b) noexcept { return a.index() == b.index(); }
 

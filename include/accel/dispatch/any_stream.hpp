@@ -68,6 +68,9 @@ class AnyStreamRef {
   [[nodiscard]] std::uint64_t id() const {
     return detail::visit_indexed(ref_, [](auto, auto s) { return s.id(); });
   }
+  [[nodiscard]] bool is_capturing() const {
+    return detail::visit_indexed(ref_, [](auto, auto s) { return s.is_capturing(); });
+  }
 
   /// Position of this stream's backend in Bs..., and its name.
   [[nodiscard]] std::size_t index() const noexcept { return ref_.index(); }
@@ -126,6 +129,7 @@ class AnyStream {
   }
   [[nodiscard]] int device_index() const { return ref().device_index(); }
   [[nodiscard]] std::uint64_t id() const { return ref().id(); }
+  [[nodiscard]] bool is_capturing() const { return ref().is_capturing(); }
   [[nodiscard]] std::size_t index() const noexcept { return stream_.index(); }
 
  private:

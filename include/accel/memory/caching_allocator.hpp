@@ -17,7 +17,11 @@
 //   the allocated / reserved / free / total / allowed figures. A memory fraction caps reserved bytes,
 //   and going over it counts as a failed raw allocation, as with torch's per-process fraction;
 // - statistics (memory/stats.hpp) mean what torch's mean.
-// Differences: no graph pools, no expandable segments; a pointer that is not a live allocation is an
+// - graph pools (torch's private pools): while a graph captures on a stream, begin_allocate_to_pool
+//   routes that stream's allocations to the graph's PrivatePool, whose segments serve nothing else;
+//   blocks freed into it stay there (a replay writes them again) until every graph holding the pool
+//   released it, and then its segments go back when free. They count in every statistic as usual.
+// Differences: no expandable segments; a pointer that is not a live allocation is an
 // InvalidArgumentError at free() (torch asserts), and changes nothing.
 //
 // The RawMemory policy (memory/detail/raw_memory_policy.hpp) gives raw segments, stream ids and
@@ -101,19 +105,20 @@ class CachingAllocator {
 
     const std::size_t size = caching::round_size(bytes, config_);
     const bool small = caching::is_small(size);
-    Pool& pool = small ? small_blocks_ : large_blocks_;
+    PrivatePoolT* const owner = routes_.empty() ? nullptr : route_for(stream_id);
+    Pool& pool = owner != nullptr ? (small ? owner->small : owner->large) : (small ? small_blocks_ : large_blocks_);
     Block* block = get_free_block(pool, stream_id, size);
     if (block == nullptr) {
       const std::size_t alloc_size = caching::segment_size(size);
       if (gc_enabled()) garbage_collect_cached_blocks();
-      block = alloc_block(alloc_size, stream_id, small, false);
+      block = alloc_block(alloc_size, stream_id, small, false, owner);
       if (block == nullptr && release_available_cached_blocks(pool, stream_id, size)) {
-        block = alloc_block(alloc_size, stream_id, small, false);
+        block = alloc_block(alloc_size, stream_id, small, false, owner);
       }
       if (block == nullptr) {
         release_cached_blocks(lock);  // may wait for events with the lock released
         reserve_bookkeeping();
-        block = alloc_block(alloc_size, stream_id, small, true);
+        block = alloc_block(alloc_size, stream_id, small, true, owner);
       }
       if (block == nullptr) throw out_of_memory(bytes, alloc_size);
     }
@@ -126,13 +131,16 @@ class CachingAllocator {
     if (p == nullptr) return;
     std::unique_lock lock(mutex_);
     if (!free_locked(p)) throw not_allocated(p, "free");
+    erase_dead_pools();
   }
 
   /// free() that returns false, changing nothing, when p is not a live allocation of this allocator.
   [[nodiscard]] bool try_free(void* p) {
     if (p == nullptr) return true;
     std::unique_lock lock(mutex_);
-    return free_locked(p);
+    const bool freed = free_locked(p);
+    erase_dead_pools();
+    return freed;
   }
 
   /// p (a live allocation) is also used on `stream`: after free(p) it is not reused until the work
@@ -160,7 +168,62 @@ class CachingAllocator {
     return true;
   }
 
-  /// Synchronizes pending events and releases every cached segment that is entirely free.
+  // ---- graph pools (torch's beginAllocateToPool / endAllocateToPool / releasePool) ----------------
+
+  /// From now on, allocations on stream `stream_id` come from graph pool `pool_id`, created with a use
+  /// count of 1 if new (a new graph's own pool), else retained once more (a pool shared between graphs).
+  void begin_allocate_to_pool(std::uint64_t pool_id, std::uint64_t stream_id) {
+    if (pool_id == 0) throw InvalidArgumentError(name_ + ": graph pool id 0 names no pool");
+    std::unique_lock lock(mutex_);
+    for (const Route& r : routes_) {
+      if (r.stream_id == stream_id) {
+        throw InvalidStateError(name_ + ": stream " + std::to_string(stream_id) +
+                                " already allocates to graph pool " + std::to_string(r.pool_id) +
+                                " (a stream captures one graph at a time)");
+      }
+    }
+    routes_.reserve(routes_.size() + 1);
+    auto it = private_pools_.find(pool_id);
+    if (it == private_pools_.end()) {
+      it = private_pools_.emplace(pool_id, std::make_unique<PrivatePoolT>(&arena_, pool_id)).first;
+    } else {
+      ++it->second->use_count;
+    }
+    routes_.push_back(Route{pool_id, stream_id});
+  }
+
+  /// Allocations on `stream_id` go to the ordinary pools again (the capture ended).
+  void end_allocate_to_pool(std::uint64_t pool_id, std::uint64_t stream_id) noexcept {
+    std::unique_lock lock(mutex_);
+    std::erase_if(routes_, [&](const Route& r) { return r.pool_id == pool_id && r.stream_id == stream_id; });
+  }
+
+  /// A graph lets go of pool `pool_id`. Once no graph holds it, its free segments are released now and
+  /// the others as soon as their blocks are freed. An unknown id is ignored (nothing was allocated).
+  void release_pool(std::uint64_t pool_id) noexcept {
+    std::unique_lock lock(mutex_);
+    auto it = private_pools_.find(pool_id);
+    if (it == private_pools_.end()) return;
+    PrivatePoolT& pool = *it->second;
+    if (pool.use_count > 0 && --pool.use_count == 0) {
+      release_blocks(pool.large);
+      release_blocks(pool.small);
+    }
+    erase_dead_pools();
+  }
+
+  /// Bytes of segments owned by graph pool `pool_id` (0 for an unknown id).
+  [[nodiscard]] std::size_t pool_reserved_bytes(std::uint64_t pool_id) const {
+    std::unique_lock lock(mutex_);
+    std::size_t bytes = 0;
+    for (const auto& [address, segment] : segments_) {
+      if (segment->owner != nullptr && segment->owner->id == pool_id) bytes += segment->size;
+    }
+    return bytes;
+  }
+
+  /// Synchronizes pending events and releases every cached segment that is entirely free (a graph
+  /// pool's only once no graph holds the pool).
   void empty_cache() {
     std::unique_lock lock(mutex_);
     release_cached_blocks(lock);
@@ -228,6 +291,12 @@ class CachingAllocator {
     return fraction_set_ ? allowed_ : static_cast<std::size_t>(-1);
   }
 
+  /// fork() support, for the backend that owns the allocator (cpu/memory.hpp): its pthread_atfork
+  /// prepare handler takes the mutex, so no other thread is inside the allocator at the fork, and
+  /// its parent and child handlers give it back. Not for other use.
+  void lock_for_fork() const noexcept { mutex_.lock(); }
+  void unlock_after_fork() const noexcept { mutex_.unlock(); }
+
   /// Every segment and its blocks, in address order (torch's memory_snapshot(), without traces).
   [[nodiscard]] std::vector<SegmentInfo> snapshot() const {
     std::unique_lock lock(mutex_);
@@ -239,6 +308,7 @@ class CachingAllocator {
       info.total_size = segment->size;
       info.stream = segment->stream_id;
       info.is_small_pool = segment->small;
+      info.pool_id = segment->owner != nullptr ? segment->owner->id : 0;
       for (const Block* b = segment->head; b != nullptr; b = b->next) {
         BlockInfo bi;
         bi.address = b->ptr;
@@ -264,6 +334,11 @@ class CachingAllocator {
   using Block = detail::CachingBlock<stream_type>;
   using Segment = detail::CachingSegment<stream_type>;
   using Pool = detail::BlockPool<stream_type>;
+  using PrivatePoolT = detail::PrivatePool<stream_type>;
+  struct Route {
+    std::uint64_t pool_id;
+    std::uint64_t stream_id;
+  };
   using Key = detail::BlockKey;
   using SegmentMap = std::map<std::uintptr_t, Segment*, std::less<>,
                               detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>>;
@@ -281,7 +356,23 @@ class CachingAllocator {
   [[nodiscard]] static StatType stat_type(bool small) noexcept {
     return small ? StatType::small_pool : StatType::large_pool;
   }
-  [[nodiscard]] Pool& pool_of(const Block* b) noexcept { return b->small ? small_blocks_ : large_blocks_; }
+  [[nodiscard]] Pool& pool_of(const Block* b) noexcept {
+    PrivatePoolT* const owner = b->segment->owner;
+    if (owner != nullptr) return b->small ? owner->small : owner->large;
+    return b->small ? small_blocks_ : large_blocks_;
+  }
+  [[nodiscard]] PrivatePoolT* route_for(std::uint64_t stream_id) const noexcept {
+    for (const Route& r : routes_) {
+      if (r.stream_id == stream_id) return private_pools_.find(r.pool_id)->second.get();
+    }
+    return nullptr;
+  }
+  // Pools no graph holds and that own no segment any more.
+  void erase_dead_pools() noexcept {
+    for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+      it = it->second->use_count == 0 && it->second->segments == 0 ? private_pools_.erase(it) : std::next(it);
+    }
+  }
   [[nodiscard]] bool gc_enabled() const noexcept {
     return fraction_set_ && config_.garbage_collection_threshold > 0.0;
   }
@@ -356,7 +447,7 @@ class CachingAllocator {
   }
 
   // A new segment of `size` bytes, or nullptr when the raw allocator or the fraction cap refuses.
-  Block* alloc_block(std::size_t size, std::uint64_t stream, bool small, bool is_retry) {
+  Block* alloc_block(std::size_t size, std::uint64_t stream, bool small, bool is_retry, PrivatePoolT* owner) {
     if (is_retry) ++stats_.num_alloc_retries;
     if (fraction_set_ && (reserved_ > allowed_ || size > allowed_ - reserved_)) return nullptr;
     auto segment = std::make_unique<Segment>();
@@ -367,6 +458,8 @@ class CachingAllocator {
     segment->size = size;
     segment->stream_id = stream;
     segment->small = small;
+    segment->owner = owner;
+    if (owner != nullptr) ++owner->segments;
     Block* block = blocks_.make(address, size, stream, segment.get(), small);
     segment->head = block;
     segments_.emplace(address, segment.release());  // node storage was reserved
@@ -446,6 +539,10 @@ class CachingAllocator {
     stats_.active.decrease(st, 1);
     stats_.active_bytes.decrease(st, static_cast<std::int64_t>(original_size));
     stats_.requested_bytes.decrease(st, static_cast<std::int64_t>(requested));
+    // A graph pool no graph holds any more gives its segments back as they become free (the caller
+    // erases the emptied pool: erase_dead_pools).
+    const PrivatePoolT* owner = block->segment->owner;
+    if (owner != nullptr && owner->use_count == 0 && !block->is_split()) release_block(block);
   }
 
   std::size_t try_merge_blocks(Block* dst, Block* src, Pool& pool) noexcept {
@@ -525,6 +622,7 @@ class CachingAllocator {
     Pool& pool = pool_of(block);
     ++stats_.num_device_free;
     pool.erase(block);
+    if (segment->owner != nullptr) --segment->owner->segments;
     RawMemory::deallocate(device_, reinterpret_cast<void*>(block->ptr), block->size);
     reserved_ -= block->size;
     const StatType st = stat_type(pool.small);
@@ -549,6 +647,13 @@ class CachingAllocator {
     synchronize_and_free_events(lock);
     release_blocks(large_blocks_);
     release_blocks(small_blocks_);
+    for (auto& [id, pool] : private_pools_) {
+      if (pool->use_count == 0) {
+        release_blocks(pool->large);
+        release_blocks(pool->small);
+      }
+    }
+    erase_dead_pools();
   }
 
   // With max_split_size set: frees one cached oversize block that fits, or oversize blocks of this
@@ -661,6 +766,8 @@ class CachingAllocator {
   detail::PointerMap<Block> map_;  // live allocations by address
   SegmentMap segments_{detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>(&arena_)};
   std::map<std::uint64_t, EventQueue> events_;  // per stream, in record order
+  std::map<std::uint64_t, std::unique_ptr<PrivatePoolT>> private_pools_;  // graph pools by id
+  std::vector<Route> routes_;  // streams whose allocations go to a graph pool (capturing streams)
   MemoryStats stats_;
   std::size_t reserved_ = 0;
   bool fraction_set_ = false;

@@ -29,14 +29,20 @@
 #include <accel/random/philox.hpp>
 
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <mutex>
-#include <random>
 #include <span>
 #include <string>
 #include <utility>
+
+#if __has_include(<sys/random.h>)
+#include <sys/random.h>
+#else
+#include <random>
+#endif
 
 namespace accel {
 
@@ -60,10 +66,9 @@ class Generator {
     offset_ = 0;
   }
 
-  /// Seeds from std::random_device (64 bits) and rewinds; returns the new seed.
+  /// Seeds from the operating system's entropy (64 bits) and rewinds; returns the new seed.
   std::uint64_t seed() {
-    std::random_device rd;
-    const std::uint64_t s = (static_cast<std::uint64_t>(rd()) << 32) ^ static_cast<std::uint64_t>(rd());
+    const std::uint64_t s = entropy64();
     manual_seed(s);
     return s;
   }
@@ -149,6 +154,36 @@ class Generator {
     return {seed_, std::exchange(offset_, offset_ + step)};
   }
 
+  /// One draw of a sequence reserved at once (a graph replay's fills): n outputs of 32 bits
+  /// (reserve) or of 64 bits (reserve_wide).
+  struct Draw {
+    std::uint64_t n = 0;
+    bool wide = false;
+  };
+
+  /// Reserves `draws` in one step, exactly as consecutive reserve()/reserve_wide() calls would (no
+  /// other thread's reservation lands between them): writes each draw's offset to offsets[i] and
+  /// returns the seed. Throws InvalidArgumentError, changing nothing, if the offset would overflow or
+  /// offsets is shorter than draws.
+  std::uint64_t reserve_draws(std::span<const Draw> draws, std::span<std::uint64_t> offsets) {
+    if (offsets.size() < draws.size()) {
+      throw InvalidArgumentError("Generator::reserve_draws: " + std::to_string(draws.size()) + " draws but room for " +
+                                 std::to_string(offsets.size()) + " offsets");
+    }
+    const std::lock_guard lock(mutex_);
+    std::uint64_t at = offset_;
+    for (std::size_t i = 0; i < draws.size(); ++i) {
+      const std::uint64_t step = draws[i].wide ? wide_words(at, draws[i].n) : round_up(draws[i].n);
+      if (at > std::numeric_limits<std::uint64_t>::max() - step) {
+        throw InvalidArgumentError("Generator::reserve_draws: draw " + std::to_string(i) + " overflows the 64-bit offset");
+      }
+      offsets[i] = at;
+      at += step;
+    }
+    offset_ = at;
+    return seed_;
+  }
+
   /// 32-bit words from `offset` (a multiple of 4) to just past the last block that n 64-bit outputs
   /// drawn at `offset` use (0 for n == 0).
   [[nodiscard]] static std::uint64_t wide_words(std::uint64_t offset, std::uint64_t n) {
@@ -172,6 +207,24 @@ class Generator {
       throw InvalidArgumentError("Generator::reserve: " + std::to_string(step) + " words past offset " +
                                  std::to_string(offset_) + " overflow the 64-bit offset");
     }
+  }
+
+  static std::uint64_t entropy64() {
+#if __has_include(<sys/random.h>)
+    std::uint64_t value = 0;
+    auto* bytes = reinterpret_cast<unsigned char*>(&value);
+    std::size_t got = 0;
+    while (got < sizeof value) {
+      const auto n = ::getrandom(bytes + got, sizeof value - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw InvalidStateError("Generator::seed: getrandom() failed to provide entropy");
+      got += static_cast<std::size_t>(n);
+    }
+    return value;
+#else
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ static_cast<std::uint64_t>(rd());
+#endif
   }
 
   static std::uint64_t round_up(std::uint64_t n) {

@@ -4,7 +4,7 @@
 // A worker stream is a mutex-protected queue of stream_tasks (stream_queue) that its own thread drains
 // a whole chain at a time; the default stream of a device runs tasks inline in the enqueuing thread.
 // Every piece of work — tasks, timed-event markers, waits — enters through stream_state::submit, the
-// one place where graph capture (issue 6) will divert tasks into a graph instead of running them.
+// one place where graph capture diverts tasks into a graph_recording instead of queueing them.
 //
 // Counters order everything: `submitted_` (written under the queue mutex) numbers the tasks, and
 // `completed_` (written by the worker only, after a task ran and was destroyed) says how many have
@@ -21,6 +21,7 @@
 
 #include <accel/core/error.hpp>
 #include <accel/core/source_location.hpp>
+#include <accel/cpu/detail/graph_recording.hpp>
 #include <accel/cpu/detail/stream_queue.hpp>
 #include <accel/cpu/detail/stream_task.hpp>
 #include <accel/cpu/device.hpp>
@@ -123,9 +124,7 @@ class stream_state {
       throw InvalidStateError(name() + " was created before fork(): its worker thread does not exist in this "
                               "process; create a new stream in the child");
     }
-    // Graph capture (issue 6) hooks in here: while this stream is capturing, append `task` to the
-    // graph and return.
-    if (default_) {
+    if (default_) {  // never captures (begin_capture refuses it)
       run_one(task);
       return 0;
     }
@@ -133,6 +132,10 @@ class stream_state {
     std::uint64_t ticket = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (capture_) {  // capturing: recorded into the graph, not run; the ticket stays where it is
+        capture_->append(std::move(task));
+        return submitted_.load(std::memory_order_relaxed);
+      }
       queue_.push(std::move(task));
       ticket = submitted_.load(std::memory_order_relaxed) + 1;
       submitted_.store(ticket, std::memory_order_release);
@@ -182,8 +185,44 @@ class stream_state {
     }
   }
 
+  // ---- graph capture ---------------------------------------------------------------------------
+
+  /// Diverts later submits into `recording` (InvalidStateError if already capturing).
+  void begin_capture(std::shared_ptr<graph_recording> recording) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capture_) throw InvalidStateError(name() + " is already capturing a graph (one capture per stream at a time)");
+    capture_ = std::move(recording);
+    capturing_.store(true, std::memory_order_release);
+  }
+  /// Stops capturing; returns the recording (null when none).
+  std::shared_ptr<graph_recording> end_capture() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capturing_.store(false, std::memory_order_release);
+    return std::move(capture_);
+  }
+  [[nodiscard]] bool is_capturing() const noexcept { return capturing_.load(std::memory_order_acquire); }
+  /// The capture in progress, if any.
+  [[nodiscard]] std::shared_ptr<graph_recording> capture() const {
+    if (!is_capturing()) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capture_;
+  }
+  /// Throws InvalidStateError (and invalidates the capture) when `operation` is called on this stream
+  /// while it captures: its recorded work never runs, so waiting for it would be meaningless.
+  void refuse_while_capturing(const char* operation) const {
+    if (!is_capturing()) return;
+    const std::shared_ptr<graph_recording> recording = capture();
+    if (!recording) return;
+    const std::string message = name() + ": " + operation +
+                                "() while the stream is capturing a graph (work enqueued during a capture is "
+                                "recorded, not run; end the capture first)";
+    recording->invalidate(message);
+    throw InvalidStateError(message + "; the capture is invalidated");
+  }
+
   /// Blocks until all work enqueued before the call has run; then reports a stored task failure.
   void synchronize(source_location where) {
+    refuse_while_capturing("synchronize");
     if (!default_) wait_until(submitted());
     rethrow_failure(where);
   }
@@ -324,8 +363,10 @@ class stream_state {
   alignas(line) std::atomic<std::uint32_t> refs_{1};
 
   // producers (under mutex_)
-  alignas(line) std::mutex mutex_;  // guards queue_, idle_, stopping_, failure_, more_failures_
+  alignas(line) mutable std::mutex mutex_;  // guards queue_, idle_, stopping_, failure_, more_failures_, capture_
   stream_queue queue_;
+  std::shared_ptr<graph_recording> capture_;  // the graph being captured, if any
+  std::atomic<bool> capturing_{false};
   std::atomic<std::uint64_t> submitted_{0};
   bool idle_ = false;
   bool stopping_ = false;
@@ -517,6 +558,15 @@ inline void synchronize_device(int device, source_location where) {
   } releaser{snapshot};
   {
     std::lock_guard<std::mutex> lock(d.mutex);
+    for (stream_state* s : d.live) {  // a capture may forbid this (CaptureMode)
+      if (const std::shared_ptr<graph_recording> recording = s->capture(); recording && recording->forbids_device_sync()) {
+        const std::string message = "device synchronize() of cpu:" + std::to_string(device) + " while " + s->name() +
+                                    " is capturing a graph in " + std::string(to_string(recording->mode())) +
+                                    " mode (capture with CaptureMode::relaxed to allow it)";
+        recording->invalidate(message);
+        throw InvalidStateError(message + "; the capture is invalidated", where);
+      }
+    }
     snapshot.reserve(d.live.size());
     for (stream_state* s : d.live) {
       s->retain();

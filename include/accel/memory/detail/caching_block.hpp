@@ -4,6 +4,8 @@
 //                      in the segment (prev/next), state, the extra streams it was used on
 //   CachingSegment<S>  one raw allocation: address, size, pool, its lowest-address block
 //   BlockPool<S>       the free blocks of one pool, ordered by (stream id, size, address)
+//   PrivatePool<S>     a graph's private pair of pools (torch's PrivatePool): its segments serve only
+//                      allocations routed to it while a graph captures
 //   ObjectPool<T>      recycled storage for blocks: a free list over chunks kept until destruction
 #pragma once
 
@@ -46,6 +48,9 @@ template <class Stream>
 struct CachingBlock;
 
 template <class Stream>
+struct PrivatePool;
+
+template <class Stream>
 using FreeBlockSet = std::set<CachingBlock<Stream>*, BlockLess, ArenaAllocator<CachingBlock<Stream>*>>;
 
 template <class Stream>
@@ -55,6 +60,7 @@ struct CachingSegment {
   std::uint64_t stream_id = 0;
   bool small = false;
   CachingBlock<Stream>* head = nullptr;  // lowest-address block
+  PrivatePool<Stream>* owner = nullptr;  // the graph pool it belongs to; null: the ordinary pools
 };
 
 template <class Stream>
@@ -90,6 +96,18 @@ struct BlockPool {
     block->pool_it = blocks.insert(block).first;
   }
   void erase(CachingBlock<Stream>* block) noexcept { blocks.erase(block->pool_it); }
+};
+
+/// The pools of one graph memory pool. Its segments are reserved for the graphs sharing it: they are
+/// released only once every such graph let go of the pool (use_count 0) and their blocks are free.
+template <class Stream>
+struct PrivatePool {
+  PrivatePool(NodeArena* arena, std::uint64_t pool_id) : large(arena, false), small(arena, true), id(pool_id) {}
+  BlockPool<Stream> large;
+  BlockPool<Stream> small;
+  std::uint64_t id;
+  int use_count = 1;        // graphs (or captures) holding the pool
+  std::size_t segments = 0;  // segments it owns
 };
 
 /// Objects of one type on a free list over chunks that live as long as the pool.

@@ -29,6 +29,7 @@ struct SegmentInfo {
   std::size_t active_size = 0;
   std::uint64_t stream = 0;  ///< id of the stream the segment was allocated for
   bool is_small_pool = false;
+  std::uint64_t pool_id = 0;  ///< the graph memory pool owning it (GraphPoolId::id); 0: ordinary pools
   std::vector<BlockInfo> blocks;
 };
 

@@ -1,0 +1,264 @@
+// accel/cpu/graph.hpp — the CPU backend's graphs (accel::GraphApi): record a stream's tasks once,
+// replay them as one task.
+//
+//   accel::cpu::Graph         owning, move-only: the recorded tasks, the draws of random fills, the
+//                             graph's memory pool
+//   accel::cpu::GraphCapture  the guard capture_to_graph returns; while it lives, tasks enqueued on
+//                             the stream are recorded (stream_state::submit diverts them) and
+//                             allocations on the stream come from the graph's pool
+//   accel::cpu::Graphs        create_graph / capture_to_graph / replay_graph / graph_pool_handle,
+//                             inherited by accel::CpuBackend
+//
+// A replay is one task on the replay stream that runs the recorded tasks in order, so its cost does
+// not grow with what the tasks captured. Replays of one graph are ordered: a replay on another stream
+// first waits for the previous one (as launches of one cudaGraphExec_t are). The recorded callables
+// are invoked once per replay and must stay valid (what they point to) for as long as the graph may
+// be replayed — the same rule as for the pointers a CUDA graph's kernels captured.
+//
+// Memory: while the capture lives, allocations on the capturing stream come from the graph's private
+// pool of the device's caching allocator (or from the pool given to capture_to_graph); they keep their
+// addresses for every replay. reset() and the destructor wait for replays in flight, then release the
+// pool: its segments go back to the system once free (empty_cache for the ones already free).
+// Limits (CUDA allows them): recording an event on a capturing stream is NotSupportedError, and a
+// replay recorded into another capture may not draw random numbers.
+#pragma once
+
+#include <accel/core/capture_mode.hpp>
+#include <accel/core/error.hpp>
+#include <accel/core/graph_pool_id.hpp>
+#include <accel/cpu/detail/graph_recording.hpp>
+#include <accel/cpu/detail/stream_state.hpp>
+#include <accel/cpu/device.hpp>
+#include <accel/cpu/memory.hpp>
+#include <accel/cpu/stream.hpp>
+#include <accel/random/graph_draws.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::cpu {
+
+class GraphCapture;
+
+/// A captured sequence of CPU stream tasks. Move-only; empty until a capture ends successfully.
+class Graph {
+ public:
+  Graph() noexcept = default;
+  Graph(Graph&& other) noexcept
+      : body_(std::move(other.body_)),
+        pool_(std::exchange(other.pool_, {})),
+        device_(std::exchange(other.device_, -1)),
+        last_replay_(std::move(other.last_replay_)),
+        capturing_(std::exchange(other.capturing_, false)) {}
+  Graph& operator=(Graph&& other) noexcept {
+    if (this != &other) {
+      release();
+      body_ = std::move(other.body_);
+      pool_ = std::exchange(other.pool_, {});
+      device_ = std::exchange(other.device_, -1);
+      last_replay_ = std::move(other.last_replay_);
+      capturing_ = std::exchange(other.capturing_, false);
+    }
+    return *this;
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  /// Waits for replays in flight, then releases the pool. Never throws.
+  ~Graph() { release(); }
+
+  /// True when a capture ended successfully and the graph can be replayed.
+  [[nodiscard]] bool captured() const noexcept { return body_ != nullptr; }
+  /// The memory pool the graph allocates from (its own unless a shared one was given); {} before any
+  /// capture.
+  [[nodiscard]] GraphPoolId pool() const noexcept { return pool_; }
+  /// Recorded tasks (torch's graph nodes), 0 when empty.
+  [[nodiscard]] std::size_t size() const noexcept { return body_ ? body_->tasks.size() : 0; }
+  /// Random fills recorded (each replay reserves their offsets).
+  [[nodiscard]] std::size_t random_draws() const noexcept { return body_ ? body_->draws.size() : 0; }
+  /// The device it was captured on, -1 when empty.
+  [[nodiscard]] int device_index() const noexcept { return device_; }
+
+  /// Replays on the current stream of the graph's device.
+  void replay() {
+    check_replayable("replay");
+    replay(Streams::current_stream(device_));
+  }
+
+  /// Replays on `stream` (of the graph's device): one task that runs the recorded ones in order, after
+  /// the previous replay of this graph. Asynchronous, like any enqueue.
+  void replay(StreamRef stream) {
+    check_replayable("replay");
+    detail::stream_state& s = stream.state("Graph::replay");
+    if (s.device() != device_) {
+      throw InvalidArgumentError("cpu Graph::replay: the graph was captured on cpu:" + std::to_string(device_) +
+                                 " but " + s.name() + " belongs to cpu:" + std::to_string(s.device()));
+    }
+    if (s.is_capturing() && !body_->draws.empty()) {
+      throw NotSupportedError("cpu Graph::replay into " + s.name() +
+                              ", which is capturing: a replay recorded into another graph may not draw random "
+                              "numbers on the CPU backend");
+    }
+    detail::draw_positions positions = reserve_graph_draws(body_->draws);
+    if (last_replay_.stream() != nullptr && last_replay_.stream() != &s && !last_replay_.done()) {
+      s.wait_for(last_replay_);  // replays of one graph run one after another
+    }
+    const std::uint64_t ticket = s.submit(detail::stream_task(detail::graph_replay_task{body_, std::move(positions)}));
+    if (!s.is_default() && !s.is_capturing()) last_replay_ = detail::stream_point(s, ticket);
+  }
+
+  /// Waits for replays in flight, drops the recorded work and releases the memory pool; the graph can
+  /// be captured again. InvalidStateError while a capture into it is in progress.
+  void reset() {
+    if (capturing_) throw InvalidStateError("cpu Graph::reset while a capture into the graph is in progress");
+    last_replay_.wait();
+    release();
+  }
+
+ private:
+  friend class GraphCapture;
+
+  void check_replayable(const char* what) const {
+    if (capturing_) {
+      throw InvalidStateError(std::string("cpu Graph::") + what + " while a capture into the graph is in progress");
+    }
+    if (!body_) {
+      throw InvalidStateError(std::string("cpu Graph::") + what +
+                              ": the graph holds no captured work (capture it with capture_to_graph first; a "
+                              "failed capture or reset() leaves it empty)");
+    }
+  }
+
+  void release() noexcept {
+    try {
+      last_replay_.wait();
+    } catch (...) {  // destroyed from a task of the replay stream: nothing to wait for safely
+    }
+    last_replay_ = detail::stream_point();
+    body_.reset();
+    if (pool_ && device_ >= 0) {
+      if (HostCachingAllocator* a = detail::existing_host_allocator(device_)) a->release_pool(pool_.id);
+    }
+    pool_ = {};
+    device_ = -1;
+  }
+
+  std::shared_ptr<detail::graph_body> body_;
+  GraphPoolId pool_{};
+  int device_ = -1;
+  detail::stream_point last_replay_;
+  bool capturing_ = false;
+};
+
+/// While it lives, work enqueued on its stream is recorded into its graph. Move-only.
+class GraphCapture {
+ public:
+  GraphCapture(Graph& graph, StreamRef stream, GraphPoolId pool = {}, CaptureMode mode = CaptureMode::global)
+      : graph_(&graph), stream_(&stream.state("capture_to_graph")) {
+    detail::stream_state& s = *stream_;
+    if (s.is_default()) {
+      throw InvalidArgumentError("capture_to_graph: " + s.name() +
+                                 " is a default stream, which runs work at once and cannot capture; capture on a "
+                                 "created stream (cpu::Stream s; capture_to_graph(g, s))");
+    }
+    if (graph.capturing_) throw InvalidStateError("capture_to_graph: a capture into this graph is already in progress");
+    if (graph.captured()) {
+      throw InvalidStateError("capture_to_graph: the graph already holds a captured graph; reset() it or create a "
+                              "new one");
+    }
+    const GraphPoolId use = pool ? pool : GraphPoolId::make();
+    HostCachingAllocator& allocator = Memory::allocator(s.device());
+    allocator.begin_allocate_to_pool(use.id, s.id());  // retains the pool for the graph
+    try {
+      s.begin_capture(std::make_shared<detail::graph_recording>(s.device(), mode));
+    } catch (...) {
+      allocator.end_allocate_to_pool(use.id, s.id());
+      allocator.release_pool(use.id);
+      throw;
+    }
+    graph.release();  // an empty graph that held a pool from a failed capture lets it go
+    graph.pool_ = use;
+    graph.device_ = s.device();
+    graph.capturing_ = true;
+    s.retain();
+  }
+  GraphCapture(GraphCapture&& other) noexcept
+      : graph_(std::exchange(other.graph_, nullptr)),
+        stream_(std::exchange(other.stream_, nullptr)),
+        exceptions_at_start_(other.exceptions_at_start_) {}
+  GraphCapture& operator=(GraphCapture&&) = delete;
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+
+  /// Ends the capture quietly: on success the graph is replayable, otherwise it stays empty (use end()
+  /// to hear why). When an exception is unwinding through the capture's scope, the capture is
+  /// abandoned: the graph stays empty. Never throws.
+  ~GraphCapture() {
+    try {
+      finish(std::uncaught_exceptions() > exceptions_at_start_);
+    } catch (...) {  // the failure leaves the graph empty, which replay() reports
+    }
+  }
+
+  /// Ends the capture. Throws InvalidStateError naming the illegal call when the capture was
+  /// invalidated; the graph then stays empty. Calling it again does nothing.
+  void end() { finish(false); }
+
+  [[nodiscard]] bool active() const noexcept { return stream_ != nullptr; }
+
+ private:
+  void finish(bool abandon) {
+    if (stream_ == nullptr) return;
+    detail::stream_state* s = std::exchange(stream_, nullptr);
+    Graph& graph = *std::exchange(graph_, nullptr);
+    const std::shared_ptr<detail::graph_recording> recording = s->end_capture();
+    Memory::allocator(s->device()).end_allocate_to_pool(graph.pool_.id, s->id());
+    const int device = s->device();
+    const std::string name = s->name();
+    s->release();
+    graph.capturing_ = false;
+    if (abandon) return;
+    const std::string failure = recording ? recording->failure() : std::string("the capture was lost");
+    if (!failure.empty()) {
+      throw InvalidStateError("capture_to_graph on " + name + " failed: " + failure +
+                              "; the graph stays empty (its pool is released with it)");
+    }
+    graph.body_ = recording->take_body();
+    graph.device_ = device;
+  }
+
+  Graph* graph_;
+  detail::stream_state* stream_;
+  int exceptions_at_start_ = std::uncaught_exceptions();
+};
+
+/// GraphApi for accel::CpuBackend: every function is static.
+struct Graphs {
+  [[nodiscard]] static Graph create_graph() noexcept { return Graph{}; }
+
+  /// Records the work enqueued on the current stream while the guard lives.
+  [[nodiscard]] static GraphCapture capture_to_graph(Graph& graph) {
+    return GraphCapture(graph, Streams::current_stream());
+  }
+  /// Records the work enqueued on `stream` while the guard lives; allocations on it come from `pool`
+  /// (a handle shared with other graphs) or, by default, from a pool of the graph's own.
+  [[nodiscard]] static GraphCapture capture_to_graph(Graph& graph, StreamRef stream, GraphPoolId pool = {},
+                                                     CaptureMode mode = CaptureMode::global) {
+    return GraphCapture(graph, stream, pool, mode);
+  }
+
+  static void replay_graph(Graph& graph) { graph.replay(); }
+  static void replay_graph(Graph& graph, StreamRef stream) { graph.replay(stream); }
+
+  /// A memory pool id to share between graphs (torch.cuda.graph_pool_handle()).
+  [[nodiscard]] static GraphPoolId graph_pool_handle() noexcept { return GraphPoolId::make(); }
+
+  /// Whether the calling thread's current stream is capturing (torch.cuda.is_current_stream_capturing).
+  [[nodiscard]] static bool is_current_stream_capturing() { return Streams::current_stream().is_capturing(); }
+};
+
+}  // namespace accel::cpu

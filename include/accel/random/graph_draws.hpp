@@ -1,0 +1,54 @@
+// accel/random/graph_draws.hpp — random fills recorded in a graph, and the offsets a replay reserves.
+//
+// A fill captured into a graph does not reserve offsets at capture time: it records a GraphDraw, and
+// every replay reserves all of the graph's draws, each generator's in one atomic step and in recording
+// order — exactly the offsets the same calls made eagerly at that moment would get. The recorded work
+// reads its (seed, offset) from the replay (torch's graph-safe Philox), so each replay draws fresh
+// numbers. Shared by every backend's graphs.
+#pragma once
+
+#include <accel/random/generator.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace accel {
+
+/// One fill recorded in a graph: n outputs of `generator`, 32-bit (reserve) or 64-bit (reserve_wide).
+struct GraphDraw {
+  Generator* generator = nullptr;
+  std::uint64_t n = 0;
+  bool wide = false;
+};
+
+/// (seed, offset) for each draw, reserved now from the draws' generators.
+[[nodiscard]] inline std::vector<std::pair<std::uint64_t, std::uint64_t>> reserve_graph_draws(
+    std::span<const GraphDraw> draws) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> positions(draws.size());
+  if (draws.empty()) return positions;
+  std::vector<bool> done(draws.size(), false);
+  std::vector<Generator::Draw> group;
+  std::vector<std::size_t> indices;
+  std::vector<std::uint64_t> offsets;
+  for (std::size_t first = 0; first < draws.size(); ++first) {
+    if (done[first]) continue;
+    Generator* const generator = draws[first].generator;
+    group.clear();
+    indices.clear();
+    for (std::size_t i = first; i < draws.size(); ++i) {
+      if (draws[i].generator != generator) continue;
+      group.push_back(Generator::Draw{draws[i].n, draws[i].wide});
+      indices.push_back(i);
+      done[i] = true;
+    }
+    offsets.assign(group.size(), 0);
+    const std::uint64_t seed = generator->reserve_draws(group, offsets);
+    for (std::size_t k = 0; k < indices.size(); ++k) positions[indices[k]] = {seed, offsets[k]};
+  }
+  return positions;
+}
+
+}  // namespace accel

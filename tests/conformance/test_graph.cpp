@@ -1,0 +1,263 @@
+// GraphApi conformance: capture records instead of running, replays run the recorded work in order,
+// random numbers drawn in a graph are fresh per replay and equal to the eager draws, allocations made
+// during capture come from the graph's pool, and illegal calls are errors that leave the graph empty.
+#include "backends.hpp"
+
+#include <accel/concepts/graph.hpp>
+#include <accel/random/fill.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+static_assert(accel::GraphApi<accel::CpuBackend> && accel::GraphApi<accel::AnyBackend>);
+
+// Appends to a list from host tasks (which run on a worker or driver thread).
+struct Log {
+  std::mutex mutex;
+  std::vector<int> entries;
+  void add(int v) {
+    const std::lock_guard lock(mutex);
+    entries.push_back(v);
+  }
+  std::vector<int> take() {
+    const std::lock_guard lock(mutex);
+    return std::exchange(entries, {});
+  }
+};
+
+template <class B, class T>
+std::vector<T> to_host(const B& b, typename B::StreamRef s, const T* device, std::size_t n) {
+  std::vector<T> host(n);
+  b.copy_async(s, host.data(), device, n * sizeof(T));
+  s.synchronize();
+  return host;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+bool mentions(const std::exception& e, const char* word) { return std::string(e.what()).find(word) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE_TEMPLATE_DEFINE("graph: capture records without running; each replay runs the work in order", B, graph_replay) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream s;
+  typename B::Stream other;
+  Log log;
+  auto g = b.create_graph();
+  CHECK_FALSE(g.captured());
+  {
+    auto capture = b.capture_to_graph(g, s);
+    CHECK(typename B::StreamRef(s).is_capturing());
+    for (int i = 1; i <= 3; ++i) typename B::StreamRef(s).enqueue([&log, i] { log.add(i); });
+    capture.end();
+  }
+  CHECK_FALSE(typename B::StreamRef(s).is_capturing());
+  CHECK(g.captured());
+  CHECK(g.pool().id != 0);
+  typename B::StreamRef(s).synchronize();
+  CHECK(log.take().empty());  // recorded, not run
+
+  b.replay_graph(g, s);
+  b.replay_graph(g, s);
+  typename B::StreamRef(s).synchronize();
+  CHECK(log.take() == std::vector<int>{1, 2, 3, 1, 2, 3});
+
+  b.replay_graph(g, other);  // another stream of the same device
+  typename B::StreamRef(other).synchronize();
+  CHECK(log.take() == std::vector<int>{1, 2, 3});
+
+  g.reset();
+  CHECK_FALSE(g.captured());
+  CHECK_THROWS_AS(b.replay_graph(g, s), accel::InvalidStateError);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("graph: random numbers are fresh per replay and equal the eager draws", B, graph_random) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  const int dev = s.device_index();
+  const auto saved = b.get_rng_state(dev);
+  b.manual_seed_all(2024);
+  constexpr std::size_t n = 1001;  // not a multiple of 4: offsets round up between draws
+  accel::Buffer<float, B> uniform(n, s);
+  accel::Buffer<double, B> normal(n, s);
+  accel::Buffer<float, B> eager_uniform(n, s);
+  accel::Buffer<double, B> eager_normal(n, s);
+
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    b.fill_uniform(s, uniform.data(), n);
+    b.fill_normal(s, normal.data(), n, 1.0, 2.0);
+    capture.end();
+  }
+  const auto before = b.get_rng_state(dev);  // capturing drew nothing
+  CHECK(before == accel::Generator(2024).get_state());
+
+  for (int replay = 0; replay < 2; ++replay) {
+    const auto at_replay = b.get_rng_state(dev);
+    b.replay_graph(g, s);
+    const auto after_replay = b.get_rng_state(dev);
+    const auto replayed_u = to_host(b, s, uniform.data(), n);
+    const auto replayed_n = to_host(b, s, normal.data(), n);
+
+    b.set_rng_state(at_replay, dev);  // the same calls, eagerly, from the same state
+    b.fill_uniform(s, eager_uniform.data(), n);
+    b.fill_normal(s, eager_normal.data(), n, 1.0, 2.0);
+    CHECK(b.get_rng_state(dev) == after_replay);  // a replay advances the generator as the calls do
+    CHECK(same_bits(replayed_u, to_host(b, s, eager_uniform.data(), n)));
+    CHECK(same_bits(replayed_n, to_host(b, s, eager_normal.data(), n)));
+    if (replay == 0) {
+      CHECK(at_replay == before);
+    } else {
+      CHECK(at_replay != before);  // the second replay starts where the first left off: fresh numbers
+    }
+  }
+  g.reset();
+  b.set_rng_state(saved, dev);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("graph: allocations during capture come from the graph's pool until reset", B, graph_pool) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  const int dev = s.device_index();
+  constexpr std::size_t bytes = 3 << 20;  // large pool
+  b.empty_cache();
+  const std::size_t reserved_before = b.memory_reserved(dev);
+
+  auto g = b.create_graph();
+  void* captured_block = nullptr;
+  {
+    auto capture = b.capture_to_graph(g, s);
+    void* temporary = b.raw_alloc(bytes, s);
+    b.raw_delete(temporary);  // freed during capture: reusable within the graph's pool
+    captured_block = b.raw_alloc(bytes, s);
+    CHECK(captured_block == temporary);
+    capture.end();
+  }
+  CHECK(b.memory_reserved(dev) > reserved_before);
+  b.raw_delete(captured_block);  // back to the graph's pool, not to the stream's ordinary cache
+  void* ordinary = b.raw_alloc(bytes, s);
+  CHECK(ordinary != captured_block);
+  b.raw_delete(ordinary);
+  b.empty_cache();
+  CHECK(b.memory_reserved(dev) > reserved_before);  // the pool stays while the graph lives
+
+  g.reset();
+  b.empty_cache();
+  CHECK(b.memory_reserved(dev) == reserved_before);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("graph: graphs captured with one pool handle share it", B, graph_shared_pool) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  const accel::GraphPoolId pool = b.graph_pool_handle();
+  CHECK(pool.id != 0);
+  CHECK(b.graph_pool_handle() != pool);
+  auto first = b.create_graph();
+  auto second = b.create_graph();
+  void* a = nullptr;
+  {
+    auto capture = b.capture_to_graph(first, s, pool);
+    a = b.raw_alloc(4096, s);
+    b.raw_delete(a);
+  }
+  void* c = nullptr;
+  {
+    auto capture = b.capture_to_graph(second, s, pool);
+    c = b.raw_alloc(4096, s);  // the block the first graph freed into the shared pool
+    b.raw_delete(c);
+  }
+  CHECK(first.pool() == pool);
+  CHECK(second.pool() == pool);
+  CHECK(a == c);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("graph: illegal calls during capture name the call and leave the graph empty", B, graph_errors) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  auto g = b.create_graph();
+
+  CHECK_THROWS_AS((void)b.capture_to_graph(g, b.default_stream()), accel::InvalidArgumentError);
+  CHECK_FALSE(g.captured());
+
+  {
+    auto capture = b.capture_to_graph(g, s);
+    try {
+      s.synchronize();
+      FAIL("synchronize() of a capturing stream must throw");
+    } catch (const accel::InvalidStateError& e) {
+      CHECK(mentions(e, "synchronize"));
+    }
+    try {
+      capture.end();
+      FAIL("end() of an invalidated capture must throw");
+    } catch (const accel::InvalidStateError& e) {
+      CHECK(mentions(e, "synchronize"));
+    }
+  }
+  CHECK_FALSE(s.is_capturing());
+  CHECK_FALSE(g.captured());
+  CHECK_THROWS_AS(b.replay_graph(g, s), accel::InvalidStateError);
+
+  {
+    auto capture = b.capture_to_graph(g, s);  // the graph is still empty: it can be captured again
+    CHECK_THROWS_AS((void)s.query(), accel::InvalidStateError);
+  }
+  CHECK_FALSE(g.captured());
+
+  {  // a device synchronize in global mode
+    auto capture = b.capture_to_graph(g, s);
+    CHECK_THROWS_AS(b.synchronize(s.device_index()), accel::InvalidStateError);
+    CHECK_THROWS_AS(capture.end(), accel::InvalidStateError);
+  }
+
+  // An exception leaving the capture's scope abandons it: the graph stays empty.
+  CHECK_THROWS_AS(([&] {
+                    auto capture = b.capture_to_graph(g, s);
+                    throw std::runtime_error("user code failed");
+                  }()),
+                  std::runtime_error);
+  CHECK_FALSE(s.is_capturing());
+  CHECK_FALSE(g.captured());
+
+  // The stream still works, and a good capture still succeeds.
+  std::atomic<int> ran{0};
+  {
+    auto capture = b.capture_to_graph(g, s);
+    s.enqueue([&ran] { ran.fetch_add(1); });
+  }
+  CHECK(g.captured());
+  CHECK_THROWS_AS((void)b.capture_to_graph(g, s), accel::InvalidStateError);  // already holds a graph
+  b.replay_graph(g, s);
+  s.synchronize();
+  CHECK(ran.load() == 1);
+}
+
+TEST_CASE_TEMPLATE_APPLY(graph_replay, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_random, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_pool, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_shared_pool, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_errors, ConformanceBackends);
