@@ -15,7 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
-#include <ostream>
+#include <iosfwd>
 #include <string>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
@@ -69,7 +69,12 @@ struct CpuFeatures {
     return out;
   }
 
-  friend std::ostream& operator<<(std::ostream& os, const CpuFeatures& f) { return os << f.str(); }
+  // A template over the stream type, so this header needs only <iosfwd>: printing is instantiated
+  // where the caller included <ostream>.
+  template <class CharT, class Traits>
+  friend std::basic_ostream<CharT, Traits>& operator<<(std::basic_ostream<CharT, Traits>& os, const CpuFeatures& v) {
+    return os << v.str();
+  }
 };
 
 namespace detail {

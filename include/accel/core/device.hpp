@@ -10,7 +10,7 @@
 #include <charconv>
 #include <compare>
 #include <cstdint>
-#include <ostream>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 
@@ -85,7 +85,12 @@ class Device {
 
   friend constexpr bool operator==(const Device&, const Device&) = default;
   friend constexpr auto operator<=>(const Device&, const Device&) = default;
-  friend std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+  // A template over the stream type, so this header needs only <iosfwd>: printing is instantiated
+  // where the caller included <ostream>.
+  template <class CharT, class Traits>
+  friend std::basic_ostream<CharT, Traits>& operator<<(std::basic_ostream<CharT, Traits>& os, const Device& v) {
+    return os << v.str();
+  }
 
  private:
   DeviceType type_;

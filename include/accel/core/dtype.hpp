@@ -18,7 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <ostream>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -186,6 +186,10 @@ inline constexpr std::array<DtypeAlias, 12> dtype_aliases{{
                              ", optionally prefixed with 'torch.'");
 }
 
-inline std::ostream& operator<<(std::ostream& os, Dtype dtype) { return os << name(dtype); }
+/// Prints name(dtype); a template over the stream type so that this header needs only <iosfwd>.
+template <class CharT, class Traits>
+std::basic_ostream<CharT, Traits>& operator<<(std::basic_ostream<CharT, Traits>& os, Dtype dtype) {
+  return os << name(dtype);
+}
 
 }  // namespace accel

@@ -10,8 +10,8 @@
 #include <accel/core/error.hpp>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,7 +88,8 @@ struct SelectionState {
     static const BackendSelection selected = [] {
       BackendSelection s = select_backend<Bs...>(std::getenv("ACCEL_BACKEND"));
       if (const char* level = std::getenv("ACCEL_LOG_LEVEL"); level != nullptr && std::string_view(level) == "debug") {
-        std::clog << "accel: selected backend " << s.name << " (" << s.reason << ")\n";
+        std::fprintf(stderr, "accel: selected backend %s (%s)\n", std::string(s.name).c_str(),
+                     std::string(s.reason).c_str());
       }
       return s;
     }();
