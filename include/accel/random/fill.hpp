@@ -10,12 +10,15 @@
 // The work is split into batches of Philox groups; with OpenMP the batches run on every thread.
 // Each output is a pure function of (seed, offset, index), so the result does not depend on the
 // thread count or the schedule. Per batch, Philox fills structure-of-arrays scratch, then the
-// transform writes the outputs. On x86 the Philox loop is an SSE2/AVX2/AVX-512 kernel picked by
-// the target flags at compile time (-march=native gives the widest); elsewhere it is a plain loop
-// the compiler vectorises. The fills sit in an inline namespace named after that choice, so
-// translation units built with different flags do not share (ODR-merge) each other's code.
+// transform writes the outputs: the per-block transforms of random/detail/block_fill.hpp, which the
+// CUDA fill kernels (kernels/cuda/random_fill.cu) use too. On x86 the Philox loop is an
+// SSE2/AVX2/AVX-512 kernel picked by the target flags at compile time (-march=native gives the
+// widest); elsewhere it is a plain loop the compiler vectorises. The fills sit in an inline
+// namespace named after that choice, so translation units built with different flags do not share
+// (ODR-merge) each other's code.
 #pragma once
 
+#include <accel/random/detail/block_fill.hpp>
 #include <accel/random/distributions.hpp>
 #include <accel/random/philox.hpp>
 
@@ -246,68 +249,44 @@ inline void fill_groups(T* out, std::size_t n, u64 seed, u64 offset, Group group
   }
 }
 
+// Fills out[0, n) with Transform's outputs (detail/block_fill.hpp): a group is its K blocks'
+// outputs in block order.
+template <class Transform>
+inline void fill_with(typename Transform::value_type* out, std::size_t n, u64 seed, u64 offset, Transform t) {
+  constexpr u32 K = detail::blocks_per_group<Transform>;
+  fill_groups<K>(out, n, seed, offset, [t](const LaneBlocks<K>& g, typename Transform::value_type* d) {
+    for (u32 k = 0; k < K; ++k) t(g.b[k], d + k * Transform::per_block);
+  });
+}
+
 }  // namespace fill_detail
 
 /// Raw 32-bit words, as curandGenerate().
 inline void fill_bits(std::span<std::uint32_t> out, std::uint64_t seed, std::uint64_t offset) {
-  const auto group = [](const fill_detail::LaneBlocks<1>& g, std::uint32_t* d) {
-    d[0] = g.b[0].x;
-    d[1] = g.b[0].y;
-    d[2] = g.b[0].z;
-    d[3] = g.b[0].w;
-  };
-  fill_detail::fill_groups<1>(out.data(), out.size(), seed, offset, group);
+  fill_detail::fill_with(out.data(), out.size(), seed, offset, detail::BitsTransform{});
 }
 
 /// Floats in (0, 1], as curandGenerateUniform().
 inline void fill_uniform(std::span<float> out, std::uint64_t seed, std::uint64_t offset) {
-  const auto group = [](const fill_detail::LaneBlocks<1>& g, float* d) {
-    d[0] = uniform_float(g.b[0].x);
-    d[1] = uniform_float(g.b[0].y);
-    d[2] = uniform_float(g.b[0].z);
-    d[3] = uniform_float(g.b[0].w);
-  };
-  fill_detail::fill_groups<1>(out.data(), out.size(), seed, offset, group);
+  fill_detail::fill_with(out.data(), out.size(), seed, offset, detail::UniformFloatTransform{});
 }
 
 /// Doubles in (0, 1] with 53 random bits, as curandGenerateUniformDouble(): two words each.
 inline void fill_uniform(std::span<double> out, std::uint64_t seed, std::uint64_t offset) {
-  const auto group = [](const fill_detail::LaneBlocks<2>& g, double* d) {
-    d[0] = uniform_double(g.b[0].x, g.b[0].y);
-    d[1] = uniform_double(g.b[0].z, g.b[0].w);
-    d[2] = uniform_double(g.b[1].x, g.b[1].y);
-    d[3] = uniform_double(g.b[1].z, g.b[1].w);
-  };
-  fill_detail::fill_groups<2>(out.data(), out.size(), seed, offset, group);
+  fill_detail::fill_with(out.data(), out.size(), seed, offset, detail::UniformDoubleTransform{});
 }
 
 /// Normal floats, as curandGenerateNormal(): Box–Muller pairs from words (0, 1) and (2, 3) of a
 /// block, sin value first. Any length and offset; an odd offset starts on the cos half of a pair.
 inline void fill_normal(std::span<float> out, std::uint64_t seed, std::uint64_t offset, float mean = 0.0f,
                         float stddev = 1.0f) {
-  const auto group = [=](const fill_detail::LaneBlocks<1>& g, float* d) {
-    const Float2 a = box_muller(g.b[0].x, g.b[0].y);
-    const Float2 b = box_muller(g.b[0].z, g.b[0].w);
-    d[0] = scale_normal(a.x, mean, stddev);
-    d[1] = scale_normal(a.y, mean, stddev);
-    d[2] = scale_normal(b.x, mean, stddev);
-    d[3] = scale_normal(b.y, mean, stddev);
-  };
-  fill_detail::fill_groups<1>(out.data(), out.size(), seed, offset, group);
+  fill_detail::fill_with(out.data(), out.size(), seed, offset, detail::NormalFloatTransform{mean, stddev});
 }
 
 /// Normal doubles, as curandGenerateNormalDouble(): one Box–Muller pair per block (all 4 words).
 inline void fill_normal(std::span<double> out, std::uint64_t seed, std::uint64_t offset, double mean = 0.0,
                         double stddev = 1.0) {
-  const auto group = [=](const fill_detail::LaneBlocks<2>& g, double* d) {
-    const Double2 a = box_muller_double(g.b[0].x, g.b[0].y, g.b[0].z, g.b[0].w);
-    const Double2 b = box_muller_double(g.b[1].x, g.b[1].y, g.b[1].z, g.b[1].w);
-    d[0] = scale_normal(a.x, mean, stddev);
-    d[1] = scale_normal(a.y, mean, stddev);
-    d[2] = scale_normal(b.x, mean, stddev);
-    d[3] = scale_normal(b.y, mean, stddev);
-  };
-  fill_detail::fill_groups<2>(out.data(), out.size(), seed, offset, group);
+  fill_detail::fill_with(out.data(), out.size(), seed, offset, detail::NormalDoubleTransform{mean, stddev});
 }
 
 }  // namespace ACCEL_DETAIL_FILL_ISA
