@@ -3,7 +3,9 @@
 # Builds, into $<TARGET_FILE_DIR>-independent directory ${CMAKE_BINARY_DIR}/accel_ops:
 #   fused_adam.so, cpu_adam.so, tensor_ops.so    from kernels/cpu (host compiler, -O3 -march=native
 #                                               -fopenmp: the JIT's flags; so the build machine's CPU)
-#   fused_adam.sm_XY.cubin, tensor_ops.sm_XY.cubin  from kernels/cuda with nvcc, for each CUDA_ARCHS
+#   fused_adam.sm_XY.cubin, tensor_ops.sm_XY.cubin, random_fill.sm_XY.cubin
+#                                               from kernels/cuda with nvcc, for each CUDA_ARCHS
+#                                               (random_fill also includes accel's include/)
 # and points <target> (an INTERFACE library such as accel) at them with ACCEL_OPS_AOT_DIR, so the op
 # builders load these instead of compiling (a mismatching ABI or an unsupported CPU falls back to JIT).
 # Usage (top-level CMakeLists.txt):
@@ -35,14 +37,19 @@ function(accel_build_ops_aot target)
     list(APPEND _outputs accel_aot_${_name})
   endforeach()
   if(ARG_CUDA_ARCHS AND CUDAToolkit_NVCC_EXECUTABLE)
-    foreach(_op fused_adam tensor_ops)
+    set(_random ${_kernels}/../include/accel/random)
+    set(_deps_fused_adam ${_kernels}/cuda/cuda_common.cuh ${_kernels}/common/accel_ops_abi.h)
+    set(_deps_tensor_ops ${_deps_fused_adam})
+    set(_deps_random_fill ${_random}/detail/block_fill.hpp ${_random}/distributions.hpp ${_random}/philox.hpp)
+    foreach(_op fused_adam tensor_ops random_fill)
       foreach(_sm IN LISTS ARG_CUDA_ARCHS)
         set(_cubin ${_out}/${_op}.sm_${_sm}.cubin)
         add_custom_command(OUTPUT ${_cubin}
           COMMAND ${CMAKE_COMMAND} -E make_directory ${_out}
           COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -cubin -arch=sm_${_sm} -std=c++17 --fmad=false
-                  -I${_kernels}/cuda -I${_kernels}/common ${_kernels}/cuda/${_op}.cu -o ${_cubin}
-          DEPENDS ${_kernels}/cuda/${_op}.cu ${_kernels}/cuda/cuda_common.cuh ${_kernels}/common/accel_ops_abi.h
+                  -I${_kernels}/cuda -I${_kernels}/common -I${_kernels}/../include ${_kernels}/cuda/${_op}.cu
+                  -o ${_cubin}
+          DEPENDS ${_kernels}/cuda/${_op}.cu ${_deps_${_op}}
           COMMENT "nvcc ${_op}.cu for sm_${_sm}" VERBATIM)
         list(APPEND _cubins ${_cubin})
       endforeach()

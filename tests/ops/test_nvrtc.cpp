@@ -35,7 +35,8 @@ OpBuilder cuda_builder(const accel::ops::OpSpec& spec) {
 TEST_CASE("NVRTC compiles every CUDA kernel to a cubin for sm_80 and sm_90, once") {
   if (!have_nvrtc()) return;
   MESSAGE(accel::ops::nvrtc().identity() << " from " << accel::ops::nvrtc().library);
-  for (const auto& spec : {accel::ops::specs::cuda_fused_adam(), accel::ops::specs::cuda_tensor_ops()}) {
+  for (const auto& spec : {accel::ops::specs::cuda_fused_adam(), accel::ops::specs::cuda_tensor_ops(),
+                           accel::ops::specs::cuda_random_fill()}) {
     for (const int sm : {80, 90}) {
       CAPTURE(spec.name);
       CAPTURE(sm);
@@ -90,12 +91,43 @@ TEST_CASE("NVRTC: PTX for a virtual architecture, and compile errors with the lo
   CHECK_FALSE(b.is_compatible().ok);
 }
 
+TEST_CASE("NVRTC: random_fill includes accel's random headers, and they are part of its cache key") {
+  if (!have_nvrtc()) return;
+  // A copy of the tree's layout: <root>/kernels beside <root>/include.
+  const auto root = ops_test::temp_dir("random-fill");
+  const std::filesystem::path kernels = accel::ops::default_kernel_dir();
+  std::filesystem::copy(kernels, root / "kernels", std::filesystem::copy_options::recursive);
+  std::filesystem::create_directories(root / "include" / "accel");
+  std::filesystem::copy(kernels / ".." / "include" / "accel" / "random", root / "include" / "accel" / "random",
+                        std::filesystem::copy_options::recursive);
+  auto b = cuda_builder(accel::ops::specs::cuda_random_fill());
+  b.set_kernel_dir(root / "kernels").set_cache_dir(ops_test::temp_dir("cache-random-fill")).set_arch(90);
+  const auto cmd = b.build_command();
+  CHECK(cmd.str().find("-I" + (root / "kernels" / ".." / "include").string()) != std::string::npos);
+  const auto first = accel::ops::nvrtc_build(b, 90);
+  CHECK(first.compiled);
+  // An edit of a header the kernel includes gives a new key (and a new compile), not a stale cubin.
+  const auto header = root / "include" / "accel" / "random" / "detail" / "block_fill.hpp";
+  ops_test::write_text(header, ops_test::read_text(header) + "\n// edited\n");
+  CHECK(b.build_command().key != cmd.key);
+  CHECK(accel::ops::nvrtc_build(b, 90).compiled);
+  // Without accel's headers beside the kernels, the build says which file it cannot read.
+  std::filesystem::remove_all(root / "include");
+  try {
+    (void)accel::ops::nvrtc_build(b, 90);
+    FAIL("random_fill built without accel's headers");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("block_fill.hpp") != std::string::npos);
+  }
+}
+
 #if defined(ACCEL_HAS_CUDA)
 static_assert(accel::OpApi<accel::cuda::Ops>);
 
 TEST_CASE("cuda op builders: the table, and what happens without a device") {
   using accel::cuda::Ops;
-  CHECK(Ops::op_names() == std::vector<std::string>{"fused_adam", "cpu_adam", "tensor_ops"});
+  CHECK(Ops::op_names() == std::vector<std::string>{"fused_adam", "cpu_adam", "tensor_ops", "random_fill"});
+  CHECK(Ops::create_op_builder("RandomFillBuilder").name() == "random_fill");
   CHECK(Ops::create_op_builder("fused_adam").kind() == accel::ops::OpKind::cuda);
   CHECK(Ops::create_op_builder("CPUAdamBuilder").kind() == accel::ops::OpKind::host);
   CHECK_THROWS_AS((void)Ops::create_op_builder("transformer"), accel::InvalidArgumentError);

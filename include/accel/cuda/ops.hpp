@@ -5,11 +5,13 @@
 //   accel::cuda::FusedAdamOp    fused Adam/AdamW: step(stream, tensors, options, step) launches one kernel
 //                               per 256 tensors on the stream (no host synchronisation, graph-capturable)
 //   accel::cuda::TensorOpsOp    fill / cast / scale / l2norm / all_finite launched on a stream
+//   accel::cuda::RandomFillOp   the Philox fill kernels behind cuda::Random (accel/cuda/random.hpp)
 //
-// Ops: fused_adam and tensor_ops are OpKind::cuda: NVRTC compiles kernels/cuda/*.cu to a cubin for the
-// device's compute capability (or OpBuilder::set_arch()), cached on disk (ops/nvrtc.hpp), and the cubin
-// is loaded with the driver API (cuModuleLoadData) into the device's primary context. An ahead-of-time
-// cubin <aot dir>/<name>.sm_XY.cubin (nvcc -cubin -arch=sm_XY) is used when present. cpu_adam is the
+// Ops: fused_adam, tensor_ops and random_fill are OpKind::cuda: NVRTC compiles kernels/cuda/*.cu to a
+// cubin for the device's compute capability (or OpBuilder::set_arch()), cached on disk (ops/nvrtc.hpp),
+// and the cubin is loaded with the driver API (cuModuleLoadData) into the device's primary context. An
+// ahead-of-time cubin <aot dir>/<name>.sm_XY.cubin (nvcc -cubin -arch=sm_XY) is used when present.
+// random_fill's kernel includes accel's random headers (ops/registry.hpp says where from). cpu_adam is the
 // host CPU Adam (ZeRO-Offload's optimizer), the same op as on the CPU backend; it loads as
 // accel::ops::HostFusedAdam and runs on the calling thread.
 //
@@ -419,6 +421,68 @@ class TensorOpsOp {
   detail::LoadedKernels k_;
 };
 
+/// Philox4x32-10 fills (kernels/cuda/random_fill.cu): what accel::rng::fill_* write on the host, on a
+/// stream. cuda::Random reserves the generator's offsets and calls launch(); so may code that brings
+/// its own (seed, offset), or reads them from device memory (philox_state, for graph capture).
+class RandomFillOp {
+ public:
+  enum class Kind { bits, uniform_float, uniform_double, normal_float, normal_double };
+  static constexpr unsigned block_size = 256;
+
+  explicit RandomFillOp(ops::LoadedOp op) {
+    k_.op = std::move(op);
+    k_.device = k_.op.device();
+    k_.sms = detail::sm_count(k_.device);
+    for (const Kind kind : {Kind::bits, Kind::uniform_float, Kind::uniform_double, Kind::normal_float,
+                            Kind::normal_double}) {
+      kernels_[static_cast<std::size_t>(kind)] = static_cast<CUfunction>(k_.op.symbol(kernel_name(kind)));
+    }
+  }
+
+  [[nodiscard]] static const char* kernel_name(Kind kind) noexcept {
+    switch (kind) {
+      case Kind::bits: return "accel_random_bits";
+      case Kind::uniform_float: return "accel_random_uniform_f32";
+      case Kind::uniform_double: return "accel_random_uniform_f64";
+      case Kind::normal_float: return "accel_random_normal_f32";
+      case Kind::normal_double: return "accel_random_normal_f64";
+    }
+    return "";
+  }
+
+  /// Writes n values of `kind` (uint32, float or double by kind) to device memory `out` (aligned to
+  /// its element), as accel::rng::fill_*(span(out, n), seed, offset[, mean, stddev]) would. With
+  /// philox_state (device memory, 2 x u64) the kernel uses seed = philox_state[0] and offset =
+  /// philox_state[1] + intra_offset instead, read when it runs. No host synchronisation; n == 0 does
+  /// nothing. mean and stddev are used by the normal kinds (converted to float for normal_float).
+  void launch(StreamRef s, Kind kind, void* out, std::size_t n, std::uint64_t seed, std::uint64_t offset,
+              const std::uint64_t* philox_state, std::uint64_t intra_offset, double mean, double stddev) const {
+    detail::check_stream_device(k_, s, "random_fill");
+    if (n == 0) return;
+    unsigned long long count = n, seed_arg = seed, offset_arg = offset, intra = intra_offset;
+    const void* state = philox_state;
+    float mean_f = static_cast<float>(mean), stddev_f = static_cast<float>(stddev);
+    void* params_plain[] = {&out, &count, &seed_arg, &offset_arg, &state, &intra};
+    void* params_f32[] = {&out, &count, &seed_arg, &offset_arg, &state, &intra, &mean_f, &stddev_f};
+    void* params_f64[] = {&out, &count, &seed_arg, &offset_arg, &state, &intra, &mean, &stddev};
+    void** params = kind == Kind::normal_float ? params_f32 : kind == Kind::normal_double ? params_f64 : params_plain;
+    const bool wide = kind == Kind::uniform_double || kind == Kind::normal_double;
+    // Units of one Philox block (16 bytes of output): at most (n + 3) / per_block + 1, whatever the offset.
+    const unsigned long long units = (count + 3) / (wide ? 2 : 4) + 1;
+    const unsigned long long blocks = (units + block_size - 1) / block_size;
+    const auto grid =
+        static_cast<unsigned>(std::min<unsigned long long>(blocks, static_cast<unsigned long long>(k_.sms) * 8));
+    detail::launch(kernels_[static_cast<std::size_t>(kind)], grid, block_size, s, params, kernel_name(kind));
+  }
+
+  [[nodiscard]] const ops::LoadedOp& op() const noexcept { return k_.op; }
+  [[nodiscard]] int device() const noexcept { return k_.device; }
+
+ private:
+  detail::LoadedKernels k_;
+  std::array<CUfunction, 5> kernels_{};
+};
+
 /// The typed op each tag loads as on the CUDA backend.
 template <class Op>
 struct OpFor;
@@ -434,18 +498,23 @@ template <>
 struct OpFor<ops::TensorOps> {
   using type = TensorOpsOp;
 };
+template <>
+struct OpFor<ops::RandomFill> {
+  using type = RandomFillOp;
+};
 
 /// accel::OpApi for the CUDA backend; accel::CudaBackend inherits these.
 struct Ops {
   [[nodiscard]] static std::filesystem::path op_builder_dir() { return ops::default_kernel_dir(); }
 
-  /// fused_adam and tensor_ops (NVRTC), cpu_adam (host compiler).
+  /// fused_adam, tensor_ops and random_fill (NVRTC), cpu_adam (host compiler).
   [[nodiscard]] static const ops::Registry& op_registry() {
     static const ops::Registry registry("cuda", {
                                                     {ops::specs::cuda_fused_adam(), &nvrtc_driver_toolchain},
                                                     {ops::specs::host_fused_adam("cpu_adam", "CPUAdamBuilder"),
                                                      &ops::host_toolchain},
                                                     {ops::specs::cuda_tensor_ops(), &nvrtc_driver_toolchain},
+                                                    {ops::specs::cuda_random_fill(), &nvrtc_driver_toolchain},
                                                 });
     return registry;
   }
@@ -456,7 +525,7 @@ struct Ops {
   [[nodiscard]] static auto get_op_builder() {
     static_assert(requires { typename OpFor<Op>::type; },
                   "accel::cuda::Ops::get_op_builder<Op>: the CUDA backend has no such op (it offers ops::FusedAdam, "
-                  "ops::CpuAdam, ops::TensorOps)");
+                  "ops::CpuAdam, ops::TensorOps, ops::RandomFill)");
     return ops::TypedOpBuilder<typename OpFor<Op>::type>(op_registry().create(Op::name));
   }
 

@@ -10,6 +10,9 @@
 //   cpu_adam     host / host                the CPU kernel under DeepSpeed's CPUAdam name; on the CUDA
 //                                           backend this is the host optimizer for ZeRO-Offload
 //   tensor_ops   host / cuda (NVRTC)        fill, cast, scale, multi-tensor L2 norm and isfinite
+//   random_fill  - / cuda (NVRTC)           Philox4x32-10 fills (bits, uniform, normal) behind the
+//                                           CUDA backend's RngApi; the CPU backend's fills are the
+//                                           header-only random/fill.hpp, no op
 //
 // op_table(registry) gives ds_report's rows: name, kind, compatible (with reasons), cached.
 #pragma once
@@ -33,6 +36,9 @@ struct CpuAdam {
 };
 struct TensorOps {
   static constexpr std::string_view name = "tensor_ops";
+};
+struct RandomFill {
+  static constexpr std::string_view name = "random_fill";
 };
 
 /// The specs of accel's ops (sources relative to the kernel directory).
@@ -98,6 +104,25 @@ inline OpSpec cuda_tensor_ops() {
   s.include_dirs = {"cuda", "common"};
   s.min_compute_capability = 70;
   s.entry_points = {"accel_fill", "accel_scale", "accel_l2norm_partial", "accel_l2norm_finalize", "accel_isfinite"};
+  return s;
+}
+
+// The kernel includes accel's own headers (random/detail/block_fill.hpp, the host fills' math): they
+// are found at <kernel dir>/../include, which is accel's include/ in the source tree, and in an
+// installed tree needs <datadir>/accel/include beside <datadir>/accel/kernels. They are in the key.
+inline OpSpec cuda_random_fill() {
+  OpSpec s;
+  s.name = "random_fill";
+  s.class_name = "RandomFillBuilder";
+  s.description = "Philox4x32-10 fills on CUDA (raw bits, uniform and normal float/double), cuRAND's layout";
+  s.kind = OpKind::cuda;
+  s.sources = {"cuda/random_fill.cu"};
+  s.headers = {"../include/accel/random/detail/block_fill.hpp", "../include/accel/random/distributions.hpp",
+               "../include/accel/random/philox.hpp"};
+  s.include_dirs = {"../include"};
+  s.min_compute_capability = 70;
+  s.entry_points = {"accel_random_bits", "accel_random_uniform_f32", "accel_random_uniform_f64",
+                    "accel_random_normal_f32", "accel_random_normal_f64"};
   return s;
 }
 
