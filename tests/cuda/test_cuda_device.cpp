@@ -1,6 +1,8 @@
 // CudaBackend behaviour that only a GPU can show and the shared conformance suites do not cover:
 // contexts, native handles, the stream pool, pinned host memory, copies, failure mapping of the
 // allocator. Every case skips, saying why, without a device.
+#include "cuda_test_support.hpp"
+
 #include <accel/cuda/backend.hpp>
 #include <accel/memory/buffer.hpp>
 
@@ -18,14 +20,6 @@ namespace {
 
 using accel::CudaBackend;
 constexpr CudaBackend cuda{};
-
-#define SKIP_WITHOUT_GPU()                                                    \
-  do {                                                                        \
-    if (!cuda.is_available()) {                                               \
-      MESSAGE("SKIPPED: no CUDA device: " << cuda.availability().reason);     \
-      return;                                                                 \
-    }                                                                         \
-  } while (false)
 
 }  // namespace
 
