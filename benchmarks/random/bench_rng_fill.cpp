@@ -6,6 +6,8 @@
 //
 //   bench_rng_fill [--smoke] [google benchmark flags]
 // --smoke: a 256 KiB buffer and short runs; checks that everything runs, says nothing about speed.
+#include "bench_support.hpp"
+
 #include <accel/random/fill.hpp>
 
 #include <benchmark/benchmark.h>
@@ -14,7 +16,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <random>
 #include <span>
 #include <string>
@@ -156,32 +157,10 @@ void write_memset(benchmark::State& state) {
   finish(state, out);
 }
 
-// Console output as usual, plus the best bytes per second of each (benchmark, threads) over the
-// repetitions (--benchmark_repetitions): on a shared machine the best run is the least disturbed.
-class RateRecorder : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      if (run.error_occurred) continue;
-      // Repetitions shown as aggregates only: their "max" statistic is the best run.
-      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "max") continue;
-      const auto it = run.counters.find("bytes_per_second");
-      if (it == run.counters.end()) continue;
-      double& best = rates[run.run_name.function_name][run.run_name.args];
-      best = std::max(best, it->second.value);
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-  std::map<std::string, std::map<std::string, double>> rates;
-};
+using bench_rng::RateRecorder;
 
 void print_ratios(const RateRecorder& recorder) {
-  const auto rate = [&](const std::string& name, const std::string& threads) -> double {
-    const auto f = recorder.rates.find(name);
-    if (f == recorder.rates.end()) return 0.0;
-    const auto t = f->second.find(threads);
-    return t == f->second.end() ? 0.0 : t->second;
-  };
+  const auto rate = [&](const std::string& name, const std::string& threads) { return recorder.rate(name, threads); };
   std::printf("\nuniform float fill, %zu floats (%.0f MiB), best of the repetitions; GB/s = 1e9 B/s (the table\n"
               "above shows GiB/s); the other columns are accel's rate over each baseline's\n",
               g_count, static_cast<double>(g_count * sizeof(float)) / (1 << 20));
@@ -207,7 +186,7 @@ namespace {
 // statistic so that repetitions report their best rate.
 void configure(benchmark::internal::Benchmark* b) {
   b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-  b->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
+  bench_rng::add_max_statistic(b);
 }
 }  // namespace
 
@@ -221,13 +200,7 @@ BENCHMARK(write_memset)->Apply(configure);
 
 int main(int argc, char** argv) {
   std::vector<char*> args(argv, argv + argc);
-  static char smoke_time[] = "--benchmark_min_time=0.01";
-  const auto smoke =
-      std::find_if(args.begin(), args.end(), [](const char* a) { return std::strcmp(a, "--smoke") == 0; });
-  if (smoke != args.end()) {
-    g_count = std::size_t{1} << 16;
-    *smoke = smoke_time;
-  }
+  if (bench_rng::take_smoke_flag(args)) g_count = std::size_t{1} << 16;
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
   if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;

@@ -1,0 +1,206 @@
+// Uniform float fill throughput on a GPU, in one run: accel's CUDA backend (CudaBackend::fill_uniform,
+// the random_fill kernel) against cuRAND's device generator (curandGenerateUniform, PHILOX4_32_10: the
+// same numbers) and against the device's write bandwidth (cudaMemsetAsync, and a plain store kernel:
+// tensor_ops' fill). Normal floats against curandGenerateNormal too. Each figure is GB/s of output
+// written (1e9 B/s), timed with CUDA events around one call, best of the repetitions; the summary prints
+// accel's rate over each baseline next to the targets (>= 1.0x cuRAND, >= 85 % of write
+// bandwidth, the better of memset and the store kernel). It also checks that accel and cuRAND wrote the
+// same uniforms. Without a CUDA device it says why and exits 0.
+//
+//   bench_rng_fill_gpu [--smoke] [google benchmark flags]
+// --smoke: a 4 MiB buffer and short runs; checks that everything runs, says nothing about speed.
+#include "bench_support.hpp"
+
+#include <accel/cuda/backend.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <curand.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using accel::CudaBackend;
+constexpr CudaBackend cuda{};
+
+std::size_t g_count = std::size_t{1} << 28;  // 1 GiB of floats: far beyond any GPU's L2
+std::optional<accel::cuda::Stream> g_stream;
+float* g_out = nullptr;
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "%s failed: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+void check(curandStatus_t status, const char* what) {
+  if (status != CURAND_STATUS_SUCCESS) {
+    std::fprintf(stderr, "%s failed: curandStatus %d\n", what, static_cast<int>(status));
+    std::exit(1);
+  }
+}
+
+// Times `enqueue` (one call on the stream) with events, one iteration per call.
+template <class F>
+void timed(benchmark::State& state, F&& enqueue) {
+  const cudaStream_t s = g_stream->get();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  enqueue();  // warm-up: first-use costs (module load, cuRAND's state setup) stay out of the timing
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  for (auto _ : state) {
+    check(cudaEventRecord(start, s), "cudaEventRecord");
+    enqueue();
+    check(cudaEventRecord(stop, s), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    state.SetIterationTime(static_cast<double>(ms) / 1e3);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(g_count * sizeof(float)));
+  check(cudaEventDestroy(start), "cudaEventDestroy");
+  check(cudaEventDestroy(stop), "cudaEventDestroy");
+}
+
+void accel_uniform(benchmark::State& state) {
+  accel::Generator g(42);
+  timed(state, [&] { cuda.fill_uniform(*g_stream, g_out, g_count, g); });
+}
+
+void accel_normal(benchmark::State& state) {
+  accel::Generator g(42);
+  timed(state, [&] { cuda.fill_normal(*g_stream, g_out, g_count, 0.0f, 1.0f, g); });
+}
+
+template <bool Normal>
+void curand_device(benchmark::State& state) {
+  curandGenerator_t gen{};
+  check(curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10), "curandCreateGenerator");
+  check(curandSetStream(gen, g_stream->get()), "curandSetStream");
+  check(curandSetPseudoRandomGeneratorSeed(gen, 42), "curandSetPseudoRandomGeneratorSeed");
+  timed(state, [&] {
+    if constexpr (Normal) {
+      check(curandGenerateNormal(gen, g_out, g_count, 0.0f, 1.0f), "curandGenerateNormal");
+    } else {
+      check(curandGenerateUniform(gen, g_out, g_count), "curandGenerateUniform");
+    }
+  });
+  check(curandDestroyGenerator(gen), "curandDestroyGenerator");
+}
+
+void write_memset(benchmark::State& state) {
+  int byte = 0;
+  timed(state, [&] {
+    byte = (byte + 1) & 0x7f;
+    check(cudaMemsetAsync(g_out, byte, g_count * sizeof(float), g_stream->get()), "cudaMemsetAsync");
+  });
+}
+
+void write_store_kernel(benchmark::State& state) {
+  static const auto ops = CudaBackend::get_op_builder<accel::ops::TensorOps>().load();
+  float value = 0.0f;
+  timed(state, [&] {
+    value += 1.0f;
+    ops.fill(*g_stream, g_out, accel::Dtype::float32, static_cast<std::int64_t>(g_count), value);
+  });
+}
+
+// accel's uniforms equal cuRAND's device generator's at the same seed and offset.
+bool same_as_curand(std::size_t n) {
+  const accel::cuda::StreamRef s = *g_stream;
+  float* ours = nullptr;
+  float* theirs = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&ours), n * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&theirs), n * sizeof(float)), "cudaMalloc");
+  accel::cuda::detail::launch_random_fill(s, accel::cuda::detail::RandomFillKind::uniform_float, ours, n, 1234, 4096,
+                                          nullptr, 0);
+  curandGenerator_t gen{};
+  check(curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10), "curandCreateGenerator");
+  check(curandSetStream(gen, s.get()), "curandSetStream");
+  check(curandSetPseudoRandomGeneratorSeed(gen, 1234), "curandSetPseudoRandomGeneratorSeed");
+  check(curandSetGeneratorOffset(gen, 4096), "curandSetGeneratorOffset");
+  check(curandGenerateUniform(gen, theirs, n), "curandGenerateUniform");
+  check(cudaStreamSynchronize(s.get()), "cudaStreamSynchronize");
+  std::vector<float> a(n), b(n);
+  check(cudaMemcpy(a.data(), ours, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(cudaMemcpy(b.data(), theirs, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(curandDestroyGenerator(gen), "curandDestroyGenerator");
+  check(cudaFree(ours), "cudaFree");
+  check(cudaFree(theirs), "cudaFree");
+  return std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0;
+}
+
+void print_summary(const bench_rng::RateRecorder& r) {
+  const auto rate = [&](const char* name) { return r.rate(name); };
+  const auto ratio = [](double a, double b) { return b == 0.0 ? 0.0 : a / b; };
+  const double uniform = rate("accel_uniform"), normal = rate("accel_normal");
+  const double cu_uniform = rate("curand_device_uniform"), cu_normal = rate("curand_device_normal");
+  const double memset = rate("write_memset"), store = rate("write_store_kernel");
+  const double write = std::max(memset, store);
+  std::printf("\nfloat fills of %zu values (%.0f MiB) on %s, best of the repetitions, GB/s = 1e9 B/s written\n",
+              g_count, static_cast<double>(g_count * sizeof(float)) / (1 << 20), cuda.product_name(0).c_str());
+  std::printf("%-9s %10s %12s %10s %12s %12s\n", "fill", "accel GB/s", "cuRAND GB/s", "/cuRAND", "/memset",
+              "/store kernel");
+  std::printf("%-9s %10.1f %12.1f %10.3f %12.3f %12.3f\n", "uniform", uniform / 1e9, cu_uniform / 1e9,
+              ratio(uniform, cu_uniform), ratio(uniform, memset), ratio(uniform, store));
+  std::printf("%-9s %10.1f %12.1f %10.3f %12.3f %12.3f\n", "normal", normal / 1e9, cu_normal / 1e9,
+              ratio(normal, cu_normal), ratio(normal, memset), ratio(normal, store));
+  std::printf("write bandwidth: memset %.1f GB/s, store kernel %.1f GB/s\n", memset / 1e9, store / 1e9);
+  std::printf("targets (uniform): >= 1.0x cuRAND: %s; >= 85%% of write bandwidth: %s (%.1f%%)\n",
+              ratio(uniform, cu_uniform) >= 1.0 ? "met" : "MISSED", ratio(uniform, write) >= 0.85 ? "met" : "MISSED",
+              100.0 * ratio(uniform, write));
+  std::printf("(0.0: not run)\n");
+}
+
+void configure(benchmark::internal::Benchmark* b) {
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+  bench_rng::add_max_statistic(b);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const accel::Availability availability = cuda.availability();
+  if (!availability.available) {
+    std::printf("no CUDA device: %s\n", availability.reason.c_str());
+    return 0;
+  }
+  std::vector<char*> args(argv, argv + argc);
+  if (bench_rng::take_smoke_flag(args)) g_count = std::size_t{1} << 20;
+  int count = static_cast<int>(args.size());
+  benchmark::Initialize(&count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
+
+  cuda.set_device(0);
+  g_stream.emplace(0);
+  check(cudaMalloc(reinterpret_cast<void**>(&g_out), g_count * sizeof(float)), "cudaMalloc");
+  check(cudaMemset(g_out, 0, g_count * sizeof(float)), "cudaMemset");  // first touch outside the timing
+
+  const bool same = same_as_curand(std::min<std::size_t>(g_count, std::size_t{1} << 22) + 3);
+  benchmark::AddCustomContext("accel.same_as_curand", same ? "yes" : "NO");
+  benchmark::RegisterBenchmark("accel_uniform", accel_uniform)->Apply(configure);
+  benchmark::RegisterBenchmark("curand_device_uniform", curand_device<false>)->Apply(configure);
+  benchmark::RegisterBenchmark("write_memset", write_memset)->Apply(configure);
+  benchmark::RegisterBenchmark("write_store_kernel", write_store_kernel)->Apply(configure);
+  benchmark::RegisterBenchmark("accel_normal", accel_normal)->Apply(configure);
+  benchmark::RegisterBenchmark("curand_device_normal", curand_device<true>)->Apply(configure);
+  bench_rng::RateRecorder recorder;
+  benchmark::RunSpecifiedBenchmarks(&recorder);
+  print_summary(recorder);
+  std::printf("accel's uniforms equal curandGenerateUniform's (device generator, same seed and offset): %s\n",
+              same ? "yes" : "NO");
+  benchmark::Shutdown();
+  check(cudaFree(g_out), "cudaFree");
+  g_stream.reset();
+  return same ? 0 : 1;
+}
