@@ -7,10 +7,12 @@
 # build 130 s + tests 10 s; about 490 s in all):
 #   ASan+UBSan  core (test_core, test_dtype), memory (test_caching_allocator, test_cpu_memory[_2dev]),
 #               conformance (test_conformance[_4_cpu_devices]), dispatch (test_dispatch[_env_cpu]),
-#               stress (test_stress_*, ACCEL_STRESS_SCALE=0.5), failure paths (test_failure*)
+#               stress (test_stress_*, ACCEL_STRESS_SCALE=0.5), failure paths (test_failure*),
+#               graphs (test_cpu_graph: capture, replay, pools, invalidated captures)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths.
-#   TSan        CPU streams and events (test_cpu_stream[_2dev]), conformance (test_conformance),
+#   TSan        CPU streams and events (test_cpu_stream[_2dev]), graphs (test_cpu_graph: replays across
+#               streams, captures from several threads), conformance (test_conformance),
 #               memory, stream and event stress (test_stress_allocator, test_stress_streams,
 #               test_stress_events at ACCEL_STRESS_SCALE=0.25: TSan is 5-15x slower)
 #               -> data races in the stream queues, event captures and the allocator's locking.
@@ -41,10 +43,11 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 
 asan_targets=(test_core test_dtype test_caching_allocator test_cpu_memory test_conformance test_dispatch
-              test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure)
-asan_tests='^(test_core|test_dtype|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*)$'
-tsan_targets=(test_cpu_stream test_conformance test_stress_allocator test_stress_streams test_stress_events)
-tsan_tests='^(test_cpu_stream(_2dev)?|test_conformance|test_stress_(allocator|streams|events))$'
+              test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
+              test_cpu_graph)
+asan_tests='^(test_core|test_dtype|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph)$'
+tsan_targets=(test_cpu_stream test_cpu_graph test_conformance test_stress_allocator test_stress_streams test_stress_events)
+tsan_tests='^(test_cpu_stream(_2dev)?|test_cpu_graph|test_conformance|test_stress_(allocator|streams|events))$'
 
 run_preset() {
   local preset="$1"
