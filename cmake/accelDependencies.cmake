@@ -87,3 +87,33 @@ if(ACCEL_HAS_CUDA AND NOT ACCEL_ENABLE_NCCL STREQUAL "OFF")
     message(FATAL_ERROR "ACCEL_ENABLE_NCCL=ON but NCCL was not found (libnccl-dev, or the CUDA toolkit's NCCL).")
   endif()
 endif()
+
+# accel/algo (Thrust/CUB algorithms over buffers) needs CCCL's headers: the CUDA toolkit's include/cccl
+# (include/ before CUDA 13), or a standalone CCCL. When found, its include directory is on accel (the
+# rest of accel never includes it). accel::algo adds OpenMP, which runs CpuBackend's algorithms on all
+# cores; it is a separate target so that -fopenmp reaches only code that asks for it (it would also
+# switch on OpenMP in every consumer's CPU random fills, and libgomp is not ThreadSanitizer-clean).
+set(ACCEL_ENABLE_ALGO "AUTO" CACHE STRING "accel/algo (Thrust/CUB; target accel::algo): AUTO, ON or OFF")
+set_property(CACHE ACCEL_ENABLE_ALGO PROPERTY STRINGS AUTO ON OFF)
+_accel_check_mode(ACCEL_ENABLE_ALGO)
+set(ACCEL_HAS_ALGO OFF)
+if(NOT ACCEL_ENABLE_ALGO STREQUAL "OFF")
+  find_path(ACCEL_CCCL_INCLUDE_DIR thrust/version.h HINTS ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES cccl
+    DOC "CCCL's include directory (Thrust, CUB, libcu++)")
+  if(ACCEL_CCCL_INCLUDE_DIR)
+    set(ACCEL_HAS_ALGO ON)
+    target_include_directories(${ACCEL_TARGET} SYSTEM INTERFACE ${ACCEL_CCCL_INCLUDE_DIR})
+    find_package(OpenMP QUIET COMPONENTS CXX)
+    if(NOT TARGET accel::algo)
+      add_library(accel::algo INTERFACE IMPORTED GLOBAL)
+      target_link_libraries(accel::algo INTERFACE accel::accel)
+      if(OpenMP_CXX_FOUND)
+        target_link_libraries(accel::algo INTERFACE OpenMP::OpenMP_CXX)
+      endif()
+    endif()
+  elseif(ACCEL_ENABLE_ALGO STREQUAL "ON")
+    message(FATAL_ERROR "ACCEL_ENABLE_ALGO=ON but CCCL (thrust/version.h) was not found. It ships with the "
+                        "CUDA toolkit (include/cccl); or pass -DACCEL_CCCL_INCLUDE_DIR=<cccl>/include, or "
+                        "-DACCEL_ENABLE_ALGO=OFF.")
+  endif()
+endif()
