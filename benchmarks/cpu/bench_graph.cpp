@@ -82,9 +82,10 @@ class CollectingReporter : public benchmark::ConsoleReporter {
       ns_[run.benchmark_name()] = run.GetAdjustedRealTime();
     }
   }
+  /// The run named `name` ("eager/100"), or its median when repetitions were asked for.
   [[nodiscard]] double ns(const std::string& name) const {
-    for (const auto& [key, value] : ns_) {
-      if (key.rfind(name, 0) == 0) return value;  // "eager/100", or "eager/100_median"
+    for (const std::string& key : {name + "_median", name}) {
+      if (const auto it = ns_.find(key); it != ns_.end()) return it->second;
     }
     return 0.0;
   }
