@@ -19,6 +19,9 @@
 // accel::Error with errno and a hint about RLIMIT_MEMLOCK (`ulimit -l`) or CAP_IPC_LOCK.
 // is_pinned(p) is true inside a pinned range or a host_alloc segment; on_accelerator(p) is true inside a
 // segment of a device allocator.
+//
+// fork(): every allocator is locked across a fork (pthread_atfork; see detail::install_fork_handlers),
+// so a child inherits them consistent and usable even while other threads were allocating.
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -30,6 +33,7 @@
 #include <accel/memory/caching_allocator.hpp>
 #include <accel/memory/stats.hpp>
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -316,15 +320,6 @@ inline std::atomic<PinnedCachingAllocator*>& pinned_allocator_slot() noexcept {
   return slot;
 }
 
-template <class A, class Make>
-A& create_once(std::atomic<A*>& slot, Make make) {
-  A* current = slot.load(std::memory_order_acquire);
-  if (current != nullptr) return *current;
-  auto fresh = make();
-  if (slot.compare_exchange_strong(current, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
-  return *current;
-}
-
 struct pinned_ranges {
   std::mutex mutex;
   std::map<std::uintptr_t, std::size_t> ranges;  // start -> bytes, as the caller gave them
@@ -333,6 +328,88 @@ struct pinned_ranges {
 inline pinned_ranges& pinned() {
   static pinned_ranges* r = new pinned_ranges;
   return *r;
+}
+
+// ---- fork() ---------------------------------------------------------------------------------------
+//
+// A thread inside an allocator when another thread forks would leave the child an allocator whose
+// mutex is held by a thread that does not exist there (the child's first allocation hangs) and whose
+// pools may be half updated. So a pthread_atfork prepare handler takes every lock of this file — the
+// creation lock (no allocator appears meanwhile), each device allocator, the pinned allocator, the
+// deferred releases and the pinned ranges — and the parent and child handlers give them back: the
+// child inherits every allocator between two operations, consistent and usable.
+//
+// Why it cannot deadlock. The locks and the only nestings that running code has (held -> taken):
+//   creation lock G     -> nothing here (an allocator's constructor reads the environment only)
+//   allocator mutex A   -> D (the raw policy's reap/release), R (release_segment's stream_frontier),
+//                          a stream's queue mutex S (record_event); never another A, never G
+//   deferred releases D, pinned ranges P, the registry's R (stream_state.hpp), a stream's S: held
+//                          around their own containers and atomics, never while taking G, A, D or P
+//                          (R may take S, and S a graph capture's mutex: locks prepare does not take)
+// and nothing waits for stream work while holding A (synchronize_and_free_events releases it first;
+// the one exception, free's fallback when no memory is left to track an event, predates fork support).
+// The prepare handlers take G, A (devices in order, then pinned), D, P and then R: the registry's
+// handler was registered first (install_fork_handlers calls registry() before pthread_atfork) and
+// POSIX runs prepare handlers in reverse order of registration. That is one global order
+// G < A < D < P < R that every nesting above also follows, so no cycle of waits can form: every lock
+// prepare waits for is held by a thread that will release it without needing one prepare holds.
+inline std::mutex& allocator_creation_mutex() noexcept {
+  static auto* const m = new std::mutex();  // never destroyed, like the allocators
+  return *m;
+}
+
+inline void lock_allocators_for_fork() noexcept {
+  allocator_creation_mutex().lock();
+  host_allocator_table& t = host_allocators();
+  for (int d = 0; d < t.count; ++d) {
+    if (auto* a = t.slots[static_cast<std::size_t>(d)].load(std::memory_order_acquire)) a->lock_for_fork();
+  }
+  if (auto* a = pinned_allocator_slot().load(std::memory_order_acquire)) a->lock_for_fork();
+  deferred().mutex.lock();
+  pinned().mutex.lock();
+}
+
+// In the parent and in the child (where the thread that forked is the only one and owns them all).
+inline void unlock_allocators_after_fork() noexcept {
+  pinned().mutex.unlock();
+  deferred().mutex.unlock();
+  if (auto* a = pinned_allocator_slot().load(std::memory_order_acquire)) a->unlock_after_fork();
+  host_allocator_table& t = host_allocators();
+  for (int d = t.count; d-- > 0;) {
+    if (auto* a = t.slots[static_cast<std::size_t>(d)].load(std::memory_order_acquire)) a->unlock_after_fork();
+  }
+  allocator_creation_mutex().unlock();
+}
+
+/// Registers the fork handlers once: before the first allocator exists, or the first pinned range.
+inline void install_fork_handlers() {
+  static const bool installed = [] {
+    (void)registry();  // its handlers first, so that its prepare runs after ours (see above)
+    (void)host_allocators();  // everything the handlers touch exists before they can run
+    (void)deferred();
+    (void)pinned();
+    (void)allocator_creation_mutex();
+    if (::pthread_atfork(lock_allocators_for_fork, unlock_allocators_after_fork, unlock_allocators_after_fork) != 0) {
+      throw Error(Errc::runtime_failure, "pthread_atfork failed: cannot make the CPU allocators safe across fork()");
+    }
+    return true;
+  }();
+  (void)installed;
+}
+
+/// The allocator in `slot`, made by make() on first use; created under the creation lock, so that
+/// the fork handlers see every allocator that exists.
+template <class A, class Make>
+A& create_once(std::atomic<A*>& slot, Make make) {
+  A* current = slot.load(std::memory_order_acquire);
+  if (current != nullptr) return *current;
+  install_fork_handlers();
+  const std::lock_guard<std::mutex> lock(allocator_creation_mutex());
+  current = slot.load(std::memory_order_relaxed);
+  if (current != nullptr) return *current;
+  auto fresh = make();
+  slot.store(fresh.get(), std::memory_order_release);
+  return *fresh.release();
 }
 
 }  // namespace detail
@@ -441,6 +518,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     const auto start = reinterpret_cast<std::uintptr_t>(p);
     const std::string what = "pin_memory(" + detail::address_text(p) + ", " + std::to_string(bytes) + " bytes)";
     if (p == nullptr || bytes == 0) throw InvalidArgumentError(what + ": the range is empty");
+    detail::install_fork_handlers();  // the pinned ranges' lock is held across fork() too
     if (bytes > UINTPTR_MAX - start) throw InvalidArgumentError(what + ": the range wraps around the address space");
     const std::uintptr_t end = start + bytes;
     if (auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire);
@@ -479,6 +557,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
 
   /// Unlocks the range pinned at p; false (and nothing changes) when no pinned range starts at p.
   static bool unpin_memory(void* p) {
+    detail::install_fork_handlers();
     const auto start = reinterpret_cast<std::uintptr_t>(p);
     auto& state = detail::pinned();
     std::lock_guard lock(state.mutex);
@@ -501,6 +580,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
 
   /// True when p lies in a range pinned with pin_memory or in host_alloc memory.
   [[nodiscard]] static bool is_pinned(const void* p) {
+    detail::install_fork_handlers();
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     {
       auto& state = detail::pinned();
