@@ -12,7 +12,9 @@
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths.
 #   TSan        CPU streams and events (test_cpu_stream[_2dev]), graphs (test_cpu_graph: replays across
-#               streams, captures from several threads), conformance (test_conformance),
+#               streams, captures from several threads), fork while threads allocate
+#               (test_failure_fork_allocator: the only fork case whose children start no thread),
+#               conformance (test_conformance),
 #               memory, stream and event stress (test_stress_allocator, test_stress_streams,
 #               test_stress_events at ACCEL_STRESS_SCALE=0.25: TSan is 5-15x slower)
 #               -> data races in the stream queues, event captures and the allocator's locking.
@@ -46,8 +48,8 @@ asan_targets=(test_core test_dtype test_caching_allocator test_cpu_memory test_c
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
               test_cpu_graph)
 asan_tests='^(test_core|test_dtype|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph)$'
-tsan_targets=(test_cpu_stream test_cpu_graph test_conformance test_stress_allocator test_stress_streams test_stress_events)
-tsan_tests='^(test_cpu_stream(_2dev)?|test_cpu_graph|test_conformance|test_stress_(allocator|streams|events))$'
+tsan_targets=(test_cpu_stream test_cpu_graph test_failure test_conformance test_stress_allocator test_stress_streams test_stress_events)
+tsan_tests='^(test_cpu_stream(_2dev)?|test_cpu_graph|test_failure_fork_allocator|test_conformance|test_stress_(allocator|streams|events))$'
 
 run_preset() {
   local preset="$1"

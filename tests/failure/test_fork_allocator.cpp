@@ -1,7 +1,7 @@
 // fork() while other threads use the allocators (issue 8: "fork after initialisation -> the child can use
 // the CPU backend"). Four threads allocate and free on cpu:0's caching allocator — small and large
 // pools, the default stream and created streams, record_stream — and on the pinned allocator, while
-// the main thread forks ~50 times. Without the allocators' fork handlers (cpu/memory.hpp) a child
+// the main thread forks ~50 times; they also reserve from cpu:0's default random generator. Without the allocators' fork handlers (cpu/memory.hpp) a child
 // forked while a thread held an allocator's mutex hangs at its first allocation.
 //
 // Each child, single-threaded (so it also runs under ThreadSanitizer, which forbids threads in a
@@ -61,7 +61,14 @@ int child_uses_allocators() {
   void* again = Memory::raw_alloc(5 * MiB, stream);
   if (again == nullptr) return 36;
   Memory::raw_delete(again);
-  return accel_test::check_invariants(Memory::memory_stats(0)).empty() ? 0 : 37;
+  if (!accel_test::check_invariants(Memory::memory_stats(0)).empty()) return 37;
+  // The default generator, which the parent's threads were reserving from (its fork handlers).
+  float uniforms[8] = {};
+  accel::CpuBackend::fill_uniform(stream, uniforms, 8);
+  for (const float u : uniforms) {
+    if (!(u > 0.0F && u <= 1.0F)) return 38;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -101,6 +108,7 @@ TEST_CASE("failure: fork while 4 threads allocate and free: every child can use 
             is_pinned ? Memory::host_free(p) : Memory::raw_delete(p);
           }
           if (rng.below(256) == 0) Memory::empty_cache();  // releases through the deferred list
+          if (rng.below(4) == 0) (void)accel::CpuBackend::default_generator(0).reserve(rng.below(64) + 1);
           operations.fetch_add(1, std::memory_order_relaxed);
         }
         for (const auto& [p, is_pinned] : live) is_pinned ? Memory::host_free(p) : Memory::raw_delete(p);

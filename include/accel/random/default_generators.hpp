@@ -3,7 +3,10 @@
 //
 // A backend's Random struct derives from DefaultGenerators<Devices> and adds its stream fills. The
 // generators are created at first use (device_count() is fixed by then) and never destroyed, so fills
-// enqueued from static destructors still find them.
+// enqueued from static destructors still find them. They are locked across fork() (pthread_atfork), so
+// a child never inherits a generator whose mutex another thread held: its first fill cannot hang.
+// A generator mutex is a leaf lock (nothing is taken while holding it), so the order against the
+// other fork handlers does not matter.
 #pragma once
 
 #include <accel/random/generator.hpp>
@@ -12,6 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#endif
 
 namespace accel {
 
@@ -42,9 +49,30 @@ struct DefaultGenerators {
   }
 
  private:
-  static Generator* generators() {
-    static Generator* const all = new Generator[static_cast<std::size_t>(Devices::device_count())];  // leaked
-    return all;
+  static Generator* generators() { return table().all; }
+
+  // The generators and their count, fixed at first use; the fork handlers use only these.
+  struct Table {
+    Generator* all;
+    int count;
+  };
+  static const Table& table() {
+    static const Table t = [] {
+      const int count = Devices::device_count();
+      Table created{new Generator[static_cast<std::size_t>(count)], count};  // leaked
+#if defined(__unix__) || defined(__APPLE__)
+      ::pthread_atfork([] { for_each_generator([](const Generator& g) { g.lock_for_fork(); }); },
+                       [] { for_each_generator([](const Generator& g) { g.unlock_after_fork(); }); },
+                       [] { for_each_generator([](const Generator& g) { g.unlock_after_fork(); }); });
+#endif
+      return created;
+    }();
+    return t;
+  }
+  template <class F>
+  static void for_each_generator(F f) noexcept {
+    const Table& t = table();
+    for (int i = 0; i < t.count; ++i) f(t.all[i]);
   }
 };
 

@@ -184,6 +184,12 @@ class Generator {
     return seed_;
   }
 
+  /// fork() support for the owner of process-wide generators (random/default_generators.hpp): its
+  /// pthread_atfork prepare handler takes the mutex so that no thread is inside a reservation at the
+  /// fork, and the parent and child handlers give it back. Not for other use.
+  void lock_for_fork() const noexcept { mutex_.lock(); }
+  void unlock_after_fork() const noexcept { mutex_.unlock(); }
+
   /// 32-bit words from `offset` (a multiple of 4) to just past the last block that n 64-bit outputs
   /// drawn at `offset` use (0 for n == 0).
   [[nodiscard]] static std::uint64_t wide_words(std::uint64_t offset, std::uint64_t n) {
