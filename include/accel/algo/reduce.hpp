@@ -32,11 +32,17 @@
 #include <type_traits>
 #include <utility>
 
+#include <accel/algo/detail/cpu_reduce.hpp>
+#if defined(__CUDACC__) && defined(ACCEL_HAS_CUDA)
+#include <accel/algo/detail/cuda_reduce.cuh>
+#endif
+
 namespace accel::algo {
 
 namespace detail {
 
-/// Generic path: Thrust's reduce inside the backend's launcher (a CPU stream task).
+/// Any other backend: Thrust's reduce inside the backend's launcher. (CpuBackend: cpu_reduce.hpp;
+/// CudaBackend: cuda_reduce.cuh.)
 template <class B>
 struct reducer {
   template <class T, class U, class Init, class Op>
@@ -49,13 +55,6 @@ struct reducer {
 };
 
 }  // namespace detail
-}  // namespace accel::algo
-
-#if defined(__CUDACC__) && defined(ACCEL_HAS_CUDA)
-#include <accel/algo/detail/cuda_reduce.cuh>
-#endif
-
-namespace accel::algo {
 
 /// Asynchronous: out[0] = the reduction of `in`, in `stream` order.
 template <detail::Range In, detail::OutputRange Out, class T = detail::value_t<In>,
