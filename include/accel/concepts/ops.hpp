@@ -19,14 +19,21 @@
 // ops/op_builder.hpp; every backend offers fused_adam, cpu_adam and tensor_ops.
 #pragma once
 
-#include <accel/ops/op_builder.hpp>
-#include <accel/ops/registry.hpp>
-
 #include <concepts>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
+
+// Declared only: a generic engine that names the concept does not pay for the op machinery; the
+// backends include ops/op_builder.hpp and ops/registry.hpp themselves.
+namespace accel::ops {
+class OpBuilder;
+struct BuildCommand;
+struct OpStatus;
+struct FusedAdam;
+struct TensorOps;
+}  // namespace accel::ops
 
 namespace accel {
 

@@ -23,8 +23,6 @@
 // of the calls decides the numbers, whatever the timing of the streams. It returns at once.
 #pragma once
 
-#include <accel/random/generator.hpp>
-
 #include <array>
 #include <concepts>
 #include <cstddef>
@@ -32,6 +30,8 @@
 #include <span>
 
 namespace accel {
+
+class Generator;  // random/generator.hpp, which every backend includes
 
 template <class B>
 concept RngApi = requires(const B b, int dev, std::uint64_t seed, std::span<const std::byte> state,

@@ -12,6 +12,8 @@
 #include <accel/dispatch/any_graph.hpp>
 #include <accel/dispatch/any_stream.hpp>
 #include <accel/dispatch/backend_list.hpp>
+#include <accel/ops/op_builder.hpp>
+#include <accel/ops/registry.hpp>
 #include <accel/random/generator.hpp>
 
 #include <filesystem>
