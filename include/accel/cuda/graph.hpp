@@ -30,6 +30,8 @@
 #include <accel/core/graph_pool_id.hpp>
 #include <accel/cuda/detail/capture_registry.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
+#include <accel/cuda/detail/event_pool.hpp>
+#include <accel/cuda/detail/host_task.hpp>
 #include <accel/cuda/device.hpp>
 #include <accel/cuda/error.hpp>
 #include <accel/cuda/memory.hpp>
@@ -112,6 +114,10 @@ class Graph {
     const detail::LegacyStreamScope scope(stream.get(), device_);
     if (!draws_.empty()) write_draw_states(stream);
     ACCEL_CUDA_CHECK(cudaGraphLaunch(exec_, stream.get()));
+    if (!host_tasks_.empty()) {  // release() waits for this before deleting the host tasks
+      if (last_replay_.get() == nullptr) last_replay_ = detail::PooledEvent(detail::event_pool(device_).acquire(), device_);
+      ACCEL_CUDA_CHECK(cudaEventRecord(last_replay_.get(), stream.get()));
+    }
   }
 
   /// Destroys the captured graph and releases the memory pool; the graph can be captured again.
@@ -157,9 +163,16 @@ class Graph {
     capturing_ = std::exchange(other.capturing_, false);
     draws_ = std::move(other.draws_);
     chunks_ = std::move(other.chunks_);
+    host_tasks_ = std::move(other.host_tasks_);
+    last_replay_ = std::move(other.last_replay_);
   }
 
   void release() noexcept {
+    if (last_replay_.get() != nullptr) {  // a replay in flight still calls the host tasks
+      (void)ACCEL_CUDA_CHECK_NOTHROW(cudaEventSynchronize(last_replay_.get()));
+      last_replay_.reset();
+    }
+    host_tasks_.clear();
     if (exec_ != nullptr) (void)ACCEL_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(std::exchange(exec_, nullptr)));
     if (graph_ != nullptr) (void)ACCEL_CUDA_CHECK_NOTHROW(cudaGraphDestroy(std::exchange(graph_, nullptr)));
     draws_.clear();
@@ -183,6 +196,8 @@ class Graph {
   bool capturing_ = false;
   std::vector<GraphDraw> draws_;
   std::vector<std::uint64_t*> chunks_;  // (seed, offset) slots of the draws, in the graph's pool
+  std::vector<std::unique_ptr<detail::HostTaskBase>> host_tasks_;  // enqueue()d during the capture
+  detail::PooledEvent last_replay_;  // recorded after each replay of a graph with host tasks
 };
 
 /// While it lives, work enqueued on its stream is captured into its graph. Move-only.
@@ -261,6 +276,7 @@ class GraphCapture {
     graph.capturing_ = false;
     graph.draws_ = record_->take_draws();
     graph.chunks_ = record_->take_chunks();  // freed with the graph, success or not
+    graph.host_tasks_ = record_->take_host_tasks();
     if (abandon) {
       if (captured != nullptr) (void)cudaGraphDestroy(captured);
       graph.draws_.clear();

@@ -167,10 +167,17 @@ class StreamRef {
       }
     }
     auto* task = new detail::HostTask<std::decay_t<F>>(std::forward<F>(fn), id_, device_, is_default());
+    // Captured into a graph, the host function runs at every replay: the task must outlive this run.
+    // accel's capture hands it to the graph; under a capture accel does not know of (the raw API),
+    // nothing can say when the graph goes away, so the task is kept for the life of the process.
+    const auto record = detail::captures().find(id_);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (!record && handle_ != nullptr) (void)cudaStreamIsCapturing(handle_, &capture);
+    const bool captured = record || capture == cudaStreamCaptureStatusActive;
     cudaError_t status = cudaSuccess;
     try {
       const detail::LegacyStreamScope scope(handle_, device_);
-      status = cudaLaunchHostFunc(handle_, &detail::run_host_task, task);
+      status = cudaLaunchHostFunc(handle_, captured ? &detail::run_captured_host_task : &detail::run_host_task, task);
     } catch (...) {
       delete task;
       throw;
@@ -179,6 +186,7 @@ class StreamRef {
       delete task;
       detail::throw_error(status, "cudaLaunchHostFunc(stream, task)", source_location::current());
     }
+    if (record) record->keep_host_task(std::unique_ptr<detail::HostTaskBase>(task));
   }
 
   /// True while a graph capture (accel's or any cudaStreamBeginCapture) records this stream's work.

@@ -11,6 +11,7 @@
 
 #include <accel/core/capture_mode.hpp>
 #include <accel/core/error.hpp>
+#include <accel/cuda/detail/host_task.hpp>
 #include <accel/random/graph_draws.hpp>
 
 #include <algorithm>
@@ -65,6 +66,16 @@ class capture_record {
     return chunks_[index / draws_per_chunk] + 2 * (index % draws_per_chunk);
   }
 
+  /// A host task enqueued during the capture: it runs at every replay, so the graph owns it.
+  void keep_host_task(std::unique_ptr<HostTaskBase> task) {
+    const std::lock_guard lock(mutex_);
+    host_tasks_.push_back(std::move(task));
+  }
+  [[nodiscard]] std::vector<std::unique_ptr<HostTaskBase>> take_host_tasks() {
+    const std::lock_guard lock(mutex_);
+    return std::move(host_tasks_);
+  }
+
   /// The draws and their chunks, handed to the graph when the capture ends.
   [[nodiscard]] std::vector<GraphDraw> take_draws() {
     const std::lock_guard lock(mutex_);
@@ -84,6 +95,7 @@ class capture_record {
   std::string failure_;
   std::vector<GraphDraw> draws_;
   std::vector<std::uint64_t*> chunks_;
+  std::vector<std::unique_ptr<HostTaskBase>> host_tasks_;
 };
 
 class capture_registry {

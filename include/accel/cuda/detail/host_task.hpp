@@ -163,15 +163,21 @@ struct HostTask final : HostTaskBase {
   F fn;
 };
 
-/// The cudaHostFn_t every enqueued task goes through: runs it, records a failure, deletes it.
-inline void CUDART_CB run_host_task(void* data) noexcept {
+/// The cudaHostFn_t of a task captured into a graph: runs it at every replay and records a failure;
+/// the graph owns the task and deletes it when it is reset or destroyed.
+inline void CUDART_CB run_captured_host_task(void* data) noexcept {
   auto* task = static_cast<HostTaskBase*>(data);
   try {
     task->run();
   } catch (...) {
     task_failures().record(task->stream, task->device, task->is_default, std::current_exception());
   }
-  delete task;
+}
+
+/// The cudaHostFn_t every enqueued task goes through: runs it, records a failure, deletes it.
+inline void CUDART_CB run_host_task(void* data) noexcept {
+  run_captured_host_task(data);
+  delete static_cast<HostTaskBase*>(data);
 }
 
 }  // namespace accel::cuda::detail
