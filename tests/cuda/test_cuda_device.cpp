@@ -4,17 +4,22 @@
 #include "cuda_test_support.hpp"
 
 #include <accel/cuda/backend.hpp>
+#include <accel/dispatch/select.hpp>
 #include <accel/memory/buffer.hpp>
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -24,7 +29,45 @@ constexpr CudaBackend cuda{};
 }  // namespace
 
 // First in the file (doctest runs cases in file order), while no test has touched a device yet.
-TEST_CASE("cuda device: detection and a restoring DeviceGuard create no context") {
+// Detection (is_available, device_count, names, get_accelerator) must leave the process without a
+// CUDA context, so it can still fork and the child can use the GPU (a parent's context would make
+// the child's first CUDA call fail with cudaErrorInitializationError). Works on one GPU.
+TEST_CASE("cuda device: detection creates no context and the process can fork and use CUDA after it") {
+  SKIP_WITHOUT_GPU();
+  using accel::cuda::detail::has_primary_context;
+  if (has_primary_context(0)) {
+    MESSAGE("SKIPPED: a context on cuda:0 exists already (this case must run first in a fresh process)");
+    return;
+  }
+  const int count = cuda.device_count();
+  REQUIRE(count >= 1);
+  const accel::AnyBackend selected = accel::get_accelerator();
+  if (std::getenv("ACCEL_BACKEND") == nullptr) CHECK(selected.name() == "cuda");  // preferred when available
+  CHECK(cuda.device_name(0) == "cuda:0");
+  for (int device = 0; device < count; ++device) CHECK_FALSE(has_primary_context(device));
+
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child initialises CUDA and runs work on cuda:0; any failure is its exit status.
+    int ok = cudaSetDevice(0) == cudaSuccess && cudaFree(nullptr) == cudaSuccess ? 1 : 0;
+    if (ok != 0) {
+      void* p = nullptr;
+      ok = cudaMalloc(&p, 256) == cudaSuccess && cudaMemset(p, 7, 256) == cudaSuccess &&
+                   cudaDeviceSynchronize() == cudaSuccess && cudaFree(p) == cudaSuccess
+               ? 1
+               : 0;
+    }
+    _exit(ok != 0 ? 0 : 3);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_FALSE(has_primary_context(0));  // the child's context is its own
+}
+
+TEST_CASE("cuda device: a restoring DeviceGuard creates no context on the device it restores") {
   SKIP_WITHOUT_GPU();
   using accel::cuda::detail::has_primary_context;
   if (cuda.device_count() < 2 || has_primary_context(0)) {
