@@ -2,6 +2,8 @@
 // replayed as a graph (one stream task), each followed by a stream synchronize, N = 10, 100, 1000.
 // Also the replay of a graph with one random fill (the per-replay offset reservation) against the
 // same fill enqueued eagerly. Prints Google Benchmark's table, then per-task costs and ratios.
+#include "../collecting_reporter.hpp"
+
 #include <accel/cpu/backend.hpp>
 
 #include <benchmark/benchmark.h>
@@ -9,7 +11,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -73,27 +74,6 @@ void graph_fill(benchmark::State& state) {
   }
 }
 
-class CollectingReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
-      ns_[run.benchmark_name()] = run.GetAdjustedRealTime();
-    }
-  }
-  /// The run named `name` ("eager/100"), or its median when repetitions were asked for.
-  [[nodiscard]] double ns(const std::string& name) const {
-    for (const std::string& key : {name + "_median", name}) {
-      if (const auto it = ns_.find(key); it != ns_.end()) return it->second;
-    }
-    return 0.0;
-  }
-
- private:
-  std::map<std::string, double> ns_;
-};
-
 }  // namespace
 
 BENCHMARK(eager)->Arg(10)->Arg(100)->Arg(1000);
@@ -104,7 +84,7 @@ BENCHMARK(graph_fill);
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  CollectingReporter reporter;
+  accel_bench::CollectingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
