@@ -1,6 +1,8 @@
 // CUDA ops without a GPU: NVRTC compiles every CUDA kernel to a cubin for sm_80 and sm_90 (through the
 // cache), reports compile errors with its log, and the CUDA backend's builders say why they cannot
-// load here. Skipped, saying so, where NVRTC is missing.
+// load here. Skipped, saying so, where NVRTC is missing. On a GPU: the CUDA fused Adam and tensor ops
+// compute the CPU kernels' bits, and fused Adam matches a float64 reference step by step (fp32
+// relative error <= 1e-6); those cases skip, saying so, without a device.
 #include "ops_test_support.hpp"
 
 #include <accel/ops/nvrtc.hpp>
@@ -11,6 +13,10 @@
 #endif
 
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
 
 namespace {
 
@@ -148,7 +154,7 @@ TEST_CASE("cuda op builders: the table, and what happens without a device") {
     CHECK(rows[1].compatible.ok);  // cpu_adam is a host op
     MESSAGE("\n" << accel::ops::format_op_table(rows));
   } else {
-    MESSAGE("CUDA device present: kernel launches are covered by benchmarks/ops/bench_adam_gpu");
+    MESSAGE("CUDA device present: kernel launches are checked by the cases below (and benchmarks/ops/bench_adam_gpu)");
   }
 }
 #endif
@@ -271,5 +277,121 @@ TEST_CASE("cuda fused Adam and tensor ops compute the CPU kernels' bits (needs a
   const float cpu_norm = ops_test::tensor_ops().l2norm_sync(host_refs);
   CHECK(std::abs(norm.get()[0] - cpu_norm) <= 1e-6f * cpu_norm);
   CHECK(flag.get()[0] == 1);
+}
+
+namespace {
+
+/// One Adam step in double for one element (torch's formula; test_adam.cpp's reference for the CPU).
+struct RefAdam {
+  double p, m, v, vmax;
+};
+RefAdam ref_adam_step(double p, double g, double m, double v, double vmax, const accel::ops::AdamOptions& o,
+                      std::int64_t step) {
+  if (o.maximize) g = -g;
+  if (!o.adamw) g += o.weight_decay * p;
+  if (o.adamw) p *= 1.0 - o.lr * o.weight_decay;
+  m = o.beta1 * m + (1.0 - o.beta1) * g;
+  v = o.beta2 * v + (1.0 - o.beta2) * g * g;
+  double vu = v;
+  if (o.amsgrad) {
+    vmax = std::max(vmax, v);
+    vu = vmax;
+  }
+  const double bc1 = o.bias_correction ? 1.0 - std::pow(o.beta1, double(step)) : 1.0;
+  const double bc2 = o.bias_correction ? 1.0 - std::pow(o.beta2, double(step)) : 1.0;
+  p -= (o.lr / bc1) * m / (std::sqrt(vu) / std::sqrt(bc2) + o.eps);
+  return {p, m, v, vmax};
+}
+
+}  // namespace
+
+TEST_CASE("cuda fused Adam matches a float64 reference (fp32, relative error <= 1e-6 per step; needs a GPU)") {
+  if (accel::cuda::Devices::device_count() == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  const auto gpu = accel::cuda::Ops::get_op_builder<accel::ops::FusedAdam>().load();
+  accel::cuda::Stream stream;
+  accel::ops::AdamOptions o;
+  std::vector<std::size_t> sizes{1, 3, 64, 1000, 4097, 65536 + 5, 250001};
+  SUBCASE("Adam") {}
+  SUBCASE("Adam with L2 weight decay") { o.weight_decay = 0.01; }
+  SUBCASE("AdamW") {
+    o.adamw = true;
+    o.weight_decay = 0.1;
+    o.lr = 3e-3;
+  }
+  SUBCASE("AMSGrad") {
+    o.amsgrad = true;
+    o.weight_decay = 0.01;
+  }
+  SUBCASE("AdamW + AMSGrad + maximize") {
+    o.adamw = o.amsgrad = o.maximize = true;
+    o.weight_decay = 0.05;
+  }
+  SUBCASE("no bias correction, other betas") {
+    o.bias_correction = false;
+    o.beta1 = 0.8;
+    o.beta2 = 0.95;
+    o.eps = 1e-6;
+  }
+  SUBCASE("AdamW over 300 tensors (more than one launch)") {
+    o.adamw = true;
+    o.weight_decay = 0.01;
+    sizes.clear();
+    for (std::size_t i = 0; i < 300; ++i) sizes.push_back((i * 37) % 1000 + 1);
+  }
+  // Host copies of the fp32 state (the reference starts each step from the kernel's own last state).
+  std::vector<std::vector<float>> p, m, v, x;
+  std::vector<std::unique_ptr<DeviceArray<float>>> dp, dg, dm, dv, dx;
+  std::vector<accel::ops::AdamTensor> tensors;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    p.push_back(ops_test::random_floats(sizes[i], 500 + 7 * unsigned(i), -1.0f, 1.0f));
+    m.push_back(ops_test::random_floats(sizes[i], 501 + 7 * unsigned(i), -0.01f, 0.01f));
+    v.push_back(ops_test::random_floats(sizes[i], 502 + 7 * unsigned(i), 0.0f, 1e-4f));
+    x.push_back(v.back());
+    dp.push_back(std::make_unique<DeviceArray<float>>(p[i]));
+    dg.push_back(std::make_unique<DeviceArray<float>>(std::vector<float>(sizes[i])));
+    dm.push_back(std::make_unique<DeviceArray<float>>(m[i]));
+    dv.push_back(std::make_unique<DeviceArray<float>>(v[i]));
+    dx.push_back(std::make_unique<DeviceArray<float>>(x[i]));
+    tensors.push_back({dp[i]->p, dg[i]->p, dm[i]->p, dv[i]->p, dx[i]->p, nullptr, std::int64_t(sizes[i])});
+  }
+  const auto rel = [](double got, double want, double scale) { return std::abs(got - want) / std::max(scale, 1e-30); };
+  double worst = 0;
+  for (int step = 1; step <= 12; ++step) {
+    std::vector<std::vector<float>> g;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      g.push_back(ops_test::random_floats(sizes[i], 9000 + 131 * unsigned(step) + unsigned(i), -1.0f, 1.0f));
+      REQUIRE(cudaMemcpy(dg[i]->p, g[i].data(), sizes[i] * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    }
+    gpu.step(stream, tensors, o, step);
+    stream.synchronize();
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const auto np = dp[i]->get(), nm = dm[i]->get(), nv = dv[i]->get(), nx = dx[i]->get();
+      for (std::size_t k = 0; k < sizes[i]; ++k) {
+        const double p0 = p[i][k], g0 = g[i][k], m0 = m[i][k], v0 = v[i][k];
+        const RefAdam r = ref_adam_step(p0, g0, m0, v0, x[i][k], o, step);
+        // Each result relative to the magnitude of the terms that made it. m's terms cancel at times
+        // (beta1*m0 against (1-beta1)*g); the absolute error that leaves in m reaches p through
+        // step_size * m / denom, so p's scale includes that path, not only |p0| and the update.
+        const double gg = std::abs(g0) + o.weight_decay * std::abs(p0);
+        const double m_scale = o.beta1 * std::abs(m0) + (1 - o.beta1) * gg;
+        const double bc1 = o.bias_correction ? 1.0 - std::pow(o.beta1, double(step)) : 1.0;
+        const double bc2 = o.bias_correction ? 1.0 - std::pow(o.beta2, double(step)) : 1.0;
+        const double denom = std::sqrt(o.amsgrad ? r.vmax : r.v) / std::sqrt(bc2) + o.eps;
+        worst = std::max(worst, rel(nm[k], r.m, m_scale));
+        worst = std::max(worst, rel(nv[k], r.v, o.beta2 * v0 + (1 - o.beta2) * gg * gg));
+        worst = std::max(worst, rel(np[k], r.p, std::abs(p0) + std::abs(r.p - p0) + o.lr / bc1 * m_scale / denom));
+        if (o.amsgrad) worst = std::max(worst, rel(nx[k], r.vmax, r.vmax));
+      }
+      p[i] = np;
+      m[i] = nm;
+      v[i] = nv;
+      x[i] = nx;
+    }
+  }
+  MESSAGE("max relative error per step on cuda:" << gpu.device() << ": " << worst);
+  CHECK(worst <= 1e-6);
 }
 #endif
