@@ -1,32 +1,18 @@
 // accel/random/distributions.hpp — cuRAND's transforms from 32-bit Philox words to uniform and
 // normal values (curand_uniform.h, curand_normal.h), for host and device code.
 //
-// Same formulas, same constants and the same order of rounding as cuRAND, so the host path gives
-// the bits of cuRAND's host generator. Uniforms are exact integer-to-float arithmetic and identical
-// on every target. Box–Muller calls log/sqrt/sin/cos: on the host the C library's (as cuRAND's host
-// generator does), on the device the CUDA intrinsics cuRAND's device code uses (__sincosf,
-// sincospi). Normals therefore match cuRAND on each side, and host and device differ in the last
-// bits exactly as cuRAND's own host and device generators do. Builds with -ffast-math or a vector
-// math library change the host normals too.
+// Same formulas, same constants and the same order of rounding as cuRAND. Uniforms are exact
+// integer-to-float arithmetic: identical on every target and to cuRAND's generators. Box–Muller
+// needs log, sqrt, sin and cos: cuRAND calls the C library on the host and CUDA's intrinsics on the
+// device (__sincosf, sincospi), so its host and device normals differ — by thousands of ulps near
+// the zeros of sin and cos. accel computes them with detail/portable_math.hpp, whose log/sin/cos use
+// only separately rounded IEEE operations (sqrt is IEEE too): the same bits on the CPU, under nvcc
+// and under NVRTC, within 2 ulp of cuRAND's host generator. Builds with -ffast-math (or nvcc's
+// --use_fast_math) give up that guarantee.
 #pragma once
 
+#include <accel/random/detail/portable_math.hpp>
 #include <accel/random/philox.hpp>
-
-#if !defined(__CUDACC_RTC__)
-#include <cmath>
-#endif
-
-// Host: keep a product from being fused into the add that follows it (see detail::mul_rn). Not
-// under nvcc: its front end does not know the builtin (and nvcc's host pass does not form FMAs
-// unless asked to with an -march that has them).
-#if defined(__has_builtin) && !defined(__CUDACC__)
-#if __has_builtin(__builtin_assoc_barrier)
-#define ACCEL_DETAIL_ASSOC_BARRIER(x) __builtin_assoc_barrier(x)
-#endif
-#endif
-#ifndef ACCEL_DETAIL_ASSOC_BARRIER
-#define ACCEL_DETAIL_ASSOC_BARRIER(x) (x)
-#endif
 
 namespace accel::rng {
 
@@ -48,24 +34,6 @@ inline constexpr float two_pow32_inv_2pi = 2.3283064e-10f * 6.2831855f;  // 2^-3
 inline constexpr double two_pow53_inv = 1.1102230246251565e-16;      // 2^-53 exactly
 inline constexpr double pi_double = 3.1415926535897932;
 
-// a*b rounded on its own. cuRAND's host code multiplies, then adds; a fused multiply-add (which
-// g++ forms under -march with FMA) changes the last bit, and through sin/cos near their zeros many
-// more. Products by powers of two are exact and need no barrier.
-[[nodiscard]] ACCEL_HOST_DEVICE inline float mul_rn(float a, float b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return ACCEL_DETAIL_ASSOC_BARRIER(a * b);
-#endif
-}
-[[nodiscard]] ACCEL_HOST_DEVICE inline double mul_rn(double a, double b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return ACCEL_DETAIL_ASSOC_BARRIER(a * b);
-#endif
-}
-
 }  // namespace detail
 
 /// A float in (0, 1] from one word (_curand_uniform): x * 2^-32 + 2^-33. Never 0; 1 for x near 2^32.
@@ -84,17 +52,10 @@ inline constexpr double pi_double = 3.1415926535897932;
 [[nodiscard]] ACCEL_HOST_DEVICE inline Float2 box_muller(u32 x, u32 y) noexcept {
   const float u = uniform_float(x);
   const float v = detail::mul_rn(static_cast<float>(y), detail::two_pow32_inv_2pi) + detail::two_pow32_inv_2pi / 2;
+  // In double, rounded once to float: closer to the exact value than cuRAND's float steps (whose
+  // logf/sinf/sqrtf/product each round).
   Float2 r{};
-#if defined(__CUDA_ARCH__)
-  const float s = sqrtf(-2.0f * logf(u));
-  __sincosf(v, &r.x, &r.y);
-#else
-  const float s = std::sqrt(-2.0f * std::log(u));
-  r.x = std::sin(v);
-  r.y = std::cos(v);
-#endif
-  r.x *= s;
-  r.y *= s;
+  detail::portable_box_muller_float(u, v, &r.x, &r.y);
   return r;
 }
 
@@ -105,16 +66,7 @@ inline constexpr double pi_double = 3.1415926535897932;
   const u64 zy = static_cast<u64>(y0) ^ (static_cast<u64>(y1) << (53 - 32));
   const double v = static_cast<double>(zy) * (detail::two_pow53_inv * 2.0) + detail::two_pow53_inv;
   Double2 r{};
-#if defined(__CUDA_ARCH__)
-  const double s = sqrt(-2.0 * log(u));
-  sincospi(v, &r.x, &r.y);
-#else
-  const double s = std::sqrt(-2.0 * std::log(u));
-  r.x = std::sin(v * detail::pi_double);
-  r.y = std::cos(v * detail::pi_double);
-#endif
-  r.x *= s;
-  r.y *= s;
+  detail::portable_box_muller(u, detail::mul_rn(v, detail::pi_double), &r.x, &r.y);
   return r;
 }
 

@@ -13,15 +13,9 @@
 //                              block each; every unit is independent, so a GPU thread (or a host
 //                              loop) computes any unit and writes its in-range outputs.
 //
-// Normals: on the host the transforms call distributions.hpp's box_muller / box_muller_double,
-// which reproduce cuRAND's host generator with the C library's log/sqrt/sin/cos. On the device they
-// compute the same formula with CUDA's accurate functions (logf, sqrtf, sincosf; log, sqrt, sincos
-// of the same rounded angle v * pi), not cuRAND's device choice (__sincosf, whose absolute error of
-// 2^-21.4 is thousands of ulps near the zeros of sin and cos, and sincospi, which rounds the angle
-// differently): GPU normals then differ from the host's only by the math libraries' last-bit
-// differences (CUDA: sinf/cosf <= 2 ulp, logf <= 1 ulp; glibc: < 1 ulp). Bits and uniforms are
-// integer or exactly rounded float arithmetic and are identical everywhere (device code is compiled
-// with --fmad=false, and distributions.hpp's mul_rn keeps the one product that matters unfused).
+// Normals come from distributions.hpp's box_muller / box_muller_double, whose log/sin/cos
+// (portable_math.hpp) give the same bits on the host and the device: every fill writes identical
+// buffers on every backend. Bits and uniforms are integer or exactly rounded float arithmetic.
 #pragma once
 
 #include <accel/random/distributions.hpp>
@@ -63,46 +57,14 @@ struct UniformDoubleTransform {
   }
 };
 
-/// Box–Muller of distributions.hpp on the host; the same formula with CUDA's accurate functions on
-/// the device (see the header comment).
-[[nodiscard]] ACCEL_HOST_DEVICE inline Float2 fill_box_muller(u32 x, u32 y) noexcept {
-#if defined(__CUDA_ARCH__)
-  const float u = uniform_float(x);
-  const float v = mul_rn(static_cast<float>(y), two_pow32_inv_2pi) + two_pow32_inv_2pi / 2;
-  const float s = sqrtf(-2.0f * logf(u));
-  Float2 r{};
-  sincosf(v, &r.x, &r.y);
-  r.x *= s;
-  r.y *= s;
-  return r;
-#else
-  return box_muller(x, y);
-#endif
-}
-[[nodiscard]] ACCEL_HOST_DEVICE inline Double2 fill_box_muller_double(u32 x0, u32 x1, u32 y0, u32 y1) noexcept {
-#if defined(__CUDA_ARCH__)
-  const double u = uniform_double(x0, x1);
-  const u64 zy = static_cast<u64>(y0) ^ (static_cast<u64>(y1) << (53 - 32));
-  const double v = static_cast<double>(zy) * (two_pow53_inv * 2.0) + two_pow53_inv;
-  const double s = sqrt(-2.0 * log(u));
-  Double2 r{};
-  sincos(mul_rn(v, pi_double), &r.x, &r.y);
-  r.x *= s;
-  r.y *= s;
-  return r;
-#else
-  return box_muller_double(x0, x1, y0, y1);
-#endif
-}
-
 /// Normal floats (curandGenerateNormal): pairs from words (x, y) and (z, w), sin value first.
 struct NormalFloatTransform {
   using value_type = float;
   static constexpr u32 per_block = 4;
   float mean = 0.0f, stddev = 1.0f;
   ACCEL_HOST_DEVICE void operator()(U32x4 b, float* d) const noexcept {
-    const Float2 p = fill_box_muller(b.x, b.y);
-    const Float2 q = fill_box_muller(b.z, b.w);
+    const Float2 p = box_muller(b.x, b.y);
+    const Float2 q = box_muller(b.z, b.w);
     d[0] = scale_normal(p.x, mean, stddev);
     d[1] = scale_normal(p.y, mean, stddev);
     d[2] = scale_normal(q.x, mean, stddev);
@@ -116,7 +78,7 @@ struct NormalDoubleTransform {
   static constexpr u32 per_block = 2;
   double mean = 0.0, stddev = 1.0;
   ACCEL_HOST_DEVICE void operator()(U32x4 b, double* d) const noexcept {
-    const Double2 p = fill_box_muller_double(b.x, b.y, b.z, b.w);
+    const Double2 p = box_muller_double(b.x, b.y, b.z, b.w);
     d[0] = scale_normal(p.x, mean, stddev);
     d[1] = scale_normal(p.y, mean, stddev);
   }
