@@ -80,10 +80,16 @@ double max_step_error(const AdamOptions& o, const std::vector<std::size_t>& size
       for (std::size_t k = 0; k < sizes[i]; ++k) {
         const double p0 = before.p[i][k], g0 = before.g[i][k], m0 = before.m[i][k], v0 = before.v[i][k];
         const Ref r = ref_step(p0, g0, m0, v0, before.vmax[i][k], o, step);
+        // m's terms cancel at times (beta1*m0 against (1-beta1)*g); the absolute error that leaves in
+        // m reaches p through step_size * m / denom, so p's scale includes that path too.
         const double gg = std::abs(g0) + o.weight_decay * std::abs(p0);
-        worst = std::max(worst, rel(s.m[i][k], r.m, o.beta1 * std::abs(m0) + (1 - o.beta1) * gg));
+        const double m_scale = o.beta1 * std::abs(m0) + (1 - o.beta1) * gg;
+        const double bc1 = o.bias_correction ? 1.0 - std::pow(o.beta1, double(step)) : 1.0;
+        const double bc2 = o.bias_correction ? 1.0 - std::pow(o.beta2, double(step)) : 1.0;
+        const double denom = std::sqrt(o.amsgrad ? r.vmax : r.v) / std::sqrt(bc2) + o.eps;
+        worst = std::max(worst, rel(s.m[i][k], r.m, m_scale));
         worst = std::max(worst, rel(s.v[i][k], r.v, o.beta2 * v0 + (1 - o.beta2) * gg * gg));
-        worst = std::max(worst, rel(s.p[i][k], r.p, std::abs(p0) + std::abs(r.p - p0)));
+        worst = std::max(worst, rel(s.p[i][k], r.p, std::abs(p0) + std::abs(r.p - p0) + o.lr / bc1 * m_scale / denom));
         if (o.amsgrad) worst = std::max(worst, rel(s.vmax[i][k], r.vmax, r.vmax));
       }
     }
