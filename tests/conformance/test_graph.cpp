@@ -1,6 +1,7 @@
 // GraphApi conformance: capture records instead of running, replays run the recorded work in order,
 // random numbers drawn in a graph are fresh per replay and equal to the eager draws, allocations made
-// during capture come from the graph's pool, and illegal calls are errors that leave the graph empty.
+// during capture come from the graph's pool, illegal calls are errors that leave the graph empty, and an
+// event recorded during capture is a legal point of the capture.
 #include "backends.hpp"
 
 #include <accel/concepts/graph.hpp>
@@ -256,8 +257,52 @@ TEST_CASE_TEMPLATE_DEFINE("graph: illegal calls during capture name the call and
   CHECK(ran.load() == 1);
 }
 
+// cudaEventRecord on a capturing stream is legal: the event becomes a point of the capture (a
+// "captured event") and the graph gets no node for it; the capturing stream may wait on it. Querying
+// it afterwards is an error on both backends (CUDA: cudaErrorCapturedEvent), which this case does not
+// rely on; recorded again outside the capture, the event is an ordinary one.
+TEST_CASE_TEMPLATE_DEFINE("graph: an event recorded during capture marks a point of it; recorded again it works as before",
+                          B, graph_event_record) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  typename B::Event e;
+  e.record(s);  // the event exists before the capture
+  e.synchronize();
+  Log log;
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    s.enqueue([&log] { log.add(1); });
+    e.record(s);
+    s.wait(e);  // the capturing stream waits on a point of its own capture
+    s.enqueue([&log] { log.add(2); });
+    capture.end();  // the record did not invalidate the capture
+  }
+  CHECK_FALSE(s.is_capturing());
+  CHECK(g.captured());
+  s.synchronize();
+  CHECK(log.take().empty());
+  b.replay_graph(g, s);
+  b.replay_graph(g, s);
+  s.synchronize();
+  CHECK(log.take() == std::vector<int>{1, 2, 1, 2});
+
+  e.record(s);
+  e.synchronize();
+  CHECK(e.query());
+  typename B::Stream other_stream;
+  const typename B::StreamRef other = other_stream;
+  other.wait(e);
+  other.enqueue([&log] { log.add(3); });
+  other.synchronize();
+  CHECK(log.take() == std::vector<int>{3});
+}
+
 TEST_CASE_TEMPLATE_APPLY(graph_replay, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_random, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_shared_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_errors, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_event_record, ConformanceBackends);

@@ -1,5 +1,7 @@
 // CPU graphs beyond the conformance suite: capture modes, replay ordering across streams, failures
-// inside a replay, nested replays, the pool's statistics, and what the CPU backend refuses.
+// inside a replay, nested replays, events recorded during a capture (external ones recorded by every
+// replay; the others points of the capture, as in CUDA), the pool's statistics, and what the CPU
+// backend refuses.
 #include <accel/cpu/backend.hpp>
 #include <accel/memory/buffer.hpp>
 
@@ -8,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -117,27 +120,29 @@ TEST_CASE("cpu graph: replay on the default stream runs inline; the current stre
   CHECK(runs == 3);
 }
 
-TEST_CASE("cpu graph: limits — event records during capture, and random draws in nested replays") {
+TEST_CASE("cpu graph: limits — random draws and event records in replays recorded into another capture") {
   const CpuBackend b;
   Stream s, outer_stream;
   auto g = b.create_graph();
   {
     auto capture = b.capture_to_graph(g, s);
-    accel::cpu::Event e;
-    try {
-      e.record(s);
-      FAIL("an event record on a capturing stream must throw");
-    } catch (const accel::NotSupportedError& err) {
-      CHECK(mentions(err, "capturing"));
-    }
     accel::Buffer<float, CpuBackend> buf(16, s);
     b.fill_uniform(s, buf.data(), buf.size());
-    capture.end();  // the refused record did not invalidate the capture
+    capture.end();
   }
   CHECK(g.captured());
   CHECK(g.random_draws() == 1);
 
-  // A graph without draws replays inside another capture (a child graph); one with draws may not.
+  accel::cpu::Event external({.external = true});
+  auto with_event = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(with_event, s);
+    external.record(s);
+  }
+  CHECK(with_event.captured());
+
+  // A graph without draws or event records replays inside another capture (a child graph); the others
+  // may not, and refusing them leaves the outer capture valid.
   int runs = 0;
   auto plain = b.create_graph();
   {
@@ -149,12 +154,265 @@ TEST_CASE("cpu graph: limits — event records during capture, and random draws 
     auto capture = b.capture_to_graph(outer, outer_stream);
     b.replay_graph(plain, outer_stream);
     CHECK_THROWS_AS(b.replay_graph(g, outer_stream), accel::NotSupportedError);
+    try {
+      b.replay_graph(with_event, outer_stream);
+      FAIL("a replay that records events must not be recorded into another capture");
+    } catch (const accel::NotSupportedError& e) {
+      CHECK(mentions(e, "record events"));
+    }
+    capture.end();
   }
   CHECK(runs == 0);
+  CHECK_FALSE(external.recorded());
   b.replay_graph(outer, outer_stream);
   b.replay_graph(outer, outer_stream);
   outer_stream.synchronize();
   CHECK(runs == 2);
+}
+
+TEST_CASE("cpu graph: an external event recorded in a capture is recorded by every replay, after the work before it") {
+  const CpuBackend b;
+  Stream s, other;
+  std::atomic<bool> gate{false};
+  std::atomic<int> before{0};
+  std::atomic<int> after{0};
+  accel::cpu::Event e({.external = true});
+  CHECK(e.external());
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    s.enqueue([&] {
+      while (!gate.load()) std::this_thread::yield();
+      before.fetch_add(1);
+    });
+    e.record(s);
+    s.enqueue([&after] { after.fetch_add(1); });
+    capture.end();
+  }
+  CHECK(g.size() == 3);  // the record is a step of the graph
+  CHECK_FALSE(e.recorded());  // only replays record it
+  CHECK(e.query());
+
+  b.replay_graph(g, s);
+  CHECK(e.recorded());
+  CHECK_FALSE(e.query());  // the replayed work before the record is held by the gate
+  std::atomic<int> seen{-1};
+  other.wait(e);
+  other.enqueue([&] { seen.store(before.load()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(e.query());
+  CHECK_FALSE(other.query());  // its wait for the event holds it too
+  CHECK(seen.load() == -1);
+  gate.store(true);
+  e.synchronize();
+  CHECK(e.query());
+  CHECK(before.load() == 1);
+  CHECK(after.load() == 1);  // a CPU replay is one stream task: the event completes with all of it
+  other.synchronize();
+  CHECK(seen.load() == 1);
+
+  // The next replay records it again: it is pending until that replay ran.
+  gate.store(false);
+  b.replay_graph(g, s);
+  CHECK_FALSE(e.query());
+  gate.store(true);
+  s.synchronize();
+  CHECK(e.query());
+  CHECK(before.load() == 2);
+  CHECK(after.load() == 2);
+
+  // Outside a capture an external event records like any event.
+  gate.store(false);
+  s.enqueue([&] {
+    while (!gate.load()) std::this_thread::yield();
+  });
+  e.record(s);
+  CHECK_FALSE(e.query());
+  gate.store(true);
+  e.synchronize();
+  CHECK(e.query());
+}
+
+TEST_CASE("cpu graph: timed external events recorded in a capture time the replayed work between them") {
+  const CpuBackend b;
+  Stream s;
+  accel::cpu::Event start({.enable_timing = true, .external = true});
+  accel::cpu::Event stop({.enable_timing = true, .external = true});
+  std::atomic<int> runs{0};
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    start.record(s);
+    s.enqueue([&runs] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      runs.fetch_add(1);
+    });
+    stop.record(s);
+  }
+  CHECK_THROWS_AS((void)start.elapsed_time(stop), accel::InvalidStateError);  // not recorded before a replay
+
+  accel::cpu::Event eager_before{true};
+  accel::cpu::Event eager_after{true};
+  for (int replay = 1; replay <= 2; ++replay) {
+    eager_before.record(s);
+    b.replay_graph(g, s);
+    eager_after.record(s);
+    stop.synchronize();
+    CHECK(runs.load() == replay);
+    const float inside = start.elapsed_time(stop);
+    CHECK(inside >= 19.9F);  // the 20 ms sleep lies between the two records
+    CHECK(inside < 10000.0F);
+    CHECK(eager_before.elapsed_time(start) >= 0.0F);  // stamped in stream order with the eager events
+    s.synchronize();
+    CHECK(stop.elapsed_time(eager_after) >= 0.0F);
+    CHECK(eager_before.elapsed_time(eager_after) >= inside);
+  }
+}
+
+TEST_CASE("cpu graph: an external event outlives its Event object in the graph; a moved one sees the replays") {
+  const CpuBackend b;
+  Stream s;
+  std::atomic<int> runs{0};
+  auto g = b.create_graph();
+  auto moved_from = std::make_unique<accel::cpu::Event>(accel::EventOptions{.enable_timing = true, .external = true});
+  {
+    auto capture = b.capture_to_graph(g, s);
+    moved_from->record(s);
+    s.enqueue([&runs] { runs.fetch_add(1); });
+  }
+  accel::cpu::Event e = std::move(*moved_from);
+  moved_from.reset();
+  b.replay_graph(g, s);
+  e.synchronize();
+  CHECK(e.recorded());
+  CHECK(e.query());
+  CHECK(runs.load() == 1);
+
+  auto gone = b.create_graph();
+  {
+    auto dropped = std::make_unique<accel::cpu::Event>(accel::EventOptions{.external = true});
+    auto capture = b.capture_to_graph(gone, s);
+    dropped->record(s);
+    s.enqueue([&runs] { runs.fetch_add(1); });
+  }  // the Event is destroyed; the graph still records its state
+  b.replay_graph(gone, s);
+  b.replay_graph(gone, s);
+  s.synchronize();
+  CHECK(runs.load() == 3);
+}
+
+TEST_CASE("cpu graph: an event recorded during a capture (not external) marks a point of it, as in CUDA") {
+  const CpuBackend b;
+  Stream s, other;
+  std::vector<int> log;  // appended by the replay task only
+  accel::cpu::Event e;
+  accel::cpu::Event timed{true};
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    s.enqueue([&log] { log.push_back(1); });
+    CHECK_NOTHROW(e.record(s));
+    CHECK_NOTHROW(timed.record(s));
+    CHECK(e.recorded());
+    CHECK_NOTHROW(s.wait(e));  // the capturing stream: in stream order already
+    s.enqueue([&log] { log.push_back(2); });
+    CHECK_NOTHROW(capture.end());  // legal: the capture stays valid
+  }
+  CHECK(g.captured());
+  CHECK(g.size() == 2);  // the records added no step
+  b.replay_graph(g, s);
+  b.replay_graph(g, s);
+  s.synchronize();
+  CHECK(log == std::vector<int>{1, 2, 1, 2});
+
+  // After the capture the records still name a point of the graph: using them is refused.
+  try {
+    (void)e.query();
+    FAIL("query() of an event recorded during a capture must throw");
+  } catch (const accel::InvalidStateError& err) {
+    CHECK(mentions(err, "Event::query"));
+    CHECK(mentions(err, "graph capture"));
+    CHECK_FALSE(mentions(err, "invalidated"));  // that capture is over
+  }
+  CHECK_THROWS_AS(e.synchronize(), accel::InvalidStateError);
+  try {
+    other.wait(e);
+    FAIL("a wait on an event recorded during an ended capture must throw");
+  } catch (const accel::InvalidStateError& err) {
+    CHECK(mentions(err, "wait"));
+  }
+  try {
+    (void)timed.elapsed_time(timed);
+    FAIL("elapsed_time() of an event recorded during a capture must throw");
+  } catch (const accel::InvalidStateError& err) {
+    CHECK(mentions(err, "Event::elapsed_time"));
+  }
+
+  // Recorded outside a capture, they are ordinary events again.
+  e.record(s);
+  timed.record(s);
+  e.synchronize();
+  timed.synchronize();
+  CHECK(e.query());
+  CHECK(timed.elapsed_time(timed) == 0.0F);
+  other.wait(e);
+  other.synchronize();
+}
+
+TEST_CASE("cpu graph: using an event recorded during a capture while it runs invalidates the capture, naming the call") {
+  const CpuBackend b;
+  Stream s, other;
+  accel::cpu::Event e;
+  auto g = b.create_graph();
+
+  const auto expect_invalidated = [&](auto&& illegal, const char* call, auto error_type) {
+    auto capture = b.capture_to_graph(g, s);
+    s.enqueue([] {});
+    e.record(s);
+    try {
+      illegal();
+      FAIL("the call must throw");
+    } catch (const decltype(error_type)& err) {
+      CHECK(mentions(err, call));
+      CHECK(mentions(err, "invalidated"));
+    }
+    try {
+      capture.end();
+      FAIL("end() of an invalidated capture must throw");
+    } catch (const accel::InvalidStateError& err) {
+      CHECK(mentions(err, call));
+    }
+    CHECK_FALSE(s.is_capturing());
+    CHECK_FALSE(g.captured());
+  };
+  expect_invalidated([&] { (void)e.query(); }, "Event::query", accel::InvalidStateError(""));
+  expect_invalidated([&] { e.synchronize(); }, "Event::synchronize", accel::InvalidStateError(""));
+  // CUDA would join `other` into the capture; the CPU backend captures one stream per graph.
+  expect_invalidated([&] { other.wait(e); }, "one stream per graph", accel::NotSupportedError(""));
+
+  {  // a wait from a stream that captures another graph would merge two captures: both are invalidated
+    auto g2 = b.create_graph();
+    auto capture = b.capture_to_graph(g, s);
+    auto capture2 = b.capture_to_graph(g2, other);
+    e.record(s);
+    CHECK_THROWS_AS(other.wait(e), accel::InvalidStateError);
+    CHECK_THROWS_AS(capture.end(), accel::InvalidStateError);
+    CHECK_THROWS_AS(capture2.end(), accel::InvalidStateError);
+    CHECK_FALSE(g2.captured());
+  }
+  CHECK_FALSE(g.captured());
+
+  // The streams, the event and the graph still work.
+  std::atomic<int> ran{0};
+  {
+    auto capture = b.capture_to_graph(g, s);
+    s.enqueue([&ran] { ran.fetch_add(1); });
+  }
+  b.replay_graph(g, s);
+  e.record(s);
+  other.wait(e);
+  other.synchronize();
+  CHECK(ran.load() == 1);
 }
 
 TEST_CASE("cpu graph: the pool's memory shows in memory_stats and snapshot, and is released with the graph") {

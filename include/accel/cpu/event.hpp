@@ -12,19 +12,43 @@
 //   e.elapsed_time(f)  milliseconds from e's marker to f's; InvalidStateError unless both are timed,
 //                      recorded and completed
 //
+// Recording on a stream that captures a graph does what cudaEventRecord does (accel/core/
+// event_options.hpp):
+//   Event{} / Event{true}        a captured record: it marks a point of the graph and adds nothing to
+//                                it. The capturing stream may wait on it (it is in stream order already);
+//                                query(), synchronize(), elapsed_time() and a wait from another stream
+//                                throw, naming the call, until the event is recorded outside a capture
+//                                (an InvalidStateError, or NotSupportedError for the wait from another
+//                                stream, which CUDA would turn into a second captured stream); while the
+//                                capture is in progress, the call also invalidates it.
+//   Event({.external = true})    the record is a step of the graph: every replay records the event at
+//                                that point of the replayed work. The event is recorded when the replay
+//                                is enqueued, completes with the replay (a CPU replay is one stream
+//                                task, so not before the rest of it), and a timed one is stamped when
+//                                the replay reaches the step, so elapsed_time() between two such events
+//                                measures the work between them. Until the first replay the event keeps
+//                                its previous record. A replay recorded into another capture may not
+//                                record events (NotSupportedError).
+//
 // An Event is used by one thread at a time (record and query on one Event from two threads at once
-// race, as with any object); the streams it is recorded on may run anywhere. Destroying an Event whose
-// marker has not run yet is safe. Re-recording reuses the event's capture, unless a timed marker
-// of the previous record is still queued (then it allocates a new one).
+// race, as with any object; replaying a graph that records an external event is a use of that event);
+// the streams it is recorded on may run anywhere. Destroying an Event whose marker has not run yet is
+// safe, and so is destroying an external event that a graph still records (the replays then record
+// nothing anyone sees). Re-recording reuses the event's capture, unless a timed marker of the previous
+// record is still queued (then it allocates a new one).
 #pragma once
 
 #include <accel/concepts/stream.hpp>
 #include <accel/core/error.hpp>
+#include <accel/core/event_options.hpp>
 #include <accel/cpu/detail/event_capture.hpp>
+#include <accel/cpu/detail/graph_recording.hpp>
+#include <accel/cpu/detail/graph_replay.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/cpu/stream.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -37,13 +61,21 @@ class Event {
   Event() noexcept = default;
   /// An event that elapsed_time() accepts when `enable_timing` is true.
   explicit Event(bool enable_timing) noexcept : timing_(enable_timing) {}
+  /// `Event({.enable_timing = true, .external = true})`: see accel/core/event_options.hpp.
+  explicit Event(EventOptions options) noexcept : timing_(options.enable_timing), external_(options.external) {}
 
-  Event(Event&& other) noexcept : capture_(std::exchange(other.capture_, nullptr)), timing_(other.timing_) {}
+  Event(Event&& other) noexcept
+      : capture_(std::exchange(other.capture_, nullptr)),
+        slot_(std::move(other.slot_)),
+        timing_(other.timing_),
+        external_(other.external_) {}
   Event& operator=(Event&& other) noexcept {
     if (this != &other) {
       drop();
       capture_ = std::exchange(other.capture_, nullptr);
+      slot_ = std::move(other.slot_);
       timing_ = other.timing_;
+      external_ = other.external_;
     }
     return *this;
   }
@@ -55,36 +87,55 @@ class Event {
   void record() { record(Streams::current_stream()); }
 
   /// Captures the work enqueued so far on `stream`. Untimed: enqueues nothing (the capture is the
-  /// stream's task count). Timed: enqueues a marker that takes the timestamp.
+  /// stream's task count). Timed: enqueues a marker that takes the timestamp. On a stream that captures
+  /// a graph: a captured record, or for an external event a step of the graph (see above).
   void record(StreamRef stream) {
     detail::stream_state& s = stream.state("Event::record");
     if (s.is_capturing()) {
-      throw NotSupportedError(s.name() + ": Event::record on a stream that is capturing a graph (the CPU backend "
-                              "records no event nodes; record the event before or after the capture)");
+      if (const std::shared_ptr<detail::graph_recording> recording = s.capture()) {
+        if (external_) {
+          record_into_graph(s, *recording);
+        } else {
+          record_captured(s, recording);
+        }
+        return;
+      }
     }
-    if (capture_ == nullptr || !capture_->exclusive()) {  // else: nothing else refers to it, reuse it
+    detail::event_capture*& latest = latest_record();
+    if (latest == nullptr || !latest->exclusive()) {  // else: nothing else refers to it, reuse it
       detail::event_capture* fresh = detail::event_capture::create();  // first record, or a marker queued
-      drop();
-      capture_ = fresh;
+      if (latest != nullptr) latest->release();
+      latest = fresh;
     }
+    latest->clear_captured();
     try {
       const std::uint64_t ticket =
-          timing_ ? s.submit(detail::stream_task(detail::event_marker{detail::capture_ref(capture_)})) : s.submitted();
-      capture_->point = detail::stream_point(s, ticket);
+          timing_ ? s.submit(detail::stream_task(detail::event_marker{detail::capture_ref(latest)})) : s.submitted();
+      latest->point = detail::stream_point(s, ticket);
     } catch (...) {
-      std::exchange(capture_, nullptr)->release();  // not recorded after all
+      std::exchange(latest, nullptr)->release();  // not recorded after all
       throw;
     }
   }
 
   /// True when the latest recorded work has completed, or when the event was never recorded.
-  [[nodiscard]] bool query() const noexcept { return capture_ == nullptr || capture_->point.done(); }
+  /// InvalidStateError for a record made during a graph capture (unless the event is external).
+  [[nodiscard]] bool query() const {
+    const detail::event_capture* c = current();
+    if (c == nullptr) return true;
+    if (c->in_capture()) detail::refuse_captured_event(*c, "query");
+    return c->point.done();
+  }
 
   /// Blocks (a short spin, then a condition variable) until the latest recorded work has completed;
   /// returns at once if never recorded. Throws InvalidStateError when called from a task of the
-  /// stream the event waits for (it could never return).
+  /// stream the event waits for (it could never return), and for a record made during a graph capture
+  /// (unless the event is external).
   void synchronize() const {
-    if (capture_ != nullptr) capture_->point.wait();
+    const detail::event_capture* c = current();
+    if (c == nullptr) return;
+    if (c->in_capture()) detail::refuse_captured_event(*c, "synchronize");
+    c->point.wait();
   }
 
   /// Makes later work on `stream` (default: the current stream) wait for this event.
@@ -95,32 +146,70 @@ class Event {
   [[nodiscard]] float elapsed_time(const Event& end) const {
     check_timed("start", *this);
     check_timed("end", end);
-    const auto ns = end.capture_->stamp_ns() - capture_->stamp_ns();
+    const auto ns = end.current()->stamp_ns() - current()->stamp_ns();
     return static_cast<float>(static_cast<double>(ns) / 1.0e6);
   }
 
   [[nodiscard]] bool timing_enabled() const noexcept { return timing_; }
-  /// True once record() was called.
-  [[nodiscard]] bool recorded() const noexcept { return capture_ != nullptr; }
+  /// True when a record during a graph capture is a step of the graph (EventOptions::external).
+  [[nodiscard]] bool external() const noexcept { return external_; }
+  /// True once the event was recorded (for an external event recorded only into a graph: once a
+  /// replay of that graph was enqueued).
+  [[nodiscard]] bool recorded() const noexcept { return current() != nullptr; }
 
  private:
   friend class StreamRef;
 
+  /// The latest record, null when never recorded.
+  [[nodiscard]] const detail::event_capture* current() const noexcept {
+    if (!external_) return capture_;
+    return slot_ ? slot_->latest() : nullptr;
+  }
+  /// Where the latest record is kept: in the Event, or for an external event in its slot.
+  detail::event_capture*& latest_record() {
+    if (!external_) return capture_;
+    if (!slot_) slot_ = std::make_shared<detail::event_slot>();
+    return slot_->latest();
+  }
+
+  // A record of an external event on a capturing stream: the graph records the event at each replay.
+  void record_into_graph(detail::stream_state& s, detail::graph_recording& recording) {
+    if (!slot_) slot_ = std::make_shared<detail::event_slot>();
+    const std::size_t index = recording.add_event_record(slot_);
+    s.submit(detail::stream_task(detail::graph_event_record{index}));
+  }
+
+  // A record of an event that is not external on a capturing stream: a point of the capture.
+  void record_captured(detail::stream_state& s, const std::shared_ptr<detail::graph_recording>& recording) {
+    if (capture_ == nullptr || !capture_->exclusive()) {
+      detail::event_capture* fresh = detail::event_capture::create();
+      drop_capture();
+      capture_ = fresh;
+    }
+    capture_->set_captured(recording, s);
+  }
+
   static void check_timed(const char* role, const Event& e) {
     const std::string which = std::string("cpu Event::elapsed_time: the ") + role + " event ";
     if (!e.timing_) throw InvalidStateError(which + "was created without timing (use Event{true})");
-    if (e.capture_ == nullptr) throw InvalidStateError(which + "was never recorded");
-    if (!e.capture_->point.done()) {
-      throw InvalidStateError(which + "has not completed yet (synchronize() it first)");
-    }
+    const detail::event_capture* c = e.current();
+    if (c == nullptr) throw InvalidStateError(which + "was never recorded");
+    if (c->in_capture()) detail::refuse_captured_event(*c, "elapsed_time");
+    if (!c->point.done()) throw InvalidStateError(which + "has not completed yet (synchronize() it first)");
   }
 
-  void drop() noexcept {
+  void drop_capture() noexcept {
     if (capture_ != nullptr) std::exchange(capture_, nullptr)->release();
   }
+  void drop() noexcept {
+    drop_capture();
+    slot_.reset();
+  }
 
-  detail::event_capture* capture_ = nullptr;  // the latest record
+  detail::event_capture* capture_ = nullptr;      // the latest record (an event that is not external)
+  std::shared_ptr<detail::event_slot> slot_;      // the latest record of an external event, shared with graphs
   bool timing_ = false;
+  bool external_ = false;
 };
 
 }  // namespace accel::cpu

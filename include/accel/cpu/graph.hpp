@@ -19,14 +19,20 @@
 // pool of the device's caching allocator (or from the pool given to capture_to_graph); they keep their
 // addresses for every replay. reset() and the destructor wait for replays in flight, then release the
 // pool: its segments go back to the system once free (empty_cache for the ones already free).
-// Limits (CUDA allows them): recording an event on a capturing stream is NotSupportedError, and a
-// replay recorded into another capture may not draw random numbers.
+// Events recorded on the capturing stream follow CUDA (accel/cpu/event.hpp): an ordinary event marks a
+// point of the capture (only the capturing stream may wait on it), an external one
+// (EventOptions::external) becomes a step that every replay records — the graph shares the event's
+// record state (cpu/detail/graph_replay.hpp), so it may outlive the Event object.
+// Limits (CUDA allows them): a replay recorded into another capture may neither draw random numbers
+// nor record events (NotSupportedError), and a wait from another stream on an event recorded during
+// the capture is NotSupportedError (CUDA would capture that stream into the same graph).
 #pragma once
 
 #include <accel/core/capture_mode.hpp>
 #include <accel/core/error.hpp>
 #include <accel/core/graph_pool_id.hpp>
 #include <accel/cpu/detail/graph_recording.hpp>
+#include <accel/cpu/detail/graph_replay.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/cpu/device.hpp>
 #include <accel/cpu/memory.hpp>
@@ -37,6 +43,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,11 +110,20 @@ class Graph {
                               ", which is capturing: a replay recorded into another graph may not draw random "
                               "numbers on the CPU backend");
     }
+    if (s.is_capturing() && !body_->event_records.empty()) {
+      throw NotSupportedError("cpu Graph::replay into " + s.name() +
+                              ", which is capturing: a replay recorded into another graph may not record events "
+                              "on the CPU backend");
+    }
+    std::optional<detail::replay_event_batch> events;  // this replay's records of the graph's external events
+    if (!body_->event_records.empty()) events.emplace(*body_);
     detail::draw_positions positions = reserve_graph_draws(body_->draws);
     if (last_replay_.stream() != nullptr && last_replay_.stream() != &s && !last_replay_.done()) {
       s.wait_for(last_replay_);  // replays of one graph run one after another
     }
-    const std::uint64_t ticket = s.submit(detail::stream_task(detail::graph_replay_task{body_, std::move(positions)}));
+    const std::uint64_t ticket = s.submit(detail::stream_task(
+        detail::graph_replay_task{body_, std::move(positions), events ? events->task_records() : nullptr}));
+    if (events) events->publish(s, ticket);  // the events are recorded: they complete with this replay
     if (!s.is_default() && !s.is_capturing()) last_replay_ = detail::stream_point(s, ticket);
   }
 

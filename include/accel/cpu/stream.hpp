@@ -66,11 +66,13 @@ class StreamRef {
 
   /// Tasks enqueued on this stream after the call run after the work `event` captured. Never-recorded
   /// events impose nothing. On the default stream (which runs inline) the caller blocks instead.
+  /// An event recorded during a graph capture (not external) may only be waited on by its capturing
+  /// stream while the capture lasts; other waits on it throw (cpu/event.hpp).
   /// (A template only so that this header does not need event.hpp; E is always Event.)
   template <class E>
     requires std::same_as<E, Event>
   void wait(const E& event) const {
-    if (auto* capture = event.capture_) state("wait").wait_for(capture->point);
+    if (const detail::event_capture* capture = event.current()) detail::wait_for_event(state("wait"), *capture);
   }
 
   /// Tasks enqueued on this stream after the call run after everything enqueued on `other` so far.

@@ -5,14 +5,29 @@
 // stream's own counter (query: one atomic load), so an event and its stream always agree. Untimed
 // records enqueue nothing. A capture is reference counted — the Event and a pending marker hold it —
 // so destroying an Event whose marker has not run yet is safe, and an Event re-recorded after its
-// marker ran reuses its capture without allocating. Internal to the CPU backend.
+// marker ran reuses its capture without allocating.
+//
+// During a graph capture (CUDA's semantics, accel/core/event_options.hpp):
+//   - A record of an event that is not external is a *captured* record: it marks a point of the graph
+//     and adds nothing to it. The capture remembers the graph capture (weakly) and the stream; a wait
+//     on the same capturing stream is already in stream order (wait_for_event lets it pass), anything
+//     else — query, synchronize, elapsed_time, a wait from another stream — is refused with an error
+//     naming the call (refuse_captured_event, wait_for_event), which also invalidates the graph
+//     capture while it is still in progress.
+//   - An external event keeps its latest record in an event_slot, shared with the graphs that recorded
+//     it: each replay installs a fresh capture there (cpu/detail/graph_replay.hpp).
+// Internal to the CPU backend.
 #pragma once
 
+#include <accel/core/error.hpp>
+#include <accel/cpu/detail/graph_recording.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <utility>
 
 namespace accel::cpu::detail {
@@ -35,13 +50,42 @@ class event_capture {
   /// again without allocating.
   [[nodiscard]] bool exclusive() const noexcept { return refs_.load(std::memory_order_acquire) == 1; }
 
-  /// The captured work; done() is one atomic load.
+  /// The captured work; done() is one atomic load. Empty (done) for a captured record.
   stream_point point;
 
-  /// Run by the marker task of a timed record, when the stream reaches it.
+  /// Run by the marker task of a timed record, when the stream reaches it (or by the step of an
+  /// external event record, when a replay reaches it).
   void stamp() noexcept { stamp_ns_ = steady_now_ns(); }
   /// Valid once point.done() returned true for a timed record (the stream's counter orders it).
   [[nodiscard]] std::int64_t stamp_ns() const noexcept { return stamp_ns_; }
+
+  // ---- a record during a graph capture of an event that is not external ----------------------------
+
+  /// Makes this a captured record: a point of `recording`, the capture in progress on stream `s`.
+  void set_captured(const std::shared_ptr<graph_recording>& recording, const stream_state& s) {
+    std::string name = s.name();
+    point = stream_point();
+    captured_in_ = recording;
+    captured_name_ = std::move(name);
+    captured_stream_ = s.id();
+    in_capture_ = true;
+  }
+  /// Makes this an ordinary record again (before point is set).
+  void clear_captured() noexcept {
+    if (!in_capture_) return;
+    in_capture_ = false;
+    captured_in_.reset();
+  }
+  [[nodiscard]] bool in_capture() const noexcept { return in_capture_; }
+  /// The graph capture this record belongs to while it is still in progress; null once it ended.
+  [[nodiscard]] std::shared_ptr<graph_recording> active_capture() const {
+    std::shared_ptr<graph_recording> recording = captured_in_.lock();
+    if (recording && recording->ended()) recording.reset();
+    return recording;
+  }
+  /// The id and the name of the stream that was capturing.
+  [[nodiscard]] std::uint64_t captured_stream() const noexcept { return captured_stream_; }
+  [[nodiscard]] const std::string& captured_name() const noexcept { return captured_name_; }
 
  private:
   event_capture() = default;
@@ -49,6 +93,10 @@ class event_capture {
 
   std::atomic<std::uint32_t> refs_{1};
   std::int64_t stamp_ns_ = 0;
+  bool in_capture_ = false;
+  std::uint64_t captured_stream_ = 0;
+  std::weak_ptr<graph_recording> captured_in_;
+  std::string captured_name_;
 };
 
 /// An owned reference to a capture, for the marker that carries one.
@@ -73,5 +121,75 @@ struct event_marker {
   capture_ref capture;
   void operator()() const noexcept { capture.get()->stamp(); }
 };
+
+/// The latest record of an external event, shared by the Event and by every graph that recorded it
+/// (graph_body::event_records), so that a replay can record the event even after the Event object was
+/// moved. Owns one reference to its capture. Used by one thread at a time, like the Event: a replay of
+/// a graph that records the event is a use of the event.
+class event_slot {
+ public:
+  event_slot() noexcept = default;
+  event_slot(const event_slot&) = delete;
+  event_slot& operator=(const event_slot&) = delete;
+  ~event_slot() {
+    if (capture_ != nullptr) capture_->release();
+  }
+
+  [[nodiscard]] event_capture*& latest() noexcept { return capture_; }
+  [[nodiscard]] const event_capture* latest() const noexcept { return capture_; }
+  /// Makes `c` the latest record, taking over one reference to it.
+  void install(event_capture* c) noexcept {
+    if (capture_ != nullptr) capture_->release();
+    capture_ = c;
+  }
+
+ private:
+  event_capture* capture_ = nullptr;
+};
+
+/// Throws InvalidStateError for `call` ("query", "synchronize", "elapsed_time") on a captured record,
+/// and invalidates its graph capture when that is still in progress.
+[[noreturn]] inline void refuse_captured_event(const event_capture& c, const char* call) {
+  const std::string message =
+      std::string("cpu Event::") + call + " on an event recorded during a graph capture on " + c.captured_name() +
+      ": a record during a capture marks a point of the graph, not work that runs (CUDA refuses it too: "
+      "cudaErrorCapturedEvent); record the event outside the capture, or create it with "
+      "EventOptions{.external = true} so that each replay records it";
+  if (const std::shared_ptr<graph_recording> recording = c.active_capture()) {
+    recording->invalidate(message);
+    throw InvalidStateError(message + "; the capture is invalidated");
+  }
+  throw InvalidStateError(message);
+}
+
+/// Makes later work on `s` wait for the record `c` (StreamRef::wait). A captured record is in stream
+/// order already for its own capturing stream; any other wait on it is refused.
+inline void wait_for_event(stream_state& s, const event_capture& c) {
+  if (!c.in_capture()) {
+    s.wait_for(c.point);
+    return;
+  }
+  const std::shared_ptr<graph_recording> recording = c.active_capture();
+  if (recording && s.id() == c.captured_stream()) return;  // an earlier point of the same capture
+  if (recording) {
+    if (const std::shared_ptr<graph_recording> own = s.capture()) {  // CUDA: cudaErrorStreamCaptureIsolation
+      const std::string message = s.name() + ": wait on an event recorded during the graph capture on " +
+                                  c.captured_name() + " while " + s.name() +
+                                  " captures another graph (two captures cannot be merged)";
+      recording->invalidate(message);
+      own->invalidate(message);
+      throw InvalidStateError(message + "; both captures are invalidated");
+    }
+    const std::string message = s.name() + ": wait on an event recorded during the graph capture on " +
+                                c.captured_name() + " (CUDA would join " + s.name() +
+                                " into that capture; the CPU backend captures one stream per graph)";
+    recording->invalidate(message);
+    throw NotSupportedError(message + "; the capture is invalidated");
+  }
+  throw InvalidStateError(s.name() + ": wait on an event last recorded during a graph capture on " + c.captured_name() +
+                          ", which has ended: the record marked a point of that graph, not work that runs (CUDA "
+                          "refuses it too); record the event outside a capture, or create it with "
+                          "EventOptions{.external = true} so that each replay records it");
+}
 
 }  // namespace accel::cpu::detail

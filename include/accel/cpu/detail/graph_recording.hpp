@@ -1,11 +1,13 @@
-// accel/cpu/detail/graph_recording.hpp — what a CPU graph capture records, and what a replay runs.
+// accel/cpu/detail/graph_recording.hpp — what a CPU graph capture records.
 //
 // While a stream captures, stream_state::submit appends each task to the capture's graph_body instead
 // of queueing it. Random fills record a GraphDraw (generator, size) instead of reserving offsets, and
 // their task reads its (seed, offset) from the replay running it: each replay reserves the draws from
 // their generators at replay time and passes the positions to its one stream task, which publishes
-// them to the recorded tasks through replay_positions() while it runs them in order.
-// Internal to the CPU backend.
+// them to the recorded tasks through replay_positions() while it runs them in order. An external
+// event recorded during the capture (EventOptions::external) adds its event to event_records and a
+// step task that finds the replay's record of it the same way (cpu/detail/graph_replay.hpp, which
+// also holds the replay task). Internal to the CPU backend.
 #pragma once
 
 #include <accel/core/capture_mode.hpp>
@@ -13,9 +15,9 @@
 #include <accel/cpu/detail/stream_task.hpp>
 #include <accel/random/graph_draws.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,11 +27,16 @@
 
 namespace accel::cpu::detail {
 
+class event_slot;  // cpu/detail/event_capture.hpp: the record state an external event shares with graphs
+
 /// The recorded work of a graph; immutable once the capture ended (replays share it).
 struct graph_body {
   int device = 0;
   std::vector<stream_task> tasks;
   std::vector<GraphDraw> draws;
+  /// The external events recorded during the capture, in recording order: the step task of record i
+  /// records event_records[i] at its point of each replay.
+  std::vector<std::shared_ptr<event_slot>> event_records;
 };
 
 /// (seed, offset) of each draw of the replay the calling thread is running; null outside replays.
@@ -66,6 +73,20 @@ class graph_recording {
     return body_->draws.size() - 1;
   }
 
+  /// Records an external event record; returns its index among the graph's event records.
+  /// InvalidStateError when the capture has ended meanwhile.
+  std::size_t add_event_record(std::shared_ptr<event_slot> slot) {
+    const std::lock_guard lock(mutex_);
+    if (!body_ || ended()) throw InvalidStateError("cpu Event::record: the graph capture ended during the record");
+    body_->event_records.push_back(std::move(slot));
+    return body_->event_records.size() - 1;
+  }
+
+  /// The stream stopped capturing into this recording (stream_state::end_capture). Events recorded
+  /// during the capture use it to tell an active capture from an ended one.
+  void mark_ended() noexcept { ended_.store(true, std::memory_order_release); }
+  [[nodiscard]] bool ended() const noexcept { return ended_.load(std::memory_order_acquire); }
+
   /// Whether a device synchronize from the calling thread is illegal under this capture's mode.
   [[nodiscard]] bool forbids_device_sync() const noexcept {
     return mode_ == CaptureMode::global || (mode_ == CaptureMode::per_thread && owner_ == std::this_thread::get_id());
@@ -91,31 +112,7 @@ class graph_recording {
   const CaptureMode mode_;
   const std::thread::id owner_;
   std::string failure_;
-};
-
-/// The one stream task of a replay: publishes the draw positions and runs the recorded tasks in
-/// order. A task that throws does not stop the others; the first failure is rethrown at the end (the
-/// stream then reports it at its next synchronization, as for any task).
-struct graph_replay_task {
-  std::shared_ptr<graph_body> body;
-  draw_positions positions;
-
-  void operator()() {
-    struct publish {
-      const draw_positions* previous;
-      explicit publish(const draw_positions* p) : previous(std::exchange(replay_positions(), p)) {}
-      ~publish() { replay_positions() = previous; }
-    } scope(&positions);
-    std::exception_ptr first;
-    for (stream_task& task : body->tasks) {
-      try {
-        task();
-      } catch (...) {
-        if (!first) first = std::current_exception();
-      }
-    }
-    if (first) std::rethrow_exception(first);
-  }
+  std::atomic<bool> ended_{false};
 };
 
 }  // namespace accel::cpu::detail

@@ -194,10 +194,11 @@ class stream_state {
     capture_ = std::move(recording);
     capturing_.store(true, std::memory_order_release);
   }
-  /// Stops capturing; returns the recording (null when none).
+  /// Stops capturing; returns the recording (null when none), marked as ended.
   std::shared_ptr<graph_recording> end_capture() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     capturing_.store(false, std::memory_order_release);
+    if (capture_) capture_->mark_ended();
     return std::move(capture_);
   }
   [[nodiscard]] bool is_capturing() const noexcept { return capturing_.load(std::memory_order_acquire); }
