@@ -8,6 +8,8 @@
 // baseline time / accel time per size (> 1: accel is faster).
 // Each case runs 3 times and the median is reported (the development machine is shared); `--smoke`
 // runs every case once, briefly (correctness only, for CI). Google Benchmark's flags apply.
+// `--pairs N [bytes]` runs N cache-hit pairs (default 256 B) in alloc_free_pairs() and nothing else,
+// for an instruction count under callgrind (benchmarks/memory/count_alloc_instructions.sh).
 #include <accel/cpu/memory.hpp>
 #include <accel/cpu/stream.hpp>
 
@@ -107,9 +109,26 @@ std::string size_text(std::size_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
+// N alloc+free pairs of one size on the default stream (the first one fills the cache). Not inlined:
+// callgrind's --toggle-collect counts exactly this function.
+[[gnu::noinline]] void alloc_free_pairs(std::size_t n, std::size_t bytes) {
+  const auto stream = accel::cpu::Streams::default_stream(0);
+  for (std::size_t i = 0; i < n; ++i) {
+    void* p = accel::cpu::Memory::raw_alloc(bytes, stream);
+    benchmark::DoNotOptimize(p);
+    accel::cpu::Memory::raw_delete(p);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "--pairs") == 0) {
+    const std::size_t bytes = argc >= 4 ? std::strtoull(argv[3], nullptr, 10) : 256;
+    alloc_free_pairs(1, bytes);  // warm: the segment, the bookkeeping storage, the thread's state
+    alloc_free_pairs(std::strtoull(argv[2], nullptr, 10), bytes);
+    return 0;
+  }
   // Defaults first, so that the command line overrides them: the median of 3 repetitions (the
   // machine may be shared), or one short run of each case with --smoke.
   static char repetitions[] = "--benchmark_repetitions=3";

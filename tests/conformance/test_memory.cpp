@@ -103,6 +103,69 @@ TEST_CASE_TEMPLATE_DEFINE("memory: bad frees and bad sizes are typed errors that
   b.raw_delete(still_works);
 }
 
+// The block bookkeeping of the cache-hit path (caching_allocator.hpp): a freed block merges with free
+// neighbours on either side, a merged or split free block is re-sorted when its new size passes
+// another free block's, and the next request still gets the best fit (smallest size, then lowest
+// address) on its stream. Addresses are relative to the first block: one small-pool segment.
+TEST_CASE_TEMPLATE_DEFINE("memory: blocks split, merge and are reused best-fit", B, memory_best_fit) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  b.empty_cache();
+  typename B::Stream s;  // a new stream: no cached block of its own yet
+  const auto splits0 = stat_of(b, "inactive_split.small_pool.current");
+  const auto split_bytes0 = stat_of(b, "inactive_split_bytes.small_pool.current");
+  const auto active0 = stat_of(b, "active_bytes.all.current");
+  const auto segments0 = stat_of(b, "segment.all.current");
+  const auto at = [&](std::size_t n) { return static_cast<char*>(b.raw_alloc(n, s)); };
+
+  // [a 4K][g1 4K][x 8K][g2 4K][c 12K][g3 4K][rest of the 2 MiB segment]
+  char* a = at(4096);
+  char* g1 = at(4096);
+  char* x = at(8192);
+  char* g2 = at(4096);
+  char* c = at(12288);
+  char* g3 = at(4096);
+  CHECK(g1 == a + 4096);
+  CHECK(x == a + 8192);
+  CHECK(g2 == a + 16384);
+  CHECK(c == a + 20480);
+  CHECK(g3 == a + 32768);
+  CHECK(stat_of(b, "inactive_split.small_pool.current") == splits0 + 1);  // the rest
+
+  b.raw_delete(a);
+  b.raw_delete(x);
+  b.raw_delete(c);
+  CHECK(stat_of(b, "inactive_split.small_pool.current") == splits0 + 4);
+  b.raw_delete(g1);  // merges with a (before) and x (after): 16 KiB, now larger than c's 12 KiB
+  CHECK(stat_of(b, "inactive_split.small_pool.current") == splits0 + 3);
+  char* p = at(12288);
+  CHECK(p == c);  // the exact fit, not a split of the merged 16 KiB block
+  char* q = at(16384);
+  CHECK(q == a);
+  b.raw_delete(p);
+  b.raw_delete(q);
+
+  // A split whose remainder (3.5 KiB) becomes smaller than another free block (c, 12 KiB).
+  char* r = at(12800);
+  CHECK(r == a);  // c is too small; the 16 KiB block is the best fit
+  char* t = at(3584);
+  CHECK(t == a + 12800);  // the remainder is the exact fit
+  b.raw_delete(t);
+  b.raw_delete(r);
+
+  b.raw_delete(g2);  // merges both ways: [a..c] is one free block
+  b.raw_delete(g3);  // and with the rest: the segment is whole again
+  CHECK(stat_of(b, "inactive_split.small_pool.current") == splits0);
+  CHECK(stat_of(b, "inactive_split_bytes.small_pool.current") == split_bytes0);
+  CHECK(stat_of(b, "active_bytes.all.current") == active0);
+  char* whole = at(8192);
+  CHECK(whole == a);
+  b.raw_delete(whole);
+  s.synchronize();
+  b.empty_cache();
+  CHECK(stat_of(b, "segment.all.current") == segments0);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("memory: record_stream holds a block until the other stream is done", B, memory_record_stream) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B b;
@@ -207,6 +270,7 @@ TEST_CASE_TEMPLATE_APPLY(memory_counts, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_peaks, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_errors, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_record_stream, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_best_fit, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_fraction, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_info_pinning, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_buffer, ConformanceBackends);

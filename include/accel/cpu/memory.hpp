@@ -420,9 +420,9 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
 
   /// The caching allocator of `device` (created on first use; throws for a device that does not exist).
   static HostCachingAllocator& allocator(int device) {
-    Devices::check_device(device);
-    auto& slot = detail::host_allocators().slots[static_cast<std::size_t>(device)];
-    return detail::create_once(slot, [device] { return std::make_unique<HostCachingAllocator>(device); });
+    // Once it exists (the device index was checked when it was made): one load, no call.
+    if (HostCachingAllocator* a = detail::existing_host_allocator(device)) [[likely]] return *a;
+    return create_allocator(device);
   }
   static HostCachingAllocator& allocator() { return allocator(Devices::current_device()); }
 
@@ -442,7 +442,12 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
   static void raw_delete(void* p) {
     if (p == nullptr) return;
     const int current = Devices::current_device();
-    if (auto* a = detail::existing_host_allocator(current); a != nullptr && a->try_free(p)) return;
+    if (auto* a = detail::existing_host_allocator(current); a != nullptr && a->try_free(p)) [[likely]] return;
+    raw_delete_elsewhere(p, current);
+  }
+
+  // raw_delete of memory that is not the current device's: the other devices' allocators, in turn.
+  [[gnu::noinline]] static void raw_delete_elsewhere(void* p, int current) {
     const int count = detail::host_allocators().count;
     for (int d = 0; d < count; ++d) {
       if (d == current) continue;
@@ -625,6 +630,11 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
   [[nodiscard]] static MemoryStats host_memory_stats() { return pinned_allocator().stats(); }
 
  private:
+  [[gnu::noinline]] static HostCachingAllocator& create_allocator(int device) {
+    Devices::check_device(device);
+    auto& slot = detail::host_allocators().slots[static_cast<std::size_t>(device)];
+    return detail::create_once(slot, [device] { return std::make_unique<HostCachingAllocator>(device); });
+  }
 
   static InvalidArgumentError not_allocated(void* p, const char* what) {
     std::string msg = std::string(what) + "(" + detail::address_text(p) + "): the pointer was not allocated by ";

@@ -190,33 +190,23 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
 
   /// The caching allocator of `device` (created on first use, without touching the device).
   [[nodiscard]] static DeviceAllocator& allocator(int device) {
-    Devices::check_device(device);
-    Table& table = allocators();
-    if (DeviceAllocator* existing = table.slots[device].load(std::memory_order_acquire)) [[likely]] return *existing;
-    const std::lock_guard lock(table.mutex);
-    if (DeviceAllocator* existing = table.slots[device].load(std::memory_order_relaxed)) return *existing;
-    auto* created = new DeviceAllocator(device);
-    table.slots[device].store(created, std::memory_order_release);
-    return *created;
+    // Once it exists (the device index was checked when it was made): a few loads, no call.
+    if (DeviceAllocator* a = existing(device)) [[likely]] return *a;
+    return create_allocator(device);
   }
   [[nodiscard]] static DeviceAllocator& allocator() { return allocator(Devices::current_device()); }
 
   /// The caching allocator of pinned host memory behind host_alloc.
   [[nodiscard]] static PinnedAllocator& pinned_allocator() {
-    Devices::require_available();
-    std::atomic<PinnedAllocator*>& slot = pinned_slot();
-    if (PinnedAllocator* existing = slot.load(std::memory_order_acquire)) [[likely]] return *existing;
-    const std::lock_guard lock(allocators().mutex);
-    if (PinnedAllocator* existing = slot.load(std::memory_order_relaxed)) return *existing;
-    auto* created = new PinnedAllocator(0);
-    slot.store(created, std::memory_order_release);
-    return *created;
+    if (PinnedAllocator* existing = pinned_slot().load(std::memory_order_acquire)) [[likely]] return *existing;
+    return create_pinned_allocator();
   }
 
   // ---- allocation -----------------------------------------------------------------------------
 
   /// `bytes` of device memory on `stream`'s device, valid in `stream` order; nullptr for 0 bytes.
   /// Throws OutOfMemoryError only when CUDA ran out of memory (see the top of this header).
+  /// A cache hit makes no CUDA call: the device is the stream's, and nothing else is asked of CUDA.
   [[nodiscard]] static void* raw_alloc(std::size_t bytes, StreamRef stream) {
     DeviceAllocator& a = allocator(stream.device_index());
     detail::ensure_lazy_init();
@@ -231,13 +221,40 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
 
   /// Returns p (from raw_alloc, on any device) to its device's cache. nullptr is a no-op; anything
   /// else that is not a live allocation is an InvalidArgumentError that changes nothing.
+  /// No CUDA call: the allocator of this thread's last raw_delete is tried first, then the others.
   static void raw_delete(void* p) {
     if (p == nullptr) return;
-    const int count = Devices::device_count();
     const int first = last_device();
-    if (DeviceAllocator* a = existing(first); a != nullptr && a->try_free(p)) return;
+    if (DeviceAllocator* a = existing(first); a != nullptr && a->try_free(p)) [[likely]] return;
+    raw_delete_elsewhere(p, first);
+  }
+
+ private:
+  [[gnu::noinline]] static DeviceAllocator& create_allocator(int device) {
+    Devices::check_device(device);
+    Table& table = allocators();
+    if (DeviceAllocator* existing = table.slots[device].load(std::memory_order_acquire)) [[likely]] return *existing;
+    const std::lock_guard lock(table.mutex);
+    if (DeviceAllocator* existing = table.slots[device].load(std::memory_order_relaxed)) return *existing;
+    auto* created = new DeviceAllocator(device);
+    table.slots[device].store(created, std::memory_order_release);
+    return *created;
+  }
+
+  [[gnu::noinline]] static PinnedAllocator& create_pinned_allocator() {
+    Devices::require_available();
+    std::atomic<PinnedAllocator*>& slot = pinned_slot();
+    const std::lock_guard lock(allocators().mutex);
+    if (PinnedAllocator* existing = slot.load(std::memory_order_relaxed)) return *existing;
+    auto* created = new PinnedAllocator(0);
+    slot.store(created, std::memory_order_release);
+    return *created;
+  }
+
+  [[gnu::noinline]] static void raw_delete_elsewhere(void* p, int tried) {
+    const int count = Devices::device_count();
     for (int d = 0; d < count; ++d) {
-      if (d == first) continue;
+      if (d == tried) continue;
       if (DeviceAllocator* a = existing(d); a != nullptr && a->try_free(p)) {
         last_device() = d;
         return;
@@ -246,6 +263,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     throw not_allocated(p, "raw_delete");
   }
 
+ public:
   /// p (from raw_alloc) is also used on `stream`; see CachingAllocator::record_stream.
   static void record_stream(void* p, StreamRef stream) {
     if (p == nullptr) return;
@@ -364,14 +382,15 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
  private:
   struct Table {
     std::mutex mutex;
+    int count = 0;  // device_count(), read once: existing() needs no detection() call
     std::unique_ptr<std::atomic<DeviceAllocator*>[]> slots;
   };
 
   static Table& allocators() {
     static Table* const table = [] {
       auto* t = new Table();
-      const int count = Devices::device_count();
-      t->slots.reset(new std::atomic<DeviceAllocator*>[static_cast<std::size_t>(count > 0 ? count : 1)]());
+      t->count = Devices::device_count();
+      t->slots.reset(new std::atomic<DeviceAllocator*>[static_cast<std::size_t>(t->count > 0 ? t->count : 1)]());
       return t;
     }();
     return *table;
@@ -383,8 +402,9 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
   }
 
   static DeviceAllocator* existing(int device) noexcept {
-    if (device < 0 || device >= Devices::device_count()) return nullptr;
-    return allocators().slots[device].load(std::memory_order_acquire);
+    Table& table = allocators();
+    if (static_cast<unsigned>(device) >= static_cast<unsigned>(table.count)) return nullptr;
+    return table.slots[device].load(std::memory_order_acquire);
   }
 
   // The device of this thread's last raw_delete: frees come in runs on one device, so it is tried

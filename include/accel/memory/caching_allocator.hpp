@@ -26,14 +26,23 @@
 //
 // The RawMemory policy (memory/detail/raw_memory_policy.hpp) gives raw segments, stream ids and
 // events; the allocator never touches the memory it hands out.
-// Thread-safe: one mutex per instance. The hot path (a cached block on the same stream) allocates
-// nothing: blocks, set nodes and the pointer index recycle their storage.
+// Thread-safe: one lock per instance (memory/detail/allocator_mutex.hpp).
+//
+// The hot path — a cached block on the same stream, no record_stream events pending — allocates
+// nothing and calls nothing outside this header: the free blocks of a pool are an intrusive tree
+// threaded through the blocks (no node per cached block), a split or merge keeps the surviving free
+// block's place in the tree when its neighbours still sort around it (no rebalancing in the common
+// alloc/free pattern), live blocks are found by address in an open-addressing table, statistics are
+// kept in a form that costs one add per decrease (memory/detail/live_stats.hpp), and events are polled
+// only while some are pending. The raw policy is called only on a miss.
 #pragma once
 
 #include <accel/core/error.hpp>
 #include <accel/memory/allocator_config.hpp>
+#include <accel/memory/detail/allocator_mutex.hpp>
 #include <accel/memory/detail/caching_block.hpp>
 #include <accel/memory/detail/caching_rules.hpp>
+#include <accel/memory/detail/live_stats.hpp>
 #include <accel/memory/detail/node_arena.hpp>
 #include <accel/memory/detail/pointer_map.hpp>
 #include <accel/memory/detail/raw_memory_policy.hpp>
@@ -67,9 +76,7 @@ class CachingAllocator {
 
   /// An allocator for `device`; the configuration defaults to ACCEL_ALLOC_CONF.
   explicit CachingAllocator(int device, AllocatorConfig config = AllocatorConfig::from_env())
-      : device_(device), name_(RawMemory::device_name(device)), config_(config) {
-    stats_.max_split_size = static_cast<std::int64_t>(config_.max_split_size);
-  }
+      : device_(device), name_(RawMemory::device_name(device)), config_(config) {}
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
@@ -77,6 +84,13 @@ class CachingAllocator {
   ~CachingAllocator() {
     for (auto& [id, queue] : events_) {
       for (auto& pending : queue) RawMemory::event_synchronize(pending.first);
+    }
+    // Unlink every cached block from its tree before the blocks go.
+    large_blocks_.blocks.clear();
+    small_blocks_.blocks.clear();
+    for (auto& [id, pool] : private_pools_) {
+      pool->large.blocks.clear();
+      pool->small.blocks.clear();
     }
     for (auto& [address, segment] : segments_) {
       RawMemory::deallocate(device_, reinterpret_cast<void*>(address), segment->size);
@@ -99,30 +113,19 @@ class CachingAllocator {
     if (bytes == 0) return nullptr;
     const auto stream_id = static_cast<std::uint64_t>(stream.id());
     std::unique_lock lock(mutex_);
-    if (!events_.empty()) process_events();
-    if (bytes > caching::max_request) throw out_of_memory(bytes, bytes);
+    if (!events_.empty()) [[unlikely]] process_events();
+    if (bytes > caching::max_request) [[unlikely]] throw out_of_memory(bytes, bytes);
     reserve_bookkeeping();
 
-    const std::size_t size = caching::round_size(bytes, config_);
+    const std::size_t size = round_size(bytes);
     const bool small = caching::is_small(size);
     PrivatePoolT* const owner = routes_.empty() ? nullptr : route_for(stream_id);
     Pool& pool = owner != nullptr ? (small ? owner->small : owner->large) : (small ? small_blocks_ : large_blocks_);
-    Block* block = get_free_block(pool, stream_id, size);
-    if (block == nullptr) {
-      const std::size_t alloc_size = caching::segment_size(size);
-      if (gc_enabled()) garbage_collect_cached_blocks();
-      block = alloc_block(alloc_size, stream_id, small, false, owner);
-      if (block == nullptr && release_available_cached_blocks(pool, stream_id, size)) {
-        block = alloc_block(alloc_size, stream_id, small, false, owner);
-      }
-      if (block == nullptr) {
-        release_cached_blocks(lock);  // may wait for events with the lock released
-        reserve_bookkeeping();
-        block = alloc_block(alloc_size, stream_id, small, true, owner);
-      }
-      if (block == nullptr) throw out_of_memory(bytes, alloc_size);
+    if (Block* block = get_free_block(pool, stream_id, size)) [[likely]] {
+      return alloc_found_block(block, size, bytes, stream_id, pool, true);
     }
-    return alloc_found_block(block, size, bytes, stream_id, pool);
+    Block* block = alloc_new_segment(lock, bytes, size, stream_id, small, owner, pool);
+    return alloc_found_block(block, size, bytes, stream_id, pool, false);
   }
 
   /// Returns p to the cache. nullptr is a no-op; a pointer that is not a live allocation of this
@@ -130,7 +133,7 @@ class CachingAllocator {
   void free(void* p) {
     if (p == nullptr) return;
     std::unique_lock lock(mutex_);
-    if (!free_locked(p)) throw not_allocated(p, "free");
+    if (!free_locked(p)) [[unlikely]] throw not_allocated(p, "free");
     erase_dead_pools();
   }
 
@@ -185,7 +188,7 @@ class CachingAllocator {
     routes_.reserve(routes_.size() + 1);
     auto it = private_pools_.find(pool_id);
     if (it == private_pools_.end()) {
-      it = private_pools_.emplace(pool_id, std::make_unique<PrivatePoolT>(&arena_, pool_id)).first;
+      it = private_pools_.emplace(pool_id, std::make_unique<PrivatePoolT>(pool_id)).first;
     } else {
       ++it->second->use_count;
     }
@@ -244,9 +247,9 @@ class CachingAllocator {
 
   [[nodiscard]] MemoryStats stats() const {
     std::unique_lock lock(mutex_);
-    return stats_;
+    return stats_.snapshot(static_cast<std::int64_t>(config_.max_split_size));
   }
-  /// stats().allocated_bytes.all() and friends, without copying the whole set.
+  /// stats().allocated_bytes.all() and friends, without building the whole set.
   [[nodiscard]] Stat allocated_bytes() const {
     std::unique_lock lock(mutex_);
     return stats_.allocated_bytes.all();
@@ -279,6 +282,7 @@ class CachingAllocator {
     fraction_ = fraction;
     allowed_ = static_cast<std::size_t>(fraction * static_cast<double>(info.total));
     fraction_set_ = true;
+    gc_enabled_ = config_.garbage_collection_threshold > 0.0;
   }
   /// The fraction set, or a negative value when none is.
   [[nodiscard]] double memory_fraction() const {
@@ -340,6 +344,7 @@ class CachingAllocator {
     std::uint64_t stream_id;
   };
   using Key = detail::BlockKey;
+  using Lock = std::unique_lock<detail::AllocatorMutex>;
   using SegmentMap = std::map<std::uintptr_t, Segment*, std::less<>,
                               detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>>;
   using EventQueue = std::deque<std::pair<event_type, Block*>>;
@@ -353,9 +358,8 @@ class CachingAllocator {
     return address - it->first < it->second->size ? it->second : nullptr;
   }
 
-  [[nodiscard]] static StatType stat_type(bool small) noexcept {
-    return small ? StatType::small_pool : StatType::large_pool;
-  }
+  // The index of a pool in detail::LiveStatArray: 0 small, 1 large.
+  [[nodiscard]] static std::size_t stat_index(bool small) noexcept { return static_cast<std::size_t>(!small); }
   [[nodiscard]] Pool& pool_of(const Block* b) noexcept {
     PrivatePoolT* const owner = b->segment->owner;
     if (owner != nullptr) return b->small ? owner->small : owner->large;
@@ -369,35 +373,63 @@ class CachingAllocator {
   }
   // Pools no graph holds and that own no segment any more.
   void erase_dead_pools() noexcept {
+    if (private_pools_.empty()) [[likely]] return;
     for (auto it = private_pools_.begin(); it != private_pools_.end();) {
       it = it->second->use_count == 0 && it->second->segments == 0 ? private_pools_.erase(it) : std::next(it);
     }
   }
-  [[nodiscard]] bool gc_enabled() const noexcept {
-    return fraction_set_ && config_.garbage_collection_threshold > 0.0;
-  }
+  // Garbage collection runs only with a memory fraction and a threshold (set_memory_fraction).
+  [[nodiscard]] bool gc_enabled() const noexcept { return gc_enabled_; }
 
   // Takes the storage an allocation may need before anything changes, so that a std::bad_alloc
   // here leaves the allocator as it was.
-  void reserve_bookkeeping() {
+  // (The segment map's node comes from the arena; a split or a new segment needs one block each.)
+  [[gnu::always_inline]] void reserve_bookkeeping() {
     map_.reserve_one();
-    arena_.reserve(4);
+    arena_.reserve(1);
     blocks_.reserve(2);
   }
 
   // ---- malloc ---------------------------------------------------------------------------------
 
-  Block* get_free_block(Pool& pool, std::uint64_t stream_id, std::size_t size) {
+  // The best-fit free block for the request, left in the pool (alloc_found_block takes it out).
+  Block* get_free_block(Pool& pool, std::uint64_t stream_id, std::size_t size) noexcept {
     if (gc_enabled()) ++pool.get_free_blocks_call_count;
-    const auto it = pool.blocks.lower_bound(Key{stream_id, size, 0});
-    if (it == pool.blocks.end() || (*it)->stream_id != stream_id) return nullptr;
-    Block* block = *it;
+    Block* block = pool.lower_bound(stream_id, size);
+    if (block == nullptr) return nullptr;
     const std::size_t max_split = config_.max_split_size;
     // Do not return an oversize block for a smaller request; round oversize requests up only a little.
-    if (size < max_split && block->size >= max_split) return nullptr;
-    if (size >= max_split && block->size - size >= config_.max_non_split_rounding_size) return nullptr;
-    pool.blocks.erase(it);
+    if (size < max_split && block->size >= max_split) [[unlikely]] return nullptr;
+    if (size >= max_split && block->size - size >= config_.max_non_split_rounding_size) [[unlikely]] return nullptr;
     return block;
+  }
+
+  // No cached block fits: a new segment, after the OOM ladder if need be (torch's malloc slow path).
+  // The block returned is not in any pool.
+  [[gnu::noinline]] Block* alloc_new_segment(Lock& lock, std::size_t bytes, std::size_t size, std::uint64_t stream_id,
+                                             bool small, PrivatePoolT* owner, Pool& pool) {
+    const std::size_t alloc_size = caching::segment_size(size);
+    if (gc_enabled()) garbage_collect_cached_blocks();
+    Block* block = alloc_block(alloc_size, stream_id, small, false, owner);
+    if (block == nullptr && release_available_cached_blocks(pool, stream_id, size)) {
+      block = alloc_block(alloc_size, stream_id, small, false, owner);
+    }
+    if (block == nullptr) {
+      release_cached_blocks(lock);  // may wait for events with the lock released
+      reserve_bookkeeping();
+      block = alloc_block(alloc_size, stream_id, small, true, owner);
+    }
+    if (block == nullptr) throw out_of_memory(bytes, alloc_size);
+    return block;
+  }
+
+  // caching::round_size, with the common configuration (no roundup_power2_divisions) inline.
+  [[nodiscard]] std::size_t round_size(std::size_t bytes) const noexcept {
+    if (!has_divisions_) [[likely]] {
+      return bytes < caching::min_block_size ? caching::min_block_size
+                                             : (bytes + caching::min_block_size - 1) & ~(caching::min_block_size - 1);
+    }
+    return caching::round_size(bytes, config_);
   }
 
   [[nodiscard]] bool should_split(const Block* block, std::size_t size) const noexcept {
@@ -406,11 +438,14 @@ class CachingAllocator {
     return size < config_.max_split_size && remaining > caching::small_size;
   }
 
-  void* alloc_found_block(Block* block, std::size_t size, std::size_t requested, std::uint64_t stream, Pool& pool) noexcept {
-    const StatType st = stat_type(pool.small);
+  // Hands out `block` (in `pool` when in_pool: from get_free_block; else a new segment's), split
+  // when the rest is worth keeping.
+  [[gnu::always_inline]] void* alloc_found_block(Block* block, std::size_t size, std::size_t requested,
+                                                 std::uint64_t stream, Pool& pool, bool in_pool) noexcept {
+    const std::size_t st = stat_index(pool.small);
     const bool already_split = block->is_split();
     if (should_split(block, size)) {
-      Block* remaining = block;
+      Block* remaining = block;  // stays free, keeps its Block and (mostly) its place in the tree
       block = blocks_.make(remaining->ptr, size, stream, remaining->segment, pool.small);
       block->prev = remaining->prev;
       if (block->prev != nullptr) {
@@ -422,16 +457,27 @@ class CachingAllocator {
       remaining->prev = block;
       remaining->ptr += size;
       remaining->size -= size;
-      pool.insert(remaining);  // the arena was reserved: no allocation
+      if (!in_pool) {
+        pool.insert(remaining);
+      } else if (remaining->size >= size) {
+        // Still sorts after every block before it: those are below (stream, size, 0), the remainder
+        // is at least (stream, size, ...). And it shrank, so it still sorts before its successor.
+        remaining->gc_count_base = pool.get_free_blocks_call_count;
+      } else {
+        pool.key_decreased(remaining);
+      }
       if (already_split) {
         stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
       } else {
         stats_.inactive_split_bytes.increase(st, static_cast<std::int64_t>(remaining->size));
         stats_.inactive_split.increase(st, 1);
       }
-    } else if (already_split) {
-      stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
-      stats_.inactive_split.decrease(st, 1);
+    } else {
+      if (in_pool) pool.erase(block);
+      if (already_split) {
+        stats_.inactive_split_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+        stats_.inactive_split.decrease(st, 1);
+      }
     }
     block->allocated = true;
     block->requested_size = requested;
@@ -464,7 +510,7 @@ class CachingAllocator {
     segment->head = block;
     segments_.emplace(address, segment.release());  // node storage was reserved
     reserved_ += size;
-    const StatType st = stat_type(small);
+    const std::size_t st = stat_index(small);
     stats_.segment.increase(st, 1);
     stats_.reserved_bytes.increase(st, static_cast<std::int64_t>(size));
     if (size >= config_.max_split_size) stats_.oversize_segments.increase(1);
@@ -476,8 +522,22 @@ class CachingAllocator {
 
   bool free_locked(void* p) {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
-    Block* block = map_.find(address);
-    if (block == nullptr) return false;
+    const std::size_t slot = map_.find_index(address);
+    if (slot == detail::PointerMap<Block>::npos) [[unlikely]] return false;
+    Block* block = map_.value_at(slot);
+    if (!block->stream_uses.empty()) [[unlikely]] return free_with_stream_uses(block, address);
+    map_.erase_at(slot);
+    block->allocated = false;
+    const std::size_t st = stat_index(block->small);
+    stats_.allocation.decrease(st, 1);
+    stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
+    if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+    free_block(block);
+    return true;
+  }
+
+  // free() of a block used on other streams: an event on each, and the block waits for them.
+  [[gnu::noinline]] bool free_with_stream_uses(Block* block, std::uintptr_t address) {
     // Events first: if recording one throws, nothing has changed.
     std::vector<std::pair<std::uint64_t, event_type>> recorded;
     if (!block->stream_uses.empty()) {
@@ -486,10 +546,9 @@ class CachingAllocator {
         recorded.emplace_back(static_cast<std::uint64_t>(s.id()), RawMemory::record_event(s));
       }
     }
-    arena_.reserve(1);
     map_.erase(address);
     block->allocated = false;
-    const StatType st = stat_type(block->small);
+    const std::size_t st = stat_index(block->small);
     stats_.allocation.decrease(st, 1);
     stats_.allocated_bytes.decrease(st, static_cast<std::int64_t>(block->size));
     if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
@@ -510,60 +569,73 @@ class CachingAllocator {
     return true;
   }
 
-  // Returns a block whose events are done to its pool, merging free neighbours. Needs one arena slot.
-  void free_block(Block* block) noexcept {
-    const std::size_t original_size = block->size;
-    const std::size_t requested = block->requested_size;
+  // Returns a block whose events are done to its pool, merging free neighbours (torch's free_block).
+  // A free neighbour is already in the tree: it absorbs the block (and the other neighbour), and keeps
+  // its place there when it still sorts before its successor, so the common free costs no tree
+  // rebalancing. Which Block object survives a merge is invisible: blocks are known by address.
+  [[gnu::always_inline]] void free_block(Block* block) noexcept {
+    const auto original_size = static_cast<std::int64_t>(block->size);
+    const auto requested = static_cast<std::int64_t>(block->requested_size);
     Pool& pool = pool_of(block);
+    Block* const prev = block->prev;
+    Block* const next = block->next;
+    const bool merge_prev = prev != nullptr && prev->is_free();
+    const bool merge_next = next != nullptr && next->is_free();
     std::int64_t net_blocks = 0;
     std::int64_t net_bytes = 0;
-    Block* const candidates[2] = {block->prev, block->next};
-    for (Block* candidate : candidates) {
-      const std::size_t subsumed = try_merge_blocks(block, candidate, pool);
-      if (subsumed > 0) {
-        net_blocks -= 1;
-        net_bytes -= static_cast<std::int64_t>(subsumed);
+    Block* cached = block;  // the free block that results
+    if (!merge_prev && !merge_next) {
+      block->requested_size = 0;
+      pool.insert(block);
+    } else {
+      if (merge_prev && merge_next) {  // [prev block next] -> prev
+        net_blocks = -2;
+        net_bytes = -static_cast<std::int64_t>(prev->size + next->size);
+        prev->size += block->size + next->size;
+        prev->next = next->next;
+        if (prev->next != nullptr) prev->next->prev = prev;
+        pool.erase(next);
+        blocks_.destroy(next);
+        cached = prev;
+      } else if (merge_prev) {  // [prev block] -> prev
+        net_blocks = -1;
+        net_bytes = -static_cast<std::int64_t>(prev->size);
+        prev->size += block->size;
+        prev->next = next;
+        if (next != nullptr) next->prev = prev;
+        cached = prev;
+      } else {  // [block next] -> next
+        net_blocks = -1;
+        net_bytes = -static_cast<std::int64_t>(next->size);
+        next->ptr = block->ptr;
+        next->size += block->size;
+        next->prev = prev;
+        if (prev != nullptr) {
+          prev->next = next;
+        } else {
+          next->segment->head = next;
+        }
+        cached = next;
       }
+      blocks_.destroy(block);
+      pool.key_increased(cached);  // larger than before: only its successor can be out of order
     }
-    block->requested_size = 0;
-    pool.insert(block);
-    if (block->is_split()) {
+    if (cached->is_split()) {
       net_blocks += 1;
-      net_bytes += static_cast<std::int64_t>(block->size);
+      net_bytes += static_cast<std::int64_t>(cached->size);
     }
-    const StatType st = stat_type(pool.small);
+    const std::size_t st = stat_index(pool.small);
     if (net_blocks > 0) stats_.inactive_split.increase(st, net_blocks);
     if (net_blocks < 0) stats_.inactive_split.decrease(st, -net_blocks);
     if (net_bytes > 0) stats_.inactive_split_bytes.increase(st, net_bytes);
     if (net_bytes < 0) stats_.inactive_split_bytes.decrease(st, -net_bytes);
     stats_.active.decrease(st, 1);
-    stats_.active_bytes.decrease(st, static_cast<std::int64_t>(original_size));
-    stats_.requested_bytes.decrease(st, static_cast<std::int64_t>(requested));
+    stats_.active_bytes.decrease(st, original_size);
+    stats_.requested_bytes.decrease(st, requested);
     // A graph pool no graph holds any more gives its segments back as they become free (the caller
     // erases the emptied pool: erase_dead_pools).
-    const PrivatePoolT* owner = block->segment->owner;
-    if (owner != nullptr && owner->use_count == 0 && !block->is_split()) release_block(block);
-  }
-
-  std::size_t try_merge_blocks(Block* dst, Block* src, Pool& pool) noexcept {
-    if (src == nullptr || src->allocated || src->event_count > 0 || !src->stream_uses.empty()) return 0;
-    if (dst->prev == src) {  // [src dst]
-      dst->ptr = src->ptr;
-      dst->prev = src->prev;
-      if (dst->prev != nullptr) {
-        dst->prev->next = dst;
-      } else {
-        dst->segment->head = dst;
-      }
-    } else {  // [dst src]
-      dst->next = src->next;
-      if (dst->next != nullptr) dst->next->prev = dst;
-    }
-    const std::size_t subsumed = src->size;
-    dst->size += subsumed;
-    pool.erase(src);
-    blocks_.destroy(src);
-    return subsumed;
+    const PrivatePoolT* owner = cached->segment->owner;
+    if (owner != nullptr && owner->use_count == 0 && !cached->is_split()) [[unlikely]] release_block(cached);
   }
 
   // ---- events ---------------------------------------------------------------------------------
@@ -573,7 +645,6 @@ class CachingAllocator {
       EventQueue& queue = it->second;
       while (!queue.empty()) {
         if (!RawMemory::event_done(queue.front().first)) break;
-        arena_.reserve(1);
         Block* block = queue.front().second;
         queue.pop_front();
         if (--block->event_count == 0) free_block(block);
@@ -585,7 +656,7 @@ class CachingAllocator {
   // Waits for every pending event and frees the blocks that were waiting. The waiting happens with
   // the lock released: on a backend whose streams run host tasks (CPU), a task may itself allocate.
   // Meanwhile the blocks stay pending (event_count > 0), so nobody else can take them.
-  void synchronize_and_free_events(std::unique_lock<std::mutex>& lock) {
+  void synchronize_and_free_events(Lock& lock) {
     ++stats_.num_sync_all_streams;
     if (events_.empty()) return;
     std::map<std::uint64_t, EventQueue> pending;
@@ -609,7 +680,6 @@ class CachingAllocator {
     }
     for (auto& [stream, queue] : pending) {
       for (auto& [event, block] : queue) {
-        arena_.reserve(1);
         if (--block->event_count == 0) free_block(block);
       }
     }
@@ -625,7 +695,7 @@ class CachingAllocator {
     if (segment->owner != nullptr) --segment->owner->segments;
     RawMemory::deallocate(device_, reinterpret_cast<void*>(block->ptr), block->size);
     reserved_ -= block->size;
-    const StatType st = stat_type(pool.small);
+    const std::size_t st = stat_index(pool.small);
     stats_.segment.decrease(st, 1);
     stats_.reserved_bytes.decrease(st, static_cast<std::int64_t>(block->size));
     if (block->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
@@ -636,14 +706,14 @@ class CachingAllocator {
 
   void release_blocks(Pool& pool) noexcept {
     for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-      Block* block = *it;
+      Block* block = &*it;
       ++it;
       if (!block->is_split()) release_block(block);
     }
   }
 
   // empty_cache's work: every event waited for, every unsplit cached segment released.
-  void release_cached_blocks(std::unique_lock<std::mutex>& lock) {
+  void release_cached_blocks(Lock& lock) {
     synchronize_and_free_events(lock);
     release_blocks(large_blocks_);
     release_blocks(small_blocks_);
@@ -662,16 +732,16 @@ class CachingAllocator {
     const std::size_t max_split = config_.max_split_size;
     if (max_split == AllocatorConfig::unlimited) return false;
     const std::size_t key_size = std::max(size, max_split);
-    auto it = pool.blocks.lower_bound(Key{stream_id, key_size, 0});
-    if (it == pool.blocks.end() || (*it)->stream_id != stream_id) {
+    auto it = pool.blocks.lower_bound(Key{stream_id, key_size, 0}, detail::BlockLess{});
+    if (it == pool.blocks.end() || it->stream_id != stream_id) {
       if (it == pool.blocks.begin()) return false;
       std::size_t released = 0;
       --it;
-      while (released < key_size && (*it)->size >= max_split && (*it)->stream_id == stream_id) {
+      while (released < key_size && it->size >= max_split && it->stream_id == stream_id) {
         const auto current = it;
         const bool is_first = current == pool.blocks.begin();
         if (!is_first) --it;
-        Block* block = *current;
+        Block* block = &*current;
         if (!block->is_split()) {
           released += block->size;
           release_block(block);
@@ -680,8 +750,8 @@ class CachingAllocator {
       }
       return released >= key_size;
     }
-    if ((*it)->is_split()) return false;
-    release_block(*it);
+    if (it->is_split()) return false;
+    release_block(&*it);
     return true;
   }
 
@@ -695,9 +765,9 @@ class CachingAllocator {
     const auto age = [&pool](const Block* b) { return pool.get_free_blocks_call_count - b->gc_count_base; };
     std::uint64_t total_age = 0;
     std::uint64_t freeable = 0;
-    for (const Block* b : pool.blocks) {
-      if (!b->is_split()) {
-        total_age += age(b);
+    for (const Block& b : pool.blocks) {
+      if (!b.is_split()) {
+        total_age += age(&b);
         ++freeable;
       }
     }
@@ -707,7 +777,7 @@ class CachingAllocator {
       const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable);
       freed = false;
       for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-        Block* b = *it;
+        Block* b = &*it;
         ++it;
         if (!b->is_split() && static_cast<double>(age(b)) >= age_threshold) {
           freed = true;
@@ -736,8 +806,8 @@ class CachingAllocator {
     }
     figures.fraction = fraction_set_ ? fraction_ : -1.0;
     figures.allowed = allowed_;
-    figures.allocated = static_cast<std::size_t>(stats_.allocated_bytes.all().current);
-    figures.reserved = static_cast<std::size_t>(stats_.reserved_bytes.all().current);
+    figures.allocated = static_cast<std::size_t>(stats_.allocated_bytes.current());
+    figures.reserved = static_cast<std::size_t>(stats_.reserved_bytes.current());
     if constexpr (RawMemoryWithOomHint<RawMemory>) figures.hint = RawMemory::oom_hint(device_);
     return OutOfMemoryError(caching::out_of_memory_message(figures), requested);
   }
@@ -755,22 +825,25 @@ class CachingAllocator {
 
   // ---- state ----------------------------------------------------------------------------------
 
-  mutable std::mutex mutex_;
+  mutable detail::AllocatorMutex mutex_;
   const int device_;
   const std::string name_;
   const AllocatorConfig config_;
+  const bool has_divisions_ = std::any_of(config_.roundup_power2_divisions.begin(),
+                                          config_.roundup_power2_divisions.end(), [](std::size_t d) { return d > 1; });
   detail::NodeArena arena_;  // before the containers that use it
   detail::ObjectPool<Block> blocks_;
-  Pool large_blocks_{&arena_, false};
-  Pool small_blocks_{&arena_, true};
+  Pool large_blocks_{false};
+  Pool small_blocks_{true};
   detail::PointerMap<Block> map_;  // live allocations by address
   SegmentMap segments_{detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>(&arena_)};
   std::map<std::uint64_t, EventQueue> events_;  // per stream, in record order
   std::map<std::uint64_t, std::unique_ptr<PrivatePoolT>> private_pools_;  // graph pools by id
   std::vector<Route> routes_;  // streams whose allocations go to a graph pool (capturing streams)
-  MemoryStats stats_;
+  detail::LiveStats stats_;
   std::size_t reserved_ = 0;
   bool fraction_set_ = false;
+  bool gc_enabled_ = false;  // fraction_set_ && config_.garbage_collection_threshold > 0
   double fraction_ = 1.0;
   std::size_t allowed_ = 0;
 };

@@ -1,20 +1,28 @@
 // accel/memory/detail/caching_block.hpp — CachingAllocator's bookkeeping types.
 //
 //   CachingBlock<S>    one block of a segment: address, size, allocation stream id, neighbours
-//                      in the segment (prev/next), state, the extra streams it was used on
+//                      in the segment (prev/next), state, the extra streams it was used on, and the
+//                      hook that links it into its pool while it is free
 //   CachingSegment<S>  one raw allocation: address, size, pool, its lowest-address block
-//   BlockPool<S>       the free blocks of one pool, ordered by (stream id, size, address)
+//   BlockPool<S>       the free blocks of one pool, ordered by (stream id, size, address): an
+//                      intrusive red-black tree (Boost.Intrusive) threaded through the blocks, so
+//                      caching a block allocates nothing and finding its place from the block is O(1)
 //   PrivatePool<S>     a graph's private pair of pools (torch's PrivatePool): its segments serve only
 //                      allocations routed to it while a graph captures
 //   ObjectPool<T>      recycled storage for blocks: a free list over chunks kept until destruction
+//
+// A block's key may change while it sits in the tree (a split shrinks the free remainder, a merge
+// grows the surviving neighbour): BlockPool::key_decreased / key_increased keep its place when its
+// tree neighbours still sort around it (the common case: no rebalancing at all) and re-sort it
+// otherwise.
 #pragma once
 
-#include <accel/memory/detail/node_arena.hpp>
+#include <boost/intrusive/set.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <new>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -28,10 +36,9 @@ struct BlockKey {
 };
 
 struct BlockLess {
-  using is_transparent = void;
   template <class B>
-  static BlockKey key(const B* b) noexcept {
-    return {b->stream_id, b->size, b->ptr};
+  static BlockKey key(const B& b) noexcept {
+    return {b.stream_id, b.size, b.ptr};
   }
   static const BlockKey& key(const BlockKey& k) noexcept { return k; }
   template <class A, class B>
@@ -51,9 +58,6 @@ template <class Stream>
 struct PrivatePool;
 
 template <class Stream>
-using FreeBlockSet = std::set<CachingBlock<Stream>*, BlockLess, ArenaAllocator<CachingBlock<Stream>*>>;
-
-template <class Stream>
 struct CachingSegment {
   std::uintptr_t ptr = 0;
   std::size_t size = 0;
@@ -62,6 +66,10 @@ struct CachingSegment {
   CachingBlock<Stream>* head = nullptr;  // lowest-address block
   PrivatePool<Stream>* owner = nullptr;  // the graph pool it belongs to; null: the ordinary pools
 };
+
+/// The hook of a block in its pool's tree (no safe-mode or auto-unlink checks: the pool and the
+/// allocator know which blocks are linked).
+using PoolHook = boost::intrusive::set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
 
 template <class Stream>
 struct CachingBlock {
@@ -78,31 +86,69 @@ struct CachingBlock {
   bool small;
   int event_count = 0;              // events still pending after a free with stream uses
   std::uint64_t gc_count_base = 0;  // the pool's free-block-search count when cached
-  typename FreeBlockSet<Stream>::iterator pool_it{};  // valid while in the pool
+  PoolHook pool_hook;               // linked while the block is free in its pool
   std::vector<Stream> stream_uses;  // record_stream streams other than the allocation stream
   [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+  /// Free and cached: in its pool's tree, and so mergeable with a neighbour that is freed.
+  [[nodiscard]] bool is_free() const noexcept { return !allocated && event_count == 0 && stream_uses.empty(); }
 };
 
 template <class Stream>
 struct BlockPool {
-  BlockPool(NodeArena* arena, bool is_small)
-      : blocks(BlockLess{}, ArenaAllocator<CachingBlock<Stream>*>(arena)), small(is_small) {}
-  FreeBlockSet<Stream> blocks;
+  using Block = CachingBlock<Stream>;
+  using Set = boost::intrusive::multiset<Block, boost::intrusive::member_hook<Block, PoolHook, &Block::pool_hook>,
+                                         boost::intrusive::compare<BlockLess>,
+                                         boost::intrusive::constant_time_size<false>>;
+  using iterator = typename Set::iterator;
+
+  explicit BlockPool(bool is_small) noexcept : small(is_small) {}
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+  ~BlockPool() { blocks.clear(); }
+
+  Set blocks;
   bool small;
   std::uint64_t get_free_blocks_call_count = 0;  // for garbage collection ages
 
-  void insert(CachingBlock<Stream>* block) {
+  void insert(Block* block) noexcept {
     block->gc_count_base = get_free_blocks_call_count;
-    block->pool_it = blocks.insert(block).first;
+    blocks.insert(*block);
   }
-  void erase(CachingBlock<Stream>* block) noexcept { blocks.erase(block->pool_it); }
+  void erase(Block* block) noexcept { blocks.erase(blocks.iterator_to(*block)); }
+
+  /// The first block not below (stream_id, size, 0), when it belongs to stream_id; else nullptr.
+  [[nodiscard]] Block* lower_bound(std::uint64_t stream_id, std::size_t size) noexcept {
+    const auto it = blocks.lower_bound(BlockKey{stream_id, size, 0}, BlockLess{});
+    if (it == blocks.end() || it->stream_id != stream_id) return nullptr;
+    return &*it;
+  }
+
+  /// `block`, in the tree, got a smaller key (and is cached anew): re-sorted only if its predecessor
+  /// no longer sorts before it.
+  void key_decreased(Block* block) noexcept {
+    block->gc_count_base = get_free_blocks_call_count;
+    const auto it = blocks.iterator_to(*block);
+    if (it == blocks.begin() || BlockLess{}(*std::prev(it), *block)) return;
+    blocks.erase(it);
+    blocks.insert(*block);
+  }
+  /// `block`, in the tree, got a larger key (and is cached anew): re-sorted only if its successor no
+  /// longer sorts after it.
+  void key_increased(Block* block) noexcept {
+    block->gc_count_base = get_free_blocks_call_count;
+    const auto it = blocks.iterator_to(*block);
+    const auto next = std::next(it);
+    if (next == blocks.end() || BlockLess{}(*block, *next)) return;
+    blocks.erase(it);
+    blocks.insert(*block);
+  }
 };
 
 /// The pools of one graph memory pool. Its segments are reserved for the graphs sharing it: they are
 /// released only once every such graph let go of the pool (use_count 0) and their blocks are free.
 template <class Stream>
 struct PrivatePool {
-  PrivatePool(NodeArena* arena, std::uint64_t pool_id) : large(arena, false), small(arena, true), id(pool_id) {}
+  explicit PrivatePool(std::uint64_t pool_id) noexcept : large(false), small(true), id(pool_id) {}
   BlockPool<Stream> large;
   BlockPool<Stream> small;
   std::uint64_t id;
@@ -122,8 +168,8 @@ class ObjectPool {
   }
 
   /// Ensures that the next n make() calls do not allocate.
-  void reserve(std::size_t n) {
-    while (free_count_ < n) grow();
+  [[gnu::always_inline]] void reserve(std::size_t n) {
+    if (free_count_ < n) [[unlikely]] grow_to(n);
   }
   /// Constructs an object in reserved storage.
   template <class... Args>
@@ -146,6 +192,9 @@ class ObjectPool {
   static_assert(sizeof(T) >= sizeof(Slot));
   static constexpr std::size_t per_chunk = 64;
 
+  [[gnu::noinline]] void grow_to(std::size_t n) {
+    while (free_count_ < n) grow();
+  }
   void grow() {
     chunks_.reserve(chunks_.size() + 1);
     void* chunk = ::operator new(sizeof(T) * per_chunk, std::align_val_t{alignof(T)});

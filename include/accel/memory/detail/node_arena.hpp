@@ -1,8 +1,8 @@
 // accel/memory/detail/node_arena.hpp — fixed-size node recycling for the allocator's containers.
 //
 // NodeArena hands out 64-byte slots from 4 KiB chunks and takes them back onto a free list; it frees
-// its chunks only when destroyed. ArenaAllocator<T> is a standard allocator over it, so a std::set
-// of free blocks inserts and erases without calling malloc once warm. Not thread-safe: used under
+// its chunks only when destroyed. ArenaAllocator<T> is a standard allocator over it, so a node-based
+// container (the allocator's segment map) inserts and erases without calling malloc once warm. Not thread-safe: used under
 // the caching allocator's mutex. reserve(n) lets the allocator take memory for its bookkeeping
 // before it changes any state, so a std::bad_alloc there leaves everything as it was.
 #pragma once
@@ -41,8 +41,8 @@ class NodeArena {
   }
 
   /// Ensures that the next n allocate() calls do not allocate.
-  void reserve(std::size_t n) {
-    while (free_count_ < n) grow();
+  [[gnu::always_inline]] void reserve(std::size_t n) {
+    if (free_count_ < n) [[unlikely]] grow_to(n);
   }
 
  private:
@@ -50,6 +50,9 @@ class NodeArena {
     FreeSlot* next;
   };
 
+  [[gnu::noinline]] void grow_to(std::size_t n) {
+    while (free_count_ < n) grow();
+  }
   void grow() {
     chunks_.reserve(chunks_.size() + 1);
     auto* chunk = static_cast<unsigned char*>(::operator new(slot_size * slots_per_chunk));

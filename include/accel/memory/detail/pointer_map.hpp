@@ -15,44 +15,55 @@ namespace accel::detail {
 template <class T>
 class PointerMap {
  public:
-  PointerMap() : slots_(min_capacity), shift_(64 - std::bit_width(min_capacity - 1)) {}
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  PointerMap() : slots_(min_capacity), mask_(min_capacity - 1), shift_(64 - std::bit_width(min_capacity - 1)) {}
 
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
 
   /// The value stored for `key`, or nullptr.
   [[nodiscard]] T* find(std::uintptr_t key) const noexcept {
-    const std::size_t mask = slots_.size() - 1;
-    for (std::size_t i = home(key);; i = (i + 1) & mask) {
-      const Slot& s = slots_[i];
-      if (s.key == key) return s.value;
-      if (s.key == 0) return nullptr;
-    }
+    const std::size_t i = find_index(key);
+    return i == npos ? nullptr : slots_[i].value;
   }
 
+  /// The slot holding `key`, or npos; valid until the next insert or erase.
+  [[nodiscard]] std::size_t find_index(std::uintptr_t key) const noexcept {
+    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == key) return i;
+      if (s.key == 0) return npos;
+    }
+  }
+  /// The value in slot i (from find_index).
+  [[nodiscard]] T* value_at(std::size_t i) const noexcept { return slots_[i].value; }
+
   /// Makes room for one more entry; the only member that may throw (std::bad_alloc).
-  void reserve_one() {
-    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
+  [[gnu::always_inline]] void reserve_one() {
+    if ((count_ + 1) * 2 > mask_ + 1) [[unlikely]] rehash((mask_ + 1) * 2);
   }
 
   /// Inserts a key that is not present. Call reserve_one() first.
   void insert(std::uintptr_t key, T* value) noexcept {
-    const std::size_t mask = slots_.size() - 1;
     std::size_t i = home(key);
-    while (slots_[i].key != 0) i = (i + 1) & mask;
+    while (slots_[i].key != 0) i = (i + 1) & mask_;
     slots_[i] = Slot{key, value};
     ++count_;
   }
 
   /// Removes `key` and returns its value, or nullptr when absent.
   T* erase(std::uintptr_t key) noexcept {
-    const std::size_t mask = slots_.size() - 1;
-    std::size_t i = home(key);
-    while (slots_[i].key != key) {
-      if (slots_[i].key == 0) return nullptr;
-      i = (i + 1) & mask;
-    }
+    const std::size_t i = find_index(key);
+    if (i == npos) return nullptr;
     T* value = slots_[i].value;
+    erase_at(i);
+    return value;
+  }
+
+  /// Removes the entry in slot i (from find_index).
+  void erase_at(std::size_t i) noexcept {
+    const std::size_t mask = mask_;
     // Backward-shift deletion: pull later members of the probe run into the hole.
     for (std::size_t j = (i + 1) & mask; slots_[j].key != 0; j = (j + 1) & mask) {
       const std::size_t h = home(slots_[j].key);
@@ -64,7 +75,6 @@ class PointerMap {
     }
     slots_[i] = Slot{};
     --count_;
-    return value;
   }
 
   /// Calls f(key, value) for every entry.
@@ -89,6 +99,7 @@ class PointerMap {
   void rehash(std::size_t capacity) {
     std::vector<Slot> old(capacity);
     old.swap(slots_);
+    mask_ = capacity - 1;
     shift_ = 64 - std::bit_width(capacity - 1);
     count_ = 0;
     for (const Slot& s : old) {
@@ -97,6 +108,7 @@ class PointerMap {
   }
 
   std::vector<Slot> slots_;
+  std::size_t mask_;  // slots_.size() - 1
   int shift_;
   std::size_t count_ = 0;
 };
