@@ -35,6 +35,7 @@ printf '%-46s %8s %10s\n' "translation unit (g++ 12 -O2 unless noted)" "wall s" 
 measure "empty TU" g++ -std=c++20 -O2 -- "int main() {}"
 measure "<vector> + <variant>" g++ -std=c++20 -O2 -- "#include <vector>" "#include <variant>" "int main() {}"
 measure "<accel/accel.hpp>, CPU only" "${cpu_only[@]}" -- "#include <accel/accel.hpp>" "int main() {}"
+measure "<accel/accel.hpp> + <accel/ops.hpp> (op builders)" "${cpu_only[@]}" -- "#include <accel/accel.hpp>" "#include <accel/ops.hpp>" "int main() {}"
 measure "<accel/cpu/backend.hpp> (no dispatch, no Hana)" "${cpu_only[@]}" -- "#include <accel/cpu/backend.hpp>" "int main() {}"
 measure "Boost.Hana part (dispatch/detail/backend_list)" "${cpu_only[@]}" -- "#include <boost/hana/tuple.hpp>" "#include <boost/hana/concat.hpp>" "#include <boost/hana/unpack.hpp>" "#include <boost/hana/type.hpp>" "int main() {}"
 measure "Engine<CpuBackend> instantiated" "${cpu_only[@]}" -- "#include <accel/accel.hpp>" \

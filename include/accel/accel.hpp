@@ -1,4 +1,10 @@
-// accel/accel.hpp — the umbrella header: every part enabled in this build.
+// accel/accel.hpp — the umbrella header: the core, every backend enabled in this build, runtime
+// selection, buffers and profiling ranges.
+//
+// Opt-in, for the translation units that use them (each costs compile time the others should not pay):
+//   <accel/ops.hpp>        the op builders: create_op_builder(...).load(), op_table(), the JIT cache
+//   <accel/algo/algo.hpp>  Thrust/CUB algorithms over buffers (needs CCCL)
+// benchmarks/compile/compile_cost.sh measures what including this header costs.
 #pragma once
 
 #include <accel/concepts/accelerator.hpp>

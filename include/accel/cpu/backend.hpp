@@ -12,7 +12,7 @@
 #include <accel/cpu/event.hpp>
 #include <accel/cpu/graph.hpp>
 #include <accel/cpu/memory.hpp>
-#include <accel/cpu/ops.hpp>
+#include <accel/cpu/detail/ops_api.hpp>
 #include <accel/cpu/profile.hpp>
 #include <accel/cpu/random.hpp>
 #include <accel/cpu/stream.hpp>

@@ -4,6 +4,7 @@
 #include <accel/concepts/env.hpp>
 #include <accel/detail/visible_devices.hpp>
 
+#include <concepts>
 #include <functional>
 #include <span>
 #include <string>
@@ -22,7 +23,9 @@ struct Environment {
   /// The variable that selects which logical CPU devices a process sees (cpu/device.hpp).
   [[nodiscard]] static std::vector<std::string> visible_devices_envs() { return {"ACCEL_CPU_VISIBLE_DEVICES"}; }
 
-  static void set_visible_devices_envs(EnvMap& env, std::span<const int> ids) {
+  template <class Map = EnvMap>  // a template only to compile the map insertion where it is called
+    requires std::same_as<Map, EnvMap>
+  static void set_visible_devices_envs(Map& env, std::span<const int> ids) {
     accel::detail::set_visible_devices(env, visible_devices_envs(), ids);
   }
 

@@ -1,7 +1,11 @@
-// accel/cpu/ops.hpp — the CPU backend's op builders and typed ops (accel::OpApi).
+// accel/cpu/ops.hpp — the CPU backend's op builders and typed ops (accel::OpApi). Opt-in: the backend
+// (accel/cpu/backend.hpp, accel/accel.hpp) declares the OpApi members in cpu/detail/ops_api.hpp; this
+// header, or <accel/ops.hpp>, defines what they need.
 //
 //   accel::cpu::Ops           op_builder_dir / create_op_builder / get_op_builder<Op> / build_extension
 //                             / op_names / op_table, as static functions for accel::CpuBackend to inherit
+//                             (declared in cpu/detail/ops_api.hpp; cpu::detail::OpsImpl below is the
+//                             registry they use)
 //   accel::cpu::FusedAdamOp   fused Adam/AdamW; step(stream, tensors, options, step) enqueues the
 //                             update on the stream (the kernel runs on the stream's worker with OpenMP
 //                             over all cores; bit-identical for any thread count)
@@ -17,6 +21,7 @@
 #pragma once
 
 #include <accel/concepts/ops.hpp>
+#include <accel/cpu/detail/ops_api.hpp>
 #include <accel/cpu/stream.hpp>
 #include <accel/ops/fused_adam.hpp>
 #include <accel/ops/host_compiler.hpp>
@@ -134,28 +139,11 @@ class TensorOpsOp {
   std::shared_ptr<const ops::HostTensorOps> impl_;
 };
 
-/// The typed op each tag loads as on the CPU backend.
-template <class Op>
-struct OpFor;
-template <>
-struct OpFor<ops::FusedAdam> {
-  using type = FusedAdamOp;
-};
-template <>
-struct OpFor<ops::CpuAdam> {
-  using type = FusedAdamOp;
-};
-template <>
-struct OpFor<ops::TensorOps> {
-  using type = TensorOpsOp;
-};
+namespace detail {
 
-/// accel::OpApi for the CPU backend; accel::CpuBackend inherits these.
-struct Ops {
-  [[nodiscard]] static std::filesystem::path op_builder_dir() { return ops::default_kernel_dir(); }
-
-  /// fused_adam, cpu_adam, tensor_ops — all host ops.
-  [[nodiscard]] static const ops::Registry& op_registry() {
+/// The CPU backend's op registry: fused_adam, cpu_adam, tensor_ops — all host ops.
+struct OpsImpl {
+  [[nodiscard]] static const ops::Registry& registry() {
     static const ops::Registry registry("cpu", {
                                                    {ops::specs::host_fused_adam(), &ops::host_toolchain},
                                                    {ops::specs::host_fused_adam("cpu_adam", "CPUAdamBuilder"),
@@ -164,26 +152,13 @@ struct Ops {
                                                });
     return registry;
   }
-
-  [[nodiscard]] static ops::OpBuilder create_op_builder(std::string_view name) {
-    return op_registry().create(name);
-  }
-
-  template <class Op>
-  [[nodiscard]] static auto get_op_builder() {
-    static_assert(requires { typename OpFor<Op>::type; },
-                  "accel::cpu::Ops::get_op_builder<Op>: the CPU backend has no such op (it offers ops::FusedAdam, "
-                  "ops::CpuAdam, ops::TensorOps)");
-    return ops::TypedOpBuilder<typename OpFor<Op>::type>(op_registry().create(Op::name));
-  }
-
-  [[nodiscard]] static ops::BuildCommand build_extension(std::string_view name) {
-    return create_op_builder(name).build_command();
-  }
-
-  [[nodiscard]] static std::vector<std::string> op_names() { return op_registry().names(); }
-
-  [[nodiscard]] static std::vector<ops::OpStatus> op_table() { return ops::op_table(op_registry()); }
+  [[nodiscard]] static ops::OpBuilder create_op_builder(std::string_view name) { return registry().create(name); }
+  [[nodiscard]] static std::vector<std::string> op_names() { return registry().names(); }
+  [[nodiscard]] static std::vector<ops::OpStatus> op_table() { return ops::op_table(registry()); }
 };
+
+}  // namespace detail
+
+static_assert(OpApi<Ops>);
 
 }  // namespace accel::cpu

@@ -223,8 +223,12 @@ inline void check_stream_device(const LoadedKernels& k, StreamRef s, const char*
 }  // namespace detail
 
 /// The CUDA toolchain: NVRTC for the device's architecture, driver-API module loading.
-inline constexpr ops::Toolchain nvrtc_driver_toolchain{"nvrtc", detail::cuda_is_compatible, detail::cuda_build_command,
-                                                       detail::cuda_load, "cubin"};
+inline constexpr ops::Toolchain nvrtc_driver_toolchain{"nvrtc",
+                                                       detail::cuda_is_compatible,
+                                                       detail::cuda_build_command,
+                                                       detail::cuda_load,
+                                                       "cubin",
+                                                       ops::detail::entry_is_cached<ops::OpBuilder>};
 
 /// Multi-tensor fused Adam/AdamW on a CUDA device.
 class FusedAdamOp {

@@ -4,6 +4,7 @@
 #include <accel/concepts/env.hpp>
 #include <accel/core/error.hpp>
 
+#include <concepts>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,7 +12,11 @@
 namespace accel::detail {
 
 /// Writes "0,1,3" into each variable of `names` in `env` (DeepSpeed's set_visible_devices_envs).
-inline void set_visible_devices(EnvMap& env, const std::vector<std::string>& names, std::span<const int> ids) {
+// A template only so that the map insertion is compiled where a launcher calls it, not in every
+// translation unit that includes a backend.
+template <class Map = EnvMap>
+  requires std::same_as<Map, EnvMap>
+void set_visible_devices(Map& env, const std::vector<std::string>& names, std::span<const int> ids) {
   std::string joined;
   for (const int id : ids) {
     if (id < 0) throw InvalidArgumentError("visible device id " + std::to_string(id) + " is negative");

@@ -13,7 +13,6 @@
 #include <accel/dispatch/any_stream.hpp>
 #include <accel/dispatch/backend_list.hpp>
 #include <accel/ops/op_builder.hpp>
-#include <accel/ops/registry.hpp>
 #include <accel/random/generator.hpp>
 
 #include <filesystem>
@@ -221,6 +220,8 @@ class BasicAnyBackend {
   }
 
   // ---- op builders ----
+  // Opt-in like the backends' own (cpu/detail/ops_api.hpp): these compile where <accel/ops.hpp> is
+  // included; elsewhere a call is a compile error naming that header.
   [[nodiscard]] std::filesystem::path op_builder_dir() const { return call([](auto b) { return b.op_builder_dir(); }); }
   [[nodiscard]] ops::OpBuilder create_op_builder(std::string_view name) const {
     return call([&](auto b) { return b.create_op_builder(name); });

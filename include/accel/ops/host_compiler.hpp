@@ -259,7 +259,8 @@ inline LoadedOp host_load(const OpBuilder& b) {
 }  // namespace detail
 
 /// The host toolchain (OpKind::host).
-inline constexpr Toolchain host_toolchain{"host", detail::host_is_compatible, detail::host_build_command,
-                                          detail::host_load, "so"};
+inline constexpr Toolchain host_toolchain{"host",           detail::host_is_compatible,
+                                          detail::host_build_command, detail::host_load,
+                                          "so",             detail::entry_is_cached<OpBuilder>};
 
 }  // namespace accel::ops

@@ -95,12 +95,7 @@ struct JitCacheStats {
 class JitCache {
  public:
   /// $ACCEL_CACHE_DIR, else $XDG_CACHE_HOME/accel, else $HOME/.cache/accel, else /tmp/accel-cache-<uid>.
-  [[nodiscard]] static std::filesystem::path default_dir() {
-    if (std::string d = detail::env_string("ACCEL_CACHE_DIR"); !d.empty()) return d;
-    if (std::string d = detail::env_string("XDG_CACHE_HOME"); !d.empty()) return std::filesystem::path(d) / "accel";
-    if (std::string d = detail::env_string("HOME"); !d.empty()) return std::filesystem::path(d) / ".cache" / "accel";
-    return std::filesystem::path("/tmp") / ("accel-cache-" + std::to_string(::getuid()));
-  }
+  [[nodiscard]] static std::filesystem::path default_dir() { return detail::default_cache_dir(); }
 
   JitCache() : JitCache(default_dir()) {}
   explicit JitCache(std::filesystem::path dir) : dir_(std::move(dir)) {}
@@ -271,5 +266,17 @@ class JitCache {
 
   std::filesystem::path dir_;
 };
+
+namespace detail {
+
+/// Toolchain::is_cached for every toolchain whose build_command() names the cache entry and its key:
+/// whether that entry exists and is valid (so load() would not compile).
+template <class Builder>
+[[nodiscard]] bool entry_is_cached(const Builder& b) {
+  const auto cmd = b.build_command();
+  return JitCache::verify(cmd.output, cmd.key) == EntryState::ok;
+}
+
+}  // namespace detail
 
 }  // namespace accel::ops

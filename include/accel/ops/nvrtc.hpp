@@ -315,7 +315,11 @@ inline LoadedOp nvrtc_only_load(const OpBuilder& b) {
 }  // namespace detail
 
 /// Builds CUDA ops for OpBuilder::arch() (sm_80 when unset) without a device; load() throws.
-inline constexpr Toolchain nvrtc_toolchain{"nvrtc", detail::nvrtc_only_is_compatible,
-                                           detail::nvrtc_only_build_command, detail::nvrtc_only_load, "cubin"};
+inline constexpr Toolchain nvrtc_toolchain{"nvrtc",
+                                           detail::nvrtc_only_is_compatible,
+                                           detail::nvrtc_only_build_command,
+                                           detail::nvrtc_only_load,
+                                           "cubin",
+                                           detail::entry_is_cached<OpBuilder>};
 
 }  // namespace accel::ops

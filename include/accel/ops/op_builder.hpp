@@ -27,11 +27,15 @@
 //
 // Builders are cheap values (a spec, a toolchain pointer and options); loading is thread-safe.
 // A backend's registry (ops/registry.hpp) hands them out: B::create_op_builder("fused_adam").
+//
+// This header holds the types only, and is light: every backend's OpApi names them, so every
+// translation unit that includes a backend parses it. The machinery behind them (the toolchains, the
+// JIT cache, hashing, processes) is reached through Toolchain's function pointers and lives in the
+// headers that <accel/ops.hpp> includes — the op builders are opt-in (see accel/ops.hpp).
 #pragma once
 
 #include <accel/core/error.hpp>
-#include <accel/ops/detail/process.hpp>
-#include <accel/ops/jit_cache.hpp>
+#include <accel/ops/detail/environment.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -43,6 +47,11 @@
 #include <vector>
 
 namespace accel::ops {
+
+namespace detail {
+// Defined in ops/detail/process.hpp, which every toolchain includes (hash_sources is instantiated there).
+inline bool read_file(const std::filesystem::path& path, std::string& out);
+}  // namespace detail
 
 /// How an op is built and loaded.
 enum class OpKind {
@@ -178,6 +187,15 @@ class LoadedOp {
   int device_ = -1;
 };
 
+/// One row of the op report (ops::op_table in ops/registry.hpp; B::op_table()).
+struct OpStatus {
+  std::string name;
+  std::string class_name;
+  OpKind kind = OpKind::host;
+  Compatibility compatible;
+  bool cached = false;  ///< load() would find a cache entry (or an AOT build) without compiling
+};
+
 class OpBuilder;
 
 /// How a kind of op is checked, described and built; one static instance per toolchain.
@@ -187,6 +205,7 @@ struct Toolchain {
   BuildCommand (*build_command)(const OpBuilder&);
   LoadedOp (*load)(const OpBuilder&);
   std::string_view entry_extension;  ///< "so", "cubin"
+  bool (*is_cached)(const OpBuilder&);  ///< a valid cache entry exists (detail::entry_is_cached)
 };
 
 /// $ACCEL_KERNEL_DIR, else the ACCEL_KERNEL_DIR macro (the CMake target defines it), else empty.
@@ -230,8 +249,10 @@ class OpBuilder {
     kernel_dir_ = std::move(dir);
     return *this;
   }
-  /// The JIT cache directory (JitCache::default_dir() unless set).
-  [[nodiscard]] std::filesystem::path cache_dir() const { return cache_dir_ ? *cache_dir_ : JitCache::default_dir(); }
+  /// The JIT cache directory (JitCache::default_dir(), i.e. detail::default_cache_dir(), unless set).
+  [[nodiscard]] std::filesystem::path cache_dir() const {
+    return cache_dir_ ? *cache_dir_ : detail::default_cache_dir();
+  }
   OpBuilder& set_cache_dir(std::filesystem::path dir) {
     cache_dir_ = std::move(dir);
     return *this;
@@ -245,7 +266,7 @@ class OpBuilder {
   /// Flags appended after the op's own (they change the cache key).
   [[nodiscard]] const std::vector<std::string>& extra_flags() const noexcept { return extra_flags_; }
   OpBuilder& add_flags(std::vector<std::string> flags) {
-    extra_flags_.insert(extra_flags_.end(), flags.begin(), flags.end());
+    for (auto& f : flags) extra_flags_.push_back(std::move(f));
     return *this;
   }
   /// CUDA: compile for this compute capability (major*10+minor, e.g. 90) instead of the current
@@ -279,14 +300,13 @@ class OpBuilder {
   [[nodiscard]] BuildCommand build_command() const { return toolchain_->build_command(*this); }
   [[nodiscard]] LoadedOp load() const { return toolchain_->load(*this); }
   /// True when the cache holds a valid entry for the current key (load() would not compile).
-  [[nodiscard]] bool is_cached() const {
-    const BuildCommand cmd = build_command();
-    return JitCache::verify(cmd.output, cmd.key) == EntryState::ok;
-  }
+  [[nodiscard]] bool is_cached() const { return toolchain_->is_cached(*this); }
 
-  /// SHA-256 over the key fields that depend on the sources (see the header comment); throws
+  /// Feeds the key fields that depend on the sources (see the header comment) to `h` (a
+  /// detail::Sha256: h.field(bytes) for each source and header, relative path then bytes); throws
   /// InvalidArgumentError naming a source or header that cannot be read.
-  void hash_sources(detail::Sha256& h) const {
+  template <class Hasher>
+  void hash_sources(Hasher& h) const {
     const auto add = [&](const std::string& rel) {
       std::string bytes;
       if (!detail::read_file(kernel_dir() / rel, bytes)) {

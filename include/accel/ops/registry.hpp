@@ -177,15 +177,6 @@ class Registry {
   std::vector<RegistryEntry> entries_;
 };
 
-/// One row of the op report.
-struct OpStatus {
-  std::string name;
-  std::string class_name;
-  OpKind kind = OpKind::host;
-  Compatibility compatible;
-  bool cached = false;  ///< load() would find a cache entry (or an AOT build) without compiling
-};
-
 /// ds_report's op table for a backend: is each op compatible here (and why not), is it cached.
 [[nodiscard]] inline std::vector<OpStatus> op_table(const Registry& registry) {
   std::vector<OpStatus> rows;

@@ -10,7 +10,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #if defined(ACCEL_HAS_NVTX)
 #include <nvtx3/nvToolsExt.h>
@@ -20,33 +21,44 @@ namespace accel::profile {
 
 namespace detail {
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+// Depth of open ranges on this thread, per domain ("" is the default domain). A thread uses few
+// domains, so a short list searched in order is enough — and far cheaper to compile in every
+// translation unit than a hash map.
+struct domain_depth {
+  std::string name;
+  int depth = 0;
 };
 
-// Depth of open ranges on this thread, per domain ("" is the default domain).
-inline std::unordered_map<std::string, int, StringHash, std::equal_to<>>& thread_depths() {
-  thread_local std::unordered_map<std::string, int, StringHash, std::equal_to<>> depths;
+inline std::vector<domain_depth>& thread_depths() {
+  thread_local std::vector<domain_depth> depths;
   return depths;
 }
 
+// The reference is used at once by range_push/range_pop (a new domain may move the list).
 inline int& depth_of(std::string_view domain) {
+  if (domain.empty()) {
+    thread_local int default_depth = 0;
+    return default_depth;
+  }
   auto& depths = thread_depths();
-  auto it = depths.find(domain);
-  if (it == depths.end()) it = depths.emplace(std::string(domain), 0).first;
-  return it->second;
+  for (auto& d : depths) {
+    if (d.name == domain) return d.depth;
+  }
+  depths.push_back(domain_depth{std::string(domain), 0});
+  return depths.back().depth;
 }
 
 #if defined(ACCEL_HAS_NVTX)
 // NVTX domains are process-wide and created once per name; the handles are never destroyed.
 inline nvtxDomainHandle_t nvtx_domain(std::string_view name) {
   static std::mutex mutex;
-  static auto* domains = new std::unordered_map<std::string, nvtxDomainHandle_t, StringHash, std::equal_to<>>();
+  static auto* domains = new std::vector<std::pair<std::string, nvtxDomainHandle_t>>();
   const std::lock_guard lock(mutex);
-  auto it = domains->find(name);
-  if (it == domains->end()) it = domains->emplace(std::string(name), nvtxDomainCreateA(std::string(name).c_str())).first;
-  return it->second;
+  for (const auto& [n, handle] : *domains) {
+    if (n == name) return handle;
+  }
+  domains->emplace_back(std::string(name), nvtxDomainCreateA(std::string(name).c_str()));
+  return domains->back().second;
 }
 #endif
 

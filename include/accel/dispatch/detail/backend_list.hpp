@@ -10,10 +10,9 @@
 #include <accel/cuda/backend.hpp>
 #endif
 
-#include <boost/hana/append.hpp>
+// Only the light corner of Hana (basic_tuple, type, unpack): every translation unit that includes a
+// dispatch header parses it (benchmarks/compile/compile_cost.sh measures the share).
 #include <boost/hana/basic_tuple.hpp>
-#include <boost/hana/concat.hpp>
-#include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 #include <boost/hana/unpack.hpp>
 
@@ -23,15 +22,22 @@ namespace accel::detail {
 
 namespace hana = boost::hana;
 
-inline constexpr auto enabled_backends = hana::tuple_t<
+inline constexpr auto enabled_backends = hana::make_basic_tuple(
 #if defined(ACCEL_HAS_CUDA)
-    CudaBackend,
+    hana::type_c<CudaBackend>,
 #endif
-    CpuBackend>;
+    hana::type_c<CpuBackend>);
+
+template <template <class...> class Into, class... Extra>
+struct apply_to {
+  template <class... Bs>
+  constexpr auto operator()(hana::basic_type<Bs>...) const {
+    return hana::type_c<Into<Bs..., Extra...>>;
+  }
+};
 
 /// Into<enabled backends..., Extra...>, e.g. std::variant<CudaBackend, CpuBackend>.
 template <template <class...> class Into, class... Extra>
-using apply_enabled_backends = typename decltype(hana::unpack(
-    hana::concat(enabled_backends, hana::tuple_t<Extra...>), hana::template_<Into>))::type;
+using apply_enabled_backends = typename decltype(hana::unpack(enabled_backends, apply_to<Into, Extra...>{}))::type;
 
 }  // namespace accel::detail

@@ -4,10 +4,12 @@
 //                            are passed as they are, nothing is re-split or expanded)
 //   FileLock                 an exclusive flock(2) on a lock file, released when destroyed (or when the
 //                            process dies: the kernel drops flocks with the last descriptor)
-//   read_file / fsync_path / fsync_dir / shell_quote / env_string / find_on_path
+//   read_file / fsync_path / fsync_dir / find_on_path (shell_quote, join_command, env_string and
+//   env_flag are in environment.hpp, which the op builder types use without the rest)
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/ops/detail/environment.hpp>
 
 #include <cerrno>
 #include <cstdint>
@@ -28,44 +30,6 @@
 extern char** environ;
 
 namespace accel::ops::detail {
-
-/// The value of an environment variable, or empty when unset.
-[[nodiscard]] inline std::string env_string(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::string(value) : std::string();
-}
-
-/// True when the variable is set to something other than "", "0", "false", "off", "no".
-[[nodiscard]] inline bool env_flag(const char* name) {
-  const std::string v = env_string(name);
-  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no" || v == "OFF" || v == "FALSE");
-}
-
-/// Quotes one argument for display so that a user can paste the command into a POSIX shell.
-[[nodiscard]] inline std::string shell_quote(std::string_view arg) {
-  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                            "-_=+./:,@%") == std::string_view::npos) {
-    return std::string(arg);
-  }
-  std::string out = "'";
-  for (const char c : arg) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-[[nodiscard]] inline std::string join_command(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) {
-    if (!out.empty()) out += ' ';
-    out += shell_quote(a);
-  }
-  return out;
-}
 
 /// The first executable `name` in $PATH (or `name` itself when it contains a '/' and is executable).
 [[nodiscard]] inline std::filesystem::path find_on_path(const std::string& name) {
