@@ -10,7 +10,7 @@
 # Usage: scripts/ci-fuzz.sh [target ...]          (default: every fuzz_* target of the build)
 #   ACCEL_FUZZ_SECONDS=N   time per target (default 20)
 #   ACCEL_FUZZ_BUILD=DIR   build directory (default build/fuzz)
-#   ACCEL_JOBS=N           parallel build jobs (default nproc)
+#   ACCEL_JOBS=N           parallel build jobs, and fuzzers run at once (default nproc)
 #   ACCEL_FUZZ_MERGE=1     afterwards, merge what the run found into tests/fuzz/corpus/<name>
 #                          (minimised with -merge=1; review before committing)
 # New inputs found during a run go to <build>/fuzz-corpus/<name>, crashes to <build>/fuzz-artifacts/<name>/.
@@ -44,29 +44,49 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
+# Each fuzzer is one process on one core: run up to ${jobs} at a time (each still gets its full
+# ${seconds} s), then report in target order.
+run_target() {  # target -> writes <build>/fuzz-<name>.log and .rc
+  local target="$1" name="${1#fuzz_}"
+  local bin="${build}/tests/fuzz/${target}" seeds="tests/fuzz/corpus/${name}"
+  local work="${build}/fuzz-corpus/${name}" artifacts="${build}/fuzz-artifacts/${name}/"
+  local log="${build}/fuzz-${name}.log"
+  mkdir -p "$work" "$artifacts"
+  local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+              -artifact_prefix="$artifacts")
+  [[ -f "tests/fuzz/dict/${name}.dict" ]] && args+=(-dict="tests/fuzz/dict/${name}.dict")
+  [[ -d "$seeds" ]] || seeds=""
+  local rc=0
+  # The outer timeout only catches a fuzzer that hangs outside its own time checks.
+  timeout --signal=KILL $((seconds + 120)) "$bin" "${args[@]}" "$work" ${seeds:+"$seeds"} >"$log" 2>&1 || rc=$?
+  if [[ "${ACCEL_FUZZ_MERGE:-0}" == 1 && $rc == 0 && -n "$seeds" ]]; then
+    "$bin" -merge=1 "$seeds" "$work" >"${build}/fuzz-${name}-merge.log" 2>&1 || true
+  fi
+  echo "$rc" >"${build}/fuzz-${name}.rc"
+}
+
+for target in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+  echo "== ${target}: ${seconds} s =="
+  rm -f "${build}/fuzz-${target#fuzz_}.rc"
+  run_target "$target" &
+done
+wait
+
 failed=()
 summary=()
 for target in "${targets[@]}"; do
   name="${target#fuzz_}"
   bin="${build}/tests/fuzz/${target}"
-  seeds="tests/fuzz/corpus/${name}"
   work="${build}/fuzz-corpus/${name}"
   artifacts="${build}/fuzz-artifacts/${name}/"
   log="${build}/fuzz-${name}.log"
-  mkdir -p "$work" "$artifacts"
-  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-        -artifact_prefix="$artifacts")
-  [[ -f "tests/fuzz/dict/${name}.dict" ]] && args+=(-dict="tests/fuzz/dict/${name}.dict")
-  [[ -d "$seeds" ]] || seeds=""
-  echo "== ${target}: ${seconds} s =="
-  rc=0
-  # The outer timeout only catches a fuzzer that hangs outside its own time checks.
-  timeout --signal=KILL $((seconds + 120)) "$bin" "${args[@]}" "$work" ${seeds:+"$seeds"} >"$log" 2>&1 || rc=$?
+  rc="$(cat "${build}/fuzz-${name}.rc" 2>/dev/null || echo "no result")"
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
   took="$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)"
   cov="$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)"
   inputs="$(find "$work" -type f | wc -l)"
-  if ((rc == 0)); then
+  if [[ "$rc" == 0 ]]; then
     summary+=("$(printf '%-28s %12s execs %5ss %8s execs/s  cov %-5s new inputs %s' "$target" "${execs:-?}" "${took:-$seconds}" \
       "$(( ${execs:-0} / ( ${took:-$seconds} > 0 ? ${took:-$seconds} : 1 ) ))" "${cov:-?}" "$inputs")")
   else
@@ -78,13 +98,10 @@ for target in "${targets[@]}"; do
     tail -5 "$log"
     [[ -n "$crash" ]] && echo "reproduce: ${bin} ${artifacts}${crash}"
   fi
-  if [[ "${ACCEL_FUZZ_MERGE:-0}" == 1 && $rc == 0 && -n "$seeds" ]]; then
-    "$bin" -merge=1 "$seeds" "$work" >"${build}/fuzz-${name}-merge.log" 2>&1 || true
-  fi
 done
 
 echo
-echo "== fuzzing summary (${seconds} s per target) =="
+echo "== fuzzing summary (${seconds} s per target, ${jobs} at a time) =="
 printf '%s\n' "${summary[@]}"
 if ((${#failed[@]} > 0)); then
   echo "ci-fuzz: FAILED: ${failed[*]} (fix the cause, then add the input to tests/fuzz/corpus/<name>/)" >&2
