@@ -59,7 +59,7 @@ if [[ -d "$cuda_inc" ]]; then
   fi
 fi
 if python3 -c "import torch" 2>/dev/null; then
-  tinc=$(python3 -c "from torch.utils.cpp_extension import include_paths; print(' '.join('-I'+p for p in include_paths()))")
+  tinc=$(python3 -c "from torch.utils.cpp_extension import include_paths; print(' '.join('-I'+p for p in include_paths()))" 2>/dev/null)
   pyinc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
   # shellcheck disable=SC2086
   measure "<torch/extension.h>" g++ -std=c++20 -O2 $tinc -I"$pyinc" -- "#include <torch/extension.h>" "int main() {}"
