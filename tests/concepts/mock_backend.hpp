@@ -87,6 +87,7 @@ class Event {
  public:
   Event() = default;
   explicit Event(bool timing) : timing_(timing) {}
+  explicit Event(accel::EventOptions options) : timing_(options.enable_timing) {}
   Event(Event&&) = default;
   Event& operator=(Event&&) = default;
   void record() { recorded_ = true; }

@@ -1,7 +1,8 @@
 // GraphApi conformance: capture records instead of running, replays run the recorded work in order,
 // random numbers drawn in a graph are fresh per replay and equal to the eager draws, allocations made
 // during capture come from the graph's pool, illegal calls are errors that leave the graph empty, and an
-// event recorded during capture is a legal point of the capture.
+// event recorded during capture is a legal point of the capture (using it afterwards is refused) while
+// an external one is recorded by every replay.
 #include "backends.hpp"
 
 #include <accel/concepts/graph.hpp>
@@ -9,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -259,8 +262,8 @@ TEST_CASE_TEMPLATE_DEFINE("graph: illegal calls during capture name the call and
 
 // cudaEventRecord on a capturing stream is legal: the event becomes a point of the capture (a
 // "captured event") and the graph gets no node for it; the capturing stream may wait on it. Querying
-// it afterwards is an error on both backends (CUDA: cudaErrorCapturedEvent), which this case does not
-// rely on; recorded again outside the capture, the event is an ordinary one.
+// or synchronizing it afterwards is an InvalidStateError on every backend (CUDA's
+// cudaErrorCapturedEvent, named); recorded again outside the capture, the event is an ordinary one.
 TEST_CASE_TEMPLATE_DEFINE("graph: an event recorded during capture marks a point of it; recorded again it works as before",
                           B, graph_event_record) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
@@ -288,6 +291,15 @@ TEST_CASE_TEMPLATE_DEFINE("graph: an event recorded during capture marks a point
   b.replay_graph(g, s);
   s.synchronize();
   CHECK(log.take() == std::vector<int>{1, 2, 1, 2});
+  try {
+    (void)e.query();
+    FAIL("query() of an event recorded during a capture must throw");
+  } catch (const accel::InvalidStateError& err) {
+    CHECK(mentions(err, "Event::query"));
+    CHECK(mentions(err, "graph capture"));
+    CHECK(mentions(err, "external"));  // says how to get an event each replay records
+  }
+  CHECK_THROWS_AS(e.synchronize(), accel::InvalidStateError);
 
   e.record(s);
   e.synchronize();
@@ -300,9 +312,57 @@ TEST_CASE_TEMPLATE_DEFINE("graph: an event recorded during capture marks a point
   CHECK(log.take() == std::vector<int>{3});
 }
 
+// torch's Event(external=True), CUDA's cudaEventRecordExternal: a record during the capture is a step of
+// the graph, so each replay records the event at that point — after the replayed work before it —
+// and two timed ones measure the replayed work between them.
+TEST_CASE_TEMPLATE_DEFINE("graph: an external event recorded during capture is recorded by every replay", B,
+                          graph_external_event) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  std::atomic<bool> gate{false};
+  std::atomic<int> before{0};
+  typename B::Event marker(accel::EventOptions{.external = true});
+  typename B::Event start(accel::EventOptions{.enable_timing = true, .external = true});
+  typename B::Event stop(accel::EventOptions{.enable_timing = true, .external = true});
+  CHECK(marker.external());
+  CHECK_FALSE(marker.timing_enabled());
+  CHECK(start.timing_enabled());
+  CHECK_FALSE(typename B::Event{true}.external());
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    start.record(s);
+    s.enqueue([&] {
+      while (!gate.load()) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      before.fetch_add(1);
+    });
+    marker.record(s);
+    stop.record(s);
+    capture.end();
+  }
+  CHECK(marker.query());  // recorded only into the graph: no replay yet, nothing to wait for
+  for (int replay = 1; replay <= 2; ++replay) {
+    gate.store(false);
+    b.replay_graph(g, s);
+    CHECK_FALSE(marker.query());  // the replayed work before the record is held by the gate
+    gate.store(true);
+    marker.synchronize();
+    CHECK(before.load() == replay);  // recorded after the work before it
+    stop.synchronize();
+    const float ms = start.elapsed_time(stop);
+    CHECK(ms >= 9.5F);  // the replayed 10 ms sleep lies between the two records
+    CHECK(ms < 10000.0F);
+  }
+  s.synchronize();
+}
+
 TEST_CASE_TEMPLATE_APPLY(graph_replay, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_random, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_shared_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_errors, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_event_record, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_external_event, ConformanceBackends);

@@ -5,7 +5,8 @@
 //   B::Stream      owning, move-only; derives from (or converts to) StreamRef, so every StreamRef
 //                  operation works on it. `Stream{}` creates a stream on the current device,
 //                  `Stream{device, priority}` on a given one.
-//   B::Event       move-only; `Event{}` without timing, `Event{true}` with timing.
+//   B::Event       move-only; `Event{}` without timing, `Event{true}` with timing,
+//                  `Event(EventOptions{...})` with timing and/or external (accel/core/event_options.hpp).
 //   B::StreamGuard makes a stream current for the calling thread; restores the previous one.
 // Operations, for `const B b`, StreamRef s, Event e:
 //   b.current_stream() / (i) -> StreamRef     the calling thread's current stream of device i
@@ -24,6 +25,8 @@
 //                                 InvalidStateError if either was created without timing or not recorded
 #pragma once
 
+#include <accel/core/event_options.hpp>
+
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
@@ -41,6 +44,7 @@ concept StreamApi =
     std::constructible_from<typename B::Stream, int, int> &&
     std::default_initializable<typename B::Event> &&
     std::constructible_from<typename B::Event, bool> &&
+    std::constructible_from<typename B::Event, EventOptions> &&
     !std::copyable<typename B::StreamGuard> &&
     requires(const B b, int i, typename B::StreamRef s, typename B::Event& e, const typename B::Event& ce,
              void (*fn)()) {

@@ -11,17 +11,33 @@
 //   e.elapsed_time(f)  milliseconds from e to f (cudaEventElapsedTime); InvalidStateError unless both
 //                      are timed, recorded and completed
 //
+// Recording on a stream that captures a graph does what cudaEventRecord does there, and what the CPU
+// backend does (accel/core/event_options.hpp):
+//   Event{} / Event{true}        a captured record: a point of the capture, no node of the graph. The
+//                                capturing stream may wait on it; query(), synchronize(), elapsed_time()
+//                                throw InvalidStateError naming the call (CUDA's cudaErrorCapturedEvent,
+//                                said plainly), and invalidate the capture while it is in progress; a
+//                                wait after the capture ended throws too. Recording it again outside a
+//                                capture makes it an ordinary event.
+//   Event({.external = true})    cudaEventRecordWithFlags(cudaEventRecordExternal): the record is an
+//                                event-record node of the graph, so every replay records the event at
+//                                that point; query / synchronize / wait / elapsed_time after a replay
+//                                observe that replay. Until the first replay it keeps its previous record.
+//
 // An Event is used by one thread at a time; it is recorded on streams of one device only.
 #pragma once
 
 #include <accel/concepts/stream.hpp>
 #include <accel/core/error.hpp>
+#include <accel/core/event_options.hpp>
+#include <accel/cuda/detail/capture_registry.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
 #include <accel/cuda/device.hpp>
 #include <accel/cuda/error.hpp>
 #include <accel/cuda/stream.hpp>
 
 #include <accel/core/source_location.hpp>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -34,15 +50,23 @@ class Event {
   Event() noexcept = default;
   /// An event that elapsed_time() accepts when `enable_timing` is true.
   explicit Event(bool enable_timing) noexcept : timing_(enable_timing) {}
+  /// `Event({.enable_timing = true, .external = true})`: see accel/core/event_options.hpp.
+  explicit Event(EventOptions options) noexcept : timing_(options.enable_timing), external_(options.external) {}
 
   Event(Event&& other) noexcept
-      : event_(std::exchange(other.event_, nullptr)), device_(other.device_), timing_(other.timing_) {}
+      : event_(std::exchange(other.event_, nullptr)),
+        captured_(std::move(other.captured_)),
+        device_(other.device_),
+        timing_(other.timing_),
+        external_(other.external_) {}
   Event& operator=(Event&& other) noexcept {
     if (this != &other) {
       destroy();
       event_ = std::exchange(other.event_, nullptr);
+      captured_ = std::move(other.captured_);
       device_ = other.device_;
       timing_ = other.timing_;
+      external_ = other.external_;
     }
     return *this;
   }
@@ -54,7 +78,8 @@ class Event {
   /// Captures the work enqueued so far on the calling thread's current stream.
   void record() { record(Streams::current_stream()); }
 
-  /// Captures the work enqueued so far on `stream`.
+  /// Captures the work enqueued so far on `stream`; on a capturing stream, a point of the capture or
+  /// (external event) a node of the graph.
   void record(StreamRef stream) {
     stream.check_valid("Event::record");
     if (event_ != nullptr && device_ != stream.device_) {
@@ -65,15 +90,17 @@ class Event {
     if (event_ == nullptr || default_stream) {
       Devices::DeviceGuard guard(stream.device_);
       create_on(stream.device_);
-      ACCEL_CUDA_CHECK(cudaEventRecord(event_, stream.handle_));
+      record_on(stream);
     } else {
-      ACCEL_CUDA_CHECK(cudaEventRecord(event_, stream.handle_));
+      record_on(stream);
     }
   }
 
   /// True when the recorded work has completed, or when the event was never recorded. Never blocks.
+  /// InvalidStateError for a record made during a graph capture (unless the event is external).
   [[nodiscard]] bool query() const {
     if (event_ == nullptr) return true;
+    if (captured_) [[unlikely]] refuse_captured("query");
     const cudaError_t status = cudaEventQuery(event_);
     if (status == cudaSuccess) return true;
     if (status != cudaErrorNotReady) detail::throw_error(status, "cudaEventQuery(event)", source_location::current());
@@ -82,8 +109,11 @@ class Event {
   }
 
   /// Blocks until the recorded work has completed (returns at once if never recorded).
+  /// InvalidStateError for a record made during a graph capture (unless the event is external).
   void synchronize() const {
-    if (event_ != nullptr) ACCEL_CUDA_CHECK(cudaEventSynchronize(event_));
+    if (event_ == nullptr) return;
+    if (captured_) [[unlikely]] refuse_captured("synchronize");
+    ACCEL_CUDA_CHECK(cudaEventSynchronize(event_));
   }
 
   /// Makes later work on `stream` (default: the current stream) wait for this event.
@@ -92,6 +122,8 @@ class Event {
 
   /// Milliseconds from this event to `end` (negative if `end` completed first).
   [[nodiscard]] float elapsed_time(const Event& end) const {
+    if (captured_) [[unlikely]] refuse_captured("elapsed_time");
+    if (end.captured_) [[unlikely]] end.refuse_captured("elapsed_time");
     check_timed("start", *this);
     check_timed("end", end);
     if (device_ != end.device_) {
@@ -104,6 +136,8 @@ class Event {
   }
 
   [[nodiscard]] bool timing_enabled() const noexcept { return timing_; }
+  /// True when a record during a graph capture is a node of the graph (EventOptions::external).
+  [[nodiscard]] bool external() const noexcept { return external_; }
   /// True once record() was called.
   [[nodiscard]] bool recorded() const noexcept { return event_ != nullptr; }
   /// The native event (nullptr until the first record).
@@ -113,6 +147,62 @@ class Event {
 
  private:
   friend class StreamRef;
+
+  // A record made on a capturing stream by an event that is not external: which capture, and the
+  // stream's name for messages. On the heap: the rare case, and it keeps Event small.
+  struct captured_record {
+    std::weak_ptr<detail::capture_record> capture;
+    std::string stream_name;
+  };
+
+  void record_on(StreamRef stream) {
+    // One atomic load when no capture is in progress. Captures made with the raw API are not known
+    // here; CUDA refuses those records itself (cudaErrorCapturedEvent).
+    std::shared_ptr<detail::capture_record> capture = detail::captures().find(stream.id_);
+    if (external_) {
+      ACCEL_CUDA_CHECK(cudaEventRecordWithFlags(event_, stream.handle_, cudaEventRecordExternal));
+      return;
+    }
+    ACCEL_CUDA_CHECK(cudaEventRecord(event_, stream.handle_));
+    if (capture) [[unlikely]] {
+      captured_ = std::make_unique<captured_record>(captured_record{capture, stream.name()});
+    } else if (captured_) [[unlikely]] {
+      captured_.reset();
+    }
+  }
+
+  // The capture a captured record belongs to, while it is still in progress.
+  [[nodiscard]] std::shared_ptr<detail::capture_record> active_capture() const {
+    std::shared_ptr<detail::capture_record> capture = captured_->capture.lock();
+    if (capture && detail::captures().find(capture->stream_id()) == capture) return capture;
+    return nullptr;
+  }
+
+  [[nodiscard]] std::string captured_message(const char* call) const {
+    return std::string("cuda Event::") + call + " on an event recorded during a graph capture on " +
+           captured_->stream_name +
+           ": a record during a capture marks a point of the graph, not work that runs (CUDA: "
+           "cudaErrorCapturedEvent); record the event outside the capture, or create it with "
+           "EventOptions{.external = true} so that each replay records it";
+  }
+
+  // query / synchronize / elapsed_time of a captured record; invalidates the capture in progress.
+  [[noreturn]] void refuse_captured(const char* call) const {
+    const std::string message = captured_message(call);
+    if (const auto capture = active_capture()) {
+      capture->invalidate(message);
+      throw InvalidStateError(message + "; the capture is invalidated");
+    }
+    throw InvalidStateError(message);
+  }
+
+  // StreamRef::wait on a captured record: legal while its capture is in progress (the capturing
+  // stream is in stream order already; CUDA joins another stream into the capture); refused after.
+  void check_waitable() const {
+    if (!captured_) [[likely]] return;
+    if (active_capture()) return;
+    throw InvalidStateError(captured_message("wait") + " (that capture has ended)");
+  }
 
   void create_on(int device) {
     if (event_ != nullptr) return;
@@ -134,8 +224,10 @@ class Event {
   }
 
   cudaEvent_t event_ = nullptr;
+  std::unique_ptr<captured_record> captured_;  // set while the latest record is a captured one
   int device_ = -1;
   bool timing_ = false;
+  bool external_ = false;
 };
 
 }  // namespace accel::cuda

@@ -137,6 +137,7 @@ class StreamRef {
   void wait(const E& event) const {
     check_valid("wait");
     if (event.event_ == nullptr) return;
+    event.check_waitable();
     const detail::LegacyStreamScope scope(handle_, device_);
     ACCEL_CUDA_CHECK(cudaStreamWaitEvent(handle_, event.event_, 0));
   }

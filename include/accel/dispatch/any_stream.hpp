@@ -7,6 +7,7 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/core/event_options.hpp>
 #include <accel/dispatch/detail/selection.hpp>
 #include <accel/dispatch/detail/visit_indexed.hpp>
 
@@ -136,16 +137,18 @@ class AnyStream {
   variant_type stream_;
 };
 
-/// Event of any backend; move-only. `AnyEvent{}` / `AnyEvent{true}` start on the selected backend;
-/// recording on a stream of another backend re-creates the event there (same timing flag).
+/// Event of any backend; move-only. `AnyEvent{}` / `AnyEvent{true}` / `AnyEvent(EventOptions{...})`
+/// start on the selected backend; recording on a stream of another backend re-creates the event there
+/// (same options).
 template <class... Bs>
 class AnyEvent {
  public:
   using variant_type = std::variant<typename Bs::Event...>;
 
   AnyEvent() : AnyEvent(false) {}
-  explicit AnyEvent(bool enable_timing)
-      : timing_(enable_timing), event_(make(detail::selected_backend_index<Bs...>(), enable_timing)) {}
+  explicit AnyEvent(bool enable_timing) : AnyEvent(EventOptions{.enable_timing = enable_timing}) {}
+  explicit AnyEvent(EventOptions options)
+      : options_(options), event_(make(detail::selected_backend_index<Bs...>(), options)) {}
   AnyEvent(AnyEvent&&) noexcept = default;
   AnyEvent& operator=(AnyEvent&&) noexcept = default;
   ~AnyEvent() = default;
@@ -168,21 +171,23 @@ class AnyEvent {
     return detail::visit_indexed(event_,
                                  [&](auto i, const auto& e) { return e.elapsed_time(std::get<i()>(end.event_)); });
   }
+  [[nodiscard]] bool timing_enabled() const noexcept { return options_.enable_timing; }
+  [[nodiscard]] bool external() const noexcept { return options_.external; }
   [[nodiscard]] std::size_t index() const noexcept { return event_.index(); }
   [[nodiscard]] std::string_view backend_name() const { return detail::backend_name_at<Bs...>(index()); }
   [[nodiscard]] const variant_type& variant() const noexcept { return event_; }
 
  private:
   // Built in place: a default-constructed variant would first create an event of the first backend.
-  static variant_type make(std::size_t backend_index, bool timing) {
+  static variant_type make(std::size_t backend_index, EventOptions options) {
     return detail::with_index<sizeof...(Bs)>(backend_index,
-                                             [&](auto i) { return variant_type(std::in_place_index<i()>, timing); });
+                                             [&](auto i) { return variant_type(std::in_place_index<i()>, options); });
   }
   void emplace(std::size_t backend_index) {
-    detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { event_.template emplace<i()>(timing_); });
+    detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { event_.template emplace<i()>(options_); });
   }
 
-  bool timing_;
+  EventOptions options_;
   variant_type event_;
 };
 
