@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 
 #include <sys/wait.h>
@@ -32,7 +33,7 @@ std::filesystem::path kernel_copy() {
 }
 
 struct NoTable {  // everything OpApi needs but op_table()
-  static std::filesystem::path op_builder_dir();
+  static std::string op_builder_dir();
   static accel::ops::OpBuilder create_op_builder(std::string_view);
   template <class Op>
   static accel::ops::TypedOpBuilder<int> get_op_builder();
@@ -44,6 +45,10 @@ struct NoTable {  // everything OpApi needs but op_table()
 
 static_assert(accel::OpApi<accel::cpu::Ops>);
 static_assert(!accel::OpApi<NoTable>);
+// OpApi names the typed builders through decltype only (they are opt-in); where <accel/ops.hpp> is
+// included they derive from the common builder.
+static_assert(std::derived_from<decltype(accel::cpu::Ops::get_op_builder<accel::ops::FusedAdam>()), accel::ops::OpBuilder>);
+static_assert(std::derived_from<decltype(accel::cpu::Ops::get_op_builder<accel::ops::TensorOps>()), accel::ops::OpBuilder>);
 static_assert(!accel::OpApi<int>);
 
 // The kernels' ABI header and the host mirror agree.
@@ -75,7 +80,7 @@ TEST_CASE("cpu op table: names, class names, and unknown names listing the known
     CHECK(what.find("cpu_adam (CPUAdamBuilder)") != std::string::npos);
     CHECK(what.find("tensor_ops (TensorOpsBuilder)") != std::string::npos);
   }
-  CHECK(Ops::op_builder_dir() == std::filesystem::path(ACCEL_KERNEL_DIR));
+  CHECK(Ops::op_builder_dir() == std::string(ACCEL_KERNEL_DIR));
   static_assert(std::is_same_v<decltype(Ops::get_op_builder<accel::ops::FusedAdam>().load()), accel::cpu::FusedAdamOp>);
 }
 

@@ -1,8 +1,9 @@
 // accel/concepts/ops.hpp — OpApi: DeepSpeed's op builders, on every backend.
 //
 // For `const B b` and a run-time name n ("fused_adam", or DeepSpeed's class name "FusedAdamBuilder"):
-//   b.op_builder_dir() -> std::filesystem::path   where the kernel sources live: $ACCEL_KERNEL_DIR, else
-//                                                 the ACCEL_KERNEL_DIR the CMake target defines
+//   b.op_builder_dir() -> std::string             the directory the kernel sources live in: $ACCEL_KERNEL_DIR,
+//                                                 else the ACCEL_KERNEL_DIR the CMake target defines
+//                                                 (DeepSpeed's op_builder_dir() is a string too)
 //   b.create_op_builder(n) -> ops::OpBuilder      a builder for op n; an unknown name throws
 //                                                 InvalidArgumentError listing the backend's ops (never a
 //                                                 null builder, never a builder that fails at load())
@@ -20,17 +21,18 @@
 #pragma once
 
 #include <concepts>
-#include <filesystem>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
-// Declared only: a generic engine that names the concept does not pay for the op machinery; the
-// backends include ops/op_builder.hpp and ops/registry.hpp themselves.
+// Declared only: a generic engine that names the concept does not pay for the op machinery (nor for
+// <filesystem>); the op builders are opt-in (<accel/ops.hpp>). The requirements below name the
+// result types through decltype, which does not need them complete.
 namespace accel::ops {
-class OpBuilder;
-struct BuildCommand;
-struct OpStatus;
+class OpBuilder;     // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
+struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
+struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
 struct FusedAdam;
 struct TensorOps;
 }  // namespace accel::ops
@@ -39,13 +41,14 @@ namespace accel {
 
 template <class B>
 concept OpApi = requires(const B b, std::string_view name) {
-  { b.op_builder_dir() } -> std::same_as<std::filesystem::path>;
-  { b.create_op_builder(name) } -> std::same_as<ops::OpBuilder>;
-  { b.template get_op_builder<ops::FusedAdam>() } -> std::derived_from<ops::OpBuilder>;
-  { b.template get_op_builder<ops::TensorOps>() } -> std::derived_from<ops::OpBuilder>;
-  { b.build_extension(name) } -> std::same_as<ops::BuildCommand>;
+  { b.op_builder_dir() } -> std::same_as<std::string>;
+  requires std::same_as<decltype(b.create_op_builder(name)), ops::OpBuilder>;
+  // The typed builder derives from ops::OpBuilder (checked where <accel/ops.hpp> defines them).
+  typename std::type_identity<decltype(b.template get_op_builder<ops::FusedAdam>())>;
+  typename std::type_identity<decltype(b.template get_op_builder<ops::TensorOps>())>;
+  requires std::same_as<decltype(b.build_extension(name)), ops::BuildCommand>;
   { b.op_names() } -> std::same_as<std::vector<std::string>>;
-  { b.op_table() } -> std::same_as<std::vector<ops::OpStatus>>;
+  requires std::same_as<decltype(b.op_table()), std::vector<ops::OpStatus>>;
 };
 
 }  // namespace accel

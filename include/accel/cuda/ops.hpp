@@ -509,7 +509,7 @@ struct OpFor<ops::RandomFill> {
 
 /// accel::OpApi for the CUDA backend; accel::CudaBackend inherits these.
 struct Ops {
-  [[nodiscard]] static std::filesystem::path op_builder_dir() { return ops::default_kernel_dir(); }
+  [[nodiscard]] static std::string op_builder_dir() { return ops::detail::kernel_dir_string(); }
 
   /// fused_adam, tensor_ops and random_fill (NVRTC), cpu_adam (host compiler).
   [[nodiscard]] static const ops::Registry& op_registry() {

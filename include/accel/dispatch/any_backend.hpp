@@ -12,10 +12,9 @@
 #include <accel/dispatch/any_graph.hpp>
 #include <accel/dispatch/any_stream.hpp>
 #include <accel/dispatch/backend_list.hpp>
-#include <accel/ops/op_builder.hpp>
+#include <accel/ops/detail/kernel_dir.hpp>
 #include <accel/random/generator.hpp>
 
-#include <filesystem>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -221,22 +220,25 @@ class BasicAnyBackend {
 
   // ---- op builders ----
   // Opt-in like the backends' own (cpu/detail/ops_api.hpp): these compile where <accel/ops.hpp> is
-  // included; elsewhere a call is a compile error naming that header.
-  [[nodiscard]] std::filesystem::path op_builder_dir() const { return call([](auto b) { return b.op_builder_dir(); }); }
-  [[nodiscard]] ops::OpBuilder create_op_builder(std::string_view name) const {
+  // included (it defines the ops:: types); elsewhere a call is a compile error naming that header.
+  // op_type<T> is T, named dependently so that it need be complete only where a call instantiates it.
+  template <class T>
+  using op_type = ops::detail::after_t<BasicAnyBackend, T>;
+  [[nodiscard]] std::string op_builder_dir() const { return call([](auto b) { return b.op_builder_dir(); }); }
+  [[nodiscard]] op_type<ops::OpBuilder> create_op_builder(std::string_view name) const {
     return call([&](auto b) { return b.create_op_builder(name); });
   }
   /// The active backend's builder for Op, as the common ops::OpBuilder (its load() gives an ops::LoadedOp);
   /// for the typed op, enter the concrete backend with accel::visit.
   template <class Op>
-  [[nodiscard]] ops::OpBuilder get_op_builder() const {
-    return call([](auto b) -> ops::OpBuilder { return b.template get_op_builder<Op>(); });
+  [[nodiscard]] op_type<ops::OpBuilder> get_op_builder() const {
+    return call([](auto b) -> op_type<ops::OpBuilder> { return b.template get_op_builder<Op>(); });
   }
-  [[nodiscard]] ops::BuildCommand build_extension(std::string_view name) const {
+  [[nodiscard]] op_type<ops::BuildCommand> build_extension(std::string_view name) const {
     return call([&](auto b) { return b.build_extension(name); });
   }
   [[nodiscard]] std::vector<std::string> op_names() const { return call([](auto b) { return b.op_names(); }); }
-  [[nodiscard]] std::vector<ops::OpStatus> op_table() const { return call([](auto b) { return b.op_table(); }); }
+  [[nodiscard]] op_type<std::vector<ops::OpStatus>> op_table() const { return call([](auto b) { return b.op_table(); }); }
 
   // ---- graphs ----
   // A graph follows the stream it is captured on (an empty graph may change backend).

@@ -36,6 +36,7 @@
 
 #include <accel/core/error.hpp>
 #include <accel/ops/detail/environment.hpp>
+#include <accel/ops/detail/kernel_dir.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -209,14 +210,7 @@ struct Toolchain {
 };
 
 /// $ACCEL_KERNEL_DIR, else the ACCEL_KERNEL_DIR macro (the CMake target defines it), else empty.
-[[nodiscard]] inline std::filesystem::path default_kernel_dir() {
-  if (std::string d = detail::env_string("ACCEL_KERNEL_DIR"); !d.empty()) return d;
-#ifdef ACCEL_KERNEL_DIR
-  return ACCEL_KERNEL_DIR;
-#else
-  return {};
-#endif
-}
+[[nodiscard]] inline std::filesystem::path default_kernel_dir() { return detail::kernel_dir_string(); }
 
 /// $ACCEL_OPS_AOT_DIR, else the ACCEL_OPS_AOT_DIR macro, else empty (no AOT builds).
 [[nodiscard]] inline std::filesystem::path default_aot_dir() {

@@ -1,25 +1,30 @@
 // accel/cpu/detail/ops_api.hpp — accel::cpu::Ops: the CPU backend's OpApi members, without the machinery.
 //
 // accel::CpuBackend inherits these, so every translation unit that includes the backend parses this
-// header; it names the op builder types (ops/op_builder.hpp) and nothing heavier. The op builders
-// themselves — the registry, the host-compiler toolchain, the JIT cache, the typed ops FusedAdamOp and
-// TensorOpsOp — are opt-in: they are defined in <accel/cpu/ops.hpp>, which <accel/ops.hpp> includes.
+// header; it only declares the op builder types (no <filesystem>, no ops/op_builder.hpp). The op
+// builders themselves — the types, the registry, the host-compiler toolchain, the JIT cache, the typed
+// ops FusedAdamOp and TensorOpsOp — are opt-in: they are defined in <accel/cpu/ops.hpp>, which
+// <accel/ops.hpp> includes.
 //
 // create_op_builder, get_op_builder<Op>, build_extension, op_names and op_table are templates whose
-// bodies are instantiated only where they are called: a program that never builds an op pays for
-// none of it, and a call without <accel/ops.hpp> is a compile error that says which header to add.
-// op_builder_dir() needs nothing more and works everywhere.
+// bodies (and return types) are instantiated only where they are called: a program that never builds
+// an op pays for none of it, and a call without <accel/ops.hpp> is a compile error that says which
+// header to add. op_builder_dir() needs nothing more and works everywhere.
 #pragma once
 
-#include <accel/ops/op_builder.hpp>
+#include <accel/ops/detail/kernel_dir.hpp>
 
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
 namespace accel::ops {
+class OpBuilder;     // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
+struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
+struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
+template <class Loaded>
+class TypedOpBuilder;  // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
 class Registry;
 struct FusedAdam;
 struct CpuAdam;
@@ -68,12 +73,12 @@ inline constexpr bool ops_defined = requires { sizeof(Impl); };
 /// (FusedAdamBuilder), cpu_adam (CPUAdamBuilder: the same kernel under DeepSpeed's CPU name) and
 /// tensor_ops (TensorOpsBuilder), all OpKind::host.
 struct Ops {
-  /// $ACCEL_KERNEL_DIR, else the ACCEL_KERNEL_DIR the CMake target defines.
-  [[nodiscard]] static std::filesystem::path op_builder_dir() { return ops::default_kernel_dir(); }
+  /// $ACCEL_KERNEL_DIR, else the ACCEL_KERNEL_DIR the CMake target defines (a directory).
+  [[nodiscard]] static std::string op_builder_dir() { return ops::detail::kernel_dir_string(); }
 
   /// The backend's op table (ops/registry.hpp), built on first use.
   template <class Impl = detail::OpsImpl>
-  [[nodiscard]] static const ops::Registry& op_registry() {
+  [[nodiscard]] static const ops::detail::after_t<Impl, ops::Registry>& op_registry() {
     static_assert(detail::ops_defined<Impl>, ACCEL_CPU_OPS_OPT_IN_MESSAGE);
     return Impl::registry();
   }
@@ -81,14 +86,14 @@ struct Ops {
   /// A builder for "fused_adam"/"FusedAdamBuilder", ...; an unknown name throws InvalidArgumentError
   /// listing the backend's ops.
   template <class Impl = detail::OpsImpl>
-  [[nodiscard]] static ops::OpBuilder create_op_builder(std::string_view name) {
+  [[nodiscard]] static ops::detail::after_t<Impl, ops::OpBuilder> create_op_builder(std::string_view name) {
     static_assert(detail::ops_defined<Impl>, ACCEL_CPU_OPS_OPT_IN_MESSAGE);
     return Impl::create_op_builder(name);
   }
 
   /// The builder of op tag Op, whose load() returns the typed op (FusedAdamOp, TensorOpsOp).
   template <class Op, class Impl = detail::OpsImpl>
-  [[nodiscard]] static ops::TypedOpBuilder<typename OpFor<Op>::type> get_op_builder() {
+  [[nodiscard]] static ops::detail::after_t<Impl, ops::TypedOpBuilder<typename OpFor<Op>::type>> get_op_builder() {
     static_assert(!std::is_void_v<typename OpFor<Op>::type>,
                   "accel::cpu::Ops::get_op_builder<Op>: the CPU backend has no such op (it offers ops::FusedAdam, "
                   "ops::CpuAdam, ops::TensorOps)");
@@ -98,7 +103,7 @@ struct Ops {
 
   /// The compile create_op_builder(name) would run.
   template <class Impl = detail::OpsImpl>
-  [[nodiscard]] static ops::BuildCommand build_extension(std::string_view name) {
+  [[nodiscard]] static ops::detail::after_t<Impl, ops::BuildCommand> build_extension(std::string_view name) {
     static_assert(detail::ops_defined<Impl>, ACCEL_CPU_OPS_OPT_IN_MESSAGE);
     return Impl::create_op_builder(name).build_command();
   }
@@ -112,7 +117,7 @@ struct Ops {
 
   /// DeepSpeed's ds_report rows: is each op compatible here (and why not), is it cached.
   template <class Impl = detail::OpsImpl>
-  [[nodiscard]] static std::vector<ops::OpStatus> op_table() {
+  [[nodiscard]] static ops::detail::after_t<Impl, std::vector<ops::OpStatus>> op_table() {
     static_assert(detail::ops_defined<Impl>, ACCEL_CPU_OPS_OPT_IN_MESSAGE);
     return Impl::op_table();
   }
