@@ -156,13 +156,13 @@ class Event {
   };
 
   void record_on(StreamRef stream) {
-    // One atomic load when no capture is in progress. Captures made with the raw API are not known
-    // here; CUDA refuses those records itself (cudaErrorCapturedEvent).
-    std::shared_ptr<detail::capture_record> capture = detail::captures().find(stream.id_);
     if (external_) {
       ACCEL_CUDA_CHECK(cudaEventRecordWithFlags(event_, stream.handle_, cudaEventRecordExternal));
       return;
     }
+    // One atomic load when no capture is in progress. Captures made with the raw API are not known
+    // here; CUDA refuses those records itself (cudaErrorCapturedEvent).
+    std::shared_ptr<detail::capture_record> capture = detail::captures().find(stream.id_);
     ACCEL_CUDA_CHECK(cudaEventRecord(event_, stream.handle_));
     if (capture) [[unlikely]] {
       captured_ = std::make_unique<captured_record>(captured_record{capture, stream.name()});
