@@ -176,7 +176,9 @@ struct Environment {
   static std::vector<std::string> export_envs() { return {}; }
   static std::vector<std::string> visible_devices_envs() { return {}; }
   static void set_visible_devices_envs(accel::EnvMap&, std::span<const int>) {}
-  static void lazy_call(std::function<void()> f) { f(); }
+  static void lazy_call(std::function<void()> f) {
+    if (f) f();
+  }
 };
 
 // A synchronous device: fills run at once, with accel's Philox fills and generators.

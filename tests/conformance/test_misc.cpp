@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 
 TEST_CASE_TEMPLATE_DEFINE("dtypes: supported_dtypes agrees with the fp16/bf16 answers", B, dtypes) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
@@ -45,6 +46,18 @@ TEST_CASE_TEMPLATE_DEFINE("env: launcher variables and lazy_call", B, env) {
   int calls = 0;
   b.lazy_call([&] { ++calls; });
   CHECK(calls == 1);
+  // Any callable: a std::function, a function pointer; empty ones are ignored.
+  b.lazy_call(std::function<void()>([&] { calls += 10; }));
+  CHECK(calls == 11);
+  static int pointer_calls = 0;
+  pointer_calls = 0;
+  b.lazy_call(+[] { ++pointer_calls; });
+  CHECK(pointer_calls == 1);
+  b.lazy_call(std::function<void()>{});
+  void (*null_callback)() = nullptr;
+  b.lazy_call(null_callback);
+  CHECK(calls == 11);
+  CHECK(pointer_calls == 1);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("flags: compile-time constants", B, flags) {

@@ -8,8 +8,7 @@
 #pragma once
 
 #include <concepts>
-#include <functional>
-#include <map>
+#include <map>  // also std::less<>: <functional>, which brings <unordered_map>, is not needed
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,12 +20,12 @@ namespace accel {
 using EnvMap = std::map<std::string, std::string, std::less<>>;
 
 template <class B>
-concept EnvApi = requires(const B b, EnvMap& env, std::span<const int> ids, std::function<void()> fn) {
+concept EnvApi = requires(const B b, EnvMap& env, std::span<const int> ids, void (*fn)()) {
   { b.communication_backend_name() } -> std::convertible_to<std::string_view>;
   { b.export_envs() } -> std::same_as<std::vector<std::string>>;
   { b.visible_devices_envs() } -> std::same_as<std::vector<std::string>>;
   b.set_visible_devices_envs(env, ids);
-  b.lazy_call(std::move(fn));
+  b.lazy_call(fn);  // any callable; a function pointer stands for them here
 };
 
 }  // namespace accel

@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace accel::cpu {
 
@@ -40,7 +39,7 @@ inline int count_visible(int exposed) {
   const std::string_view text(value);
   if (text.empty()) return 0;  // like CUDA_VISIBLE_DEVICES="": no device visible
   int count = 0;
-  std::vector<bool> seen(static_cast<std::size_t>(exposed));
+  std::string seen(static_cast<std::size_t>(exposed), '\0');  // a flag per device (not vector<bool>: compile cost)
   std::size_t pos = 0;
   while (pos <= text.size()) {
     const std::size_t comma = std::min(text.find(',', pos), text.size());
@@ -52,11 +51,11 @@ inline int count_visible(int exposed) {
                                  std::string(item) + "' is not a device in [0, " + std::to_string(exposed) +
                                  ")");
     }
-    if (seen[static_cast<std::size_t>(id)]) {
+    if (seen[static_cast<std::size_t>(id)] != '\0') {
       throw InvalidArgumentError("ACCEL_CPU_VISIBLE_DEVICES='" + std::string(text) + "': device " +
                                  std::to_string(id) + " is listed twice");
     }
-    seen[static_cast<std::size_t>(id)] = true;
+    seen[static_cast<std::size_t>(id)] = '\1';
     ++count;
     pos = comma + 1;
   }

@@ -5,10 +5,10 @@
 #include <accel/detail/visible_devices.hpp>
 
 #include <concepts>
-#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace accel::cpu {
@@ -29,9 +29,14 @@ struct Environment {
     accel::detail::set_visible_devices(env, visible_devices_envs(), ids);
   }
 
-  /// The CPU runtime needs no initialisation, so the callback runs now, on the calling thread.
-  static void lazy_call(std::function<void()> callback) {
-    if (callback) callback();
+  /// The CPU runtime needs no initialisation, so the callback runs now, on the calling thread. Any
+  /// callable: an empty one (a null function pointer, an empty std::function) is ignored.
+  template <std::invocable Callback>
+  static void lazy_call(Callback&& callback) {
+    if constexpr (std::is_constructible_v<bool, Callback&>) {
+      if (!static_cast<bool>(callback)) return;
+    }
+    callback();
   }
 };
 

@@ -1,7 +1,7 @@
 // accel/cpu/event.hpp — the CPU backend's events: markers in a stream that order and time work.
 //
 // `e.record(s)` captures everything enqueued on s so far; the event completes when s has run it. A
-// timed event (`Event{true}`) enqueues a marker that takes a std::chrono::steady_clock timestamp when
+// timed event (`Event{true}`) enqueues a marker that takes a steady-clock (CLOCK_MONOTONIC) timestamp when
 // the stream reaches it — not at record time. On a device's default stream (which runs tasks inline)
 // the capture is complete at once. Recording again starts a new capture; query() and synchronize()
 // see the latest one, while waits enqueued earlier keep the capture they saw.

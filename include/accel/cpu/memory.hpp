@@ -5,6 +5,7 @@
 //                                 segments are all >= 2 MiB), 64-byte aligned heap memory below 64 KiB
 //   accel::cpu::PinnedHostMemory  the same, page-locked with mlock (torch's cudaHostAlloc staging)
 //   accel::cpu::Memory            MemoryApi (concepts/memory.hpp), inherited by accel::CpuBackend
+//                                 (BasicMemory<>: a template only to compile what a TU calls)
 //
 // Each logical CPU device (cpu/device.hpp) has its own CachingAllocator<HostMemory>, created on first
 // use and never destroyed (it outlives static destruction). Statistics count these allocators' blocks,
@@ -414,8 +415,12 @@ A& create_once(std::atomic<A*>& slot, Make make) {
 
 }  // namespace detail
 
-/// MemoryApi for accel::CpuBackend: every function is static.
-struct Memory : AllocatorStatistics<Memory, Devices> {
+/// MemoryApi for accel::CpuBackend: every function is static. Use it as accel::cpu::Memory. A class
+/// template only so that its function bodies, and the allocator code they call, are compiled in the
+/// translation units that call them: g++ instantiates every template that a non-template inline
+/// function uses, called or not, which made including the backend cost ~0.4 G compiler instructions.
+template <class Unused = void>
+struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
   // ---- allocators -----------------------------------------------------------------------------
 
   /// The caching allocator of `device` (created on first use; throws for a device that does not exist).
@@ -502,7 +507,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     std::size_t available = detail::available_host_memory();
     if (auto* a = detail::existing_host_allocator(dev)) {
       const std::size_t allowed = a->allowed_memory();
-      const std::size_t reserved = bytes(a->reserved_bytes().current);
+      const std::size_t reserved = BasicMemory::bytes(a->reserved_bytes().current);
       available = std::min(available, allowed > reserved ? allowed - reserved : 0);
     }
     return available;
@@ -654,5 +659,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     return InvalidArgumentError(msg);
   }
 };
+
+using Memory = BasicMemory<>;
 
 }  // namespace accel::cpu

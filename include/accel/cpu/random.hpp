@@ -34,8 +34,10 @@ inline void check_fill_pointer(const void* p, std::size_t n, const char* what) {
 
 }  // namespace detail
 
-/// accel::RngApi for the CPU backend; accel::CpuBackend inherits these.
-struct Random : DefaultGenerators<Devices> {
+/// accel::RngApi for the CPU backend; accel::CpuBackend inherits these. Use it as accel::cpu::Random:
+/// a class template only so that a translation unit compiles the fill kernels it calls (see BasicMemory).
+template <class Unused = void>
+struct BasicRandom : DefaultGenerators<Devices> {
   static void fill_bits(StreamRef s, std::uint32_t* p, std::size_t n) {
     fill_bits(s, p, n, default_generator(s.device_index()));
   }
@@ -107,5 +109,7 @@ struct Random : DefaultGenerators<Devices> {
     s.enqueue([seed, offset, fill] { fill(seed, offset); });
   }
 };
+
+using Random = BasicRandom<>;
 
 }  // namespace accel::cpu

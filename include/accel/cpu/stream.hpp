@@ -31,7 +31,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <memory>  // declares std::hash (specialised below) without <functional>'s cost
 #include <type_traits>
 #include <utility>
 
@@ -40,6 +40,8 @@ namespace accel::cpu {
 class Event;
 class Stream;
 struct Streams;
+template <class>
+struct BasicRandom;
 
 /// Non-owning view of a CPU stream. Cheap to copy; compares equal when it names the same stream.
 class StreamRef {
@@ -113,7 +115,8 @@ class StreamRef {
   friend class GraphCapture;
   friend class StreamGuard;
   friend struct Streams;
-  friend struct Random;
+  template <class>
+  friend struct BasicRandom;
 
   detail::stream_state& state(const char* operation) const {
     if (state_ == nullptr) {

@@ -15,10 +15,11 @@
 #include <accel/ops/detail/kernel_dir.hpp>
 #include <accel/random/generator.hpp>
 
+#include <concepts>
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -183,7 +184,10 @@ class BasicAnyBackend {
   void set_visible_devices_envs(EnvMap& env, std::span<const int> ids) const {
     call([&](auto b) { b.set_visible_devices_envs(env, ids); });
   }
-  void lazy_call(std::function<void()> fn) const { call([&](auto b) { b.lazy_call(std::move(fn)); }); }
+  template <std::invocable Callback>
+  void lazy_call(Callback&& fn) const {
+    call([&](auto b) { b.lazy_call(std::forward<Callback>(fn)); });
+  }
 
   // ---- random numbers ----
   void manual_seed(std::uint64_t seed) const { call([&](auto b) { b.manual_seed(seed); }); }

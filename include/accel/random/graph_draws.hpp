@@ -29,12 +29,12 @@ struct GraphDraw {
     std::span<const GraphDraw> draws) {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> positions(draws.size());
   if (draws.empty()) return positions;
-  std::vector<bool> done(draws.size(), false);
+  std::vector<std::uint64_t> done(draws.size(), 0);  // not vector<bool>: one vector type less to compile
   std::vector<Generator::Draw> group;
   std::vector<std::size_t> indices;
   std::vector<std::uint64_t> offsets;
   for (std::size_t first = 0; first < draws.size(); ++first) {
-    if (done[first]) continue;
+    if (done[first] != 0) continue;
     Generator* const generator = draws[first].generator;
     group.clear();
     indices.clear();
@@ -42,7 +42,7 @@ struct GraphDraw {
       if (draws[i].generator != generator) continue;
       group.push_back(Generator::Draw{draws[i].n, draws[i].wide});
       indices.push_back(i);
-      done[i] = true;
+      done[i] = 1;
     }
     offsets.assign(group.size(), 0);
     const std::uint64_t seed = generator->reserve_draws(group, offsets);

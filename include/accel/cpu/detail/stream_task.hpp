@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstring>
-#include <functional>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -74,7 +73,7 @@ class stream_task {
 
   template <class T>
   static constexpr ops_table inline_ops{
-      [](void* self) { std::invoke(*static_cast<T*>(self)); },
+      [](void* self) { (*static_cast<T*>(self))(); },
       [](void* dst, void* src) noexcept {
         T* from = static_cast<T*>(src);
         ::new (dst) T(std::move(*from));
@@ -85,7 +84,7 @@ class stream_task {
 
   template <class T>
   static constexpr ops_table heap_ops{
-      [](void* self) { std::invoke(**static_cast<T**>(self)); },
+      [](void* self) { (**static_cast<T**>(self))(); },
       [](void* dst, void* src) noexcept { ::new (dst) T*(*static_cast<T**>(src)); },
       [](void* self) noexcept { delete *static_cast<T**>(self); },
   };
