@@ -26,10 +26,11 @@
 #pragma once
 
 #include <accel/core/error.hpp>
-#include <accel/cpu/device.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
+#include <accel/cpu/device.hpp>
 #include <accel/cpu/event.hpp>
 #include <accel/cpu/stream.hpp>
+#include <accel/detail/min_max.hpp>
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
 #include <accel/memory/stats.hpp>
@@ -39,7 +40,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -98,7 +98,7 @@ inline std::size_t physical_memory() noexcept {
 inline std::size_t available_host_memory() noexcept {
   std::size_t free = meminfo_bytes("MemAvailable");
   if (free == 0) free = meminfo_bytes("MemFree");
-  return std::min(free, physical_memory());
+  return accel::detail::min_of(free, physical_memory());
 }
 
 inline constexpr std::size_t huge_page = std::size_t{2} << 20;
@@ -205,7 +205,8 @@ inline void reap_deferred_releases() noexcept {
   {
     std::lock_guard<std::mutex> lock(d.mutex);
     for (auto it = d.pending.begin(); it != d.pending.end();) {
-      const bool done = std::all_of(it->frontier.begin(), it->frontier.end(), [](const auto& pt) { return pt.done(); });
+      bool done = true;
+      for (const stream_point& point : it->frontier) done = done && point.done();
       if (done) {
         ready.push_back(std::move(*it));
         it = d.pending.erase(it);
@@ -306,7 +307,7 @@ struct host_allocator_table {
 };
 
 inline host_allocator_table& host_allocators() {
-  static host_allocator_table* table = new host_allocator_table(std::max(Devices::device_count(), 1));
+  static host_allocator_table* table = new host_allocator_table(accel::detail::max_of(Devices::device_count(), 1));
   return *table;
 }
 
@@ -508,7 +509,7 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
     if (auto* a = detail::existing_host_allocator(dev)) {
       const std::size_t allowed = a->allowed_memory();
       const std::size_t reserved = BasicMemory::bytes(a->reserved_bytes().current);
-      available = std::min(available, allowed > reserved ? allowed - reserved : 0);
+      available = accel::detail::min_of(available, allowed > reserved ? allowed - reserved : std::size_t{0});
     }
     return available;
   }

@@ -20,8 +20,8 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/detail/min_max.hpp>
 
-#include <algorithm>
 #include <array>
 #include <bit>
 #include <charconv>
@@ -55,7 +55,7 @@ struct AllocatorConfig {
     const auto log_size = static_cast<std::size_t>(std::bit_width(size) - 1);
     constexpr std::size_t interval_start = 20;  // log2(1 MiB)
     std::size_t index = log_size > interval_start ? log_size - interval_start : 0;
-    index = std::min(index, roundup_buckets - 1);
+    index = detail::min_of(index, roundup_buckets - 1);
     return roundup_power2_divisions[index];
   }
 
@@ -88,7 +88,7 @@ struct AllocatorConfig {
     const auto megabytes = [&](std::size_t i, std::string_view option) -> std::size_t {
       std::size_t value = to_size(i, option);
       if (value < 20) throw fail("option " + std::string(option) + " too small, must be >= 20");
-      value = std::min(value, unlimited / mib);
+      value = detail::min_of(value, unlimited / mib);
       return value * mib;
     };
 
@@ -127,17 +127,16 @@ struct AllocatorConfig {
                          " divisions; the divisions must be a power of 2, or 0 to disable rounding");
             }
             if (tokens[key_index] == ">") {
-              std::fill(div.begin() + static_cast<std::ptrdiff_t>(std::min(last_index + 1, div.size())),
-                        div.end(), value);
+              for (std::size_t k = last_index + 1; k < div.size(); ++k) div[k] = value;
             } else {
               const std::size_t boundary = to_size(key_index, key);
               if (!std::has_single_bit(boundary)) {
                 throw fail("roundup_power2_divisions: interval '" + tokens[key_index] +
                            "' MiB is not a power of 2");
               }
-              const auto index = std::min(static_cast<std::size_t>(std::bit_width(boundary) - 1), div.size() - 1);
+              const auto index = detail::min_of(static_cast<std::size_t>(std::bit_width(boundary) - 1), div.size() - 1);
               if (first_value) {
-                std::fill(div.begin(), div.begin() + static_cast<std::ptrdiff_t>(index), value);
+                for (std::size_t k = 0; k < index; ++k) div[k] = value;
                 first_value = false;
               }
               div[index] = value;

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/detail/min_max.hpp>
 #include <accel/memory/allocator_config.hpp>
 #include <accel/memory/detail/allocator_mutex.hpp>
 #include <accel/memory/detail/caching_block.hpp>
@@ -49,7 +50,6 @@
 #include <accel/memory/detail/segment_info.hpp>
 #include <accel/memory/stats.hpp>
 
-#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -731,7 +731,7 @@ class CachingAllocator {
   bool release_available_cached_blocks(Pool& pool, std::uint64_t stream_id, std::size_t size) noexcept {
     const std::size_t max_split = config_.max_split_size;
     if (max_split == AllocatorConfig::unlimited) return false;
-    const std::size_t key_size = std::max(size, max_split);
+    const std::size_t key_size = detail::max_of(size, max_split);
     auto it = pool.blocks.lower_bound(Key{stream_id, key_size, 0}, detail::BlockLess{});
     if (it == pool.blocks.end() || it->stream_id != stream_id) {
       if (it == pool.blocks.begin()) return false;
@@ -829,8 +829,12 @@ class CachingAllocator {
   const int device_;
   const std::string name_;
   const AllocatorConfig config_;
-  const bool has_divisions_ = std::any_of(config_.roundup_power2_divisions.begin(),
-                                          config_.roundup_power2_divisions.end(), [](std::size_t d) { return d > 1; });
+  const bool has_divisions_ = [this] {
+    for (const std::size_t divisions : config_.roundup_power2_divisions) {
+      if (divisions > 1) return true;
+    }
+    return false;
+  }();
   detail::NodeArena arena_;  // before the containers that use it
   detail::ObjectPool<Block> blocks_;
   Pool large_blocks_{false};

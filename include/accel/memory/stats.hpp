@@ -13,7 +13,8 @@
 // every num_* counter (torch's reset_peak_memory_stats / reset_accumulated_memory_stats).
 #pragma once
 
-#include <algorithm>
+#include <accel/detail/min_max.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -39,7 +40,7 @@ struct Stat {
 
   [[gnu::always_inline]] constexpr void increase(std::int64_t amount) noexcept {
     current += amount;
-    peak = std::max(peak, current);
+    peak = detail::max_of(peak, current);
     allocated += amount;
   }
   [[gnu::always_inline]] constexpr void decrease(std::int64_t amount) noexcept {

@@ -18,11 +18,11 @@
 // (ODR-merge) each other's code.
 #pragma once
 
+#include <accel/detail/min_max.hpp>
 #include <accel/random/detail/block_fill.hpp>
 #include <accel/random/distributions.hpp>
 #include <accel/random/philox.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -184,7 +184,7 @@ inline void compute_batch(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, s
     // only counter word z changes, so lanes are plain 32-bit arithmetic.
     for (std::size_t l = 0; l < lanes;) {
       const U32x4 c = layout.counter(g0 + l, k);
-      const std::size_t run = static_cast<std::size_t>(std::min<u64>(lanes - l, layout.run_length(g0 + l)));
+      const std::size_t run = static_cast<std::size_t>(accel::detail::min_of<u64>(lanes - l, layout.run_length(g0 + l)));
       u32* const w[4] = {b.words[0] + at + l, b.words[1] + at + l, b.words[2] + at + l, b.words[3] + at + l};
 #if defined(ACCEL_DETAIL_PHILOX_SIMD)
       philox_run_simd(c, key, run, w[0], w[1], w[2], w[3]);
@@ -245,7 +245,7 @@ inline void fill_groups(T* out, std::size_t n, u64 seed, u64 offset, Group group
 #endif
   for (std::int64_t batch = 0; batch < batches; ++batch) {
     const u64 first = static_cast<u64>(batch) * fill_batch_groups;
-    const std::size_t lanes = static_cast<std::size_t>(std::min<u64>(fill_batch_groups, full - first));
+    const std::size_t lanes = static_cast<std::size_t>(accel::detail::min_of<u64>(fill_batch_groups, full - first));
     BatchBlocks<K> blocks;
     compute_batch<K>(layout, key, full_begin + first, lanes, blocks);
     T* const dst = base + 4 * first;
