@@ -9,6 +9,7 @@
 #include <accel/concepts/device.hpp>
 #include <accel/core/device.hpp>
 #include <accel/core/error.hpp>
+#include <accel/detail/min_max.hpp>
 
 #include <charconv>
 #include <cstdlib>
@@ -42,7 +43,7 @@ inline int count_visible(int exposed) {
   std::string seen(static_cast<std::size_t>(exposed), '\0');  // a flag per device (not vector<bool>: compile cost)
   std::size_t pos = 0;
   while (pos <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    const std::size_t comma = accel::detail::min_of(text.find(',', pos), text.size());
     const std::string_view item = text.substr(pos, comma - pos);
     int id = -1;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
