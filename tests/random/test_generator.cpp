@@ -4,6 +4,7 @@
 #include <accel/cpu/random.hpp>
 #include <accel/random/fill.hpp>
 #include <accel/random/generator.hpp>
+#include <accel/random/graph_draws.hpp>
 
 #include <doctest/doctest.h>
 
@@ -124,6 +125,62 @@ TEST_CASE("Generator: wide reservations cover every block a double fill draws fr
   CHECK(g.reserve_wide(0) == 0);
   CHECK(g.reserve_wide(1) == 0);
   CHECK(g.offset() == 4 * (65536 + 1));
+}
+
+TEST_CASE("Generator: reserve_draws equals consecutive reserves, and a failure changes nothing") {
+  const std::array<accel::Generator::Draw, 4> draws{{{5, false}, {3, true}, {0, false}, {4, false}}};
+  accel::Generator eager(11);
+  eager.reserve(1);  // a non-zero starting offset
+  std::array<std::uint64_t, 4> expected{};
+  expected[0] = eager.reserve(5);
+  expected[1] = eager.reserve_wide(3);
+  expected[2] = eager.reserve(0);
+  expected[3] = eager.reserve(4);
+
+  accel::Generator by_span(11);
+  by_span.reserve(1);
+  std::array<std::uint64_t, 4> offsets{};
+  CHECK(by_span.reserve_draws(draws, offsets) == 11);
+  CHECK(offsets == expected);
+  CHECK(by_span.offset() == eager.offset());
+
+  accel::Generator by_pointer(11);
+  by_pointer.reserve(1);
+  std::array<std::uint64_t, 4> pointer_offsets{};
+  CHECK(by_pointer.reserve_draws(draws.data(), draws.size(), pointer_offsets.data()) == 11);
+  CHECK(pointer_offsets == expected);
+  CHECK(by_pointer.offset() == eager.offset());
+
+  std::array<std::uint64_t, 3> too_short{};
+  CHECK_THROWS_AS((void)by_span.reserve_draws(draws, too_short), accel::InvalidArgumentError);
+  CHECK(by_span.offset() == eager.offset());
+  accel::Generator near_end(2);
+  near_end.set_state(encode(2, ~std::uint64_t{15}));
+  CHECK_THROWS_AS((void)near_end.reserve_draws(draws.data(), draws.size(), offsets.data()),
+                  accel::InvalidArgumentError);
+  CHECK(near_end.offset() == ~std::uint64_t{15});
+}
+
+TEST_CASE("reserve_graph_draws: each generator's draws in recording order, interleaved generators apart") {
+  accel::Generator a(7), b(9);
+  b.reserve(8);
+  const std::array<accel::GraphDraw, 4> draws{{{&a, 4, false}, {&b, 6, false}, {&a, 2, true}, {&b, 1, false}}};
+  const auto positions = accel::reserve_graph_draws(draws);
+  REQUIRE(positions.size() == 4);
+  CHECK(positions[0] == std::pair<std::uint64_t, std::uint64_t>{7, 0});
+  CHECK(positions[1] == std::pair<std::uint64_t, std::uint64_t>{9, 8});
+  CHECK(positions[2] == std::pair<std::uint64_t, std::uint64_t>{7, 4});
+  CHECK(positions[3] == std::pair<std::uint64_t, std::uint64_t>{9, 16});
+  CHECK(a.offset() == 4 + accel::Generator::wide_words(4, 2));
+  CHECK(b.offset() == 20);
+  const std::uint64_t a_first = a.offset();  // a second replay (pointer form) starts where the first ended
+  const auto again = accel::reserve_graph_draws(draws.data(), draws.size());
+  REQUIRE(again.size() == 4);
+  CHECK(again[0] == std::pair<std::uint64_t, std::uint64_t>{7, a_first});
+  CHECK(again[1] == std::pair<std::uint64_t, std::uint64_t>{9, 20});
+  CHECK(again[2] == std::pair<std::uint64_t, std::uint64_t>{7, a_first + 4});
+  CHECK(again[3] == std::pair<std::uint64_t, std::uint64_t>{9, 28});
+  CHECK(accel::reserve_graph_draws(draws.data(), 0).empty());
 }
 
 TEST_CASE("Generator: threads reserving concurrently get disjoint ranges") {

@@ -117,7 +117,7 @@ class Graph {
     }
     std::optional<detail::replay_event_batch> events;  // this replay's records of the graph's external events
     if (!body_->event_records.empty()) events.emplace(*body_);
-    detail::draw_positions positions = reserve_graph_draws(body_->draws);
+    detail::draw_positions positions = reserve_graph_draws(body_->draws.data(), body_->draws.size());
     if (last_replay_.stream() != nullptr && last_replay_.stream() != &s && !last_replay_.done()) {
       s.wait_for(last_replay_);  // replays of one graph run one after another
     }

@@ -140,7 +140,7 @@ class Graph {
   // Reserves this replay's draws and writes their (seed, offset) slots on the stream. The staging vector
   // is pageable: cudaMemcpyAsync copies it before returning, so it may go out of scope at once.
   void write_draw_states(StreamRef stream) {
-    const auto positions = reserve_graph_draws(draws_);
+    const auto positions = reserve_graph_draws(draws_.data(), draws_.size());
     constexpr std::size_t per_chunk = detail::capture_record::draws_per_chunk;
     std::vector<std::uint64_t> staging(2 * per_chunk);
     for (std::size_t chunk = 0; chunk * per_chunk < positions.size(); ++chunk) {

@@ -170,9 +170,14 @@ class Generator {
       throw InvalidArgumentError("Generator::reserve_draws: " + std::to_string(draws.size()) + " draws but room for " +
                                  std::to_string(offsets.size()) + " offsets");
     }
+    return reserve_draws(draws.data(), draws.size(), offsets.data());
+  }
+  /// The same for `count` draws at `draws`, writing count offsets to `offsets` (for callers holding
+  /// vectors: a vector-to-span conversion instantiates the ranges concepts, which nvcc pays for).
+  std::uint64_t reserve_draws(const Draw* draws, std::size_t count, std::uint64_t* offsets) {
     const std::lock_guard lock(mutex_);
     std::uint64_t at = offset_;
-    for (std::size_t i = 0; i < draws.size(); ++i) {
+    for (std::size_t i = 0; i < count; ++i) {
       const std::uint64_t step = draws[i].wide ? wide_words(at, draws[i].n) : round_up(draws[i].n);
       if (at > std::numeric_limits<std::uint64_t>::max() - step) {
         throw InvalidArgumentError("Generator::reserve_draws: draw " + std::to_string(i) + " overflows the 64-bit offset");

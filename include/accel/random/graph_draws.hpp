@@ -24,31 +24,39 @@ struct GraphDraw {
   bool wide = false;
 };
 
-/// (seed, offset) for each draw, reserved now from the draws' generators.
-[[nodiscard]] inline std::vector<std::pair<std::uint64_t, std::uint64_t>> reserve_graph_draws(
-    std::span<const GraphDraw> draws) {
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> positions(draws.size());
-  if (draws.empty()) return positions;
-  std::vector<std::uint64_t> done(draws.size(), 0);  // not vector<bool>: one vector type less to compile
+/// (seed, offset) for each of the `count` draws at `draws`, reserved now from the draws' generators.
+// Pointer-based, as Generator::reserve_draws(pointer, ...) is: converting a vector to a std::span
+// instantiates the ranges concepts, which costs nvcc's front end more than this whole function.
+[[nodiscard]] inline std::vector<std::pair<std::uint64_t, std::uint64_t>> reserve_graph_draws(const GraphDraw* draws,
+                                                                                               std::size_t count) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> positions(count);
+  if (count == 0) return positions;
+  std::vector<std::uint64_t> done(count, 0);  // not vector<bool>: one vector type less to compile
   std::vector<Generator::Draw> group;
   std::vector<std::size_t> indices;
   std::vector<std::uint64_t> offsets;
-  for (std::size_t first = 0; first < draws.size(); ++first) {
+  for (std::size_t first = 0; first < count; ++first) {
     if (done[first] != 0) continue;
     Generator* const generator = draws[first].generator;
     group.clear();
     indices.clear();
-    for (std::size_t i = first; i < draws.size(); ++i) {
+    for (std::size_t i = first; i < count; ++i) {
       if (draws[i].generator != generator) continue;
       group.push_back(Generator::Draw{draws[i].n, draws[i].wide});
       indices.push_back(i);
       done[i] = 1;
     }
-    offsets.assign(group.size(), 0);
-    const std::uint64_t seed = generator->reserve_draws(group, offsets);
+    offsets.resize(group.size());
+    const std::uint64_t seed = generator->reserve_draws(group.data(), group.size(), offsets.data());
     for (std::size_t k = 0; k < indices.size(); ++k) positions[indices[k]] = {seed, offsets[k]};
   }
   return positions;
+}
+
+/// (seed, offset) for each draw, reserved now from the draws' generators.
+[[nodiscard]] inline std::vector<std::pair<std::uint64_t, std::uint64_t>> reserve_graph_draws(
+    std::span<const GraphDraw> draws) {
+  return reserve_graph_draws(draws.data(), draws.size());
 }
 
 }  // namespace accel
