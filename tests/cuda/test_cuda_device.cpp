@@ -45,6 +45,12 @@ TEST_CASE("cuda device: detection creates no context and the process can fork an
   if (std::getenv("ACCEL_BACKEND") == nullptr) CHECK(selected.name() == "cuda");  // preferred when available
   CHECK(cuda.device_name(0) == "cuda:0");
   for (int device = 0; device < count; ++device) CHECK_FALSE(has_primary_context(device));
+  if (accel::cuda::detail::detection().driver_initialised) {
+    // NVML could not count (not installed, or MIG): detection ran cuInit, after which a child cannot
+    // use CUDA. Nothing more to check here.
+    MESSAGE("SKIPPED (fork part): detection fell back to cuInit, NVML could not count the devices");
+    return;
+  }
 
   const pid_t child = fork();
   REQUIRE(child >= 0);

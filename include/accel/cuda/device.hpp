@@ -95,13 +95,16 @@ inline void ensure_lazy_init() {
   if (!lazy_init().initialised.load(std::memory_order_acquire)) [[unlikely]] run_lazy_init_slow();
 }
 
-// Whether `device` already has an active primary context (driver API; true when unknown, so the
-// caller falls back to plain cudaSetDevice).
+// Whether `device` already has an active primary context (driver API; false while the driver is not
+// initialised, true when unknown, so the caller falls back to plain cudaSetDevice).
 inline bool has_primary_context(int device) noexcept {
   const DriverApi& api = driver();
   if (api.device_get == nullptr || api.primary_ctx_get_state == nullptr) return true;
   CUdevice handle{};
-  if (api.device_get(&handle, device) != CUDA_SUCCESS) return true;
+  const CUresult got = api.device_get(&handle, device);
+  // Detection through NVML leaves the driver uninitialised, and no context exists before cuInit.
+  if (got == CUDA_ERROR_NOT_INITIALIZED) return false;
+  if (got != CUDA_SUCCESS) return true;
   unsigned flags = 0;
   int active = 0;
   if (api.primary_ctx_get_state(handle, &flags, &active) != CUDA_SUCCESS) return true;
