@@ -98,6 +98,59 @@ __device__ __forceinline__ void store4<f16>(void* base, long long i, const float
 template <>
 __device__ __forceinline__ void store4<bf16>(void* base, long long i, const float (&in)[4]) { store4_16<bf16>(base, i, in); }
 
+/* Loads/stores of 8 consecutive 16-bit elements in one 16-byte access (index a multiple of 8, base
+   16-byte aligned). */
+template <class T>
+__device__ __forceinline__ void load8_16(const void* base, long long i, float (&out)[8]) {
+  const uint4 v = reinterpret_cast<const uint4*>(base)[i >> 3];
+  const unsigned int w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    out[2 * k] = to_f((unsigned short)(w[k] & 0xFFFFu), T());
+    out[2 * k + 1] = to_f((unsigned short)(w[k] >> 16), T());
+  }
+}
+template <class T>
+__device__ __forceinline__ void store8_16(void* base, long long i, const float (&in)[8]) {
+  unsigned int w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    w[k] = (unsigned int)from_f(in[2 * k], T()) | ((unsigned int)from_f(in[2 * k + 1], T()) << 16);
+  }
+  reinterpret_cast<uint4*>(base)[i >> 3] = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* N (4 or 8) consecutive elements of T: 16-byte accesses where the type allows (8 16-bit elements in
+   one, 8 floats in two), else load4/store4. Index a multiple of N, base aligned to aligned_n<T, N>. */
+template <class T, int N>
+__device__ __forceinline__ void load_n(const void* base, long long i, float (&out)[N]) {
+  if constexpr (N == 4) {
+    load4<T>(base, i, out);
+  } else if constexpr (sizeof(typename storage<T>::type) == 2) {
+    load8_16<T>(base, i, out);
+  } else {
+    load4<T>(base, i, *reinterpret_cast<float(*)[4]>(&out[0]));
+    load4<T>(base, i + 4, *reinterpret_cast<float(*)[4]>(&out[4]));
+  }
+}
+template <class T, int N>
+__device__ __forceinline__ void store_n(void* base, long long i, const float (&in)[N]) {
+  if constexpr (N == 4) {
+    store4<T>(base, i, in);
+  } else if constexpr (sizeof(typename storage<T>::type) == 2) {
+    store8_16<T>(base, i, in);
+  } else {
+    store4<T>(base, i, *reinterpret_cast<const float(*)[4]>(&in[0]));
+    store4<T>(base, i + 4, *reinterpret_cast<const float(*)[4]>(&in[4]));
+  }
+}
+/* Whether load_n/store_n<T, N> may use base: aligned to N elements, at most 16 bytes. */
+template <class T, int N>
+__device__ __forceinline__ bool aligned_n(const void* p) {
+  const unsigned long long bytes = sizeof(typename storage<T>::type) * N < 16 ? sizeof(typename storage<T>::type) * N : 16;
+  return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;
+}
+
 template <class T>
 __device__ __forceinline__ float load1(const void* base, long long i) {
   return to_f(reinterpret_cast<const typename storage<T>::type*>(base)[i], T());

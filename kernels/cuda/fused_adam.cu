@@ -3,8 +3,9 @@
 //
 // One launch per ACCEL_MT_MAX_TENSORS tensors: the list travels in the kernel parameters
 // (accel_adam_launch, __grid_constant__), blocks stride over 16384-element chunks of all tensors,
-// threads move 4 elements per access (16-byte fp32 / 8-byte 16-bit accesses) when every pointer of
-// the tensor is aligned for it, else 1. Per element, the same fp32 operations as the CPU kernel
+// threads move 4 elements per access with fp32 params (16-byte accesses) and 8 with bf16 params (16-byte
+// accesses to the 16-bit arrays) when every pointer of the tensor is aligned for it, else 1. The host
+// sizes the grid to the blocks that fit on the device at once (one wave). Per element, the same fp32 operations as the CPU kernel
 // (kernels/cpu/fused_adam.cpp): with IEEE sqrt/div (NVRTC's defaults) and no FMA contraction, the
 // two backends compute the same bits.
 //
@@ -54,13 +55,11 @@ __device__ __forceinline__ void adam_element(const AdamCoefs& c, bool amsgrad, f
   p = fmaf(c.neg_step, __fdiv_rn(m, denom), __fmul_rn(p, c.decay));
 }
 
-template <class T>
-__device__ __forceinline__ bool aligned4(const void* p) {
-  return (reinterpret_cast<unsigned long long>(p) & (sizeof(typename storage<T>::type) * 4 - 1)) == 0;
-}
-
 template <class P, class G, class C>
 __device__ __forceinline__ void fused_adam_body(const accel_adam_launch& a) {
+  // Elements per thread and access: 8 with 16-bit params (16-byte accesses to every 16-bit state), else 4.
+  constexpr int W = sizeof(typename storage<P>::type) == 2 ? 8 : 4;
+  typedef typename C_storage<C>::tag CT;
   const AdamCoefs c = adam_coefs(a.h);
   const bool amsgrad = a.h.amsgrad != 0;
   const long long total = a.chunk_start[a.num_tensors];
@@ -70,25 +69,27 @@ __device__ __forceinline__ void fused_adam_body(const accel_adam_launch& a) {
     const long long begin = (chunk - a.chunk_start[ti]) * a.chunk_size;
     const long long end = begin + a.chunk_size < t.numel ? begin + a.chunk_size : t.numel;
     const bool copy = C_enabled<C>::value && t.model_copy != 0;
-    const bool vec = aligned4<P>(t.param) && aligned4<P>(t.exp_avg) && aligned4<P>(t.exp_avg_sq) &&
-                     (!amsgrad || aligned4<P>(t.max_exp_avg_sq)) && aligned4<G>(t.grad) &&
-                     (!copy || aligned4<typename C_storage<C>::tag>(t.model_copy));
+    const bool vec = aligned_n<P, W>(t.param) && aligned_n<P, W>(t.exp_avg) && aligned_n<P, W>(t.exp_avg_sq) &&
+                     (!amsgrad || aligned_n<P, W>(t.max_exp_avg_sq)) && aligned_n<G, W>(t.grad) &&
+                     (!copy || aligned_n<CT, W>(t.model_copy));
     if (vec) {
-      for (long long i = begin + 4 * (long long)threadIdx.x; i < end; i += 4 * (long long)blockDim.x) {
-        if (i + 4 <= end) {
-          float p[4], g[4], m[4], v[4], x[4] = {0.f, 0.f, 0.f, 0.f};
-          load4<P>(t.param, i, p);
-          load4<G>(t.grad, i, g);
-          load4<P>(t.exp_avg, i, m);
-          load4<P>(t.exp_avg_sq, i, v);
-          if (amsgrad) load4<P>(t.max_exp_avg_sq, i, x);
+      for (long long i = begin + W * (long long)threadIdx.x; i < end; i += W * (long long)blockDim.x) {
+        if (i + W <= end) {
+          float p[W], g[W], m[W], v[W], x[W];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) adam_element(c, amsgrad, p[j], g[j], m[j], v[j], x[j]);
-          store4<P>(t.param, i, p);
-          store4<P>(t.exp_avg, i, m);
-          store4<P>(t.exp_avg_sq, i, v);
-          if (amsgrad) store4<P>(t.max_exp_avg_sq, i, x);
-          if (copy) store4<typename C_storage<C>::tag>(t.model_copy, i, p);
+          for (int j = 0; j < W; ++j) x[j] = 0.f;
+          load_n<P, W>(t.param, i, p);
+          load_n<G, W>(t.grad, i, g);
+          load_n<P, W>(t.exp_avg, i, m);
+          load_n<P, W>(t.exp_avg_sq, i, v);
+          if (amsgrad) load_n<P, W>(t.max_exp_avg_sq, i, x);
+#pragma unroll
+          for (int j = 0; j < W; ++j) adam_element(c, amsgrad, p[j], g[j], m[j], v[j], x[j]);
+          store_n<P, W>(t.param, i, p);
+          store_n<P, W>(t.exp_avg, i, m);
+          store_n<P, W>(t.exp_avg_sq, i, v);
+          if (amsgrad) store_n<P, W>(t.max_exp_avg_sq, i, x);
+          if (copy) store_n<CT, W>(t.model_copy, i, p);
         } else {
           for (long long k = i; k < end; ++k) {
             float p = load1<P>(t.param, k), g = load1<G>(t.grad, k), m = load1<P>(t.exp_avg, k),
@@ -98,7 +99,7 @@ __device__ __forceinline__ void fused_adam_body(const accel_adam_launch& a) {
             store1<P>(t.exp_avg, k, m);
             store1<P>(t.exp_avg_sq, k, v);
             if (amsgrad) store1<P>(t.max_exp_avg_sq, k, x);
-            if (copy) store1<typename C_storage<C>::tag>(t.model_copy, k, p);
+            if (copy) store1<CT>(t.model_copy, k, p);
           }
         }
       }

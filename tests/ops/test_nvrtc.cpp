@@ -5,6 +5,7 @@
 // relative error <= 1e-6); those cases skip, saying so, without a device.
 #include "ops_test_support.hpp"
 
+#include <accel/core/bfloat16.hpp>
 #include <accel/ops/nvrtc.hpp>
 #include <accel/ops/registry.hpp>
 
@@ -257,6 +258,72 @@ TEST_CASE("cuda fused Adam and tensor ops compute the CPU kernels' bits (needs a
       }
     }
   }
+  // bf16 params and states (8 elements per 16-byte access on the GPU), bf16 or fp32 grads: the same bits
+  // as the CPU kernel, through the 8-wide path, its tails and a misaligned tensor (the scalar path).
+  for (const Dtype grad_dtype : {Dtype::bfloat16, Dtype::float32}) {
+    for (const bool amsgrad : {false, true}) {
+      CAPTURE(grad_dtype);
+      CAPTURE(amsgrad);
+      accel::ops::AdamOptions o;
+      o.adamw = !amsgrad;  // Adam with L2 decay in one of the two
+      o.amsgrad = amsgrad;
+      o.weight_decay = 0.01;
+      const accel::ops::AdamDtypes d{Dtype::bfloat16, grad_dtype, std::nullopt};
+      const auto bf16 = [](const std::vector<float>& f) {
+        std::vector<std::uint16_t> out(f.size());
+        for (std::size_t k = 0; k < f.size(); ++k) out[k] = accel::bfloat16(f[k]).bits();
+        return out;
+      };
+      std::vector<std::vector<std::uint16_t>> p, m, v, x, g16;
+      std::vector<std::vector<float>> g32;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        p.push_back(bf16(ops_test::random_floats(sizes[i], 50 + unsigned(i), -1, 1)));
+        g32.push_back(ops_test::random_floats(sizes[i], 60 + unsigned(i), -1, 1));
+        g16.push_back(bf16(g32.back()));
+        m.push_back(bf16(ops_test::random_floats(sizes[i], 70 + unsigned(i), -0.01f, 0.01f)));
+        v.push_back(bf16(ops_test::random_floats(sizes[i], 80 + unsigned(i), 0, 1e-4f)));
+        x.push_back(v.back());
+      }
+      std::vector<std::unique_ptr<DeviceArray<std::uint16_t>>> dp, dm, dv, dx, dg16;
+      std::vector<std::unique_ptr<DeviceArray<float>>> dg32;
+      std::vector<accel::ops::AdamTensor> host_t, dev_t;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        dp.push_back(std::make_unique<DeviceArray<std::uint16_t>>(p[i]));
+        dm.push_back(std::make_unique<DeviceArray<std::uint16_t>>(m[i]));
+        dv.push_back(std::make_unique<DeviceArray<std::uint16_t>>(v[i]));
+        dx.push_back(std::make_unique<DeviceArray<std::uint16_t>>(x[i]));
+        dg16.push_back(std::make_unique<DeviceArray<std::uint16_t>>(g16[i]));
+        dg32.push_back(std::make_unique<DeviceArray<float>>(g32[i]));
+        const bool g_is_bf16 = grad_dtype == Dtype::bfloat16;
+        const auto n = std::int64_t(sizes[i]);
+        host_t.push_back({p[i].data(), g_is_bf16 ? static_cast<void*>(g16[i].data()) : g32[i].data(), m[i].data(),
+                          v[i].data(), x[i].data(), nullptr, n});
+        dev_t.push_back({dp[i]->p, g_is_bf16 ? static_cast<void*>(dg16[i]->p) : dg32[i]->p, dm[i]->p, dv[i]->p,
+                         dx[i]->p, nullptr, n});
+      }
+      for (auto* t : {&host_t[2], &dev_t[2]}) {  // misaligned by one element
+        t->param = static_cast<std::uint16_t*>(t->param) + 1;
+        t->grad = grad_dtype == Dtype::bfloat16 ? static_cast<const void*>(static_cast<const std::uint16_t*>(t->grad) + 1)
+                                                : static_cast<const void*>(static_cast<const float*>(t->grad) + 1);
+        t->exp_avg = static_cast<std::uint16_t*>(t->exp_avg) + 1;
+        t->exp_avg_sq = static_cast<std::uint16_t*>(t->exp_avg_sq) + 1;
+        t->max_exp_avg_sq = static_cast<std::uint16_t*>(t->max_exp_avg_sq) + 1;
+        t->numel -= 1;
+      }
+      for (int step = 1; step <= 3; ++step) {
+        gpu.step(stream, dev_t, o, step, d);
+        ops_test::adam().step_sync(host_t, o, step, d);
+      }
+      stream.synchronize();
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        CHECK(dp[i]->get() == p[i]);
+        CHECK(dm[i]->get() == m[i]);
+        CHECK(dv[i]->get() == v[i]);
+        if (amsgrad) CHECK(dx[i]->get() == x[i]);
+      }
+    }
+  }
+
   // Tensor ops: cast to bf16, L2 norm, isfinite.
   const auto a = ops_test::random_floats(300000, 5, -3, 3);
   DeviceArray<float> da(a);

@@ -68,6 +68,7 @@ struct ModuleApi {
                             CUstream, void**, void**) = nullptr;
   CUresult (*memset_d32_async)(CUdeviceptr, unsigned, std::size_t, CUstream) = nullptr;
   CUresult (*get_error_string)(CUresult, const char**) = nullptr;
+  CUresult (*occupancy_max_active_blocks)(int*, CUfunction, int, std::size_t) = nullptr;  // optional
 
   [[nodiscard]] std::string describe(CUresult r) const {
     const char* s = nullptr;
@@ -97,6 +98,7 @@ inline const ModuleApi& module_api() {
     module_symbol(lib, "cuLaunchKernel", a->launch_kernel);
     module_symbol(lib, "cuMemsetD32Async", a->memset_d32_async);
     module_symbol(lib, "cuGetErrorString", a->get_error_string);
+    module_symbol(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", a->occupancy_max_active_blocks);
     if (a->module_load_data == nullptr || a->module_get_function == nullptr || a->launch_kernel == nullptr ||
         a->memset_d32_async == nullptr) {
       a->error = "libcuda.so.1 lacks cuModuleLoadData/cuModuleGetFunction/cuLaunchKernel";
@@ -207,6 +209,18 @@ struct LoadedKernels {
   int sms = 1;
 };
 
+/// How many blocks of `block` threads of f the device runs at once (one wave of a grid-stride kernel);
+/// `per_sm_if_unknown` per multiprocessor when the driver cannot say.
+inline unsigned resident_blocks(CUfunction f, unsigned block, int sms, int per_sm_if_unknown) {
+  int per_sm = 0;
+  const ModuleApi& api = module_api();
+  if (api.occupancy_max_active_blocks == nullptr ||
+      api.occupancy_max_active_blocks(&per_sm, f, static_cast<int>(block), 0) != CUDA_SUCCESS || per_sm < 1) {
+    per_sm = per_sm_if_unknown;
+  }
+  return static_cast<unsigned>(sms) * static_cast<unsigned>(per_sm);
+}
+
 inline void launch(CUfunction f, unsigned grid, unsigned block, StreamRef s, void** params, const char* what) {
   check_cu(module_api().launch_kernel(f, grid, 1, 1, block, 1, 1, 0, reinterpret_cast<CUstream>(s.get()), params,
                                       nullptr),
@@ -245,7 +259,11 @@ class FusedAdamOp {
         for (int c = 0; c < 3; ++c) {
           if (p == Dtype::bfloat16 && c != 0) continue;
           const std::optional<Dtype> copy = c == 0 ? std::nullopt : std::optional<Dtype>(c == 1 ? Dtype::float16 : Dtype::bfloat16);
-          kernels_[index(p, g, copy)] = static_cast<CUfunction>(k_.op.symbol(kernel_name(p, g, copy)));
+          const std::size_t i = index(p, g, copy);
+          kernels_[i] = static_cast<CUfunction>(k_.op.symbol(kernel_name(p, g, copy)));
+          // One wave: a larger grid-stride grid leaves a partial second wave (bf16: 2 of 3 blocks per SM
+          // idle for its length), a smaller one leaves multiprocessors short of loads in flight.
+          wave_[i] = detail::resident_blocks(kernels_[i], block_size, k_.sms, 2);
         }
       }
     }
@@ -265,7 +283,9 @@ class FusedAdamOp {
     detail::check_stream_device(k_, stream, "fused_adam");
     const ops::abi::AdamHParams h = ops::adam_hparams(options, step, dtypes);
     const std::vector<ops::abi::AdamTensor> t = ops::adam_tensors(tensors, options, dtypes);
-    CUfunction f = kernels_[index(dtypes.param, dtypes.grad, dtypes.model_copy)];
+    const std::size_t kernel_index = index(dtypes.param, dtypes.grad, dtypes.model_copy);
+    CUfunction f = kernels_[kernel_index];
+    const long long wave = wave_[kernel_index];
     const char* kernel = "accel_fused_adam";
     auto launch = std::make_unique<ops::abi::AdamLaunch>();
     launch->h = h;
@@ -284,7 +304,7 @@ class FusedAdamOp {
       if (n == 0) break;
       launch->chunk_start[n] = chunks;
       launch->num_tensors = n;
-      const auto grid = static_cast<unsigned>(std::min<long long>(chunks, static_cast<long long>(k_.sms) * 4));
+      const auto grid = static_cast<unsigned>(std::min<long long>(chunks, wave));
       void* params[] = {launch.get()};
       detail::launch(f, grid, block_size, stream, params, kernel);
     }
@@ -307,6 +327,7 @@ class FusedAdamOp {
 
   detail::LoadedKernels k_;
   std::array<CUfunction, 18> kernels_{};  ///< resolved once (adam_hparams() rejects the combinations left null)
+  std::array<unsigned, 18> wave_{};        ///< resident_blocks() of each kernel
 };
 
 /// fill / cast / scale / L2 norm / isfinite on a CUDA device. Pointers are device pointers.
