@@ -452,7 +452,7 @@ class TensorOpsOp {
 class RandomFillOp {
  public:
   enum class Kind { bits, uniform_float, uniform_double, normal_float, normal_double };
-  static constexpr unsigned block_size = 256;
+  static constexpr unsigned block_size = 512;
 
   explicit RandomFillOp(ops::LoadedOp op) {
     k_.op = std::move(op);
@@ -460,7 +460,9 @@ class RandomFillOp {
     k_.sms = detail::sm_count(k_.device);
     for (const Kind kind : {Kind::bits, Kind::uniform_float, Kind::uniform_double, Kind::normal_float,
                             Kind::normal_double}) {
-      kernels_[static_cast<std::size_t>(kind)] = static_cast<CUfunction>(k_.op.symbol(kernel_name(kind)));
+      const auto i = static_cast<std::size_t>(kind);
+      kernels_[i] = static_cast<CUfunction>(k_.op.symbol(kernel_name(kind)));
+      wave_[i] = detail::resident_blocks(kernels_[i], block_size, k_.sms, 4);
     }
   }
 
@@ -495,8 +497,7 @@ class RandomFillOp {
     // Units of one Philox block (16 bytes of output): at most (n + 3) / per_block + 1, whatever the offset.
     const unsigned long long units = (count + 3) / (wide ? 2 : 4) + 1;
     const unsigned long long blocks = (units + block_size - 1) / block_size;
-    const auto grid =
-        static_cast<unsigned>(std::min<unsigned long long>(blocks, static_cast<unsigned long long>(k_.sms) * 8));
+    const auto grid = static_cast<unsigned>(std::min<unsigned long long>(blocks, wave_[static_cast<std::size_t>(kind)]));
     detail::launch(kernels_[static_cast<std::size_t>(kind)], grid, block_size, s, params, kernel_name(kind));
   }
 
@@ -506,6 +507,7 @@ class RandomFillOp {
  private:
   detail::LoadedKernels k_;
   std::array<CUfunction, 5> kernels_{};
+  std::array<unsigned, 5> wave_{};  ///< resident_blocks() of each kernel: one wave of a grid-stride loop
 };
 
 /// The typed op each tag loads as on the CUDA backend.
