@@ -18,7 +18,9 @@ Checks (exit status 1 when one fails):
              measure): the issue's fp32 relative error <= 1e-6
   vs torch   accel after N steps against torch fused (fp32, --device, default cuda when present) after
              N steps: normwise max|accel - torch| / max|torch| <= 1e-6 (tests/ops/test_torch_reference.cpp's
-             measure); both are also shown against a float64 trajectory (informational)
+             measure); both are also shown against a float64 trajectory. Where they differ by more, the
+             check still passes when accel is within 1e-6 of the float64 trajectory and closer to it than
+             torch (torch is the one that is off); the largest difference is then printed below the table
 """
 import struct
 import sys
@@ -160,6 +162,18 @@ def normwise(a, b):
     return (a - b).abs().max().item() / scale if scale > 0 else (a - b).abs().max().item()
 
 
+def worst_element(accel, torch_out, ref, sizes):
+    """Where accel and torch differ most: tensor, index, and the three values."""
+    k = (accel.to(torch.float64) - torch_out.to(torch.float64)).abs().argmax().item()
+    tensor, start = 0, 0
+    while k >= start + sizes[tensor]:
+        start += sizes[tensor]
+        tensor += 1
+    differ = int(((accel.to(torch.float64) - torch_out.to(torch.float64)).abs() > 0).sum().item())
+    return (f"largest at tensor {tensor} element {k - start}: accel {accel[k].item():.9g}, torch "
+            f"{torch_out[k].item():.9g}, float64 {ref[k].item():.9g} ({differ} of {accel.numel()} elements differ)")
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0].startswith("-"):
@@ -175,6 +189,7 @@ def main():
     print(f"accel: {who}; torch {torch.__version__} fused on {device} ({dev_name}); "
           f"{len(sizes)} fp32 tensors {sizes} ({total} params), {steps} steps")
     ok = True
+    notes = []
     print("\n| case | check | param | exp_avg | exp_avg_sq | max_exp_avg_sq | limit | |")
     print("|---|---|---|---|---|---|---|---|")
     for c in cases:
@@ -184,21 +199,30 @@ def main():
         t = torch_fused(c, sizes, steps, device)
         ref = f64_trajectory(c, total, steps)
         roles = [r for r in ROLES if c["amsgrad"] or r != "max_exp_avg_sq"]
-        rows.append((f"accel vs torch fused, {steps} steps (normwise)",
-                     {r: normwise(c["after"][r], t[r]) for r in roles}, 1e-6, True))
-        rows.append(("accel vs float64 trajectory (normwise)", {r: normwise(c["after"][r], ref[r]) for r in roles},
-                     None, False))
-        rows.append(("torch fused vs float64 trajectory (normwise)", {r: normwise(t[r], ref[r]) for r in roles},
-                     None, False))
+        vs_torch = {r: normwise(c["after"][r], t[r]) for r in roles}
+        accel_f64 = {r: normwise(c["after"][r], ref[r]) for r in roles}
+        torch_f64 = {r: normwise(t[r], ref[r]) for r in roles}
+        rows.append((f"accel vs torch fused, {steps} steps (normwise)", vs_torch, 1e-6, True))
+        rows.append(("accel vs float64 trajectory (normwise)", accel_f64, None, False))
+        rows.append(("torch fused vs float64 trajectory (normwise)", torch_f64, None, False))
+        # Where accel and torch differ by more than the limit, the one further from float64 is the one
+        # that is off: accel passes when it is within the limit of float64 and closer to it than torch.
+        torch_off = [r for r in roles if vs_torch[r] > 1e-6 and accel_f64[r] <= 1e-6 and accel_f64[r] < torch_f64[r]]
+        for r in torch_off:
+            notes.append(f"{c['name']} {r}: accel and torch differ by {vs_torch[r]:.2e}, torch is off by "
+                         f"{torch_f64[r]:.2e} from float64 and accel by {accel_f64[r]:.2e}; {worst_element(c['after'][r], t[r], ref[r], sizes)}")
         for label, errs, limit, enforced in rows:
             worst = max(errs.values())
             verdict = ""
             if enforced:
-                good = worst <= limit
+                excused = label.startswith("accel vs torch") and all(errs[r] <= limit or r in torch_off for r in errs)
+                good = worst <= limit or excused
                 ok &= good
-                verdict = "pass" if good else "FAIL"
+                verdict = "pass" if worst <= limit else "pass (torch is off: see below)" if excused else "FAIL"
             cells = " | ".join(f"{errs[r]:.2e}" if r in errs else "-" for r in ROLES)
             print(f"| {c['name']} | {label} | {cells} | {limit if limit else '-'} | {verdict} |")
+    for n in notes:
+        print(f"\n{n}")
     print("\nall checks passed" if ok else "\nSOME CHECKS FAILED")
     return 0 if ok else 1
 
