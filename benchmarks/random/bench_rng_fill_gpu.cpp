@@ -4,7 +4,8 @@
 // tensor_ops' fill). Normal floats against curandGenerateNormal too. Each figure is GB/s of output
 // written (1e9 B/s), timed with CUDA events around one call, best of the repetitions; the summary prints
 // accel's rate over each baseline next to the targets (>= 1.0x cuRAND, >= 85 % of write
-// bandwidth, the better of memset and the store kernel). It also checks that accel and cuRAND wrote the
+// bandwidth, the better of memset and the store kernel). Then accel and cuRAND again, alternating call
+// by call (medians), the figure to compare them by. It also checks that accel and cuRAND wrote the
 // same uniforms. Without a CUDA device it says why and exits 0.
 //
 //   bench_rng_fill_gpu [--smoke] [google benchmark flags]
@@ -140,6 +141,79 @@ bool same_as_curand(std::size_t n) {
   return std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0;
 }
 
+// accel's fill and cuRAND's, alternating call by call (each timed with events around one call, the
+// order swapped every pair) for `pairs` pairs: medians. Measured one after the other, the two drift
+// apart by a few per cent with the GPU's state between runs; alternating cancels that.
+struct Paired {
+  double accel_us = 0.0;
+  double curand_us = 0.0;
+};
+
+Paired paired(bool normal, int pairs) {
+  curandGenerator_t gen{};
+  check(curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10), "curandCreateGenerator");
+  check(curandSetStream(gen, g_stream->get()), "curandSetStream");
+  check(curandSetPseudoRandomGeneratorSeed(gen, 42), "curandSetPseudoRandomGeneratorSeed");
+  accel::Generator g(42);
+  const cudaStream_t s = g_stream->get();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  const auto ours = [&] {
+    if (normal) {
+      cuda.fill_normal(*g_stream, g_out, g_count, 0.0f, 1.0f, g);
+    } else {
+      cuda.fill_uniform(*g_stream, g_out, g_count, g);
+    }
+  };
+  const auto theirs = [&] {
+    check(normal ? curandGenerateNormal(gen, g_out, g_count, 0.0f, 1.0f) : curandGenerateUniform(gen, g_out, g_count),
+          "curandGenerate");
+  };
+  const auto once = [&](const auto& enqueue) {
+    check(cudaEventRecord(start, s), "cudaEventRecord");
+    enqueue();
+    check(cudaEventRecord(stop, s), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    return static_cast<double>(ms) * 1e3;
+  };
+  (void)once(ours);  // warm-up
+  (void)once(theirs);
+  std::vector<double> a, c;
+  for (int i = 0; i < pairs; ++i) {
+    if (i % 2 == 0) {
+      a.push_back(once(ours));
+      c.push_back(once(theirs));
+    } else {
+      c.push_back(once(theirs));
+      a.push_back(once(ours));
+    }
+  }
+  std::sort(a.begin(), a.end());
+  std::sort(c.begin(), c.end());
+  check(cudaEventDestroy(start), "cudaEventDestroy");
+  check(cudaEventDestroy(stop), "cudaEventDestroy");
+  check(curandDestroyGenerator(gen), "curandDestroyGenerator");
+  return {a[a.size() / 2], c[c.size() / 2]};
+}
+
+void print_paired(int pairs) {
+  const Paired u = paired(false, pairs);
+  const Paired n = paired(true, pairs);
+  const double bytes = static_cast<double>(g_count * sizeof(float));
+  std::printf("\nalternating call by call, median of %d each (us per call; GB/s):\n", pairs);
+  std::printf("%-9s %10s %10s %12s %12s %10s\n", "fill", "accel us", "cuRAND us", "accel GB/s", "cuRAND GB/s",
+              "/cuRAND");
+  std::printf("%-9s %10.1f %10.1f %12.1f %12.1f %10.3f\n", "uniform", u.accel_us, u.curand_us, bytes / u.accel_us / 1e3,
+              bytes / u.curand_us / 1e3, u.curand_us / u.accel_us);
+  std::printf("%-9s %10.1f %10.1f %12.1f %12.1f %10.3f\n", "normal", n.accel_us, n.curand_us, bytes / n.accel_us / 1e3,
+              bytes / n.curand_us / 1e3, n.curand_us / n.accel_us);
+  std::printf("target (uniform, alternating medians): >= 1.0x cuRAND: %s\n",
+              u.curand_us / u.accel_us >= 1.0 ? "met" : "MISSED");
+}
+
 void print_summary(const bench_rng::RateRecorder& r) {
   const auto rate = [&](const char* name) { return r.rate(name); };
   const auto ratio = [](double a, double b) { return b == 0.0 ? 0.0 : a / b; };
@@ -176,7 +250,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<char*> args(argv, argv + argc);
-  if (bench_rng::take_smoke_flag(args)) g_count = std::size_t{1} << 20;
+  const bool smoke = bench_rng::take_smoke_flag(args);
+  if (smoke) g_count = std::size_t{1} << 20;
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
   if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
@@ -197,6 +272,7 @@ int main(int argc, char** argv) {
   bench_rng::RateRecorder recorder;
   benchmark::RunSpecifiedBenchmarks(&recorder);
   print_summary(recorder);
+  print_paired(smoke ? 5 : 41);
   std::printf("accel's uniforms equal curandGenerateUniform's (device generator, same seed and offset): %s\n",
               same ? "yes" : "NO");
   benchmark::Shutdown();
