@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
-#include <variant>
 #include <vector>
 
 namespace {
@@ -263,8 +262,8 @@ TEST_CASE("cuda: parse_visible_devices follows the driver's rules") {
 
   const auto uuids = parse_visible_devices("GPU-8932f937-d72c-4106-c12f-20bd9faed9f6, GPU-5d1a");
   REQUIRE(uuids.size() == 2);
-  CHECK(std::get<std::string>(uuids[0]) == "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6");
-  CHECK(std::get<std::string>(uuids[1]) == "GPU-5d1a");  // an abbreviation, kept verbatim
+  CHECK(uuids[0].uuid() == "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6");
+  CHECK(uuids[1].uuid() == "GPU-5d1a");  // an abbreviation, kept verbatim
   CHECK_FALSE(accel::cuda::is_mig(uuids[0]));
   CHECK(parse_visible_devices("GPU-5d1a,GPU-5d1a").empty());
   CHECK(parse_visible_devices("GPU-5d1a,GPU-") == V{std::string("GPU-5d1a")});
@@ -273,8 +272,14 @@ TEST_CASE("cuda: parse_visible_devices follows the driver's rules") {
   REQUIRE(mig.size() == 2);
   CHECK(accel::cuda::is_mig(mig[0]));
   CHECK(accel::cuda::is_mig(mig[1]));
-  CHECK(std::get<std::string>(mig[1]) == "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0");
+  CHECK(mig[1].uuid() == "MIG-GPU-8932f937-d72c-4106-c12f-20bd9faed9f6/1/0");
   CHECK_FALSE(accel::cuda::is_mig(VisibleDevice{3}));
+  CHECK(VisibleDevice{3}.is_ordinal());
+  CHECK(VisibleDevice{3}.ordinal() == 3);
+  CHECK(VisibleDevice{3}.uuid().empty());
+  CHECK_FALSE(mig[0].is_ordinal());
+  CHECK(mig[0].ordinal() == -1);
+  CHECK(VisibleDevice{3} != VisibleDevice{std::string("GPU-3")});
 
   CHECK(parse_visible_devices("GPU-5d1a,1") == V{std::string("GPU-5d1a"), 1});  // mixed forms
 }

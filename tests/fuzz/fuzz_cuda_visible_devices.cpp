@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <variant>
 
 namespace {
 
@@ -29,11 +28,13 @@ void accel_fuzz_one(std::string_view text) {
     for (std::size_t j = 0; j < i; ++j) {
       if (devices[j] == d) fail("an entry appears twice");
     }
-    if (const int* ordinal = std::get_if<int>(&d)) {
-      if (*ordinal < 0 || *ordinal > 1'000'000) fail("ordinal out of range");
-      joined += std::to_string(*ordinal);
+    if (d.is_ordinal()) {
+      if (!d.uuid().empty()) fail("an ordinal entry holds a UUID");
+      if (d.ordinal() > 1'000'000) fail("ordinal out of range");
+      joined += std::to_string(d.ordinal());
     } else {
-      const std::string& uuid = std::get<std::string>(d);
+      const std::string& uuid = d.uuid();
+      if (d.ordinal() != -1) fail("a UUID entry holds an ordinal");
       if (!(uuid.starts_with("GPU-") || uuid.starts_with("MIG-")) || uuid.size() <= 4) fail("bad UUID entry");
       if (uuid.find(',') != std::string::npos) fail("UUID entry holds a comma");
       if (std::isspace(static_cast<unsigned char>(uuid.back()))) fail("UUID entry not trimmed");

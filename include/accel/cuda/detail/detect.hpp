@@ -20,7 +20,6 @@
 #include <exception>
 #include <optional>
 #include <string>
-#include <variant>
 #include <vector>
 
 namespace accel::cuda::detail {
@@ -61,10 +60,10 @@ inline int nvml_count(const std::optional<std::vector<VisibleDevice>>& visible) 
   if (!visible) return static_cast<int>(raw);
   int count = 0;
   for (const auto& entry : *visible) {
-    if (const int* ordinal = std::get_if<int>(&entry)) {
-      if (*ordinal >= static_cast<int>(raw)) break;  // the driver stops at the first missing ordinal
+    if (entry.is_ordinal()) {
+      if (entry.ordinal() >= static_cast<int>(raw)) break;  // the driver stops at the first missing ordinal
     } else {
-      const auto& prefix = std::get<std::string>(entry);
+      const std::string& prefix = entry.uuid();
       if (is_mig(entry)) return -1;
       int matches = 0;
       for (const auto& uuid : uuids) matches += uuid.starts_with(prefix) ? 1 : 0;
