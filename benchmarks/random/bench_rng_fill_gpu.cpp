@@ -49,28 +49,46 @@ void check(curandStatus_t status, const char* what) {
   }
 }
 
+// GPU time of one call enqueued on g_stream, between two events.
+class CallTimer {
+ public:
+  CallTimer() {
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+  ~CallTimer() {
+    check(cudaEventDestroy(start_), "cudaEventDestroy");
+    check(cudaEventDestroy(stop_), "cudaEventDestroy");
+  }
+
+  template <class F>
+  double seconds(F&& enqueue) {
+    const cudaStream_t s = g_stream->get();
+    check(cudaEventRecord(start_, s), "cudaEventRecord");
+    enqueue();
+    check(cudaEventRecord(stop_, s), "cudaEventRecord");
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return static_cast<double>(ms) / 1e3;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
 // Times `enqueue` (one call on the stream) with events, one iteration per call.
 template <class F>
 void timed(benchmark::State& state, F&& enqueue) {
-  const cudaStream_t s = g_stream->get();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
+  CallTimer timer;
   enqueue();  // warm-up: first-use costs (module load, cuRAND's state setup) stay out of the timing
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  for (auto _ : state) {
-    check(cudaEventRecord(start, s), "cudaEventRecord");
-    enqueue();
-    check(cudaEventRecord(stop, s), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    state.SetIterationTime(static_cast<double>(ms) / 1e3);
-  }
+  check(cudaStreamSynchronize(g_stream->get()), "cudaStreamSynchronize");
+  for (auto _ : state) state.SetIterationTime(timer.seconds(enqueue));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(g_count * sizeof(float)));
-  check(cudaEventDestroy(start), "cudaEventDestroy");
-  check(cudaEventDestroy(stop), "cudaEventDestroy");
 }
 
 void accel_uniform(benchmark::State& state) {
@@ -155,10 +173,7 @@ Paired paired(bool normal, int pairs) {
   check(curandSetStream(gen, g_stream->get()), "curandSetStream");
   check(curandSetPseudoRandomGeneratorSeed(gen, 42), "curandSetPseudoRandomGeneratorSeed");
   accel::Generator g(42);
-  const cudaStream_t s = g_stream->get();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
+  CallTimer timer;
   const auto ours = [&] {
     if (normal) {
       cuda.fill_normal(*g_stream, g_out, g_count, 0.0f, 1.0f, g);
@@ -170,15 +185,7 @@ Paired paired(bool normal, int pairs) {
     check(normal ? curandGenerateNormal(gen, g_out, g_count, 0.0f, 1.0f) : curandGenerateUniform(gen, g_out, g_count),
           "curandGenerate");
   };
-  const auto once = [&](const auto& enqueue) {
-    check(cudaEventRecord(start, s), "cudaEventRecord");
-    enqueue();
-    check(cudaEventRecord(stop, s), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    return static_cast<double>(ms) * 1e3;
-  };
+  const auto once = [&](const auto& enqueue) { return timer.seconds(enqueue) * 1e6; };  // microseconds
   (void)once(ours);  // warm-up
   (void)once(theirs);
   std::vector<double> a, c;
@@ -193,8 +200,6 @@ Paired paired(bool normal, int pairs) {
   }
   std::sort(a.begin(), a.end());
   std::sort(c.begin(), c.end());
-  check(cudaEventDestroy(start), "cudaEventDestroy");
-  check(cudaEventDestroy(stop), "cudaEventDestroy");
   check(curandDestroyGenerator(gen), "curandDestroyGenerator");
   return {a[a.size() / 2], c[c.size() / 2]};
 }

@@ -3,11 +3,11 @@
 //
 // One launch per ACCEL_MT_MAX_TENSORS tensors: the list travels in the kernel parameters
 // (accel_adam_launch, __grid_constant__), blocks stride over 16384-element chunks of all tensors,
-// threads move 4 elements per access with fp32 params (16-byte accesses) and 8 with bf16 params (16-byte
-// accesses to the 16-bit arrays) when every pointer of the tensor is aligned for it, else 1. The host
-// sizes the grid to the blocks that fit on the device at once (one wave). Per element, the same fp32 operations as the CPU kernel
-// (kernels/cpu/fused_adam.cpp): with IEEE sqrt/div (NVRTC's defaults) and no FMA contraction, the
-// two backends compute the same bits.
+// threads move 4 elements per access with fp32 params (16-byte accesses) and 8 with bf16 params
+// (16-byte accesses to the 16-bit arrays) when every pointer of the tensor is aligned for it, else 1.
+// The host sizes the grid to the blocks that fit on the device at once (one wave). Per element, the
+// same fp32 operations as the CPU kernel (kernels/cpu/fused_adam.cpp): with IEEE sqrt/div (NVRTC's
+// defaults) and no FMA contraction, the two backends compute the same bits.
 //
 // Kernels: accel_fused_adam_p<param>_g<grad>_c<model copy>, param f32 (grad f32|f16|bf16, copy
 // none|f16|bf16) or bf16 (grad f32|f16|bf16, no copy); AMSGrad and AdamW are run-time flags.

@@ -183,6 +183,20 @@ struct DeviceArray {
   }
 };
 
+/// Moves each array of t one element on (element sizes in bytes) and drops one element: a tensor
+/// misaligned for the vector path, made the same way on the host and on the device.
+void drop_first_element(accel::ops::AdamTensor& t, std::size_t state_bytes, std::size_t grad_bytes,
+                        std::size_t copy_bytes) {
+  const auto on = [](void* p, std::size_t bytes) { return p == nullptr ? p : static_cast<char*>(p) + bytes; };
+  t.param = on(t.param, state_bytes);
+  t.grad = static_cast<const char*>(t.grad) + grad_bytes;
+  t.exp_avg = on(t.exp_avg, state_bytes);
+  t.exp_avg_sq = on(t.exp_avg_sq, state_bytes);
+  t.max_exp_avg_sq = on(t.max_exp_avg_sq, state_bytes);
+  t.model_copy = on(t.model_copy, copy_bytes);
+  t.numel -= 1;
+}
+
 }  // namespace
 
 TEST_CASE("cuda fused Adam and tensor ops compute the CPU kernels' bits (needs a GPU)") {
@@ -230,20 +244,9 @@ TEST_CASE("cuda fused Adam and tensor ops compute the CPU kernels' bits (needs a
         host_t.push_back({p[i].data(), g[i].data(), m[i].data(), v[i].data(), x[i].data(), c[i].data(), n});
         dev_t.push_back({dp[i]->p, dg[i]->p, dm[i]->p, dv[i]->p, dx[i]->p, dc[i]->p, n});
       }
-      dev_t[2].param = dp[2]->p + 1;  // misaligned: the scalar path (and the same on the host)
-      dev_t[2].grad = dg[2]->p + 1;
-      dev_t[2].exp_avg = dm[2]->p + 1;
-      dev_t[2].exp_avg_sq = dv[2]->p + 1;
-      dev_t[2].max_exp_avg_sq = dx[2]->p + 1;
-      dev_t[2].model_copy = dc[2]->p + 1;
-      dev_t[2].numel -= 1;
-      host_t[2].param = p[2].data() + 1;
-      host_t[2].grad = g[2].data() + 1;
-      host_t[2].exp_avg = m[2].data() + 1;
-      host_t[2].exp_avg_sq = v[2].data() + 1;
-      host_t[2].max_exp_avg_sq = x[2].data() + 1;
-      host_t[2].model_copy = c[2].data() + 1;
-      host_t[2].numel -= 1;
+      for (auto* t : {&host_t[2], &dev_t[2]}) {  // misaligned: the scalar path
+        drop_first_element(*t, sizeof(float), sizeof(float), sizeof(std::uint16_t));
+      }
       for (int step = 1; step <= 3; ++step) {
         gpu.step(stream, dev_t, o, step, d);
         ops_test::adam().step_sync(host_t, o, step, d);
@@ -301,14 +304,9 @@ TEST_CASE("cuda fused Adam and tensor ops compute the CPU kernels' bits (needs a
         dev_t.push_back({dp[i]->p, g_is_bf16 ? static_cast<void*>(dg16[i]->p) : dg32[i]->p, dm[i]->p, dv[i]->p,
                          dx[i]->p, nullptr, n});
       }
-      for (auto* t : {&host_t[2], &dev_t[2]}) {  // misaligned by one element
-        t->param = static_cast<std::uint16_t*>(t->param) + 1;
-        t->grad = grad_dtype == Dtype::bfloat16 ? static_cast<const void*>(static_cast<const std::uint16_t*>(t->grad) + 1)
-                                                : static_cast<const void*>(static_cast<const float*>(t->grad) + 1);
-        t->exp_avg = static_cast<std::uint16_t*>(t->exp_avg) + 1;
-        t->exp_avg_sq = static_cast<std::uint16_t*>(t->exp_avg_sq) + 1;
-        t->max_exp_avg_sq = static_cast<std::uint16_t*>(t->max_exp_avg_sq) + 1;
-        t->numel -= 1;
+      for (auto* t : {&host_t[2], &dev_t[2]}) {  // misaligned: the scalar path
+        const std::size_t grad_bytes = grad_dtype == Dtype::bfloat16 ? sizeof(std::uint16_t) : sizeof(float);
+        drop_first_element(*t, sizeof(std::uint16_t), grad_bytes, 0);
       }
       for (int step = 1; step <= 3; ++step) {
         gpu.step(stream, dev_t, o, step, d);
