@@ -70,6 +70,117 @@ TEST_CASE("AllocatorConfig: an unknown option or a bad value is an error that qu
   }
 }
 
+TEST_CASE("AllocatorConfig: roundup_power2_divisions has one rule in every form: 0 or a power of 2") {
+  // The same values are accepted alone and in a list ('>' or an interval), and the same refused.
+  for (const char* good : {"0", "1", "2", "4", "1024", "36028797018963968", "9223372036854775808"}) {
+    CAPTURE(good);
+    const auto alone = AllocatorConfig::parse(std::string("roundup_power2_divisions:") + good);
+    const auto rest = AllocatorConfig::parse(std::string("roundup_power2_divisions:[>:") + good + "]");
+    const auto interval = AllocatorConfig::parse(std::string("roundup_power2_divisions:[1:") + good + "]");
+    const std::size_t value = std::stoull(good);
+    for (std::size_t d : alone.roundup_power2_divisions) CHECK(d == value);
+    CHECK(rest.roundup_power2_divisions[0] == 0);  // '>' fills the buckets after the last interval
+    CHECK(rest.roundup_power2_divisions[15] == value);
+    CHECK(interval.roundup_power2_divisions[0] == value);
+  }
+  for (const char* bad : {"3", "6", "36028797018963969", "18446744073709551615", "18446744073709551616", "-4"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS((void)AllocatorConfig::parse(std::string("roundup_power2_divisions:") + bad),
+                    accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)AllocatorConfig::parse(std::string("roundup_power2_divisions:[>:") + bad + "]"),
+                    accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)AllocatorConfig::parse(std::string("roundup_power2_divisions:[256:") + bad + "]"),
+                    accel::InvalidArgumentError);
+  }
+  // 0 means off, as 1 does.
+  CHECK(AllocatorConfig::parse("roundup_power2_divisions:0") == AllocatorConfig{});
+}
+
+TEST_CASE("AllocatorConfig: huge roundup_power2_divisions do not overflow the rounding") {
+  using accel::caching::round_size;
+  // 2^55 divisions and more used to overflow 512 * divisions: a 700 MiB request rounded to 1 GiB.
+  for (const char* conf : {"roundup_power2_divisions:36028797018963968", "roundup_power2_divisions:9223372036854775808",
+                           "roundup_power2_divisions:[>:36028797018963968]",
+                           "roundup_power2_divisions:[512:1152921504606846976]"}) {
+    CAPTURE(conf);
+    const auto c = AllocatorConfig::parse(conf);
+    CHECK(round_size(700 * MiB, c) == 700 * MiB);
+    CHECK(round_size(700 * MiB + 1, c) == 700 * MiB + 512);
+    CHECK(round_size(std::size_t{3} << 40, c) == std::size_t{3} << 40);
+    CHECK(round_size(accel::caching::max_request, c) >= accel::caching::max_request);
+    CHECK(round_size(accel::caching::max_request, c) - accel::caching::max_request < 512);
+  }
+  // Divisions apply only above 512 * d bytes, exactly as before.
+  const auto d20 = AllocatorConfig::parse("roundup_power2_divisions:1048576");
+  CHECK(round_size(1024 * MiB + 1, d20) == 1024 * MiB + 1024);  // 512 * 2^20 < size: steps of 1 GiB / 2^20
+  const auto d21 = AllocatorConfig::parse("roundup_power2_divisions:2097152");
+  CHECK(round_size(768 * MiB + 1, d21) == 768 * MiB + 512);  // 512 * 2^21 = 1 GiB > size: plain (not +256)
+}
+
+TEST_CASE("AllocatorConfig: an option given twice and an empty entry are refused by name") {
+  const auto message = [](const std::string& text) -> std::string {
+    try {
+      (void)AllocatorConfig::parse(text);
+    } catch (const accel::InvalidArgumentError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  for (const char* option : {"max_split_size_mb:100", "max_non_split_rounding_mb:30", "roundup_power2_divisions:4",
+                             "garbage_collection_threshold:0.5"}) {
+    const std::string o(option);
+    const std::string name = o.substr(0, o.find(':'));
+    CAPTURE(o);
+    CHECK(message(o + "," + o).find("option " + name + " is given twice") != std::string::npos);
+    CHECK(message(o + ",max_split_size_mb:64," + name + ":" + o.substr(o.find(':') + 1))
+              .find("option " + name + " is given twice") != std::string::npos);
+    CHECK(message(o + ",").find("an empty entry (a trailing ',')") != std::string::npos);
+    CHECK(message(o + " , ").find("an empty entry (a trailing ',')") != std::string::npos);
+    CHECK(message("," + o).find("an empty entry before the first ','") != std::string::npos);
+    CHECK(message(o + ",,max_split_size_mb:64").find("an empty entry (',,')") != std::string::npos);
+  }
+  CHECK(message("roundup_power2_divisions:[256:1,]").find("an empty entry (a trailing ',') in the list") !=
+        std::string::npos);
+  CHECK(message("roundup_power2_divisions:[,256:1]").find("an empty entry in the list") != std::string::npos);
+  CHECK(message("roundup_power2_divisions:[256:1,,512:2]").find("an empty entry in the list") != std::string::npos);
+  CHECK(message("roundup_power2_divisions:[]").find("an empty list") != std::string::npos);
+  CHECK(message("roundup_power2_divisions:[256:1,256:2]").find("interval '256' MiB is given twice") !=
+        std::string::npos);
+  CHECK(message("roundup_power2_divisions:[32768:1,65536:2]").find("interval '65536' MiB is given twice") !=
+        std::string::npos);  // both name the last bucket
+  CHECK(message("roundup_power2_divisions:[>:1,>:2]").find("'>' is given twice") != std::string::npos);
+  // What stays accepted: spaces anywhere, an empty text, every option once.
+  CHECK(message(" max_split_size_mb : 100 , roundup_power2_divisions : [ 256 : 1 , > : 2 ] ") == "(accepted)");
+  CHECK(message("   ") == "(accepted)");
+}
+
+TEST_CASE("AllocatorConfig: messages quote at most 100 characters of the text, escaped") {
+  const auto message = [](const std::string& text) -> std::string {
+    try {
+      (void)AllocatorConfig::parse(text);
+    } catch (const accel::InvalidArgumentError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  const std::string long_value = "max_split_size_mb:" + std::string(100000, '9');
+  const std::string m = message(long_value);
+  INFO(m);
+  CHECK(m.size() < 500);
+  CHECK(m.find("ACCEL_ALLOC_CONF='" + long_value.substr(0, 100) + "...' (100018 characters)") != std::string::npos);
+  CHECK(m.find("option max_split_size_mb: '" + std::string(40, '9') + "...' is not a non-negative integer") !=
+        std::string::npos);
+
+  const std::string long_option = std::string(100000, 'x') + ":1";
+  const std::string u = message(long_option);
+  CHECK(u.size() < 500);
+  CHECK(u.find("unknown option '" + std::string(40, 'x') + "...'") != std::string::npos);
+
+  // Control characters and quotes are escaped, so the quote stays readable on one line.
+  const std::string c = message(std::string("max_split_size_mb:1\n'2\x01"));
+  CHECK(c.find("ACCEL_ALLOC_CONF='max_split_size_mb:1\\x0a\\x272\\x01'") != std::string::npos);
+}
+
 TEST_CASE("AllocatorConfig: from_env reads ACCEL_ALLOC_CONF") {
   ::setenv("ACCEL_ALLOC_CONF", "max_split_size_mb:128", 1);
   CHECK(AllocatorConfig::from_env().max_split_size == 128 * MiB);

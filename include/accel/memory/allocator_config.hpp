@@ -15,8 +15,12 @@
 //   garbage_collection_threshold:T in (0, 1). Only with a memory fraction set: once reserved memory
 //                                  exceeds T * the allowed maximum, old unsplit cached large blocks
 //                                  are freed before a new segment is allocated (no synchronization).
-// An unknown option or a bad value throws InvalidArgumentError quoting the text and listing the
-// valid options. Unlike torch, unknown options are not skipped: a typo is an error.
+// roundup_power2_divisions follows one rule in both forms: 0 (off) or a power of two (torch refuses 0
+// as a single value but takes it in a list; its documentation allows both). An unknown option, a bad
+// value, an option given twice, an interval given twice and an empty entry (",,", a leading or
+// trailing ',', "[]") throw InvalidArgumentError naming what was wrong, quoting the text (its first
+// 100 characters, control characters escaped) and listing the valid options. Unlike torch, unknown
+// options are not skipped: a typo is an error.
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -64,16 +68,18 @@ struct AllocatorConfig {
     AllocatorConfig config;
     const std::vector<std::string> tokens = tokenize(text);
     const auto fail = [&](const std::string& why) -> InvalidArgumentError {
-      return InvalidArgumentError(std::string(source) + "='" + std::string(text) + "': " + why +
-                                  " (valid options: " + std::string(valid_options) + ")");
+      return InvalidArgumentError(std::string(source) + "='" + excerpt(text, max_quoted_text) + "'" +
+                                  (text.size() > max_quoted_text ? " (" + std::to_string(text.size()) + " characters)"
+                                                                 : std::string()) +
+                                  ": " + why + " (valid options: " + std::string(valid_options) + ")");
     };
     const auto token = [&](std::size_t i) -> std::string_view {
       return i < tokens.size() ? std::string_view(tokens[i]) : std::string_view();
     };
+    const auto shown = [&](std::size_t i) { return "'" + excerpt(token(i), max_quoted_token) + "'"; };
     const auto expect = [&](std::size_t i, std::string_view what) {
       if (token(i) != what) {
-        throw fail("expected '" + std::string(what) + "'" +
-                   (i < tokens.size() ? " before '" + tokens[i] + "'" : std::string(" at the end")));
+        throw fail("expected '" + std::string(what) + "'" + (i < tokens.size() ? " before " + shown(i) : std::string(" at the end")));
       }
     };
     const auto to_size = [&](std::size_t i, std::string_view option) -> std::size_t {
@@ -81,7 +87,7 @@ struct AllocatorConfig {
       std::size_t value = 0;
       const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
       if (t.empty() || ec != std::errc{} || end != t.data() + t.size()) {
-        throw fail("option " + std::string(option) + ": '" + std::string(t) + "' is not a non-negative integer");
+        throw fail("option " + std::string(option) + ": " + shown(i) + " is not a non-negative integer");
       }
       return value;
     };
@@ -91,50 +97,75 @@ struct AllocatorConfig {
       value = detail::min_of(value, unlimited / mib);
       return value * mib;
     };
+    // One rule for every form of roundup_power2_divisions (a single value, or a value of the list):
+    // 0 (off) or a power of two.
+    const auto divisions = [&](std::size_t i) -> std::size_t {
+      const std::size_t value = to_size(i, "roundup_power2_divisions");
+      if (value != 0 && !std::has_single_bit(value)) {
+        throw fail("roundup_power2_divisions: " + std::to_string(value) +
+                   " divisions; the divisions must be a power of 2, or 0 to disable rounding");
+      }
+      return value;
+    };
 
+    constexpr std::string_view options[] = {"max_split_size_mb", "max_non_split_rounding_mb", "roundup_power2_divisions",
+                                            "garbage_collection_threshold"};
+    bool given[std::size(options)] = {};
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       const std::string& key = tokens[i];
+      if (key == ",") throw fail(i == 0 ? "an empty entry before the first ','" : "an empty entry (',,')");
+      std::size_t option = 0;
+      while (option < std::size(options) && options[option] != key) ++option;
+      if (option == std::size(options)) {
+        if (key == ":" || key == "[" || key == "]") throw fail("unexpected '" + key + "'");
+        throw fail("unknown option " + shown(i));
+      }
+      if (given[option]) throw fail("option " + key + " is given twice");
+      given[option] = true;
+      expect(++i, ":");
       if (key == "max_split_size_mb") {
-        expect(++i, ":");
         config.max_split_size = megabytes(++i, key);
       } else if (key == "max_non_split_rounding_mb") {
-        expect(++i, ":");
         config.max_non_split_rounding_size = megabytes(++i, key);
       } else if (key == "garbage_collection_threshold") {
-        expect(++i, ":");
-        const std::string t(token(++i));
-        char* end = nullptr;
-        const double value = t.empty() ? 0.0 : std::strtod(t.c_str(), &end);
-        if (t.empty() || end != t.c_str() + t.size()) {
-          throw fail("option garbage_collection_threshold: '" + t + "' is not a number");
+        const std::string_view t = token(++i);
+        double value = 0.0;
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+        if (t.empty() || ec != std::errc{} || end != t.data() + t.size()) {
+          throw fail("option garbage_collection_threshold: " + shown(i) + " is not a number");
         }
         if (!(value > 0.0 && value < 1.0)) {
-          throw fail("option garbage_collection_threshold: " + t + " is not in (0.0, 1.0)");
+          throw fail("option garbage_collection_threshold: " + shown(i) + " is not in (0.0, 1.0)");
         }
         config.garbage_collection_threshold = value;
-      } else if (key == "roundup_power2_divisions") {
-        expect(++i, ":");
+      } else {  // roundup_power2_divisions
         auto& div = config.roundup_power2_divisions;
         if (token(++i) == "[") {
           bool first_value = true;
+          bool rest_given = false;
+          std::size_t entries = 0;
           std::size_t last_index = 0;
+          std::array<bool, roundup_buckets> bucket_given{};
           while (++i < tokens.size() && tokens[i] != "]") {
+            if (tokens[i] == ",") throw fail("roundup_power2_divisions: an empty entry in the list");
             const std::size_t key_index = i;
             expect(++i, ":");
-            const std::size_t value = to_size(++i, key);
-            if (value != 0 && !std::has_single_bit(value)) {
-              throw fail("roundup_power2_divisions: " + std::to_string(value) +
-                         " divisions; the divisions must be a power of 2, or 0 to disable rounding");
-            }
+            const std::size_t value = divisions(++i);
             if (tokens[key_index] == ">") {
+              if (rest_given) throw fail("roundup_power2_divisions: '>' is given twice");
+              rest_given = true;
               for (std::size_t k = last_index + 1; k < div.size(); ++k) div[k] = value;
             } else {
               const std::size_t boundary = to_size(key_index, key);
               if (!std::has_single_bit(boundary)) {
-                throw fail("roundup_power2_divisions: interval '" + tokens[key_index] +
-                           "' MiB is not a power of 2");
+                throw fail("roundup_power2_divisions: interval " + shown(key_index) + " MiB is not a power of 2");
               }
               const auto index = detail::min_of(static_cast<std::size_t>(std::bit_width(boundary) - 1), div.size() - 1);
+              if (bucket_given[index]) {
+                throw fail("roundup_power2_divisions: interval " + shown(key_index) +
+                           " MiB is given twice (or names the same bucket as an earlier one)");
+              }
+              bucket_given[index] = true;
               if (first_value) {
                 for (std::size_t k = 0; k < index; ++k) div[k] = value;
                 first_value = false;
@@ -142,22 +173,22 @@ struct AllocatorConfig {
               div[index] = value;
               last_index = index;
             }
-            if (token(i + 1) != "]") expect(++i, ",");
+            ++entries;
+            if (token(i + 1) != "]") {
+              expect(++i, ",");
+              if (token(i + 1) == "]") throw fail("roundup_power2_divisions: an empty entry (a trailing ',') in the list");
+            }
           }
           if (i >= tokens.size()) throw fail("roundup_power2_divisions: missing closing ']'");
+          if (entries == 0) throw fail("roundup_power2_divisions: an empty list");
         } else {
-          const std::size_t value = to_size(i, key);
-          if (!std::has_single_bit(value)) {
-            throw fail("roundup_power2_divisions: " + std::to_string(value) + " is not a power of 2");
-          }
-          div.fill(value);
+          div.fill(divisions(i));
         }
-      } else if (key == "," || key == ":" || key == "[" || key == "]") {
-        throw fail("unexpected '" + key + "'");
-      } else {
-        throw fail("unknown option '" + key + "'");
       }
-      if (i + 1 < tokens.size()) expect(++i, ",");
+      if (i + 1 < tokens.size()) {
+        expect(++i, ",");
+        if (i + 1 == tokens.size()) throw fail("an empty entry (a trailing ',')");
+      }
     }
     return config;
   }
@@ -171,7 +202,29 @@ struct AllocatorConfig {
 
   friend bool operator==(const AllocatorConfig&, const AllocatorConfig&) = default;
 
+  /// Messages quote at most this many characters of the text, and of one of its tokens.
+  static constexpr std::size_t max_quoted_text = 100;
+  static constexpr std::size_t max_quoted_token = 40;
+
  private:
+  // At most `limit` characters of `text`, control characters and quotes escaped, "..." when cut.
+  static std::string excerpt(std::string_view text, std::size_t limit) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
+      const auto ch = static_cast<unsigned char>(text[i]);
+      if (ch < 0x20 || ch == 0x7f || ch == '\'' || ch == '\\') {
+        out += "\\x";
+        out += hex[ch >> 4];
+        out += hex[ch & 15];
+      } else {
+        out += static_cast<char>(ch);
+      }
+    }
+    if (text.size() > limit) out += "...";
+    return out;
+  }
+
   static std::vector<std::string> tokenize(std::string_view text) {
     std::vector<std::string> tokens;
     std::string buf;

@@ -47,7 +47,10 @@ inline constexpr std::size_t max_request = std::numeric_limits<std::size_t>::max
 [[nodiscard]] constexpr std::size_t round_size(std::size_t size, const AllocatorConfig& config) noexcept {
   if (size < min_block_size) return min_block_size;
   const std::size_t divisions = config.divisions_for(size);
-  if (divisions > 1 && size > min_block_size * divisions) return roundup_power2_next_division(size, divisions);
+  // size > min_block_size * divisions, written so that it cannot overflow (divisions may be 2^63).
+  if (divisions > 1 && divisions < (size + min_block_size - 1) / min_block_size) {
+    return roundup_power2_next_division(size, divisions);
+  }
   return min_block_size * ((size + min_block_size - 1) / min_block_size);
 }
 
