@@ -17,6 +17,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -187,6 +189,93 @@ TEST_CASE("failure: out of memory under a memory fraction frees the cache, retri
     CHECK(Memory::memory_reserved(0) <= allowed);
     CHECK(check_invariants(Memory::memory_stats(0)).empty());
   }
+}
+
+// ---- the allocator's own bookkeeping cannot grow (ulimit -v) ---------------------------------------------
+
+// The address and thread sanitizers reserve terabytes of shadow memory and map more as the program
+// runs, so an address-space limit breaks them rather than the allocator: this case runs in the plain
+// build (scripts/test.sh) and says so under them.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ACCEL_TEST_NO_ADDRESS_SPACE_LIMIT 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ACCEL_TEST_NO_ADDRESS_SPACE_LIMIT 1
+#endif
+
+TEST_CASE("failure: out of address space for the allocator's bookkeeping (ulimit -v) is an OutOfMemoryError") {
+#if defined(ACCEL_TEST_NO_ADDRESS_SPACE_LIMIT)
+  MESSAGE("SKIPPED under a sanitizer: its runtime needs address space that RLIMIT_AS would refuse; the plain build "
+          "runs this case");
+#else
+  // In a child: 2^17 live blocks fill cpu:0's live-block index to the point where one more needs a
+  // table twice as large (8 MiB); then RLIMIT_AS leaves 2 MiB of address space, and one more block is
+  // asked for. It fits in a cached segment: only the bookkeeping has to grow, and cannot.
+  constexpr std::size_t blocks = std::size_t{1} << 17;
+  const accel_test::ChildResult r = accel_test::run_in_child([&]() -> int {
+    accel::cpu::HostCachingAllocator a(0, accel::AllocatorConfig{});
+    const StreamRef s = Streams::default_stream(0);
+    const auto stat = [&](const char* key) { return a.stats().flat().at(key); };
+    std::vector<void*> live(blocks + 2, nullptr);
+    live[0] = a.allocate(1024, s);  // one block of two slots: the last segment keeps room for more
+    for (std::size_t i = 1; i < blocks; ++i) live[i] = a.allocate(512, s);
+    const auto segments = stat("segment.all.current");
+    const auto reserved = stat("reserved_bytes.all.current");
+
+    rlimit old{};
+    if (::getrlimit(RLIMIT_AS, &old) != 0) return 10;
+    std::FILE* statm = std::fopen("/proc/self/statm", "r");
+    unsigned long long pages = 0;
+    if (statm == nullptr || std::fscanf(statm, "%llu", &pages) != 1) return 11;
+    std::fclose(statm);
+    rlimit tight = old;
+    tight.rlim_cur = static_cast<rlim_t>(pages * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE)) + 2 * MiB);
+    if (::setrlimit(RLIMIT_AS, &tight) != 0) return 12;
+
+    try {
+      live[blocks] = a.allocate(512, s);
+      std::fprintf(stderr, "child: the allocation succeeded under the limit\n");
+      return 20;
+    } catch (const accel::OutOfMemoryError& e) {
+      const std::string what = e.what();
+      if (!contains(what, "cpu:0 out of memory") || !contains(what, "its own bookkeeping") ||
+          !contains(what, "ulimit -v")) {
+        std::fprintf(stderr, "child: message: %s\n", what.c_str());
+        return 21;
+      }
+      if (e.requested_bytes() != 512) return 22;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "child: std::bad_alloc escaped from allocate\n");
+      return 23;
+    }
+    // Counted as any out-of-memory: the cache was flushed and the reservation retried, then num_ooms.
+    if (stat("num_ooms") != 1) return 30;
+    if (stat("num_alloc_retries") != 1) return 31;
+    if (stat("allocation.all.current") != static_cast<std::int64_t>(blocks)) return 32;
+    if (stat("allocated_bytes.all.current") != static_cast<std::int64_t>((blocks + 1) * 512)) return 33;
+    if (stat("segment.all.current") != segments || stat("reserved_bytes.all.current") != reserved) return 34;
+
+    // Usable under the limit: a freed block is reused without growing anything.
+    a.free(live[1]);
+    live[1] = a.allocate(512, s);
+    if (live[1] == nullptr || stat("allocation.all.current") != static_cast<std::int64_t>(blocks)) return 40;
+    // And once the limit is lifted, it grows again.
+    if (::setrlimit(RLIMIT_AS, &old) != 0) return 41;
+    live[blocks] = a.allocate(512, s);
+    live[blocks + 1] = a.allocate(3 * MiB, s);
+    if (stat("allocation.all.current") != static_cast<std::int64_t>(blocks + 2)) return 42;
+    for (void* p : live) a.free(p);
+    a.empty_cache();
+    if (stat("reserved_bytes.all.current") != 0 || stat("allocated_bytes.all.current") != 0) return 43;
+    if (stat("num_ooms") != 1) return 44;
+    if (a.bookkeeping_bytes() >= MiB) return 45;
+    return 0;
+  });
+  CHECK(r.exited);
+  CHECK(r.code == 0);
+#endif
 }
 
 // ---- a task that throws ------------------------------------------------------------------------------

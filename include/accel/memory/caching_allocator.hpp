@@ -15,7 +15,11 @@
 //   max_split_size is set), then synchronize events, release every unsplit cached segment and retry
 //   (num_alloc_retries), then throw accel::OutOfMemoryError (num_ooms) with the device, the request and
 //   the allocated / reserved / free / total / allowed figures. A memory fraction caps reserved bytes,
-//   and going over it counts as a failed raw allocation, as with torch's per-process fraction;
+//   and going over it counts as a failed raw allocation, as with torch's per-process fraction. When
+//   the allocator's own records cannot grow (std::bad_alloc: `ulimit -v`, an exhausted heap), the same
+//   ladder runs and the same OutOfMemoryError says so: no std::bad_alloc leaves allocate();
+// - the records of blocks and segments (memory/detail/slot_pool.hpp) and the live-block index shrink
+//   with the cache at empty_cache() (bookkeeping_bytes());
 // - statistics (memory/stats.hpp) mean what torch's mean.
 // - graph pools (torch's private pools): while a graph captures on a stream, begin_allocate_to_pool
 //   routes that stream's allocations to the graph's PrivatePool, whose segments serve nothing else;
@@ -99,7 +103,7 @@ class CachingAllocator {
         b->~Block();
         b = next;
       }
-      delete segment;
+      segment_records_.destroy(segment);
     }
     segments_.clear();
   }
@@ -115,7 +119,7 @@ class CachingAllocator {
     std::unique_lock lock(mutex_);
     if (!events_.empty()) [[unlikely]] process_events();
     if (bytes > caching::max_request) [[unlikely]] throw out_of_memory(bytes, bytes);
-    reserve_bookkeeping();
+    if (!bookkeeping_ready()) [[unlikely]] ensure_bookkeeping(lock, bytes, false);
 
     const std::size_t size = round_size(bytes);
     const bool small = caching::is_small(size);
@@ -226,10 +230,19 @@ class CachingAllocator {
   }
 
   /// Synchronizes pending events and releases every cached segment that is entirely free (a graph
-  /// pool's only once no graph holds the pool).
+  /// pool's only once no graph holds the pool), and the bookkeeping that recorded them.
   void empty_cache() {
     std::unique_lock lock(mutex_);
     release_cached_blocks(lock);
+    trim_bookkeeping();
+  }
+
+  /// Bytes of the allocator's own records, outside its segments: blocks, segments, the segment map's
+  /// nodes and the index of live blocks. They grow with the number of blocks and shrink again at
+  /// empty_cache(): with nothing reserved, a few KiB at most.
+  [[nodiscard]] std::size_t bookkeeping_bytes() const {
+    std::unique_lock lock(mutex_);
+    return blocks_.bytes() + segment_records_.bytes() + arena_.bytes() + map_.bytes();
   }
 
   /// Whether p lies inside a segment of this allocator (allocated or cached).
@@ -381,13 +394,40 @@ class CachingAllocator {
   // Garbage collection runs only with a memory fraction and a threshold (set_memory_fraction).
   [[nodiscard]] bool gc_enabled() const noexcept { return gc_enabled_; }
 
-  // Takes the storage an allocation may need before anything changes, so that a std::bad_alloc
-  // here leaves the allocator as it was.
-  // (The segment map's node comes from the arena; a split or a new segment needs one block each.)
-  [[gnu::always_inline]] void reserve_bookkeeping() {
-    map_.reserve_one();
-    arena_.reserve(1);
-    blocks_.reserve(2);
+  // The storage an allocation may need is taken before anything changes, so that running out of it
+  // leaves the allocator as it was: an entry in the live-block index, and for a split or a new segment
+  // one block each; a new segment also needs its record and a node of the segment map.
+  [[gnu::always_inline]] bool bookkeeping_ready() const noexcept {
+    return map_.has_room_for_one() && arena_.has(1) && blocks_.has(2);
+  }
+  bool try_reserve_bookkeeping(bool new_segment) noexcept {
+    try {
+      map_.reserve_one();
+      arena_.reserve(1);
+      blocks_.reserve(2);
+      if (new_segment) segment_records_.reserve(1);
+      return true;
+    } catch (const std::bad_alloc&) {  // the process is out of address space or heap (ulimit -v)
+      return false;
+    }
+  }
+  // Storage for the bookkeeping, by the OOM ladder when the system refuses it: release the cached
+  // segments (and the records they free), retry, then OutOfMemoryError saying what could not grow
+  // (never a std::bad_alloc out of allocate: torch users catch the out-of-memory error).
+  [[gnu::noinline]] void ensure_bookkeeping(Lock& lock, std::size_t bytes, bool new_segment) {
+    if (try_reserve_bookkeeping(new_segment)) return;
+    release_cached_blocks(lock);  // may wait for events with the lock released
+    trim_bookkeeping();
+    ++stats_.num_alloc_retries;
+    if (try_reserve_bookkeeping(new_segment)) return;
+    throw out_of_memory(bytes, 0);
+  }
+  // Returns the chunks of records that are all free, and shrinks a sparse live-block index.
+  void trim_bookkeeping() noexcept {
+    blocks_.trim();
+    segment_records_.trim();
+    arena_.trim();
+    map_.shrink();
   }
 
   // ---- malloc ---------------------------------------------------------------------------------
@@ -410,13 +450,14 @@ class CachingAllocator {
                                              bool small, PrivatePoolT* owner, Pool& pool) {
     const std::size_t alloc_size = caching::segment_size(size);
     if (gc_enabled()) garbage_collect_cached_blocks();
+    ensure_bookkeeping(lock, bytes, true);
     Block* block = alloc_block(alloc_size, stream_id, small, false, owner);
     if (block == nullptr && release_available_cached_blocks(pool, stream_id, size)) {
       block = alloc_block(alloc_size, stream_id, small, false, owner);
     }
     if (block == nullptr) {
       release_cached_blocks(lock);  // may wait for events with the lock released
-      reserve_bookkeeping();
+      ensure_bookkeeping(lock, bytes, true);
       block = alloc_block(alloc_size, stream_id, small, true, owner);
     }
     if (block == nullptr) throw out_of_memory(bytes, alloc_size);
@@ -493,12 +534,13 @@ class CachingAllocator {
   }
 
   // A new segment of `size` bytes, or nullptr when the raw allocator or the fraction cap refuses.
-  Block* alloc_block(std::size_t size, std::uint64_t stream, bool small, bool is_retry, PrivatePoolT* owner) {
+  // Its records come from storage reserved by ensure_bookkeeping(..., true).
+  Block* alloc_block(std::size_t size, std::uint64_t stream, bool small, bool is_retry, PrivatePoolT* owner) noexcept {
     if (is_retry) ++stats_.num_alloc_retries;
     if (fraction_set_ && (reserved_ > allowed_ || size > allowed_ - reserved_)) return nullptr;
-    auto segment = std::make_unique<Segment>();
     void* p = RawMemory::allocate(device_, size);
     if (p == nullptr) return nullptr;
+    Segment* segment = segment_records_.make();
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     segment->ptr = address;
     segment->size = size;
@@ -506,9 +548,9 @@ class CachingAllocator {
     segment->small = small;
     segment->owner = owner;
     if (owner != nullptr) ++owner->segments;
-    Block* block = blocks_.make(address, size, stream, segment.get(), small);
+    Block* block = blocks_.make(address, size, stream, segment, small);
     segment->head = block;
-    segments_.emplace(address, segment.release());  // node storage was reserved
+    segments_.emplace(address, segment);  // node storage was reserved
     reserved_ += size;
     const std::size_t st = stat_index(small);
     stats_.segment.increase(st, 1);
@@ -700,7 +742,7 @@ class CachingAllocator {
     stats_.reserved_bytes.decrease(st, static_cast<std::int64_t>(block->size));
     if (block->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
     segments_.erase(segment->ptr);
-    delete segment;
+    segment_records_.destroy(segment);
     blocks_.destroy(block);
   }
 
@@ -792,24 +834,29 @@ class CachingAllocator {
 
   // ---- errors ---------------------------------------------------------------------------------
 
+  // alloc_size 0: what could not be had is the allocator's own bookkeeping, not a segment.
   OutOfMemoryError out_of_memory(std::size_t requested, std::size_t alloc_size) {
     ++stats_.num_ooms;
-    caching::OomFigures figures;
-    figures.device = name_;
-    figures.requested = requested;
-    figures.alloc_size = alloc_size;
     try {
-      const MemoryInfo info = RawMemory::memory_info(device_);
-      figures.free = info.free;
-      figures.total = info.total;
-    } catch (...) {  // the figures are best effort; the error is the out-of-memory one
+      caching::OomFigures figures;
+      figures.device = name_;
+      figures.requested = requested;
+      figures.alloc_size = alloc_size;
+      try {
+        const MemoryInfo info = RawMemory::memory_info(device_);
+        figures.free = info.free;
+        figures.total = info.total;
+      } catch (...) {  // the figures are best effort; the error is the out-of-memory one
+      }
+      figures.fraction = fraction_set_ ? fraction_ : -1.0;
+      figures.allowed = allowed_;
+      figures.allocated = static_cast<std::size_t>(stats_.allocated_bytes.current());
+      figures.reserved = static_cast<std::size_t>(stats_.reserved_bytes.current());
+      if constexpr (RawMemoryWithOomHint<RawMemory>) figures.hint = RawMemory::oom_hint(device_);
+      return OutOfMemoryError(caching::out_of_memory_message(figures), requested);
+    } catch (const std::bad_alloc&) {  // no memory left even for the message: a short one
+      return OutOfMemoryError("out of memory (and of memory to describe it)", requested);
     }
-    figures.fraction = fraction_set_ ? fraction_ : -1.0;
-    figures.allowed = allowed_;
-    figures.allocated = static_cast<std::size_t>(stats_.allocated_bytes.current());
-    figures.reserved = static_cast<std::size_t>(stats_.reserved_bytes.current());
-    if constexpr (RawMemoryWithOomHint<RawMemory>) figures.hint = RawMemory::oom_hint(device_);
-    return OutOfMemoryError(caching::out_of_memory_message(figures), requested);
   }
 
   InvalidArgumentError not_allocated(const void* p, const char* what) const {
@@ -837,6 +884,7 @@ class CachingAllocator {
   }();
   detail::NodeArena arena_;  // before the containers that use it
   detail::ObjectPool<Block> blocks_;
+  detail::ObjectPool<Segment> segment_records_;
   Pool large_blocks_{false};
   Pool small_blocks_{true};
   detail::PointerMap<Block> map_;  // live allocations by address

@@ -9,13 +9,15 @@
 //                      caching a block allocates nothing and finding its place from the block is O(1)
 //   PrivatePool<S>     a graph's private pair of pools (torch's PrivatePool): its segments serve only
 //                      allocations routed to it while a graph captures
-//   ObjectPool<T>      recycled storage for blocks: a free list over chunks kept until destruction
+//   ObjectPool<T>      recycled storage for blocks: a free list over chunks (memory/detail/slot_pool.hpp)
 //
 // A block's key may change while it sits in the tree (a split shrinks the free remainder, a merge
 // grows the surviving neighbour): BlockPool::key_decreased / key_increased keep its place when its
 // tree neighbours still sort around it (the common case: no rebalancing at all) and re-sort it
 // otherwise.
 #pragma once
+
+#include <accel/memory/detail/slot_pool.hpp>
 
 #include <boost/intrusive/set.hpp>
 
@@ -156,58 +158,32 @@ struct PrivatePool {
   std::size_t segments = 0;  // segments it owns
 };
 
-/// Objects of one type on a free list over chunks that live as long as the pool.
+/// Objects of one type on a free list over chunks (a SlotPool); trim() gives back the chunks whose
+/// objects are all destroyed.
 template <class T>
 class ObjectPool {
  public:
   ObjectPool() = default;
   ObjectPool(const ObjectPool&) = delete;
   ObjectPool& operator=(const ObjectPool&) = delete;
-  ~ObjectPool() {
-    for (void* chunk : chunks_) ::operator delete(chunk, std::align_val_t{alignof(T)});
-  }
 
   /// Ensures that the next n make() calls do not allocate.
-  [[gnu::always_inline]] void reserve(std::size_t n) {
-    if (free_count_ < n) [[unlikely]] grow_to(n);
-  }
+  [[gnu::always_inline]] void reserve(std::size_t n) { slots_.reserve(n); }
+  [[nodiscard]] bool has(std::size_t n) const noexcept { return slots_.has(n); }
   /// Constructs an object in reserved storage.
   template <class... Args>
   T* make(Args&&... args) noexcept {
-    Slot* slot = free_;
-    free_ = slot->next;
-    --free_count_;
-    return ::new (static_cast<void*>(slot)) T(std::forward<Args>(args)...);
+    return ::new (slots_.take()) T(std::forward<Args>(args)...);
   }
   void destroy(T* object) noexcept {
     object->~T();
-    free_ = ::new (static_cast<void*>(object)) Slot{free_};
-    ++free_count_;
+    slots_.give(object);
   }
+  void trim() noexcept { slots_.trim(); }
+  [[nodiscard]] std::size_t bytes() const noexcept { return slots_.bytes(); }
 
  private:
-  struct Slot {
-    Slot* next;
-  };
-  static_assert(sizeof(T) >= sizeof(Slot));
-  static constexpr std::size_t per_chunk = 64;
-
-  [[gnu::noinline]] void grow_to(std::size_t n) {
-    while (free_count_ < n) grow();
-  }
-  void grow() {
-    chunks_.reserve(chunks_.size() + 1);
-    void* chunk = ::operator new(sizeof(T) * per_chunk, std::align_val_t{alignof(T)});
-    chunks_.push_back(chunk);
-    for (std::size_t i = per_chunk; i-- > 0;) {
-      free_ = ::new (static_cast<unsigned char*>(chunk) + i * sizeof(T)) Slot{free_};
-      ++free_count_;
-    }
-  }
-
-  Slot* free_ = nullptr;
-  std::size_t free_count_ = 0;
-  std::vector<void*> chunks_;
+  SlotPool<sizeof(T), alignof(T)> slots_;
 };
 
 }  // namespace accel::detail

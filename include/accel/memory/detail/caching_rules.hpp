@@ -83,7 +83,7 @@ inline constexpr std::size_t max_request = std::numeric_limits<std::size_t>::max
 struct OomFigures {
   std::string device;          ///< "cuda:0"
   std::size_t requested = 0;   ///< bytes asked for
-  std::size_t alloc_size = 0;  ///< bytes of the segment that could not be had
+  std::size_t alloc_size = 0;  ///< bytes of the segment that could not be had; 0: the bookkeeping
   std::size_t free = 0;        ///< the device's free bytes
   std::size_t total = 0;       ///< the device's capacity
   double fraction = -1.0;      ///< the memory fraction, or < 0 when none is set
@@ -96,7 +96,10 @@ struct OomFigures {
 /// torch's out-of-memory message, with accel's names.
 [[nodiscard]] inline std::string out_of_memory_message(const OomFigures& f) {
   std::string msg = f.device + " out of memory: tried to allocate " + format_size(f.alloc_size);
-  if (f.alloc_size != f.requested) {
+  if (f.alloc_size == 0) {
+    msg = f.device + " out of memory: the caching allocator could not grow its own bookkeeping for a request of " +
+          std::to_string(f.requested) + " bytes (the process is out of address space or heap: see `ulimit -v`)";
+  } else if (f.alloc_size != f.requested) {
     msg += " (a segment for a request of " + std::to_string(f.requested) + " bytes)";
   } else {
     msg += " (" + std::to_string(f.requested) + " bytes)";

@@ -1,68 +1,43 @@
 // accel/memory/detail/node_arena.hpp — fixed-size node recycling for the allocator's containers.
 //
-// NodeArena hands out 64-byte slots from 4 KiB chunks and takes them back onto a free list; it frees
-// its chunks only when destroyed. ArenaAllocator<T> is a standard allocator over it, so a node-based
-// container (the allocator's segment map) inserts and erases without calling malloc once warm. Not thread-safe: used under
-// the caching allocator's mutex. reserve(n) lets the allocator take memory for its bookkeeping
-// before it changes any state, so a std::bad_alloc there leaves everything as it was.
+// NodeArena hands out 64-byte slots from a SlotPool (memory/detail/slot_pool.hpp) and takes them back
+// onto its free list; trim() gives back the chunks whose slots are all free. ArenaAllocator<T> is a
+// standard allocator over it, so a node-based container (the allocator's segment map) inserts and
+// erases without calling malloc once warm. Not thread-safe: used under the caching allocator's mutex.
+// reserve(n) lets the allocator take memory for its bookkeeping before it changes any state, so a
+// std::bad_alloc there leaves everything as it was.
 #pragma once
+
+#include <accel/memory/detail/slot_pool.hpp>
 
 #include <cstddef>
 #include <new>
-#include <vector>
 
 namespace accel::detail {
 
 class NodeArena {
  public:
   static constexpr std::size_t slot_size = 64;
-  static constexpr std::size_t slots_per_chunk = 64;
 
   NodeArena() = default;
   NodeArena(const NodeArena&) = delete;
   NodeArena& operator=(const NodeArena&) = delete;
-  ~NodeArena() {
-    for (void* chunk : chunks_) ::operator delete(chunk);
-  }
 
   [[nodiscard]] void* allocate() {
-    if (free_ == nullptr) grow();
-    FreeSlot* slot = free_;
-    free_ = slot->next;
-    --free_count_;
-    return slot;
+    slots_.reserve(1);
+    return slots_.take();
   }
-
-  void deallocate(void* p) noexcept {
-    auto* slot = static_cast<FreeSlot*>(p);
-    slot->next = free_;
-    free_ = slot;
-    ++free_count_;
-  }
+  void deallocate(void* p) noexcept { slots_.give(p); }
 
   /// Ensures that the next n allocate() calls do not allocate.
-  [[gnu::always_inline]] void reserve(std::size_t n) {
-    if (free_count_ < n) [[unlikely]] grow_to(n);
-  }
+  [[gnu::always_inline]] void reserve(std::size_t n) { slots_.reserve(n); }
+  [[nodiscard]] bool has(std::size_t n) const noexcept { return slots_.has(n); }
+  /// Gives back the chunks whose nodes are all free.
+  void trim() noexcept { slots_.trim(); }
+  [[nodiscard]] std::size_t bytes() const noexcept { return slots_.bytes(); }
 
  private:
-  struct FreeSlot {
-    FreeSlot* next;
-  };
-
-  [[gnu::noinline]] void grow_to(std::size_t n) {
-    while (free_count_ < n) grow();
-  }
-  void grow() {
-    chunks_.reserve(chunks_.size() + 1);
-    auto* chunk = static_cast<unsigned char*>(::operator new(slot_size * slots_per_chunk));
-    chunks_.push_back(chunk);
-    for (std::size_t i = slots_per_chunk; i-- > 0;) deallocate(chunk + i * slot_size);
-  }
-
-  FreeSlot* free_ = nullptr;
-  std::size_t free_count_ = 0;
-  std::vector<void*> chunks_;
+  SlotPool<slot_size, alignof(std::max_align_t)> slots_;
 };
 
 /// A standard allocator that serves single nodes of up to 64 bytes from a NodeArena.

@@ -44,6 +44,25 @@ class PointerMap {
     if ((count_ + 1) * 2 > mask_ + 1) [[unlikely]] rehash((mask_ + 1) * 2);
   }
 
+  /// Whether one more entry fits without a rehash.
+  [[nodiscard]] bool has_room_for_one() const noexcept { return (count_ + 1) * 2 <= mask_ + 1; }
+
+  /// Rehashes into a smaller table when at most an eighth of this one is used, leaving it at most a
+  /// quarter full (so that the next insertions do not grow it again at once). Never throws: without
+  /// memory for the smaller table it keeps this one.
+  void shrink() noexcept {
+    std::size_t capacity = min_capacity;
+    while (capacity < count_ * 4) capacity *= 2;
+    if (capacity * 2 > mask_ + 1) return;
+    try {
+      rehash(capacity);
+    } catch (...) {
+    }
+  }
+
+  /// Bytes of the table.
+  [[nodiscard]] std::size_t bytes() const noexcept { return slots_.capacity() * sizeof(Slot); }
+
   /// Inserts a key that is not present. Call reserve_one() first.
   void insert(std::uintptr_t key, T* value) noexcept {
     std::size_t i = home(key);
@@ -97,7 +116,7 @@ class PointerMap {
   }
 
   void rehash(std::size_t capacity) {
-    std::vector<Slot> old(capacity);
+    std::vector<Slot> old(capacity);  // the only allocation: if it throws, nothing changed
     old.swap(slots_);
     mask_ = capacity - 1;
     shift_ = 64 - std::bit_width(capacity - 1);
