@@ -1,6 +1,7 @@
 // MemoryApi conformance: the caching allocator counts, caches, reuses and fails the same way everywhere.
 #include "backends.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -190,6 +191,40 @@ TEST_CASE_TEMPLATE_DEFINE("memory: record_stream holds a block until the other s
   b.raw_delete(t);
 }
 
+// The README's engine makes a stream per step; a destroyed stream's cached blocks must serve the
+// streams after it (torch recycles its streams from a pool), or every step caches a new working set.
+TEST_CASE_TEMPLATE_DEFINE("memory: a stream made per step keeps one step's working set reserved", B,
+                          memory_stream_per_step) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  b.synchronize();
+  b.empty_cache();
+  const std::size_t reserved0 = b.memory_reserved();
+  const std::size_t allocated0 = b.memory_allocated();
+  const auto retries0 = stat_of(b, "num_alloc_retries");
+  // Both pools; the two large buffers share one 20 MiB segment. About 17.3 MiB a step.
+  constexpr std::size_t counts[] = {750, 75 << 10, 5 << 18, 3 << 20};  // floats
+  std::size_t working_set = 0;
+  for (const std::size_t n : counts) working_set += n * sizeof(float);
+  std::size_t most = 0;
+  for (int step = 0; step < 1000; ++step) {
+    typename B::Stream stream;
+    accel::FloatBuffer<B> a(counts[0], stream);
+    accel::FloatBuffer<B> g(counts[1], stream);
+    accel::FloatBuffer<B> w(counts[2], stream);
+    accel::FloatBuffer<B> m(counts[3], stream);
+    b.copy_async(stream, m.data(), w.data(), 4096);  // work in stream order that uses the buffers
+    most = std::max(most, b.memory_reserved() - reserved0);
+  }  // the buffers go back to the stream's cache, then the stream is destroyed (drained)
+  MESSAGE(b.name() << ": " << working_set << " bytes a step; at most " << most << " bytes reserved over 1,000 steps");
+  CHECK(most <= 2 * working_set);
+  CHECK(b.memory_reserved() - reserved0 <= 2 * working_set);
+  CHECK(b.memory_allocated() == allocated0);
+  CHECK(stat_of(b, "num_alloc_retries") == retries0);  // never through the out-of-memory path
+  b.empty_cache();
+  CHECK(b.memory_reserved() <= reserved0);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("memory: a memory fraction caps what can be reserved", B, memory_fraction) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B b;
@@ -274,3 +309,4 @@ TEST_CASE_TEMPLATE_APPLY(memory_best_fit, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_fraction, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_info_pinning, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_buffer, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_stream_per_step, ConformanceBackends);

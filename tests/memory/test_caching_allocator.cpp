@@ -661,3 +661,133 @@ TEST_CASE("CachingAllocator: the bookkeeping of a peak goes back with the cache 
   CHECK(fake::device().live_bytes() == 0);
   CHECK(fake::device().bad_deallocs == 0);
 }
+
+// ---- streams that are gone (retire_stream) ------------------------------------------------------------
+
+TEST_CASE("CachingAllocator: a retired stream's cached blocks serve the next stream that needs them") {
+  auto a = make(64 * MiB);
+  constexpr fake::Stream s3{3};
+  void* small = a->allocate(3 * KiB, s1);
+  void* mid = a->allocate(5 * MiB, s1);  // a 20 MiB segment, split
+  void* live = a->allocate(KiB, s1);     // still allocated when s1 goes
+  a->free(small);
+  a->free(mid);
+  CHECK(stat(*a, "segment.all.current") == 2);
+  CHECK(fake::device().allocs == 2);
+
+  // Before s1 is retired, s2 never takes its blocks.
+  void* other = a->allocate(3 * KiB, s2);
+  CHECK(fake::device().allocs == 3);
+  a->free(other);
+
+  a->retire_stream(1);
+  for (const auto& seg : a->snapshot()) {
+    if (seg.stream != 2) CHECK(seg.stream == fake::Allocator::retired_stream);
+  }
+  // s3 misses in its own pool (it has none) and takes s1's best-fitting block, with its segment.
+  void* big = a->allocate(6 * MiB, s3);
+  CHECK(big == mid);
+  CHECK(fake::device().allocs == 3);  // no new segment
+  void* small3 = a->allocate(2 * KiB, s3);
+  CHECK(fake::device().allocs == 3);
+  CHECK(small3 != nullptr);
+  std::map<std::uint64_t, int> segments_of;
+  for (const auto& seg : a->snapshot()) ++segments_of[seg.stream];
+  CHECK(segments_of == std::map<std::uint64_t, int>{{2, 1}, {3, 2}});
+
+  // s1's last live block, freed after s1 went, merges into its (now s3's) segment's free space.
+  a->free(live);
+  a->free(small3);
+  a->free(big);
+  CHECK(stat(*a, "allocation.all.current") == 0);
+  CHECK(stat(*a, "inactive_split.all.current") == 0);  // every segment whole again
+  a->empty_cache();
+  CHECK(stat(*a, "reserved_bytes.all.current") == 0);
+  CHECK(fake::device().live_bytes() == 0);
+  CHECK(fake::device().bad_deallocs == 0);
+}
+
+TEST_CASE("CachingAllocator: retiring a stream keeps the allocation rules and drops its record_stream uses") {
+  auto a = make(64 * MiB, "max_split_size_mb:20");
+  constexpr fake::Stream s3{3};
+  // An oversize block of a retired stream is not given to a small request (the oversize rule).
+  void* oversize = a->allocate(30 * MiB, s1);
+  a->free(oversize);
+  a->retire_stream(1);
+  void* small = a->allocate(2 * MiB, s3);
+  CHECK(small != oversize);
+  CHECK(stat(*a, "segment.all.current") == 2);
+  void* again = a->allocate(30 * MiB, s3);  // an oversize request takes it
+  CHECK(again == oversize);
+  CHECK(stat(*a, "segment.all.current") == 2);
+
+  // A block used on a stream that is retired before the free: that stream's work is done, so the
+  // free records no event on it and the block is cached at once.
+  void* p = a->allocate(4 * KiB, s3);
+  a->record_stream(p, s2);
+  const std::size_t events = fake::device().recorded.size();
+  a->retire_stream(2);
+  a->free(p);
+  CHECK(fake::device().recorded.size() == events);
+  CHECK(stat(*a, "active.all.current") == 2);  // small and again: p is not pending
+  void* q = a->allocate(4 * KiB, s3);
+  CHECK(q == p);
+
+  // A block pending on an event when its allocation stream is retired joins the retired blocks once
+  // the event completes.
+  constexpr fake::Stream s4{4};
+  constexpr fake::Stream s5{5};
+  void* r = a->allocate(MiB, s4);
+  a->record_stream(r, s5);
+  a->free(r);
+  a->retire_stream(4);
+  fake::device().complete(5);
+  constexpr fake::Stream s6{6};
+  void* t = a->allocate(MiB, s6);
+  CHECK(t == r);
+  for (void* x : {small, again, q, t}) a->free(x);
+  a->empty_cache();
+  CHECK(fake::device().live_bytes() == 0);
+  CHECK(fake::device().bad_deallocs == 0);
+}
+
+TEST_CASE("CachingAllocator: 1,000 steps with a fresh stream each keep one step's working set reserved") {
+  // The pattern of an engine that makes a stream per step: a working set of mixed sizes on the
+  // step's stream, freed at the end of the step, and the stream destroyed. Before retire_stream,
+  // each step cached its whole working set anew (64 MiB a step in the issue's report).
+  auto a = make(std::size_t{1} << 30);
+  constexpr std::size_t sizes[] = {3 * KiB, 700 * KiB, 300, 5 * MiB, 12 * MiB, 64 * KiB, 2 * MiB + 1};
+  std::int64_t first_step_reserved = 0;
+  std::int64_t max_reserved = 0;
+  for (std::uint64_t step = 0; step < 1000; ++step) {
+    const fake::Stream s{100 + step};
+    std::vector<void*> buffers;
+    for (const std::size_t n : sizes) buffers.push_back(a->allocate(n, s));
+    for (void* p : buffers) a->free(p);
+    a->retire_stream(s.id());
+    const std::int64_t reserved = stat(*a, "reserved_bytes.all.current");
+    if (step == 0) first_step_reserved = reserved;
+    max_reserved = std::max(max_reserved, reserved);
+  }
+  MESSAGE("reserved after step 1: " << first_step_reserved << " bytes; at most " << max_reserved);
+  CHECK(max_reserved <= 2 * first_step_reserved);
+  CHECK(stat(*a, "num_alloc_retries") == 0);
+  a->empty_cache();
+  CHECK(fake::device().live_bytes() == 0);
+}
+
+TEST_CASE("CachingAllocator: a graph pool's segments are not handed to other streams when its stream retires") {
+  auto a = make(64 * MiB);
+  a->begin_allocate_to_pool(7, 1);
+  void* p = a->allocate(4 * KiB, s1);
+  a->end_allocate_to_pool(7, 1);
+  a->free(p);
+  a->retire_stream(1);
+  void* q = a->allocate(4 * KiB, s2);
+  CHECK(q != p);
+  CHECK(a->pool_reserved_bytes(7) == i64(2 * MiB));
+  a->free(q);
+  a->release_pool(7);
+  a->empty_cache();
+  CHECK(fake::device().live_bytes() == 0);
+}

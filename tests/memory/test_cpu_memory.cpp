@@ -233,6 +233,36 @@ TEST_CASE("cpu::Memory: record_stream keeps a block until the other stream has r
   Memory::raw_delete(r);
 }
 
+TEST_CASE("cpu::Memory: a stream destroyed before a block used on it is freed: the use is dropped") {
+  // record_stream keeps a view of the stream; once the stream is destroyed its work is done, so the
+  // free records no event on it (which would touch a stream that no longer exists) and the block is
+  // cached for its own stream at once. And the destroyed stream's own cached blocks serve any stream.
+  const auto owner = Streams::default_stream(0);
+  void* p = Memory::raw_alloc(64 * KiB, owner);
+  {
+    accel::cpu::Stream user;
+    std::atomic<int> ran{0};
+    user.enqueue([&] { ran.fetch_add(1); });
+    Memory::record_stream(p, user);
+    void* own = Memory::raw_alloc(3 * MiB, user);  // the stream's own block: cached for it when freed
+    Memory::raw_delete(own);
+    user.synchronize();
+    CHECK(ran.load() == 1);
+  }
+  const auto active = stat("active.all.current");
+  Memory::raw_delete(p);
+  CHECK(stat("active.all.current") == active - 1);  // not pending on an event
+  void* again = Memory::raw_alloc(64 * KiB, owner);
+  CHECK(again == p);
+  accel::cpu::Stream next;
+  const auto segments_made = stat("num_device_alloc");
+  void* taken = Memory::raw_alloc(3 * MiB, next);  // a destroyed stream's cached block, not a new segment
+  CHECK(stat("num_device_alloc") == segments_made);
+  CHECK(taken != nullptr);
+  Memory::raw_delete(taken);
+  Memory::raw_delete(again);
+}
+
 TEST_CASE("cpu::Memory: empty_cache waits for events without holding the allocator") {
   // A task on the stream that empty_cache waits for allocates: it must not deadlock.
   accel::cpu::Stream user;

@@ -23,6 +23,10 @@
 //
 // fork(): every allocator is locked across a fork (pthread_atfork; see detail::install_fork_handlers),
 // so a child inherits them consistent and usable even while other threads were allocating.
+//
+// A Stream's destructor, once the stream is drained, retires it in every allocator
+// (CachingAllocator::retire_stream): its cached blocks serve the next stream that needs them, so an
+// engine that makes a stream per step keeps one working set reserved, not one per step.
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -33,6 +37,7 @@
 #include <accel/detail/min_max.hpp>
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
+#include <accel/memory/detail/stream_retirement.hpp>
 #include <accel/memory/stats.hpp>
 
 #include <pthread.h>
@@ -399,6 +404,16 @@ inline void install_fork_handlers() {
   (void)installed;
 }
 
+/// A destroyed, drained stream (cpu/stream.hpp): every allocator may hand its cached blocks to any
+/// stream, and drops the record_stream uses of it (blocks of any device may have been used on it).
+inline void retire_stream_everywhere(int /*device*/, std::uint64_t stream_id) noexcept {
+  host_allocator_table& t = host_allocators();
+  for (int d = 0; d < t.count; ++d) {
+    if (auto* a = t.slots[static_cast<std::size_t>(d)].load(std::memory_order_acquire)) a->retire_stream(stream_id);
+  }
+  if (auto* a = pinned_allocator_slot().load(std::memory_order_acquire)) a->retire_stream(stream_id);
+}
+
 /// The allocator in `slot`, made by make() on first use; created under the creation lock, so that
 /// the fork handlers see every allocator that exists.
 template <class A, class Make>
@@ -406,6 +421,7 @@ A& create_once(std::atomic<A*>& slot, Make make) {
   A* current = slot.load(std::memory_order_acquire);
   if (current != nullptr) return *current;
   install_fork_handlers();
+  accel::detail::StreamRetirement<StreamRef>::install(&retire_stream_everywhere);
   const std::lock_guard<std::mutex> lock(allocator_creation_mutex());
   current = slot.load(std::memory_order_relaxed);
   if (current != nullptr) return *current;

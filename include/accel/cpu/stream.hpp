@@ -27,6 +27,7 @@
 #include <accel/cpu/detail/event_capture.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/cpu/device.hpp>
+#include <accel/memory/detail/stream_retirement.hpp>
 
 #include <concepts>
 #include <cstddef>
@@ -170,7 +171,10 @@ class Stream : public StreamRef {
   void destroy() noexcept {
     detail::stream_state* s = std::exchange(state_, nullptr);
     if (s == nullptr) return;
+    const bool own_task = detail::running_stream() == s;  // then its worker drains after this returns
     s->shutdown();
+    // Drained: the caching allocators may give its cached blocks to any stream (cpu/memory.hpp).
+    if (!own_task) accel::detail::StreamRetirement<StreamRef>::notify(s->device(), s->id());
     detail::registry().remove(s);
     if (detail::current_streams::get(s->device()) == s) detail::current_streams::set(s->device(), nullptr);
     s->release();

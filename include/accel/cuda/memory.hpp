@@ -9,7 +9,10 @@
 // and one for pinned host memory (host_alloc / host_free: staging buffers, Buffer's pinned memory).
 // The allocators are created on first use — creating one touches no device — and never destroyed:
 // cached memory is returned to CUDA by empty_cache(), or by the driver at exit (CUDA may be unloaded
-// before static destructors run).
+// before static destructors run). A Stream's destructor, once cudaStreamSynchronize said the stream
+// is drained, retires it in every allocator (CachingAllocator::retire_stream): its cached blocks
+// serve the next stream that needs them, so a stream made per step does not cache a working set per
+// step (streams accel does not own, and pool streams, are never retired).
 //
 // A failed cudaMalloc is reported as OutOfMemoryError (after the allocator freed its cache and
 // retried) only when CUDA said cudaErrorMemoryAllocation; any other failure (a sticky error, a lost
@@ -31,6 +34,7 @@
 #include <accel/cuda/stream.hpp>
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
+#include <accel/memory/detail/stream_retirement.hpp>
 #include <accel/memory/stats.hpp>
 
 #include <unistd.h>
@@ -236,6 +240,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     if (DeviceAllocator* existing = table.slots[device].load(std::memory_order_acquire)) [[likely]] return *existing;
     const std::lock_guard lock(table.mutex);
     if (DeviceAllocator* existing = table.slots[device].load(std::memory_order_relaxed)) return *existing;
+    accel::detail::StreamRetirement<StreamRef>::install(&retire_stream_everywhere);
     auto* created = new DeviceAllocator(device);
     table.slots[device].store(created, std::memory_order_release);
     return *created;
@@ -246,9 +251,20 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     std::atomic<PinnedAllocator*>& slot = pinned_slot();
     const std::lock_guard lock(allocators().mutex);
     if (PinnedAllocator* existing = slot.load(std::memory_order_relaxed)) return *existing;
+    accel::detail::StreamRetirement<StreamRef>::install(&retire_stream_everywhere);
     auto* created = new PinnedAllocator(0);
     slot.store(created, std::memory_order_release);
     return *created;
+  }
+
+  // A destroyed, drained stream (cuda/stream.hpp): every allocator may hand its cached blocks to any
+  // stream, and drops the record_stream uses of it (blocks of any device may have been used on it).
+  static void retire_stream_everywhere(int /*device*/, std::uint64_t stream_id) noexcept {
+    const Table& table = allocators();
+    for (int d = 0; d < table.count; ++d) {
+      if (DeviceAllocator* a = table.slots[d].load(std::memory_order_acquire)) a->retire_stream(stream_id);
+    }
+    if (PinnedAllocator* pinned = pinned_slot().load(std::memory_order_acquire)) pinned->retire_stream(stream_id);
   }
 
   [[gnu::noinline]] static void raw_delete_elsewhere(void* p, int tried) {

@@ -32,6 +32,7 @@
 #include <accel/cuda/detail/host_task.hpp>
 #include <accel/cuda/device.hpp>
 #include <accel/cuda/error.hpp>
+#include <accel/memory/detail/stream_retirement.hpp>
 
 #include <algorithm>
 #include <array>
@@ -383,7 +384,10 @@ class Stream : public StreamRef {
   void destroy() noexcept {
     if (device_ < 0 || handle_ == nullptr) return;
     forget_current();
-    (void)ACCEL_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(handle_));
+    // Drained: the caching allocators may give its cached blocks to any stream (cuda/memory.hpp).
+    if (ACCEL_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(handle_))) {
+      accel::detail::StreamRetirement<StreamRef>::notify(device_, id_);
+    }
     (void)ACCEL_CUDA_CHECK_NOTHROW(cudaStreamDestroy(handle_));
     detail::task_failures().discard(id_);
     reset_view();

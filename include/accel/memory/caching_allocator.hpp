@@ -8,6 +8,9 @@
 // - a free block is found best-fit by (stream id, size, address) and only on the caller's stream;
 //   a found block is split when the remainder is worth keeping (small pool: >= 512 B; large pool:
 //   > 1 MiB and the request is below max_split_size), and a freed block merges with free neighbours;
+// - retire_stream(id): a destroyed stream whose work is done; its cached blocks go to whichever stream
+//   next misses before it would ask for a new segment (best fit, a segment at a time), so that a
+//   stream made per step does not cache a new working set every step;
 // - record_stream(p, s) marks p as used on s; when p is freed an event is recorded on every such s and
 //   the block stays active (not allocated) until those events complete. Events are polled at the start
 //   of each allocation; empty_cache() and the OOM path synchronize them;
@@ -77,6 +80,9 @@ class CachingAllocator {
   using raw_memory = RawMemory;
   using stream_type = typename RawMemory::stream_type;
   using event_type = typename RawMemory::event_type;
+  /// The stream id of the segments of retired streams (retire_stream), as snapshot() reports it; no
+  /// stream may have it.
+  static constexpr std::uint64_t retired_stream = ~std::uint64_t{0};
 
   /// An allocator for `device`; the configuration defaults to ACCEL_ALLOC_CONF.
   explicit CachingAllocator(int device, AllocatorConfig config = AllocatorConfig::from_env())
@@ -172,7 +178,37 @@ class CachingAllocator {
       if (static_cast<std::uint64_t>(s.id()) == stream_id) return true;
     }
     block->stream_uses.push_back(stream);
+    if (block->stream_uses.size() == 1) ++blocks_with_uses_;
     return true;
+  }
+
+  /// The stream with id `stream_id` is gone, and all the work it was given has completed (the
+  /// backends' Stream destructors call this once the stream is drained). Its cached blocks become
+  /// usable by any stream: they wait under the id retired_stream, and a stream that finds no cached
+  /// block of its own takes the best-fitting one of them, with the rest of its segment, before it
+  /// asks for a new segment. Its live blocks join them when freed. A record_stream use of it is
+  /// dropped: that work is done. So an engine that makes a stream per step reuses one step's memory
+  /// instead of caching a new working set every step (torch gets there by recycling its streams
+  /// from a pool). Graph pools' segments are left as they are. Never throws.
+  void retire_stream(std::uint64_t stream_id) noexcept {
+    if (stream_id == retired_stream) return;
+    std::unique_lock lock(mutex_);
+    for (auto& [address, segment] : segments_) {
+      if (segment->owner == nullptr && segment->stream_id == stream_id) relabel_segment(segment, retired_stream);
+    }
+    if (blocks_with_uses_ == 0) return;
+    map_.for_each([&](std::uintptr_t, Block* block) {
+      std::vector<stream_type>& uses = block->stream_uses;
+      if (uses.empty()) return;
+      for (std::size_t i = 0; i < uses.size();) {
+        if (static_cast<std::uint64_t>(uses[i].id()) == stream_id) {
+          uses.erase(uses.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+          ++i;
+        }
+      }
+      if (uses.empty()) --blocks_with_uses_;
+    });
   }
 
   // ---- graph pools (torch's beginAllocateToPool / endAllocateToPool / releasePool) ----------------
@@ -437,17 +473,22 @@ class CachingAllocator {
     if (gc_enabled()) ++pool.get_free_blocks_call_count;
     Block* block = pool.lower_bound(stream_id, size);
     if (block == nullptr) return nullptr;
+    return fits(block, size) ? block : nullptr;
+  }
+
+  // Do not return an oversize block for a smaller request; round oversize requests up only a little.
+  [[gnu::always_inline]] bool fits(const Block* block, std::size_t size) const noexcept {
     const std::size_t max_split = config_.max_split_size;
-    // Do not return an oversize block for a smaller request; round oversize requests up only a little.
-    if (size < max_split && block->size >= max_split) [[unlikely]] return nullptr;
-    if (size >= max_split && block->size - size >= config_.max_non_split_rounding_size) [[unlikely]] return nullptr;
-    return block;
+    if (size < max_split && block->size >= max_split) [[unlikely]] return false;
+    if (size >= max_split && block->size - size >= config_.max_non_split_rounding_size) [[unlikely]] return false;
+    return true;
   }
 
   // No cached block fits: a new segment, after the OOM ladder if need be (torch's malloc slow path).
   // The block returned is not in any pool.
   [[gnu::noinline]] Block* alloc_new_segment(Lock& lock, std::size_t bytes, std::size_t size, std::uint64_t stream_id,
                                              bool small, PrivatePoolT* owner, Pool& pool) {
+    if (Block* adopted = adopt_retired_block(pool, stream_id, size)) return adopted;
     const std::size_t alloc_size = caching::segment_size(size);
     if (gc_enabled()) garbage_collect_cached_blocks();
     ensure_bookkeeping(lock, bytes, true);
@@ -462,6 +503,31 @@ class CachingAllocator {
     }
     if (block == nullptr) throw out_of_memory(bytes, alloc_size);
     return block;
+  }
+
+  // The best-fitting cached block of a retired stream, taken out of the pool, its whole segment now
+  // `stream_id`'s (retire_stream); nullptr when there is none.
+  Block* adopt_retired_block(Pool& pool, std::uint64_t stream_id, std::size_t size) noexcept {
+    Block* block = pool.lower_bound(retired_stream, size);
+    if (block == nullptr || !fits(block, size)) return nullptr;
+    relabel_segment(block->segment, stream_id);
+    pool.erase(block);
+    return block;
+  }
+
+  // Every block of an ordinary pool's segment is keyed by `stream_id` from now on (free ones re-sorted).
+  void relabel_segment(Segment* segment, std::uint64_t stream_id) noexcept {
+    Pool& pool = segment->small ? small_blocks_ : large_blocks_;
+    segment->stream_id = stream_id;
+    for (Block* b = segment->head; b != nullptr; b = b->next) {
+      if (b->is_free()) {
+        pool.erase(b);
+        b->stream_id = stream_id;
+        pool.insert(b);
+      } else {
+        b->stream_id = stream_id;
+      }
+    }
   }
 
   // caching::round_size, with the common configuration (no roundup_power2_divisions) inline.
@@ -599,6 +665,7 @@ class CachingAllocator {
       return true;
     }
     block->stream_uses.clear();
+    --blocks_with_uses_;
     for (auto& [stream_id, event] : recorded) {
       try {
         events_[stream_id].emplace_back(std::move(event), block);
@@ -894,6 +961,7 @@ class CachingAllocator {
   std::vector<Route> routes_;  // streams whose allocations go to a graph pool (capturing streams)
   detail::LiveStats stats_;
   std::size_t reserved_ = 0;
+  std::size_t blocks_with_uses_ = 0;  // live blocks with record_stream uses (retire_stream scans them)
   bool fraction_set_ = false;
   bool gc_enabled_ = false;  // fraction_set_ && config_.garbage_collection_threshold > 0
   double fraction_ = 1.0;

@@ -2,7 +2,8 @@
 // backend's raw memory.
 //
 //   using stream_type = ...;   trivially copyable stream view with .id() -> std::uint64_t (unique among
-//                              live streams; the allocator keeps only the id of an allocation stream)
+//                              live streams; the allocator keeps only the id of an allocation stream;
+//                              2^64 - 1 is reserved: CachingAllocator::retired_stream)
 //   using event_type = ...;    movable
 //   static void* allocate(int device, std::size_t bytes) noexcept;      nullptr on failure
 //   static void deallocate(int device, void* p, std::size_t bytes) noexcept;

@@ -27,7 +27,7 @@ struct SegmentInfo {
   std::size_t total_size = 0;
   std::size_t allocated_size = 0;
   std::size_t active_size = 0;
-  std::uint64_t stream = 0;  ///< id of the stream the segment was allocated for
+  std::uint64_t stream = 0;  ///< id of the stream whose blocks these are (2^64 - 1: a retired stream's)
   bool is_small_pool = false;
   std::uint64_t pool_id = 0;  ///< the graph memory pool owning it (GraphPoolId::id); 0: ordinary pools
   std::vector<BlockInfo> blocks;
