@@ -3,7 +3,7 @@
 //
 // take() and give() are a pointer pop and push, so the allocator's hot path never calls malloc. The
 // slots live in chunks mapped from the system (mmap: what trim() gives back leaves the process's
-// resident memory, whatever malloc's thresholds would do with it). Chunks grow geometrically, 64 slots
+// resident memory, whatever malloc's thresholds would do with it; operator new under ASan, below). Chunks grow geometrically, 64 slots
 // first and then as many as exist already, up to 4096 slots a chunk, so a pool that once held a
 // million blocks did it with a few hundred mappings. trim() unmaps every chunk whose slots are all
 // free: the allocator calls it from empty_cache(), so that its bookkeeping shrinks with its cache
@@ -17,7 +17,16 @@
 #include <new>
 #include <vector>
 
-#if __has_include(<sys/mman.h>)
+// LeakSanitizer scans the heap, not memory mapped outside it: under it (ASan), chunks come from
+// operator new, so that what a block points to (its record_stream vector) stays reachable.
+#if defined(__SANITIZE_ADDRESS__)
+#define ACCEL_SLOT_POOL_LEAK_CHECKED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define ACCEL_SLOT_POOL_LEAK_CHECKED 1
+#endif
+#endif
+#if __has_include(<sys/mman.h>) && !defined(ACCEL_SLOT_POOL_LEAK_CHECKED)
 #include <sys/mman.h>
 #define ACCEL_SLOT_POOL_MMAP 1
 #endif
