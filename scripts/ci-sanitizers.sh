@@ -28,8 +28,9 @@
 #               test_stress_events at ACCEL_STRESS_SCALE=0.25: TSan is 5-15x slower)
 #               -> data races in the stream queues, event captures and the allocator's locking.
 # Not under a sanitizer here: the op builders/JIT tests (they spawn the host compiler; minutes
-# under TSan), the consumer tests (they build outside projects), and the fuzz replays (the fuzz
-# targets are built with ASan+UBSan by scripts/ci-fuzz.sh). A suite missing from this checkout is
+# under TSan), the consumer tests (they build outside projects), the fuzz replays (the fuzz
+# targets are built with ASan+UBSan by scripts/ci-fuzz.sh), and test_failure's address-space-limit
+# case (RLIMIT_AS; it skips itself, saying why: the sanitizer runtimes need that address space). A suite missing from this checkout is
 # skipped with a note, so the script runs while areas are still landing.
 #
 # Suppressions: none. Options below only make reports fatal and complete.

@@ -232,6 +232,7 @@ TEST_CASE("failure: out of address space for the allocator's bookkeeping (ulimit
     std::fclose(statm);
     rlimit tight = old;
     tight.rlim_cur = static_cast<rlim_t>(pages * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE)) + 2 * MiB);
+    if (old.rlim_max != RLIM_INFINITY && tight.rlim_cur > old.rlim_max) tight.rlim_cur = old.rlim_max;
     if (::setrlimit(RLIMIT_AS, &tight) != 0) return 12;
 
     try {
