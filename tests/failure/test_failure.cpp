@@ -26,10 +26,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -210,17 +212,20 @@ TEST_CASE("failure: out of address space for the allocator's bookkeeping (ulimit
   MESSAGE("SKIPPED under a sanitizer: its runtime needs address space that RLIMIT_AS would refuse; the plain build "
           "runs this case");
 #else
-  // In a child: 2^17 live blocks fill cpu:0's live-block index to the point where one more needs a
-  // table twice as large (8 MiB); then RLIMIT_AS leaves 2 MiB of address space, and one more block is
-  // asked for. It fits in a cached segment: only the bookkeeping has to grow, and cannot.
-  constexpr std::size_t blocks = std::size_t{1} << 17;
+  // In a child, with its own allocator on cpu:0: 12,288 live blocks of 1 KiB with a free 1 KiB hole
+  // after each, so that requests of 512 B are served from the holes (no new segment; and no segment
+  // is entirely free, so flushing the cache gives nothing back) while each split needs one more block
+  // record. Then RLIMIT_AS leaves 256 KiB of address space, less than a chunk of records (512 KiB and
+  // up), and 512 B requests follow until the records must grow: that one fails.
+  constexpr std::size_t pairs = 12288;
   const accel_test::ChildResult r = accel_test::run_in_child([&]() -> int {
     accel::cpu::HostCachingAllocator a(0, accel::AllocatorConfig{});
     const StreamRef s = Streams::default_stream(0);
     const auto stat = [&](const char* key) { return a.stats().flat().at(key); };
-    std::vector<void*> live(blocks + 2, nullptr);
-    live[0] = a.allocate(1024, s);  // one block of two slots: the last segment keeps room for more
-    for (std::size_t i = 1; i < blocks; ++i) live[i] = a.allocate(512, s);
+    std::vector<void*> live(2 * pairs, nullptr);
+    for (void*& p : live) p = a.allocate(KiB, s);
+    for (std::size_t i = 1; i < live.size(); i += 2) a.free(std::exchange(live[i], nullptr));
+    std::vector<void*> probes(2 * pairs, nullptr);
     const auto segments = stat("segment.all.current");
     const auto reserved = stat("reserved_bytes.all.current");
 
@@ -231,13 +236,14 @@ TEST_CASE("failure: out of address space for the allocator's bookkeeping (ulimit
     if (statm == nullptr || std::fscanf(statm, "%llu", &pages) != 1) return 11;
     std::fclose(statm);
     rlimit tight = old;
-    tight.rlim_cur = static_cast<rlim_t>(pages * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE)) + 2 * MiB);
+    tight.rlim_cur = static_cast<rlim_t>(pages * static_cast<unsigned long long>(::sysconf(_SC_PAGESIZE)) + 256 * KiB);
     if (old.rlim_max != RLIM_INFINITY && tight.rlim_cur > old.rlim_max) tight.rlim_cur = old.rlim_max;
     if (::setrlimit(RLIMIT_AS, &tight) != 0) return 12;
 
+    std::size_t made = 0;
     try {
-      live[blocks] = a.allocate(512, s);
-      std::fprintf(stderr, "child: the allocation succeeded under the limit\n");
+      for (; made < probes.size(); ++made) probes[made] = a.allocate(512, s);
+      std::fprintf(stderr, "child: %zu allocations succeeded under the limit\n", made);
       return 20;
     } catch (const accel::OutOfMemoryError& e) {
       const std::string what = e.what();
@@ -248,26 +254,36 @@ TEST_CASE("failure: out of address space for the allocator's bookkeeping (ulimit
       }
       if (e.requested_bytes() != 512) return 22;
     } catch (const std::bad_alloc&) {
-      std::fprintf(stderr, "child: std::bad_alloc escaped from allocate\n");
+      std::fprintf(stderr, "child: std::bad_alloc escaped from allocate after %zu allocations\n", made);
       return 23;
     }
-    // Counted as any out-of-memory: the cache was flushed and the reservation retried, then num_ooms.
+    // Counted as any out-of-memory: the cache was flushed and the reservation retried, then num_ooms;
+    // nothing else changed.
     if (stat("num_ooms") != 1) return 30;
     if (stat("num_alloc_retries") != 1) return 31;
-    if (stat("allocation.all.current") != static_cast<std::int64_t>(blocks)) return 32;
-    if (stat("allocated_bytes.all.current") != static_cast<std::int64_t>((blocks + 1) * 512)) return 33;
+    if (stat("allocation.all.current") != static_cast<std::int64_t>(pairs + made)) return 32;
+    if (stat("allocated_bytes.all.current") != static_cast<std::int64_t>(pairs * KiB + made * 512)) return 33;
     if (stat("segment.all.current") != segments || stat("reserved_bytes.all.current") != reserved) return 34;
 
-    // Usable under the limit: a freed block is reused without growing anything.
-    a.free(live[1]);
-    live[1] = a.allocate(512, s);
-    if (live[1] == nullptr || stat("allocation.all.current") != static_cast<std::int64_t>(blocks)) return 40;
+    // Usable under the limit: the 1 KiB block at the highest address merges with the holes around it
+    // when freed (the requests above took the holes at the lowest addresses first: best fit by size,
+    // then address), which gives back two records, and the next request is served.
+    std::size_t highest = 0;
+    for (std::size_t i = 0; i < live.size(); i += 2) {
+      if (std::less<>()(live[highest], live[i])) highest = i;
+    }
+    a.free(std::exchange(live[highest], nullptr));
+    probes[made] = a.allocate(512, s);
+    if (probes[made] == nullptr || stat("allocation.all.current") != static_cast<std::int64_t>(pairs + made)) return 40;
     // And once the limit is lifted, it grows again.
     if (::setrlimit(RLIMIT_AS, &old) != 0) return 41;
-    live[blocks] = a.allocate(512, s);
-    live[blocks + 1] = a.allocate(3 * MiB, s);
-    if (stat("allocation.all.current") != static_cast<std::int64_t>(blocks + 2)) return 42;
+    void* more = a.allocate(512, s);
+    void* large = a.allocate(3 * MiB, s);
+    if (stat("allocation.all.current") != static_cast<std::int64_t>(pairs + made + 2)) return 42;
     for (void* p : live) a.free(p);
+    for (void* p : probes) a.free(p);
+    a.free(more);
+    a.free(large);
     a.empty_cache();
     if (stat("reserved_bytes.all.current") != 0 || stat("allocated_bytes.all.current") != 0) return 43;
     if (stat("num_ooms") != 1) return 44;
