@@ -22,7 +22,8 @@
 #               checks) -> every CPU-only header compiles alone under clang++ -Werror, no CUDA.
 #   TSan        CPU streams and events (test_cpu_stream[_2dev]), graphs (test_cpu_graph: replays across
 #               streams, captures from several threads), fork while threads allocate
-#               (test_failure_fork_allocator: the only fork case whose children start no thread),
+#               (test_failure_fork_allocator), fork while a stream runs a task (test_failure_fork_streams):
+#               the fork cases whose children start no thread,
 #               conformance (test_conformance),
 #               memory, stream and event stress (test_stress_allocator, test_stress_streams,
 #               test_stress_events at ACCEL_STRESS_SCALE=0.25: TSan is 5-15x slower)
@@ -64,7 +65,7 @@ asan_targets=(test_core test_dtype test_caching_allocator test_cpu_memory test_c
               test_cpu_graph accel_header_check test_odr test_concepts)
 asan_tests='^(test_core|test_dtype|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable)$'
 tsan_targets=(test_cpu_stream test_cpu_graph test_failure test_conformance test_stress_allocator test_stress_streams test_stress_events)
-tsan_tests='^(test_cpu_stream(_2dev)?|test_cpu_graph|test_failure_fork_allocator|test_conformance|test_stress_(allocator|streams|events))$'
+tsan_tests='^(test_cpu_stream(_2dev)?|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events))$'
 
 run_preset() {
   local preset="$1"

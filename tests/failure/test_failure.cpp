@@ -576,3 +576,102 @@ TEST_CASE("failure: a child forked while a stream runs a task can still synchron
   CHECK(r.exited);
   CHECK(r.code == 0);
 }
+
+TEST_CASE("failure: in a forked child, inherited streams and events refuse to report work that never ran there") {
+  // Issue 19, item 11. A child inherits the parent's streams without their worker threads: work that
+  // had not run at the fork never runs in the child, so synchronize(), query(), an event's query,
+  // synchronize and elapsed_time, and waits on it throw InvalidStateError — never a silent "done"
+  // (the child would read data the task never wrote). Work that had run before the fork is done.
+  // The child starts no thread, so this case also runs under ThreadSanitizer
+  // (test_failure_fork_streams).
+  Stream busy(0);
+  Stream idle(0);
+  int written_before_fork = 0;
+  int written_by_busy = 0;
+  Event idle_done;
+  Event idle_t0(true);
+  Event idle_t1(true);
+  idle_t0.record(idle);
+  idle.enqueue([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    written_before_fork = 1;
+  });
+  idle_t1.record(idle);
+  idle_done.record(idle);
+  idle.synchronize();
+
+  std::atomic<bool> started{false};
+  std::atomic<bool> release{false};
+  busy.enqueue([&] {
+    started.store(true);
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    written_by_busy = 42;
+  });
+  Event pending;
+  pending.record(busy);
+  Event pending_timed(true);
+  pending_timed.record(busy);
+  // A block freed while `busy` may still use it (record_stream): the allocator waits for busy's work.
+  void* block = Memory::raw_alloc(64 * KiB, idle);
+  Memory::record_stream(block, busy);
+  Memory::raw_delete(block);
+  while (!started.load()) std::this_thread::yield();
+
+  const accel_test::ChildResult r = accel_test::run_in_child([&]() -> int {
+    // Each call must throw InvalidStateError naming the stream and the fork; a return is a lie.
+    const std::string busy_name = "stream " + std::to_string(busy.id());
+    int code = 30;
+    const auto refused = [&](auto&& call) {
+      ++code;
+      try {
+        call();
+      } catch (const accel::InvalidStateError& e) {
+        const std::string what = e.what();
+        return contains(what, busy_name) && contains(what, "fork()");
+      } catch (...) {
+      }
+      return false;
+    };
+    if (!refused([&] { (void)busy.query(); })) return code;                         // 31
+    if (!refused([&] { busy.synchronize(); })) return code;                         // 32
+    if (!refused([&] { (void)pending.query(); })) return code;                      // 33
+    if (!refused([&] { pending.synchronize(); })) return code;                      // 34
+    if (!refused([&] { (void)idle_t0.elapsed_time(pending_timed); })) return code;  // 35
+    if (!refused([&] { Streams::default_stream(0).wait(pending); })) return code;   // 36
+    if (!refused([&] { Streams::default_stream(0).wait_stream(busy); })) return code;  // 37
+    if (!refused([&] { busy.enqueue([] {}); })) return code;                        // 38
+    if (written_by_busy != 0) return 40;  // indeed: the task never ran here
+    // What had run before the fork is done, truthfully.
+    if (!idle.query()) return 41;
+    idle.synchronize();
+    if (!idle_done.query()) return 42;
+    idle_done.synchronize();
+    Streams::default_stream(0).wait(idle_done);
+    if (written_before_fork != 1) return 43;
+    if (!(idle_t0.elapsed_time(idle_t1) > 0.0f)) return 44;
+    // The device synchronize covers the child's own streams (none here): it returns.
+    CpuBackend::synchronize(0);
+    // The allocator's own bookkeeping is not refused: busy's work never touches the child's copy of
+    // the block, so it is reusable here (the same block, for its stream).
+    void* again = nullptr;
+    try {
+      again = Memory::raw_alloc(64 * KiB, idle);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: raw_alloc: %s\n", e.what());
+      return 46;
+    }
+    if (again != block) return 47;
+    Memory::raw_delete(again);
+    // Still refused the second time: nothing was marked done by the first refusals.
+    if (!refused([&] { busy.synchronize(); })) return 45;
+    return 0;
+  }, std::chrono::seconds(30));
+  release.store(true);
+  busy.synchronize();
+  CHECK(written_by_busy == 42);  // the parent's stream is untouched by the child
+  CHECK(pending.query());
+  INFO("exited=" << r.exited << " code=" << r.code << " signal=" << r.signal << " hung=" << r.hung);
+  CHECK_FALSE(r.hung);
+  CHECK(r.exited);
+  CHECK(r.code == 0);
+}

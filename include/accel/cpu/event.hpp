@@ -30,6 +30,10 @@
 //                                its previous record. A replay recorded into another capture may not
 //                                record events (NotSupportedError).
 //
+// In a child process after fork(), an event recorded on a stream inherited from the parent answers
+// query(), synchronize(), elapsed_time() and waits only when the work it captured had run at the fork;
+// otherwise they throw InvalidStateError (that work runs only in the parent; cpu/stream.hpp).
+//
 // An Event is used by one thread at a time (record and query on one Event from two threads at once
 // race, as with any object; replaying a graph that records an external event is a use of that event);
 // the streams it is recorded on may run anywhere. Destroying an Event whose marker has not run yet is
@@ -124,7 +128,7 @@ class Event {
     const detail::event_capture* c = current();
     if (c == nullptr) return true;
     if (c->in_capture()) detail::refuse_captured_event(*c, "query");
-    return c->point.done();
+    return c->point.done_checked("cpu Event::query()");
   }
 
   /// Blocks (a short spin, then a condition variable) until the latest recorded work has completed;
@@ -135,6 +139,7 @@ class Event {
     const detail::event_capture* c = current();
     if (c == nullptr) return;
     if (c->in_capture()) detail::refuse_captured_event(*c, "synchronize");
+    c->point.refuse_unless_ran_before_fork("cpu Event::synchronize()");
     c->point.wait();
   }
 
@@ -159,6 +164,24 @@ class Event {
 
  private:
   friend class StreamRef;
+  friend struct HostMemory;
+  friend struct PinnedHostMemory;
+
+  // For the caching allocator's record_stream events: like query() and synchronize(), but in a
+  // child process work of a stream inherited across fork() counts as done (it never touches the
+  // child's copy of the memory), so the allocator may reuse the block instead of failing.
+  [[nodiscard]] bool done_or_lost_in_fork() const {
+    const detail::event_capture* c = current();
+    if (c == nullptr) return true;
+    if (c->in_capture()) detail::refuse_captured_event(*c, "query");
+    return c->point.done_or_lost_in_fork();
+  }
+  void wait_done_or_lost_in_fork() const {
+    const detail::event_capture* c = current();
+    if (c == nullptr) return;
+    if (c->in_capture()) detail::refuse_captured_event(*c, "synchronize");
+    c->point.wait();
+  }
 
   /// The latest record, null when never recorded.
   [[nodiscard]] const detail::event_capture* current() const noexcept {
@@ -195,7 +218,9 @@ class Event {
     const detail::event_capture* c = e.current();
     if (c == nullptr) throw InvalidStateError(which + "was never recorded");
     if (c->in_capture()) detail::refuse_captured_event(*c, "elapsed_time");
-    if (!c->point.done()) throw InvalidStateError(which + "has not completed yet (synchronize() it first)");
+    if (!c->point.done_checked("cpu Event::elapsed_time()")) {
+      throw InvalidStateError(which + "has not completed yet (synchronize() it first)");
+    }
   }
 
   void drop_capture() noexcept {

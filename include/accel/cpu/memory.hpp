@@ -261,8 +261,9 @@ struct HostMemory {
     e.record(s);
     return e;
   }
-  static bool event_done(const Event& e) { return e.query(); }
-  static void event_synchronize(const Event& e) { e.synchronize(); }
+  // Not query()/synchronize(): in a forked child, work of an inherited stream counts as done here.
+  static bool event_done(const Event& e) { return e.done_or_lost_in_fork(); }
+  static void event_synchronize(const Event& e) { e.wait_done_or_lost_in_fork(); }
   static MemoryInfo memory_info(int) { return {detail::available_host_memory(), detail::physical_memory()}; }
   static std::string device_name(int device) { return "cpu:" + std::to_string(device); }
 };
@@ -286,8 +287,9 @@ struct PinnedHostMemory {
   }
   static void deallocate(int, void* p, std::size_t bytes) noexcept { detail::release_segment(p, bytes, true); }
   static Event record_event(StreamRef s) { return HostMemory::record_event(s); }
-  static bool event_done(const Event& e) { return e.query(); }
-  static void event_synchronize(const Event& e) { e.synchronize(); }
+  // Not query()/synchronize(): in a forked child, work of an inherited stream counts as done here.
+  static bool event_done(const Event& e) { return e.done_or_lost_in_fork(); }
+  static void event_synchronize(const Event& e) { e.wait_done_or_lost_in_fork(); }
   static MemoryInfo memory_info(int) { return {detail::available_host_memory(), detail::physical_memory()}; }
   static std::string device_name(int) { return "cpu-pinned"; }
   static std::string oom_hint(int) {

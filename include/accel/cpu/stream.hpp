@@ -16,6 +16,11 @@
 // holding the original exception, and clears it. A stream destroyed with an unreported failure
 // writes it to stderr.
 //
+// After fork(), a child process inherits the parent's created streams without their worker threads:
+// enqueue on them is an InvalidStateError, and so are synchronize(), query() and waits that ask about
+// work that had not run at the fork (it runs only in the parent); work that had run is done. The
+// default streams and the device synchronize work in the child (the latter over the child's streams).
+//
 // Thread safety: every operation may be called from any thread. A StreamRef must not outlive its
 // Stream (like std::string_view); destroying a Stream that another thread still uses as its current
 // stream is a programming error (the destroying thread's own current stream is reset to the default).
@@ -61,7 +66,7 @@ class StreamRef {
   [[nodiscard]] bool query() const {
     const detail::stream_state& s = state("query");
     s.refuse_while_capturing("query");
-    return s.query();
+    return s.query_checked("query()");
   }
 
   /// True while a graph capture records the work enqueued on this stream (capture_to_graph).

@@ -170,6 +170,7 @@ class event_slot {
 /// order already for its own capturing stream; any other wait on it is refused.
 inline void wait_for_event(stream_state& s, const event_capture& c) {
   if (!c.in_capture()) {
+    c.point.refuse_unless_ran_before_fork("wait on an event", &s);
     s.wait_for(c.point);
     return;
   }

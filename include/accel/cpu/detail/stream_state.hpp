@@ -13,6 +13,22 @@
 // stream_points, so they agree: once an event recorded on s completed, s.query() sees that work too.
 // A task that throws is recorded, not propagated; the next stream or device synchronization reports it.
 //
+// A task that blocks on another stream (synchronize, an event's synchronize, a stream wait) may close
+// a cycle of waits — a task of A waits for B while a task of B waits for A, or A -> B -> C -> A — that
+// would never return. Each worker thread that blocks registers its edge in the wait-for graph
+// (wait_edge) under one process-wide mutex, after the short spin; the wait that would close a cycle
+// throws InvalidStateError naming the streams instead (reported as the task's TaskError). Host
+// threads never register: nothing waits for them, so they cannot be part of a cycle, and their waits
+// — the common path — take no extra lock.
+//
+// fork(): a child inherits the created streams without their worker threads (orphan_after_fork).
+// Their counters stay as they were at the fork, so a point whose work had run is done and one whose
+// work had not is never done. The backend's own bookkeeping (internal waits, the allocator, device
+// synchronize) treats the latter as done — that work belongs to the parent — while the calls that
+// answer users (synchronize(), query(), an event's query, synchronize or wait) throw
+// InvalidStateError: never a silent success. Both checks sit on the not-done path only, so a
+// query of finished work costs what it did.
+//
 // Lifetime: states are reference counted (the owning Stream, its worker thread, stream_points held by
 // events and waits, a device synchronization in progress); the registry of devices and their default
 // streams is created on first use and never destroyed, so it outlives static destructors.
@@ -66,6 +82,10 @@ template <class Ready>
 
 class stream_state;
 class stream_point;
+
+/// Guards the wait-for graph: every stream_state's waiting_for_ and waiting_target_. Constant-
+/// initialised and trivially destructible, so usable from static destructors and exiting threads.
+inline std::mutex wait_graph_mutex;
 
 /// The stream whose worker is the calling thread, if any (to refuse self-deadlocking waits).
 inline stream_state*& running_stream() noexcept {
@@ -168,13 +188,26 @@ class stream_state {
     return completed_.load(std::memory_order_acquire) >= submitted_.load(std::memory_order_acquire);
   }
 
+  /// query() for users: InvalidStateError in a child process when work of a stream inherited across
+  /// fork() had not run at the fork (refuse_unless_ran_before_fork); `call` names the call.
+  [[nodiscard]] bool query_checked(const char* call) const {
+    const bool done_now = query();
+    if (!done_now) [[unlikely]] refuse_if_lost_in_fork(submitted(), call);
+    return done_now;
+  }
+
   /// Blocks until the first `target` tasks have run (short spin, then a condition variable).
+  /// InvalidStateError when the calling thread is a stream's worker and the wait would never return:
+  /// the stream is its own, or the wait closes a cycle of waits between streams.
   void wait_until(std::uint64_t target) {
     const auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
     if (spin_until(reached)) return;
-    if (running_stream() == this) {
+    if (orphaned_) return;  // the rest runs only in the parent: done, for the backend's own waits
+    stream_state* const waiter = running_stream();
+    if (waiter == this) {
       throw InvalidStateError(name() + ": synchronizing a stream from one of its own tasks would never return");
     }
+    const wait_edge edge(waiter, *this, target);  // nothing for a host thread; throws on a cycle
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       // Publish the target before checking the counter (the worker stores the counter before
@@ -224,7 +257,11 @@ class stream_state {
   /// Blocks until all work enqueued before the call has run; then reports a stored task failure.
   void synchronize(source_location where) {
     refuse_while_capturing("synchronize");
-    if (!default_) wait_until(submitted());
+    if (orphaned_) {
+      refuse_unless_ran_before_fork(submitted(), "synchronize()");
+    } else if (!default_) {
+      wait_until(submitted());
+    }
     rethrow_failure(where);
   }
 
@@ -249,16 +286,41 @@ class stream_state {
   }
 
   /// In a child process after fork(): the worker thread was not copied. The queued work belongs to the
-  /// parent, so it counts as done here (waits return) and the missing thread is never joined.
+  /// parent: the counters stay as they were (completed() is what had run at the fork), the backend's
+  /// own waits treat the rest as done, and the missing thread is never joined.
   void orphan_after_fork() noexcept {
     // A lock or wait held by the parent's worker at the fork means nothing in the child.
     new (&mutex_) std::mutex();
     new (&work_cv_) std::condition_variable();
     new (&done_cv_) std::condition_variable();
     orphaned_ = true;
-    completed_.store(submitted_.load(std::memory_order_relaxed), std::memory_order_release);
+    waiting_for_ = nullptr;  // the parent's worker was waiting, not this process
     // The std::thread names a thread of the parent: keep it from being joined or destroyed joinable.
     new std::thread(std::move(worker_));  // NOLINT: leaked on purpose, one handle per inherited stream
+  }
+
+  /// True in a child process for a stream created before fork() (its worker is in the parent only).
+  [[nodiscard]] bool orphaned() const noexcept { return orphaned_; }
+
+  /// Throws InvalidStateError when this stream was inherited across fork() and its first `ticket`
+  /// tasks had not all run at the fork: that work runs only in the parent, so no answer about it
+  /// (done, or a wait that returns) would be true here. `call` names the call, made by `caller` when
+  /// it is a stream's operation.
+  void refuse_unless_ran_before_fork(std::uint64_t ticket, const char* call,
+                                     const stream_state* caller = nullptr) const {
+    const std::uint64_t ran = completed();  // frozen at the fork in a child
+    if (!orphaned_ || ticket <= ran) return;
+    throw InvalidStateError((caller != nullptr ? caller->name() + ": " : std::string()) + call + ": " + name() +
+                            " was created before fork() and " + std::to_string(ticket - ran) +
+                            " of its tasks had not run when this process forked; they run only in the parent "
+                            "(its worker thread does not exist here), so their completion cannot be known or "
+                            "waited for in the child. Create streams and events in the child");
+  }
+
+  /// For a check for users whose work is not done: refuse_unless_ran_before_fork. Out of line, so
+  /// that the done path of the check stays as short as the plain query.
+  [[gnu::noinline, gnu::cold]] void refuse_if_lost_in_fork(std::uint64_t ticket, const char* call) const {
+    refuse_unless_ran_before_fork(ticket, call);
   }
 
   /// Drains the queue and stops the worker. Run once, by the owning Stream's destructor.
@@ -279,6 +341,53 @@ class stream_state {
  private:
   ~stream_state() = default;
   friend struct std::default_delete<stream_state>;
+
+  /// A worker thread's edge in the wait-for graph while it blocks in wait_until: `waiter` waits for
+  /// `target`'s first `ticket` tasks. Refuses (throws) an edge that would close a cycle. Waits of host
+  /// threads (waiter == nullptr) are not recorded.
+  class wait_edge {
+   public:
+    wait_edge(stream_state* waiter, stream_state& target, std::uint64_t ticket) : waiter_(waiter) {
+      if (waiter_ == nullptr) return;
+      const std::lock_guard<std::mutex> lock(wait_graph_mutex);
+      // Follow the waits that still block: `s` blocks its waiter while it has not run `t` tasks, and
+      // it cannot run them while its own worker is blocked in turn. Reaching the waiter is a cycle.
+      // The graph never holds a blocking cycle (each closing edge is refused), so the walk ends; the
+      // bound only guards against a broken invariant.
+      const stream_state* s = &target;
+      std::uint64_t t = ticket;
+      for (int hops = 0; s != nullptr && hops < 1'000'000; ++hops) {
+        if (s->completed() >= t) break;  // that wait is satisfied: no cycle through it
+        if (s == waiter_) throw_cycle(target);
+        t = s->waiting_target_;
+        s = s->waiting_for_;
+      }
+      waiter_->waiting_for_ = &target;
+      waiter_->waiting_target_ = ticket;
+    }
+    wait_edge(const wait_edge&) = delete;
+    wait_edge& operator=(const wait_edge&) = delete;
+    ~wait_edge() {
+      if (waiter_ == nullptr) return;
+      const std::lock_guard<std::mutex> lock(wait_graph_mutex);
+      waiter_->waiting_for_ = nullptr;
+    }
+
+   private:
+    // With wait_graph_mutex held: the cycle waiter_ -> target -> ... -> waiter_, named stream by stream.
+    [[noreturn]] void throw_cycle(const stream_state& target) const {
+      std::string cycle = waiter_->name();
+      for (const stream_state* s = &target; s != nullptr && s != waiter_; s = s->waiting_for_) {
+        cycle += " -> " + s->name();
+      }
+      cycle += " -> " + waiter_->name();
+      throw InvalidStateError(waiter_->name() + ": a task waiting for " + target.name() +
+                              " would never return: the waits of tasks form a cycle (" + cycle +
+                              "; each stream's running task waits for the next stream)");
+    }
+
+    stream_state* waiter_;
+  };
 
   void run_one(stream_task& task) noexcept {
     try {
@@ -360,6 +469,7 @@ class stream_state {
   const std::uint64_t id_;
   std::atomic<std::uint64_t> failure_seq_{0};  // read by every synchronize, written on failures
   std::thread worker_;
+  bool orphaned_ = false;  // inherited by a child process (set single-threaded, in the atfork handler)
 
   alignas(line) std::atomic<std::uint32_t> refs_{1};
 
@@ -371,12 +481,13 @@ class stream_state {
   std::atomic<std::uint64_t> submitted_{0};
   bool idle_ = false;
   bool stopping_ = false;
-  bool orphaned_ = false;  // inherited by a child process (set single-threaded, in the atfork handler)
   std::condition_variable work_cv_;
 
   // the worker
   alignas(line) std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> wake_at_{std::numeric_limits<std::uint64_t>::max()};  // least waited-for count
+  stream_state* waiting_for_ = nullptr;  // the stream a task of this one is blocked on (wait_graph_mutex)
+  std::uint64_t waiting_target_ = 0;     // ... and its ticket (wait_graph_mutex)
 
   alignas(line) std::condition_variable done_cv_;
   std::exception_ptr failure_;
@@ -411,6 +522,19 @@ class stream_point {
   [[nodiscard]] stream_state* stream() const noexcept { return stream_; }
   /// One atomic load.
   [[nodiscard]] bool done() const noexcept { return stream_ == nullptr || stream_->completed() >= ticket_; }
+  /// done() for users: InvalidStateError in a child process when this point's work had not run at
+  /// fork() (stream_state::refuse_unless_ran_before_fork); `call` names the call. Done: one load.
+  [[nodiscard]] bool done_checked(const char* call) const {
+    const bool done_now = done();
+    if (!done_now) [[unlikely]] stream_->refuse_if_lost_in_fork(ticket_, call);
+    return done_now;
+  }
+  /// done() for the backend's own bookkeeping (the allocator): work lost in a fork counts as done.
+  [[nodiscard]] bool done_or_lost_in_fork() const noexcept { return done() || stream_->orphaned(); }
+  /// The same check alone, before a wait; `caller` is the stream that waits, if any.
+  void refuse_unless_ran_before_fork(const char* call, const stream_state* caller = nullptr) const {
+    if (stream_ != nullptr && stream_->orphaned()) stream_->refuse_unless_ran_before_fork(ticket_, call, caller);
+  }
   /// Blocks until done (short spin, then a condition variable).
   void wait() const {
     if (stream_ != nullptr) stream_->wait_until(ticket_);
@@ -428,12 +552,13 @@ struct stream_wait {
 };
 
 inline void stream_state::wait_for(const stream_point& point) {
-  if (point.stream() == this || point.done()) return;  // in stream order already, or satisfied
+  if (point.stream() == this || point.done_or_lost_in_fork()) return;  // in stream order already, or satisfied
   submit(stream_task(stream_wait{point.share()}));
 }
 
 inline void stream_state::wait_for_stream(stream_state& other) {
   if (&other == this || other.default_) return;  // the default stream's tasks ran inline
+  if (other.orphaned_) other.refuse_unless_ran_before_fork(other.submitted(), "wait_stream()", this);
   wait_for(stream_point(other, other.submitted()));
 }
 
@@ -466,8 +591,10 @@ class stream_registry {
   // fork() support (see registry()).
   void lock_all() noexcept {
     for (int i = 0; i < count_; ++i) devices_[i].mutex.lock();
+    wait_graph_mutex.lock();  // never held while a registry mutex is taken: no order to invert
   }
   void unlock_all() noexcept {
+    wait_graph_mutex.unlock();
     for (int i = count_; i-- > 0;) devices_[i].mutex.unlock();
   }
   void orphan_all() noexcept {
@@ -535,7 +662,7 @@ inline std::vector<stream_point> stream_frontier() {
     std::lock_guard<std::mutex> lock(d.mutex);
     for (stream_state* s : d.live) {
       const std::uint64_t submitted = s->submitted();
-      if (s->completed() < submitted) points.emplace_back(*s, submitted);
+      if (s->completed() < submitted && !s->orphaned()) points.emplace_back(*s, submitted);
     }
   }
   return points;
@@ -570,6 +697,7 @@ inline void synchronize_device(int device, source_location where) {
     }
     snapshot.reserve(d.live.size());
     for (stream_state* s : d.live) {
+      if (s->orphaned()) continue;  // inherited across fork(): its work belongs to the parent
       s->retain();
       snapshot.push_back({s, s->submitted()});
     }
