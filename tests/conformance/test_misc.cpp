@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <stdexcept>
 
 TEST_CASE_TEMPLATE_DEFINE("dtypes: supported_dtypes agrees with the fp16/bf16 answers", B, dtypes) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
@@ -58,6 +59,11 @@ TEST_CASE_TEMPLATE_DEFINE("env: launcher variables and lazy_call", B, env) {
   b.lazy_call(null_callback);
   CHECK(calls == 11);
   CHECK(pointer_calls == 1);
+  // Once initialised, a callback's exception reaches the caller, and the next callback still runs.
+  CHECK_THROWS_WITH_AS(b.lazy_call([] { throw std::runtime_error("from a lazy callback"); }), "from a lazy callback",
+                       std::runtime_error);
+  b.lazy_call([&] { calls += 100; });
+  CHECK(calls == 111);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("flags: compile-time constants", B, flags) {

@@ -1,11 +1,14 @@
 // CudaBackend where it may have no GPU: detection, the unavailable path, error mapping,
 // CUDA_VISIBLE_DEVICES parsing. Adapts when a GPU is present (then the device checks run instead).
+#include "support/lazy_init_contract.hpp"
+
 #include <accel/cuda/backend.hpp>
 
 #include <doctest/doctest.h>
 
 #include <array>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -160,6 +163,16 @@ TEST_CASE("cuda: lazy_call waits for the runtime, which detection does not start
   CHECK(calls == 0);
   CHECK_FALSE(accel::cuda::Environment::is_initialized());
   cuda.lazy_call({});  // an empty callback is ignored
+}
+
+// Run by its own ctest entry (test_cuda_lazy_init): it needs a process whose CUDA runtime accel has not
+// initialised, and leaves it initialised. The trigger is what set_device(), a DeviceGuard, a stream or
+// an allocation call once the runtime is up (detail::ensure_lazy_init), so it runs without a GPU.
+TEST_CASE("cuda: lazy_call follows torch's lazy-init contract from several threads" * doctest::skip()) {
+  REQUIRE_FALSE(accel::cuda::Environment::is_initialized());
+  accel_test::check_lazy_init_contract([](std::function<void()> fn) { cuda.lazy_call(std::move(fn)); },
+                                       [] { accel::cuda::detail::ensure_lazy_init(); },
+                                       [] { return accel::cuda::Environment::is_initialized(); });
 }
 
 TEST_CASE("cuda: profiling and launcher environment need no device") {

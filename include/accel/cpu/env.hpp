@@ -29,7 +29,8 @@ struct Environment {
     accel::detail::set_visible_devices(env, visible_devices_envs(), ids);
   }
 
-  /// The CPU runtime needs no initialisation, so the callback runs now, on the calling thread. Any
+  /// The CPU runtime needs no initialisation, so the callback runs now, on the calling thread, and
+  /// its exception reaches the caller (as lazy_call does on an initialised CUDA runtime). Any
   /// callable: an empty one (a null function pointer, an empty std::function) is ignored.
   template <std::invocable Callback>
   static void lazy_call(Callback&& callback) {

@@ -21,14 +21,9 @@
 #include <accel/cuda/detail/detect.hpp>
 #include <accel/cuda/detail/driver.hpp>
 #include <accel/cuda/error.hpp>
+#include <accel/detail/lazy_init.hpp>
 
-#include <atomic>
-#include <exception>
-#include <functional>
-#include <mutex>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace accel::cuda {
 
@@ -56,44 +51,16 @@ inline int logical_device(int runtime) noexcept {
   return runtime;
 }
 
-// lazy_call callbacks waiting for the first device initialisation of this process.
-struct LazyInit {
-  std::mutex mutex;
-  std::vector<std::function<void()>> queue;
-  std::atomic<bool> initialised{false};
-};
-
-inline LazyInit& lazy_init() {
-  static LazyInit* const state = new LazyInit();  // leaked: usable during static destruction
+// lazy_call callbacks waiting for the first device initialisation of this process (torch's lazy-init
+// contract: accel/detail/lazy_init.hpp).
+inline accel::detail::LazyInit& lazy_init() {
+  static accel::detail::LazyInit* const state = new accel::detail::LazyInit("cuda");  // leaked: usable during static destruction
   return *state;
 }
 
-// Marks the runtime initialised and runs the queued callbacks (once, on the first thread that gets
-// here). Callbacks run outside the lock, so they may call lazy_call themselves (it then runs at once).
-// Every callback runs; the first exception is rethrown after the others ran.
-inline void run_lazy_init_slow() {
-  LazyInit& state = lazy_init();
-  std::vector<std::function<void()>> callbacks;
-  {
-    const std::lock_guard lock(state.mutex);
-    if (state.initialised.load(std::memory_order_relaxed)) return;
-    callbacks.swap(state.queue);
-    state.initialised.store(true, std::memory_order_release);
-  }
-  std::exception_ptr first;
-  for (auto& callback : callbacks) {
-    try {
-      callback();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
-}
-
-inline void ensure_lazy_init() {
-  if (!lazy_init().initialised.load(std::memory_order_acquire)) [[unlikely]] run_lazy_init_slow();
-}
+// Called by everything that initialises the runtime, after it did: runs the queued callbacks (once;
+// TaskError when one throws, and the next call runs the queue again from it).
+inline void ensure_lazy_init() { lazy_init().ensure(); }
 
 // Whether `device` already has an active primary context (driver API; false while the driver is not
 // initialised, true when unknown, so the caller falls back to plain cudaSetDevice).
@@ -199,9 +166,9 @@ struct Devices {
       previous_ = detail::logical_device(runtime);
       if (runtime != index) ACCEL_CUDA_CHECK(cudaSetDevice(index));
       detail::pending_device().device = -1;
-      if (!detail::lazy_init().initialised.load(std::memory_order_acquire)) [[unlikely]] {
+      if (!detail::lazy_init().initialized()) [[unlikely]] {
         try {
-          detail::run_lazy_init_slow();
+          detail::lazy_init().ensure();
         } catch (...) {
           restore();
           throw;

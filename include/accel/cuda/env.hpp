@@ -2,7 +2,9 @@
 //
 // lazy_call(fn) defers fn until this process's CUDA runtime is initialised by accel — the first
 // set_device(), DeviceGuard, stream, event or allocation on a device — and runs it there, once, in
-// queue order (torch.cuda._lazy_call). Once initialised, lazy_call runs fn at once. Initialisation
+// queue order, even when several threads initialise at once (torch.cuda._lazy_call). Once
+// initialised, lazy_call runs fn at once. A callback that throws makes the initialising call throw
+// TaskError, and the next initialisation runs it again (accel/detail/lazy_init.hpp). Initialisation
 // by raw CUDA calls that bypass accel is not noticed. If CUDA never initialises, fn never runs.
 // parse_visible_devices() reads CUDA_VISIBLE_DEVICES in all its forms (ordinals, GPU-<uuid>,
 // MIG-<uuid>); see cuda/detail/visible_devices.hpp.
@@ -14,7 +16,6 @@
 #include <accel/detail/visible_devices.hpp>
 
 #include <functional>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,23 +40,11 @@ struct Environment {
   }
 
   /// Runs `callback` once accel has initialised the CUDA runtime in this process (now, if it has).
-  static void lazy_call(std::function<void()> callback) {
-    if (!callback) return;
-    detail::LazyInit& state = detail::lazy_init();
-    {
-      const std::lock_guard lock(state.mutex);
-      if (!state.initialised.load(std::memory_order_acquire)) {
-        state.queue.push_back(std::move(callback));
-        return;
-      }
-    }
-    callback();
-  }
+  static void lazy_call(std::function<void()> callback) { detail::lazy_init().call(std::move(callback)); }
 
-  /// Whether accel has initialised the CUDA runtime in this process (lazy_call runs at once).
-  [[nodiscard]] static bool is_initialized() noexcept {
-    return detail::lazy_init().initialised.load(std::memory_order_acquire);
-  }
+  /// Whether accel has initialised the CUDA runtime in this process and every lazy_call callback
+  /// queued before ran (lazy_call then runs at once).
+  [[nodiscard]] static bool is_initialized() noexcept { return detail::lazy_init().initialized(); }
 };
 
 }  // namespace accel::cuda
