@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <variant>
 
 static_assert(accel::Accelerator<accel::AnyBackend>);
 static_assert(std::is_trivially_copyable_v<accel::AnyBackend::StreamRef>);
@@ -109,6 +110,86 @@ TEST_CASE("selection errors: unknown names list the valid ones; unavailable is n
 #endif
 }
 
+TEST_CASE("selection: DS_ACCELERATOR is read like ACCEL_BACKEND; both set to different names is an error") {
+  const auto select = [](const char* accel_backend, const char* ds_accelerator) {
+    return accel::select_backend<accel::CpuBackend, mock::Backend>(accel_backend, ds_accelerator);
+  };
+  try {
+    (void)select(nullptr, "bogus");
+    FAIL("an unknown DS_ACCELERATOR was accepted");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()) == "DS_ACCELERATOR='bogus' is not a backend of this build (valid: cpu, mock)");
+  }
+  const accel::BackendSelection ds = select(nullptr, "mock");
+  CHECK(ds.index == 1);
+  CHECK(ds.from_environment);
+  CHECK(ds.reason == "DS_ACCELERATOR=mock");
+  const accel::BackendSelection both = select("mock", "mock");
+  CHECK(both.index == 1);
+  CHECK(both.reason == "ACCEL_BACKEND=mock (and DS_ACCELERATOR)");
+  try {
+    (void)select("cpu", "mock");
+    FAIL("two different names were accepted");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()) == "ACCEL_BACKEND='cpu' and DS_ACCELERATOR='mock' name different backends: unset "
+                                   "one, or set both to the same name (valid: cpu, mock)");
+  }
+  CHECK_THROWS_AS((void)select("bogus", "cpu"), accel::InvalidArgumentError);
+  // Empty counts as unset, for either variable.
+  CHECK(select("", "mock").index == 1);
+  CHECK(select("mock", "").index == 1);
+  CHECK_FALSE(select("", "").from_environment);
+#if defined(ACCEL_HAS_CUDA)
+  if (!accel::CudaBackend{}.is_available()) {
+    using CudaFirst = accel::BackendSelection (*)(const char*, const char*);
+    const CudaFirst cuda_first = &accel::select_backend<accel::CudaBackend, accel::CpuBackend>;
+    CHECK_THROWS_WITH_AS((void)cuda_first(nullptr, "cuda"),
+                         doctest::Contains("DS_ACCELERATOR=cuda but cuda is unavailable: "),
+                         accel::BackendUnavailableError);
+  }
+#endif
+}
+
+// Run by the ctest entries test_dispatch_ds_accelerator_* (tests/dispatch/CMakeLists.txt), each with
+// its own DS_ACCELERATOR (and ACCEL_BACKEND): get_accelerator() must do what the variables say.
+TEST_CASE("selection: get_accelerator() reads DS_ACCELERATOR, alone or beside ACCEL_BACKEND" * doctest::skip()) {
+  const char* ds = std::getenv("DS_ACCELERATOR");
+  const char* accel_backend = std::getenv("ACCEL_BACKEND");
+  REQUIRE_MESSAGE(ds != nullptr, "run through ctest (test_dispatch_ds_accelerator_*), which sets DS_ACCELERATOR");
+  const std::string ds_value = ds;
+  const std::string accel_value = accel_backend != nullptr ? accel_backend : "";
+  std::string valid;
+  bool known = ds_value.empty();
+  for (std::size_t i = 0; i < std::variant_size_v<accel::AnyBackend::variant_type>; ++i) {
+    const std::string name(accel::AnyBackend(i, 0).name());
+    valid += (valid.empty() ? "" : ", ") + name;
+    known = known || name == ds_value;
+  }
+  INFO("DS_ACCELERATOR='" << ds_value << "' ACCEL_BACKEND='" << accel_value << "' valid: " << valid);
+  if (!accel_value.empty() && !ds_value.empty() && accel_value != ds_value) {
+    CHECK_THROWS_WITH_AS((void)accel::get_accelerator(),
+                         doctest::Contains(("ACCEL_BACKEND='" + accel_value + "' and DS_ACCELERATOR='" + ds_value +
+                                            "' name different backends")
+                                               .c_str()),
+                         accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)accel::get_accelerator(), accel::InvalidArgumentError);  // every time, not once
+  } else if (!known) {
+    CHECK_THROWS_WITH_AS((void)accel::get_accelerator(),
+                         doctest::Contains(("DS_ACCELERATOR='" + ds_value +
+                                            "' is not a backend of this build (valid: " + valid + ")")
+                                               .c_str()),
+                         accel::InvalidArgumentError);
+  } else if (!ds_value.empty()) {
+    const accel::AnyBackend selected = accel::get_accelerator();
+    CHECK(selected.name() == ds_value);
+    CHECK(accel::accelerator_selection().from_environment);
+    CHECK(accel::accelerator_selection().reason.find("DS_ACCELERATOR") != std::string::npos);
+  } else {  // empty: unset
+    CHECK(accel::get_accelerator().is_available());
+    CHECK(accel::accelerator_selection().from_environment == !accel_value.empty());
+  }
+}
+
 TEST_CASE("a user's own backend joins a user-side list and dispatches the same way") {
   using MyAny = accel::enabled_backends_t<accel::BasicAnyBackend, mock::Backend>;
   static_assert(accel::Accelerator<MyAny>);
@@ -157,4 +238,36 @@ TEST_CASE("the process can fork after selection and the child uses the CPU backe
   REQUIRE(waitpid(child, &status, 0) == child);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("set_accelerator belongs to its backend list: a user's list and the built-in one are independent") {
+  // Issue 19, item 15. MyAny lists the mock backend first; the built-in list never holds it.
+  using MyAny = accel::BasicAnyBackend<mock::Backend, accel::CpuBackend>;
+  const accel::AnyBackend builtin = accel::get_accelerator();
+
+  accel::set_accelerator<MyAny>(MyAny{accel::CpuBackend{}});
+  CHECK(accel::get_accelerator<MyAny>().name() == "cpu");
+  CHECK(accel::get_accelerator() == builtin);  // unchanged
+  CHECK(MyAny::Stream{}.index() == 1);         // handles made without a backend follow their list's choice
+  CHECK(accel::AnyBackend::Stream{}.index() == builtin.index());
+
+  accel::set_accelerator<MyAny>(MyAny{mock::Backend{}});
+  CHECK(accel::get_accelerator<MyAny>().name() == "mock");
+  CHECK(MyAny::Stream{}.index() == 0);
+  CHECK(MyAny::Event{}.index() == 0);
+  CHECK(accel::get_accelerator() == builtin);
+  CHECK(accel::get_accelerator().name() == builtin.name());
+  CHECK(accel::AnyBackend::Event{}.index() == builtin.index());
+
+  // The reverse: overriding the built-in list leaves the user's alone.
+  accel::set_accelerator(accel::AnyBackend{accel::CpuBackend{}});
+  CHECK(accel::get_accelerator().name() == "cpu");
+  CHECK(accel::get_accelerator<MyAny>().name() == "mock");
+  // What the environment and the probes chose is each list's own too.
+  CHECK(accel::accelerator_selection<MyAny>().probes.size() == 2);
+  CHECK(accel::accelerator_selection<MyAny>().probes.front().name == "mock");
+  CHECK(accel::accelerator_selection().probes.size() == std::variant_size_v<accel::AnyBackend::variant_type>);
+
+  accel::set_accelerator(builtin);  // leave the process's selection as it was for the cases after this one
+  CHECK(accel::get_accelerator() == builtin);
 }

@@ -5,7 +5,8 @@
 // call). For the hot path, enter static code once with accel::visit (dispatch/visit.hpp).
 // `AnyBackend{}` is the process's selected backend (get_accelerator()); `AnyBackend{CpuBackend{}}`
 // a given one. A user's own backend joins with `BasicAnyBackend<MyBackend, CpuBackend>` or
-// `enabled_backends_t<BasicAnyBackend, MyBackend>`.
+// `enabled_backends_t<BasicAnyBackend, MyBackend>` — also one that reuses another backend's stream,
+// event or graph types (dispatch/any_stream.hpp chooses alternatives by position).
 #pragma once
 
 #include <accel/concepts/accelerator.hpp>
@@ -83,13 +84,18 @@ class BasicAnyBackend {
   void synchronize(int i) const { call([&](auto b) { b.synchronize(i); }); }
 
   // ---- streams ----
-  [[nodiscard]] StreamRef current_stream() const { return call([](auto b) { return StreamRef(b.current_stream()); }); }
-  [[nodiscard]] StreamRef current_stream(int i) const {
-    return call([&](auto b) { return StreamRef(b.current_stream(i)); });
+  // Streams are wrapped by this backend's position, not their type: two backends may share one.
+  [[nodiscard]] StreamRef current_stream() const {
+    return call_indexed([](auto i, auto b) { return StreamRef(std::in_place_index<i()>, b.current_stream()); });
   }
-  [[nodiscard]] StreamRef default_stream() const { return call([](auto b) { return StreamRef(b.default_stream()); }); }
-  [[nodiscard]] StreamRef default_stream(int i) const {
-    return call([&](auto b) { return StreamRef(b.default_stream(i)); });
+  [[nodiscard]] StreamRef current_stream(int dev) const {
+    return call_indexed([&](auto i, auto b) { return StreamRef(std::in_place_index<i()>, b.current_stream(dev)); });
+  }
+  [[nodiscard]] StreamRef default_stream() const {
+    return call_indexed([](auto i, auto b) { return StreamRef(std::in_place_index<i()>, b.default_stream()); });
+  }
+  [[nodiscard]] StreamRef default_stream(int dev) const {
+    return call_indexed([&](auto i, auto b) { return StreamRef(std::in_place_index<i()>, b.default_stream(dev)); });
   }
   void set_stream(StreamRef s) const { on_stream(s, [](auto b, auto ref) { b.set_stream(ref); }); }
   [[nodiscard]] StreamGuard stream(StreamRef s) const { return StreamGuard(s); }
@@ -263,6 +269,10 @@ class BasicAnyBackend {
   template <class F>
   decltype(auto) call(F&& f) const {
     return detail::visit_indexed(backend_, [&](auto, auto b) -> decltype(auto) { return f(b); });
+  }
+  template <class F>
+  decltype(auto) call_indexed(F&& f) const {
+    return detail::visit_indexed(backend_, std::forward<F>(f));
   }
   template <class F>
   static decltype(auto) on_stream_backend(StreamRef s, F&& f) {

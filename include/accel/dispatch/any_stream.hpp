@@ -4,6 +4,11 @@
 // the active alternative. Mixing backends (a CUDA event waited on by a CPU stream) is an
 // InvalidArgumentError naming both. Handles constructed without a backend use the selected one
 // (accel::get_accelerator(), dispatch/select.hpp).
+//
+// Alternatives are chosen by position, never by type: two backends of a list may share handle types
+// (a user's backend that delegates to the CPU backend's streams and events), and the variant then has
+// the same type twice. A concrete handle converts implicitly only where its type names one backend of
+// the list; otherwise say which: AnyStreamRef<Bs...>(std::in_place_index<I>, ref).
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -14,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -23,6 +29,20 @@ template <class... Bs>
 class AnyEvent;
 
 namespace detail {
+
+/// How many of Ts... are T.
+template <class T, class... Ts>
+inline constexpr std::size_t count_of = (std::size_t{std::is_same_v<T, Ts>} + ... + 0);
+
+/// The position of B in Bs... (which holds it once).
+template <class B, class... Bs>
+consteval std::size_t index_of() {
+  constexpr bool same[] = {std::is_same_v<B, Bs>...};
+  for (std::size_t i = 0; i < sizeof...(Bs); ++i) {
+    if (same[i]) return i;
+  }
+  return sizeof...(Bs);
+}
 
 template <class... Bs>
 std::string_view backend_name_at(std::size_t index) {
@@ -44,9 +64,14 @@ class AnyStreamRef {
  public:
   using variant_type = std::variant<typename Bs::StreamRef...>;
 
+  /// Views a backend's ref; only where exactly one backend of the list has that ref type.
   template <class R>
-    requires(std::same_as<R, typename Bs::StreamRef> || ...)
+    requires(detail::count_of<R, typename Bs::StreamRef...> == 1)
   AnyStreamRef(R ref) noexcept : ref_(ref) {}  // NOLINT(google-explicit-constructor): views any backend's ref
+  /// Views a ref of backend number I in Bs...
+  template <std::size_t I>
+  AnyStreamRef(std::in_place_index_t<I> backend, typename detail::backend_at<I, Bs...>::StreamRef ref) noexcept
+      : ref_(backend, ref) {}
 
   void synchronize() const {
     detail::visit_indexed(ref_, [](auto, auto s) { s.synchronize(); });
@@ -78,8 +103,10 @@ class AnyStreamRef {
   [[nodiscard]] std::string_view backend_name() const { return detail::backend_name_at<Bs...>(index()); }
   /// The concrete ref; InvalidArgumentError if the stream belongs to another backend.
   template <class B>
+    requires(detail::count_of<B, Bs...> == 1)
   [[nodiscard]] typename B::StreamRef get() const {
-    if (const auto* ref = std::get_if<typename B::StreamRef>(&ref_)) return *ref;
+    constexpr std::size_t i = detail::index_of<B, Bs...>();
+    if (const auto* ref = std::get_if<i>(&ref_)) return *ref;
     detail::throw_backend_mismatch("AnyStreamRef::get", backend_name(), B::name());
   }
   [[nodiscard]] const variant_type& variant() const noexcept { return ref_; }
@@ -105,9 +132,14 @@ class AnyStream {
       : stream_(detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) {
           return variant_type(std::in_place_index<i()>, args...);
         })) {}
+  /// Takes a backend's stream; only where exactly one backend of the list has that stream type.
   template <class S>
-    requires(std::same_as<S, typename Bs::Stream> || ...)
+    requires(detail::count_of<std::remove_cvref_t<S>, typename Bs::Stream...> == 1 && !std::is_lvalue_reference_v<S>)
   explicit AnyStream(S&& owned) : stream_(std::move(owned)) {}
+  /// Takes a stream of backend number I in Bs...
+  template <std::size_t I>
+  AnyStream(std::in_place_index_t<I> backend, typename detail::backend_at<I, Bs...>::Stream&& owned)
+      : stream_(backend, std::move(owned)) {}
 
   AnyStream(AnyStream&&) noexcept = default;
   AnyStream& operator=(AnyStream&&) noexcept = default;
@@ -115,7 +147,7 @@ class AnyStream {
 
   [[nodiscard]] AnyStreamRef<Bs...> ref() const {
     return detail::visit_indexed(stream_, [](auto i, const auto& s) -> AnyStreamRef<Bs...> {
-      return typename detail::backend_at<i(), Bs...>::StreamRef(s);
+      return AnyStreamRef<Bs...>(std::in_place_index<i()>, typename detail::backend_at<i(), Bs...>::StreamRef(s));
     });
   }
   operator AnyStreamRef<Bs...>() const { return ref(); }  // NOLINT(google-explicit-constructor)

@@ -1,4 +1,5 @@
-// accel/dispatch/select.hpp — accel::get_accelerator(): DeepSpeed's get_accelerator(), chosen once.
+// accel/dispatch/select.hpp — accel::get_accelerator(): DeepSpeed's get_accelerator(), chosen once per
+// backend list.
 #pragma once
 
 #include <accel/dispatch/any_backend.hpp>
@@ -6,37 +7,51 @@
 
 #include <string>
 #include <type_traits>
-#include <variant>
 
 namespace accel {
 
-// These three are templates (with a default argument nobody passes) only so that their bodies — the
-// selection, the variant construction, the probes — are compiled in the translation units that call
-// them, not in every one that includes the umbrella. Call them as plain functions.
+namespace detail {
 
-/// The process's backend: ACCEL_BACKEND=cpu|cuda when set (errors are never a silent fallback), else
-/// the first available one in priority order (CUDA, then CPU); or what set_accelerator() chose.
+// The selection state of an AnyBackend's own list (dispatch/detail/selection.hpp).
+template <class Any>
+struct selection_state_of;
+template <class... Bs>
+struct selection_state_of<BasicAnyBackend<Bs...>> {
+  using type = SelectionState<Bs...>;
+};
+
+}  // namespace detail
+
+// These three are templates (with a default argument nobody passes for the built-in list) only so
+// that their bodies — the selection, the variant construction, the probes — are compiled in the
+// translation units that call them, not in every one that includes the umbrella. Call them as plain
+// functions; a user's own list passes its type: accel::set_accelerator<MyAny>(MyAny{MyBackend{}}).
+
+/// The process's backend: ACCEL_BACKEND (or DS_ACCELERATOR) = cpu|cuda when set (errors are never a
+/// silent fallback), else the first available one in priority order (CUDA, then CPU); or what
+/// set_accelerator() chose.
 template <class Any = AnyBackend>
 [[nodiscard]] Any get_accelerator() {
   return Any{};
 }
 
-/// Overrides the selection for the rest of the process (DeepSpeed's set_accelerator).
+/// Overrides the selection of Any's backend list for the rest of the process (DeepSpeed's
+/// set_accelerator). Other lists, the built-in one included, keep their own selection.
 template <class Any = AnyBackend>
 void set_accelerator(std::type_identity_t<Any> backend) {
   if (!backend.is_available()) {
     throw BackendUnavailableError("set_accelerator(" + std::string(backend.name()) +
                                   "): unavailable: " + backend.availability().reason);
   }
-  detail::with_index<std::variant_size_v<typename Any::variant_type>>(backend.index(), [](auto i) {
-    enabled_backends_t<detail::SelectionState>::override_index().store(int(i()), std::memory_order_release);
-  });
+  detail::selection_state_of<Any>::type::override_index().store(static_cast<int>(backend.index()),
+                                                                 std::memory_order_release);
 }
 
-/// Why get_accelerator() chose what it chose (the environment, or each backend's probe), for reports.
-template <class State = enabled_backends_t<detail::SelectionState>>
+/// Why get_accelerator<Any>() chose what it chose (the environment, or each backend's probe), for
+/// reports. (What the environment and the probes chose: set_accelerator() does not change it.)
+template <class Any = AnyBackend>
 [[nodiscard]] const BackendSelection& accelerator_selection() {
-  return State::selection();
+  return detail::selection_state_of<Any>::type::selection();
 }
 
 }  // namespace accel

@@ -1,9 +1,15 @@
 // accel/dispatch/detail/selection.hpp — choosing a backend once per process (per backend list).
 //
-// ACCEL_BACKEND=<name> when set: an unknown name is an InvalidArgumentError listing the valid ones;
-// a known but unavailable backend is a BackendUnavailableError saying why — never a silent fallback.
+// ACCEL_BACKEND=<name>, or DeepSpeed's DS_ACCELERATOR=<name>, when set: an unknown name is an
+// InvalidArgumentError listing the valid ones; a known but unavailable backend is a
+// BackendUnavailableError saying why — never a silent fallback. Both set to different names is an
+// InvalidArgumentError naming both (the same name twice is fine). An empty value counts as unset.
 // Otherwise the first available backend in priority order. Probing calls availability(), which for
 // every backend is side-effect free (CUDA: the driver is asked, no context is created).
+//
+// The selection, and set_accelerator()'s override, belong to one backend list: SelectionState<Bs...>
+// is per list, so a user's own list (BasicAnyBackend<MyBackend, CpuBackend>) and the built-in one
+// select independently.
 #pragma once
 
 #include <accel/concepts/device.hpp>
@@ -28,36 +34,47 @@ struct BackendProbe {
 struct BackendSelection {
   std::size_t index = 0;          ///< position in the backend list
   std::string name;               ///< "cuda", "cpu"
-  bool from_environment = false;  ///< chosen by ACCEL_BACKEND
+  bool from_environment = false;  ///< chosen by ACCEL_BACKEND or DS_ACCELERATOR
   std::string reason;             ///< one line: why this one
   std::vector<BackendProbe> probes;
 };
 
-/// Selects among Bs... as get_accelerator() does; `requested` is ACCEL_BACKEND's value (nullptr: unset).
+/// Selects among Bs... as get_accelerator() does: `requested` is ACCEL_BACKEND's value and
+/// `ds_requested` DS_ACCELERATOR's (nullptr or empty: unset).
 template <class... Bs>
-BackendSelection select_backend(const char* requested) {
+BackendSelection select_backend(const char* requested, const char* ds_requested) {
   BackendSelection selection;
   (selection.probes.push_back({std::string(Bs::name()), Bs{}.availability()}), ...);
   std::string valid;
   for (const auto& probe : selection.probes) valid += (valid.empty() ? "" : ", ") + probe.name;
 
-  if (requested != nullptr && *requested != '\0') {
-    const std::string_view name(requested);
+  const bool accel_set = requested != nullptr && *requested != '\0';
+  const bool ds_set = ds_requested != nullptr && *ds_requested != '\0';
+  if (accel_set && ds_set && std::string_view(requested) != std::string_view(ds_requested)) {
+    throw InvalidArgumentError("ACCEL_BACKEND='" + std::string(requested) + "' and DS_ACCELERATOR='" +
+                               std::string(ds_requested) +
+                               "' name different backends: unset one, or set both to the same name (valid: " + valid +
+                               ")");
+  }
+  if (accel_set || ds_set) {
+    // ACCEL_BACKEND names the variable in messages when both are set (to the same name).
+    const std::string variable = accel_set ? "ACCEL_BACKEND" : "DS_ACCELERATOR";
+    const std::string_view name(accel_set ? requested : ds_requested);
     for (std::size_t i = 0; i < selection.probes.size(); ++i) {
       const auto& probe = selection.probes[i];
       if (probe.name != name) continue;
       if (!probe.availability.available) {
-        throw BackendUnavailableError("ACCEL_BACKEND=" + probe.name + " but " + probe.name +
+        throw BackendUnavailableError(variable + "=" + probe.name + " but " + probe.name +
                                       " is unavailable: " + probe.availability.reason);
       }
       selection.index = i;
       selection.name = probe.name;
       selection.from_environment = true;
-      selection.reason = "ACCEL_BACKEND=" + probe.name;
+      selection.reason = variable + "=" + probe.name + (accel_set && ds_set ? " (and DS_ACCELERATOR)" : "");
       return selection;
     }
-    throw InvalidArgumentError("ACCEL_BACKEND='" + std::string(name) +
-                               "' is not a backend of this build (valid: " + valid + ")");
+    throw InvalidArgumentError(variable + "='" + std::string(name) + "' is not a backend of this build (valid: " +
+                               valid + ")");
   }
   std::string why_not;
   for (std::size_t i = 0; i < selection.probes.size(); ++i) {
@@ -74,11 +91,18 @@ BackendSelection select_backend(const char* requested) {
   throw BackendUnavailableError("no backend is available (" + why_not + ")");
 }
 
+/// The same with DS_ACCELERATOR unset.
+template <class... Bs>
+BackendSelection select_backend(const char* requested) {
+  return select_backend<Bs...>(requested, nullptr);
+}
+
 namespace detail {
 
+// The selection state of the backend list Bs... (and of no other list).
 template <class... Bs>
 struct SelectionState {
-  // -1: no override; else the index set by set_accelerator().
+  // -1: no override; else the index in Bs... set by set_accelerator().
   static std::atomic<int>& override_index() {
     static std::atomic<int> index{-1};
     return index;
@@ -86,7 +110,7 @@ struct SelectionState {
   // Computed once, thread-safely; if it throws, the next call tries again.
   static const BackendSelection& selection() {
     static const BackendSelection selected = [] {
-      BackendSelection s = select_backend<Bs...>(std::getenv("ACCEL_BACKEND"));
+      BackendSelection s = select_backend<Bs...>(std::getenv("ACCEL_BACKEND"), std::getenv("DS_ACCELERATOR"));
       if (const char* level = std::getenv("ACCEL_LOG_LEVEL"); level != nullptr && std::string_view(level) == "debug") {
         std::fprintf(stderr, "accel: selected backend %s (%s)\n", std::string(s.name).c_str(),
                      std::string(s.reason).c_str());
