@@ -83,9 +83,12 @@ template <class Ready>
 class stream_state;
 class stream_point;
 
-/// Guards the wait-for graph: every stream_state's waiting_for_ and waiting_target_. Constant-
-/// initialised and trivially destructible, so usable from static destructors and exiting threads.
-inline std::mutex wait_graph_mutex;
+/// Guards the wait-for graph: every stream_state's waiting_for_ and waiting_target_. Created on first
+/// use and never destroyed, so usable from static destructors and exiting threads.
+inline std::mutex& wait_graph_mutex() {
+  static std::mutex* const mutex = new std::mutex();
+  return *mutex;
+}
 
 /// The stream whose worker is the calling thread, if any (to refuse self-deadlocking waits).
 inline stream_state*& running_stream() noexcept {
@@ -349,7 +352,7 @@ class stream_state {
    public:
     wait_edge(stream_state* waiter, stream_state& target, std::uint64_t ticket) : waiter_(waiter) {
       if (waiter_ == nullptr) return;
-      const std::lock_guard<std::mutex> lock(wait_graph_mutex);
+      const std::lock_guard<std::mutex> lock(wait_graph_mutex());
       // Follow the waits that still block: `s` blocks its waiter while it has not run `t` tasks, and
       // it cannot run them while its own worker is blocked in turn. Reaching the waiter is a cycle.
       // The graph never holds a blocking cycle (each closing edge is refused), so the walk ends; the
@@ -369,7 +372,7 @@ class stream_state {
     wait_edge& operator=(const wait_edge&) = delete;
     ~wait_edge() {
       if (waiter_ == nullptr) return;
-      const std::lock_guard<std::mutex> lock(wait_graph_mutex);
+      const std::lock_guard<std::mutex> lock(wait_graph_mutex());
       waiter_->waiting_for_ = nullptr;
     }
 
@@ -591,10 +594,10 @@ class stream_registry {
   // fork() support (see registry()).
   void lock_all() noexcept {
     for (int i = 0; i < count_; ++i) devices_[i].mutex.lock();
-    wait_graph_mutex.lock();  // never held while a registry mutex is taken: no order to invert
+    wait_graph_mutex().lock();  // never held while a registry mutex is taken: no order to invert
   }
   void unlock_all() noexcept {
-    wait_graph_mutex.unlock();
+    wait_graph_mutex().unlock();
     for (int i = count_; i-- > 0;) devices_[i].mutex.unlock();
   }
   void orphan_all() noexcept {
