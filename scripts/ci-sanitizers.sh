@@ -15,7 +15,9 @@
 #   ASan+UBSan  core (test_core, test_dtype, test_lazy_init), memory (test_caching_allocator, test_cpu_memory[_2dev]),
 #               conformance (test_conformance[_4_cpu_devices]), dispatch (test_dispatch[_env_cpu]),
 #               stress (test_stress_*, ACCEL_STRESS_SCALE=0.5), failure paths (test_failure*),
-#               graphs (test_cpu_graph: capture, replay, pools, invalidated captures)
+#               graphs (test_cpu_graph: capture, replay, pools, invalidated captures),
+#               the JIT's failure paths and its process helper (test_jit_reliability: one-line ops and
+#               shell-script compilers, a few seconds)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
 #               header hygiene (accel_header_check, test_odr, test_concepts and the readable-error
@@ -25,12 +27,14 @@
 #               streams, captures from several threads), fork while threads allocate
 #               (test_failure_fork_allocator), fork while a stream runs a task (test_failure_fork_streams):
 #               the fork cases whose children start no thread,
-#               conformance (test_conformance),
+#               conformance (test_conformance), the JIT's process helper and failure paths
+#               (test_jit_reliability: compilers run from several threads, forks, SIGCHLD handlers),
 #               memory, stream and event stress (test_stress_allocator, test_stress_streams,
 #               test_stress_events at ACCEL_STRESS_SCALE=0.25: TSan is 5-15x slower)
 #               -> data races in the stream queues, event captures and the allocator's locking.
-# Not under a sanitizer here: the op builders/JIT tests (they spawn the host compiler; minutes
-# under TSan), the consumer tests (they build outside projects), the fuzz replays (the fuzz
+# Not under a sanitizer here: test_ops (it compiles every real kernel with -O3: half a minute of
+# compiler time that no sanitizer instruments — the JIT code it runs is test_jit_reliability's, which
+# is here), the consumer tests (they build outside projects), the fuzz replays (the fuzz
 # targets are built with ASan+UBSan by scripts/ci-fuzz.sh), and test_failure's address-space-limit
 # case (RLIMIT_AS; it skips itself, saying why: the sanitizer runtimes need that address space). A suite missing from this checkout is
 # skipped with a note, so the script runs while areas are still landing.
@@ -63,10 +67,11 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 
 asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cpu_memory test_conformance test_dispatch
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
-              test_cpu_graph accel_header_check test_odr test_concepts)
-asan_tests='^(test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable)$'
-tsan_targets=(test_cpu_stream test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator test_stress_streams test_stress_events)
-tsan_tests='^(test_cpu_stream(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events))$'
+              test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts)
+asan_tests='^(test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable)$'
+tsan_targets=(test_cpu_stream test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator test_stress_streams test_stress_events
+              test_jit_reliability)
+tsan_tests='^(test_cpu_stream(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability)$'
 
 run_preset() {
   local preset="$1"

@@ -32,7 +32,7 @@ int iterations = 3;
 void BM_spawn_true(benchmark::State& state) {
   const auto dir = fresh_dir("spawn");
   for (auto _ : state) {
-    const auto r = accel::ops::detail::run_process({"true"}, dir / "log");
+    const auto r = accel::detail::run_program({"true"});
     benchmark::DoNotOptimize(r.exit_code);
   }
   std::filesystem::remove_all(dir);
@@ -73,12 +73,12 @@ void BM_cpu_fused_adam_warm_load(benchmark::State& state) {
   (void)b.load();  // fill the cache
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   for (auto _ : state) {
-    const auto r = accel::ops::detail::run_process({self, "--warm-load-child", dir.string()}, dir / "child.log");
-    if (r.exit_code != 0) {
-      state.SkipWithError(("child failed: " + r.log).c_str());
+    const auto r = accel::detail::run_program({self, "--warm-load-child", dir.string()});
+    if (!r.ok()) {
+      state.SkipWithError(("child " + r.describe() + ": " + r.output).c_str());
       break;
     }
-    state.SetIterationTime(std::stod(r.log));
+    state.SetIterationTime(std::stod(r.output));
   }
   std::filesystem::remove_all(dir);
 }

@@ -1,7 +1,9 @@
 // JIT cache entries (ops/jit_cache.hpp): an entry file is outside input — another process, a crash
 // or a full disk may have left anything there. Input byte 0 picks a mode:
 //   even: the rest is an entry file as found on disk. verify() never crashes, and says ok only for a
-//         self-consistent entry: then the payload is the file minus its 48-byte footer.
+//         self-consistent entry: then the payload is the file minus its 48-byte footer. The same bytes
+//         as a cubin payload: ops::cubin_problem() never reads outside them, and accepts only a
+//         fatbinary or a 64-bit EM_CUDA ELF whose section headers lie inside it.
 //   odd:  bytes 1..4 describe damage, the rest is a payload. get_or_build() commits the payload
 //         (through the real write path); the damage is applied to the file (flip a byte, truncate, or
 //         append); verify() must then refuse a flipped file and accept only a consistent one; and
@@ -10,16 +12,19 @@
 // Files live in a private directory under /dev/shm (tmpfs: fsync is free).
 #include "fuzz_main.hpp"
 
-#include <accel/ops/detail/process.hpp>
+#include <accel/ops/detail/files.hpp>
 #include <accel/ops/jit_cache.hpp>
+#include <accel/ops/nvrtc.hpp>
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -80,6 +85,26 @@ void check_ok_payload(const std::string& file, const std::string& payload, std::
   if (payload != file.substr(0, payload_size)) fail("ok with a payload that is not the file's");
 }
 
+// cubin_problem() on arbitrary bytes: empty only for what it documents as a cubin.
+void check_cubin(std::string_view bytes) {
+  const std::string problem = accel::ops::cubin_problem(bytes);
+  if (!problem.empty()) return;
+  std::uint32_t magic = 0;
+  if (bytes.size() >= 16) std::memcpy(&magic, bytes.data(), 4);
+  if (magic == 0xBA55ED50u) return;
+  if (bytes.size() < 64 || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) fail("a non-ELF cubin accepted");
+  std::uint16_t machine = 0, shentsize = 0, shnum = 0;
+  std::uint64_t shoff = 0;
+  std::memcpy(&machine, bytes.data() + 18, 2);
+  std::memcpy(&shoff, bytes.data() + 40, 8);
+  std::memcpy(&shentsize, bytes.data() + 58, 2);
+  std::memcpy(&shnum, bytes.data() + 60, 2);
+  if (machine != 190) fail("an ELF file for another machine accepted as a cubin");
+  if (shoff > bytes.size() || std::uint64_t{shnum} * shentsize > bytes.size() - shoff) {
+    fail("a cubin whose section headers lie outside it accepted");
+  }
+}
+
 }  // namespace
 
 void accel_fuzz_one(std::string_view text) {
@@ -98,6 +123,7 @@ void accel_fuzz_one(std::string_view text) {
     } else if (why.empty()) {
       fail("refused without saying why");
     }
+    check_cubin(text.substr(1));
     return;
   }
 

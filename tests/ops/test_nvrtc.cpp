@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 
 namespace {
@@ -96,6 +98,57 @@ TEST_CASE("NVRTC: PTX for a virtual architecture, and compile errors with the lo
   // An architecture NVRTC does not know is a reason, not a crash.
   b.set_arch(12);
   CHECK_FALSE(b.is_compatible().ok);
+}
+
+TEST_CASE("NVRTC: cubin_problem accepts cubins and fatbinaries, and says what else it was given") {
+  using accel::ops::cubin_problem;
+  CHECK(cubin_problem("") == "neither a CUDA ELF cubin nor a fatbinary (0 bytes, starting with nothing)");
+  CHECK(cubin_problem("garbage\n") == "neither a CUDA ELF cubin nor a fatbinary (8 bytes, starting 0x676172626167650a)");
+  CHECK(cubin_problem(std::string("\x7f" "ELF", 4) + "short").find("cut short (9 bytes") != std::string::npos);
+  // This test program: an ELF file, for x86-64 (EM_X86_64 = 62).
+  const std::string self = ops_test::read_text("/proc/self/exe");
+  CHECK(cubin_problem(self) == "an ELF file for machine 62, not a CUDA cubin (EM_CUDA = 190)");
+  std::string fatbin(16, '\0');
+  const std::uint32_t magic = 0xBA55ED50u;
+  std::memcpy(fatbin.data(), &magic, 4);
+  CHECK(cubin_problem(fatbin).empty());
+  if (!have_nvrtc()) return;
+  const auto out = accel::ops::nvrtc_compile("extern \"C\" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }",
+                                             "k.cu", {"--gpu-architecture=sm_90"});
+  CHECK(cubin_problem(out.cubin).empty());
+  CHECK(cubin_problem(out.cubin.substr(0, out.cubin.size() / 2)).find("a CUDA ELF file cut short") != std::string::npos);
+  std::string big_endian = out.cubin;
+  big_endian[5] = 2;
+  CHECK(cubin_problem(big_endian) == "an ELF file that is not 64-bit little-endian, as cubins are");
+}
+
+TEST_CASE("NVRTC: a cached cubin that is not one is evicted and compiled once more; a refused one commits nothing") {
+  if (!have_nvrtc()) return;
+  auto b = cuda_builder(accel::ops::specs::cuda_tensor_ops());
+  b.set_cache_dir(ops_test::temp_dir("nvrtc-evict")).set_arch(90);
+  const auto cmd = accel::ops::nvrtc_build_command(b, 90);
+  accel::ops::JitCache cache(b.cache_dir());
+  // A committed entry with a valid footer whose payload no driver loads (a compiler or disk that lied).
+  (void)cache.get_or_build(b.name(), cmd.key, "cubin", [](const std::filesystem::path& tmp) { ops_test::write_text(tmp, "garbage"); });
+  REQUIRE(b.is_cached());
+  const auto before = accel::ops::JitCache::stats();
+  const auto entry = accel::ops::nvrtc_build(b, 90);
+  CHECK(entry.compiled);
+  CHECK(accel::ops::cubin_problem(entry.payload).empty());
+  CHECK(accel::ops::JitCache::stats().rebuilt == before.rebuilt + 1);
+  CHECK_FALSE(accel::ops::nvrtc_build(b, 90).compiled);  // the good entry is reused
+
+  // The CUDA backend loads a new cubin as a module before committing it: one it refuses commits nothing.
+  auto other = cuda_builder(accel::ops::specs::cuda_tensor_ops());
+  other.set_cache_dir(ops_test::temp_dir("nvrtc-refused")).set_arch(90);
+  try {
+    (void)accel::ops::nvrtc_build(other, 90, [](std::string_view) { return std::string("refused by the test"); });
+    FAIL("a refused cubin was returned");
+  } catch (const accel::CompileError& e) {
+    CHECK(std::string(e.what()).find("NVRTC reported success, but its cubin for sm_90 is unusable (refused by the test)") !=
+          std::string::npos);
+  }
+  CHECK_FALSE(other.is_cached());
 }
 
 TEST_CASE("NVRTC: random_fill includes accel's random headers, and they are part of its cache key") {

@@ -228,8 +228,8 @@ TEST_CASE("load: an ahead-of-time build is used when present and compatible") {
   // Build the AOT library with the builder's own command, into the AOT directory.
   auto argv = b.build_command().argv;
   argv.back() = (aot / "tensor_ops.so").string();
-  const auto r = accel::ops::detail::run_process(argv, aot / "log.txt");
-  REQUIRE_MESSAGE(r.exit_code == 0, r.log);
+  const auto r = accel::detail::run_program(argv);
+  REQUIRE_MESSAGE(r.ok(), r.describe() << "\n" << r.output);
   b.set_aot_dir(aot);
   {
     const auto op = b.load();

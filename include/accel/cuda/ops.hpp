@@ -117,6 +117,23 @@ inline void check_cu(CUresult r, const std::string& what) {
   }
 }
 
+/// Whether cuModuleLoadData's failure says the image itself is unusable (rather than the device or
+/// context: out of memory, a lost context), so that a cached one should be evicted and rebuilt.
+inline bool is_image_error(CUresult r) noexcept {
+  switch (r) {
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_INVALID_SOURCE:
+    case CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND:
+    case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 /// The device a builder loads on: its own, else the current one; -1 without a device.
 inline int builder_device(const ops::OpBuilder& b) {
   if (Devices::device_count() == 0) return -1;
@@ -166,6 +183,7 @@ inline ops::LoadedOp cuda_load(const ops::OpBuilder& b) {
   const ModuleApi& api = module_api();
   if (!api.loaded) throw BackendUnavailableError("cuda op '" + b.name() + "' cannot be loaded: " + api.error);
   const int arch = builder_arch(b);
+  const std::string who = "cuda op '" + b.name() + "'";
   std::string cubin;
   std::filesystem::path path;
   ops::LoadSource source = ops::LoadSource::cache_hit;
@@ -177,16 +195,55 @@ inline ops::LoadedOp cuda_load(const ops::OpBuilder& b) {
       ops::detail::jit_log(b.name() + ": AOT build " + aot.string());
     }
   }
+  Devices::DeviceGuard guard(dev);
+  ACCEL_CUDA_CHECK(cudaFree(nullptr));  // the device's primary context, current on this thread
+  // A freshly compiled cubin is loaded here once before it is committed to the cache: one that the
+  // driver refuses as an image commits nothing. Other failures (out of memory, a lost context) are not
+  // the cubin's fault and are thrown as they are.
+  const auto module_check = [&](std::string_view image) -> std::string {
+    const std::string copy(image);
+    CUmodule m = nullptr;
+    const CUresult r = api.module_load_data(&m, copy.data());
+    if (r == CUDA_SUCCESS) {
+      if (api.module_unload != nullptr) (void)api.module_unload(m);
+      return {};
+    }
+    if (is_image_error(r)) return "cuModuleLoadData on cuda:" + std::to_string(dev) + ": " + api.describe(r);
+    check_cu(r, who + ": cuModuleLoadData of the new cubin");
+    return {};
+  };
+  ops::CacheEntry entry;
   if (path.empty()) {
-    ops::CacheEntry entry = ops::nvrtc_build(b, arch);
+    entry = ops::nvrtc_build(b, arch, module_check);
     path = entry.path;
     cubin = std::move(entry.payload);
     source = entry.compiled ? ops::LoadSource::compiled : ops::LoadSource::cache_hit;
   }
-  Devices::DeviceGuard guard(dev);
-  ACCEL_CUDA_CHECK(cudaFree(nullptr));  // the device's primary context, current on this thread
   CUmodule module = nullptr;
-  check_cu(api.module_load_data(&module, cubin.data()), "cuda op '" + b.name() + "': cuModuleLoadData(" + path.string() + ")");
+  CUresult loaded = api.module_load_data(&module, cubin.data());
+  if (loaded != CUDA_SUCCESS && source == ops::LoadSource::cache_hit && is_image_error(loaded)) {
+    // A committed cubin the driver refuses: evict it and compile once more (the new one is loaded
+    // before it is committed).
+    const std::string what = who + ": the cache entry " + path.string() + " cannot be loaded (" + api.describe(loaded) + ")";
+    ops::detail::jit_log(what + ": evicting it and rebuilding");
+    ops::JitCache cache(b.cache_dir());
+    (void)cache.evict(b.name(), ops::nvrtc_build_command(b, arch).key, "cubin", entry);
+    try {
+      entry = ops::nvrtc_build(b, arch, module_check);
+    } catch (const CompileError& e) {
+      throw CompileError(what + "; it was evicted, and rebuilding it failed: " + e.what(), e.command(), e.log());
+    }
+    cubin = std::move(entry.payload);
+    source = entry.compiled ? ops::LoadSource::compiled : ops::LoadSource::cache_hit;
+    loaded = api.module_load_data(&module, cubin.data());
+    if (loaded != CUDA_SUCCESS) {
+      throw Error(Errc::runtime_failure,
+                  what + "; it was evicted and rebuilt once, and the rebuilt cubin cannot be loaded either: " +
+                      api.describe(loaded),
+                  static_cast<std::int64_t>(loaded));
+    }
+  }
+  check_cu(loaded, who + ": cuModuleLoadData(" + path.string() + ")");
   std::shared_ptr<void> handle(module, [](void* m) {
     if (module_api().module_unload != nullptr) (void)module_api().module_unload(static_cast<CUmodule>(m));
   });

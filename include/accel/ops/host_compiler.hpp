@@ -10,8 +10,18 @@
 // the CPU model and features are part of the cache key, so a cache shared between machines never
 // hands one CPU another's code.
 //
+// The compiler runs under accel/detail/subprocess.hpp: its output is captured through a pipe (a full disk
+// loses no log), its real exit status is known whatever the program does with SIGCHLD, and it dies — with
+// everything it started — when the loading process dies. A compile that exits 0 is checked before it is
+// committed: the temporary is dlopen'ed, so a compiler that writes a broken shared object commits nothing
+// (CompileError). A committed entry that fails to load (written by something else, damaged in a way its
+// checksum cannot see) is evicted and built once more; if that fails too, the error says so. When a
+// compile fails for want of disk space, the error names the directory that is full.
+//
 // Loaded libraries stay mapped for the life of the process (RTLD_NODELETE); a later load() of the
-// same entry is a dlopen reference count, a rebuilt entry (a new file) is mapped anew.
+// same entry is a dlopen reference count, a rebuilt entry (a new file) is mapped anew. The library
+// dlopen'ed as a temporary before the commit is the one load() returns (the loader matches the renamed
+// file by its inode).
 //
 // Ahead-of-time builds: <aot dir>/<op name>.so (see OpBuilder::aot_dir()). It is used when it exports
 // accel_ops_abi_version() == ops::abi_version and its accel_ops_isa() is runnable here; otherwise the
@@ -20,8 +30,9 @@
 
 #include <accel/core/cpu_features.hpp>
 #include <accel/core/error.hpp>
+#include <accel/detail/subprocess.hpp>
 #include <accel/ops/abi.hpp>
-#include <accel/ops/detail/process.hpp>
+#include <accel/ops/detail/files.hpp>
 #include <accel/ops/detail/sha256.hpp>
 #include <accel/ops/jit_cache.hpp>
 #include <accel/ops/op_builder.hpp>
@@ -229,24 +240,51 @@ inline LoadedOp host_load(const OpBuilder& b) {
   const BuildCommand cmd = host_build_command(b);
   const HostCompiler cxx = HostCompiler::find();
   JitCache cache(b.cache_dir());
-  const CacheEntry entry = cache.get_or_build(b.name(), cmd.key, "so", [&](const std::filesystem::path& tmp) {
+  const auto build = [&](const std::filesystem::path& tmp) {
     if (!cxx.found()) throw CompileError(who + ": cannot compile", cmd.str(), cxx.why_missing);
     std::vector<std::string> argv = cmd.argv;
     argv.back() = tmp.string();  // -o <temporary>
     jit_log(b.name() + ": compiling for " + cmd.arch + ": " + join_command(argv));
-    const auto t0 = std::chrono::steady_clock::now();
-    const ProcessResult r = run_process(argv, tmp.string() + ".log");
-    if (r.exit_code != 0) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      jit_log(b.name() + ": compile failed (exit " + std::to_string(r.exit_code) + ")");
-      throw CompileError(who + ": compile failed (exit " + std::to_string(r.exit_code) + ")", join_command(argv),
-                         r.log);
+    const accel::detail::SubprocessResult r = accel::detail::run_program(argv);
+    const auto space = [&] { return disk_space_problem({tmp.parent_path(), compiler_temp_dir()}, r.output); };
+    if (!r.ok()) {
+      std::string message = who + ": compile failed: " + cxx.command.front() + " " + r.describe();
+      if (const std::string s = space(); !s.empty()) message += ": " + s;
+      jit_log(b.name() + ": " + message);
+      throw CompileError(message, join_command(argv), r.output);
     }
-    jit_log(b.name() + ": compiled in " + std::to_string(seconds_since(t0)) + " s");
-  });
+    // Exit status 0 is not enough: a compiler killed half-way by something it ignores, a full disk it did
+    // not notice, a wrapper that swallows errors. dlopen the temporary before it is committed.
+    std::string error;
+    if (!host_dlopen(tmp, &error)) {
+      std::string message = who + ": the compiler exited with status 0, but its output " + tmp.string() +
+                            " cannot be loaded (" + error + "); nothing was committed to the cache";
+      if (const std::string s = space(); !s.empty()) message += ": " + s;
+      jit_log(b.name() + ": " + message);
+      throw CompileError(message, join_command(argv), r.output);
+    }
+    jit_log(b.name() + ": compiled in " + std::to_string(r.seconds) + " s");
+  };
+  CacheEntry entry = cache.get_or_build(b.name(), cmd.key, "so", build);
   std::string error;
   std::shared_ptr<void> h = host_dlopen(entry.path, &error);
+  if (!h && !entry.compiled) {
+    // A committed entry that does not load: evict it and build it once more.
+    const std::string first_error = error;
+    const std::string what = who + ": the cache entry " + entry.path.string() + " cannot be loaded (" + first_error + ")";
+    jit_log(what + ": evicting it and rebuilding");
+    (void)cache.evict(b.name(), cmd.key, "so", entry);
+    try {
+      entry = cache.get_or_build(b.name(), cmd.key, "so", build);
+    } catch (const CompileError& e) {
+      throw CompileError(what + "; it was evicted, and rebuilding it failed: " + e.what(), e.command(), e.log());
+    }
+    h = host_dlopen(entry.path, &error);
+    if (!h) {
+      throw Error(Errc::runtime_failure,
+                  what + "; it was evicted and rebuilt once, and the rebuilt entry cannot be loaded either: " + error);
+    }
+  }
   if (!h) {
     throw Error(Errc::runtime_failure, who + ": cannot load " + entry.path.string() + ": " + error);
   }

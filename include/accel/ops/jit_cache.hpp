@@ -1,10 +1,14 @@
 // accel/ops/jit_cache.hpp — accel::ops::JitCache: the on-disk cache of JIT-compiled ops.
 //
-// Location: $ACCEL_CACHE_DIR, else $XDG_CACHE_HOME/accel, else $HOME/.cache/accel (created on first
-// use). Layout: <dir>/v1/<op name>/<key>.<ext> (a shared object `.so`, a cubin `.cubin` or `.ptx`)
-// and <key>.lock beside it. The key is a SHA-256 over everything that decides what the compile
-// produces (op_builder.hpp lists the fields), so a change of source, header, flag, compiler or
-// architecture gives a new entry and never reuses an old one.
+// Location: $ACCEL_CACHE_DIR, else $XDG_CACHE_HOME/accel, else $HOME/.cache/accel, else
+// /tmp/accel-cache-<uid> (created on first use, mode 0700). Layout: <dir>/v1/<op name>/<key>.<ext> (a
+// shared object `.so`, a cubin `.cubin` or `.ptx`) and <key>.lock beside it. The key is a SHA-256 over
+// everything that decides what the compile produces (op_builder.hpp lists the fields), so a change of
+// source, header, flag, compiler or architecture gives a new entry and never reuses an old one.
+//
+// Trust: the cache holds code that load() runs, so <dir>, <dir>/v1 and <dir>/v1/<op> are used only
+// when this user owns them and nobody else can write into them; otherwise UnsafeCacheDirError
+// (ops/cache_dir.hpp), on every get_or_build, hit or miss.
 //
 // Entry format: the payload exactly as the compiler wrote it, followed by a 48-byte footer
 //   "ACCELJT1" | payload size (u64 LE) | checksum64(payload) (u64) | first 16 hex digits of the key |
@@ -12,23 +16,29 @@
 // A shared object stays loadable by dlopen with the footer appended (the loader maps only what the
 // ELF program headers name), so an entry is dlopen'ed in place, without a copy. On every load the
 // footer is checked: a file shorter than its footer says, without its end magic (truncated), with a
-// checksum or key that does not match (corrupt) is removed and rebuilt.
+// checksum or key that does not match (corrupt) is removed and rebuilt. A payload is checked before
+// it is committed by the build function itself (the host toolchain dlopen's the temporary, NVRTC's
+// cubin header is checked), so a compiler that exits 0 with a broken output commits nothing; an entry
+// that passes its footer check but then fails to load is removed with evict() and built once more.
 //
 // Writes are atomic: the compiler writes <key>.<ext>.tmp.<pid>.<n> in the same directory, the footer
 // is appended, the file is fsync'ed, renamed over <key>.<ext>, and the directory is fsync'ed. A compile
 // that fails leaves no entry and no temporary file. Builds of one key are serialised across processes
 // by flock(2) on <key>.lock: the first process compiles, the others wait, find the entry and load it —
 // so N processes starting together compile once. A process killed mid-build releases the lock (the
-// kernel drops it with the descriptor) and leaves at most a temporary file, removed by the next build.
+// kernel drops it with the descriptor) and leaves at most a temporary file: the next build of any key
+// of that op removes every temporary whose key's lock nobody holds.
 //
 // ACCEL_JIT_VERBOSE=1 prints each hit, compile (command and seconds) and rebuild to stderr.
 // stats() counts this process's hits, compiles and rebuilt entries (for tests and reports).
 #pragma once
 
 #include <accel/core/error.hpp>
-#include <accel/ops/detail/process.hpp>
+#include <accel/ops/cache_dir.hpp>
+#include <accel/ops/detail/files.hpp>
 #include <accel/ops/detail/sha256.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -40,8 +50,10 @@
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace accel::ops {
@@ -83,13 +95,14 @@ struct CacheEntry {
   std::size_t payload_size = 0;
   bool compiled = false;       ///< true when this call ran the build
   std::string payload;         ///< the payload bytes, when asked for (cubins); empty otherwise
+  std::uint64_t file_device = 0, file_inode = 0;  ///< which file it was (evict() removes only that one)
 };
 
 /// Counters for this process (all JitCache objects together).
 struct JitCacheStats {
   std::uint64_t hits = 0;
   std::uint64_t compiles = 0;
-  std::uint64_t rebuilt = 0;  ///< entries found truncated or corrupt, removed and built again
+  std::uint64_t rebuilt = 0;  ///< entries found truncated or corrupt, or evicted (failed to load), and built again
 };
 
 class JitCache {
@@ -113,8 +126,120 @@ class JitCache {
   [[nodiscard]] static EntryState verify(const std::filesystem::path& path, std::string_view key,
                                          std::string* payload = nullptr, std::size_t* payload_size = nullptr,
                                          std::string* why = nullptr) {
+    return verify_file(path, key, payload, payload_size, why, nullptr);
+  }
+
+  /// The state of the entry for (op, key, ext), without building anything.
+  [[nodiscard]] EntryState state(std::string_view op, std::string_view key, std::string_view ext) const {
+    return verify(entry_path(op, key, ext), key);
+  }
+
+  /// Returns a valid entry for (op, key, ext). When none exists (or it is truncated or corrupt), takes
+  /// the key's lock, checks again, and calls `build(tmp)`, which must write the payload to the file
+  /// `tmp` — and check it — or throw; the footer is then appended and the file committed atomically. An
+  /// exception from `build` propagates after the temporary file is removed (the cache is left as it
+  /// was). With `want_payload`, the returned entry carries the payload bytes. Throws
+  /// UnsafeCacheDirError when a directory on the way fails the trust rule (see the header comment).
+  template <class Build>
+  CacheEntry get_or_build(std::string_view op, std::string_view key, std::string_view ext, Build&& build,
+                          bool want_payload = false) {
+    const std::filesystem::path path = entry_path(op, key, ext);
+    const std::filesystem::path op_dir = path.parent_path();
+    CacheEntry entry;
+    entry.path = path;
+    std::string* payload = want_payload ? &entry.payload : nullptr;
+    std::string why;
+    struct stat st {};
+    // Fast path: no lock, no directory creation; three stat calls check the trust rule.
+    EntryState s = EntryState::missing;
+    if (detail::cache_dir_exists(dir_) && detail::cache_dir_exists(dir_ / "v1") && detail::cache_dir_exists(op_dir)) {
+      s = verify_file(path, key, payload, &entry.payload_size, &why, &st);
+    }
+    if (s == EntryState::ok) {
+      counters().hits.fetch_add(1, std::memory_order_relaxed);
+      set_identity(entry, st);
+      return entry;
+    }
+    detail::make_cache_dir(dir_, /*parents=*/true);
+    detail::make_cache_dir(dir_ / "v1", false);
+    detail::make_cache_dir(op_dir, false);
+    const std::filesystem::path lock_path = op_dir / (std::string(key) + ".lock");
+    detail::FileLock lock(lock_path);
+    s = verify_file(path, key, payload, &entry.payload_size, &why, &st);
+    if (s == EntryState::ok) {  // another process built it while we waited
+      counters().hits.fetch_add(1, std::memory_order_relaxed);
+      set_identity(entry, st);
+      return entry;
+    }
+    remove_temporaries(op_dir, key);
+    std::error_code ec;
+    if (s != EntryState::missing) {
+      detail::jit_log(std::string(op) + ": cache entry " + path.string() + " is " + std::string(to_string(s)) +
+                      " (" + why + "): rebuilding");
+      std::filesystem::remove(path, ec);
+      counters().rebuilt.fetch_add(1, std::memory_order_relaxed);
+    }
+    static std::atomic<std::uint64_t> sequence{0};
+    const std::filesystem::path tmp =
+        path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(sequence.fetch_add(1));
+    try {
+      build(tmp);
+      commit(tmp, path, key, payload, &entry.payload_size, &st);
+    } catch (...) {
+      std::filesystem::remove(tmp, ec);
+      throw;
+    }
+    counters().compiles.fetch_add(1, std::memory_order_relaxed);
+    entry.compiled = true;
+    set_identity(entry, st);
+    return entry;
+  }
+
+  /// Removes `bad` — an entry get_or_build returned whose payload then failed to load — so that the next
+  /// get_or_build builds it again. Under the key's lock, and only when the file is still the one `bad`
+  /// names (another process may have replaced it meanwhile). Returns whether it removed it.
+  bool evict(std::string_view op, std::string_view key, std::string_view ext, const CacheEntry& bad) {
+    const std::filesystem::path path = entry_path(op, key, ext);
+    if (!detail::cache_dir_exists(path.parent_path())) return false;
+    detail::FileLock lock(path.parent_path() / (std::string(key) + ".lock"));
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return false;
+    if (static_cast<std::uint64_t>(st.st_dev) != bad.file_device || static_cast<std::uint64_t>(st.st_ino) != bad.file_inode) {
+      return false;
+    }
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    if (ec) return false;
+    detail::fsync_dir(path.parent_path());
+    counters().rebuilt.fetch_add(1, std::memory_order_relaxed);
+    detail::jit_log(std::string(op) + ": evicted cache entry " + path.string() + " (it failed to load)");
+    return true;
+  }
+
+  /// This process's counters.
+  [[nodiscard]] static JitCacheStats stats() noexcept {
+    return {counters().hits.load(), counters().compiles.load(), counters().rebuilt.load()};
+  }
+
+ private:
+  struct Counters {
+    std::atomic<std::uint64_t> hits{0}, compiles{0}, rebuilt{0};
+  };
+  static Counters& counters() noexcept {
+    static Counters c;
+    return c;
+  }
+
+  static void set_identity(CacheEntry& entry, const struct stat& st) noexcept {
+    entry.file_device = static_cast<std::uint64_t>(st.st_dev);
+    entry.file_inode = static_cast<std::uint64_t>(st.st_ino);
+  }
+
+  [[nodiscard]] static EntryState verify_file(const std::filesystem::path& path, std::string_view key,
+                                              std::string* payload, std::size_t* payload_size, std::string* why,
+                                              struct stat* info) {
     std::string bytes;
-    if (!detail::read_file(path, bytes)) {
+    if (!detail::read_file(path, bytes, info)) {
       if (why != nullptr) *why = "no such entry";
       return EntryState::missing;
     }
@@ -142,93 +267,37 @@ class JitCache {
     return EntryState::ok;
   }
 
-  /// The state of the entry for (op, key, ext), without building anything.
-  [[nodiscard]] EntryState state(std::string_view op, std::string_view key, std::string_view ext) const {
-    return verify(entry_path(op, key, ext), key);
-  }
-
-  /// Returns a valid entry for (op, key, ext). When none exists (or it is truncated or corrupt), takes
-  /// the key's lock, checks again, and calls `build(tmp)`, which must write the payload to the file
-  /// `tmp` or throw; the footer is then appended and the file committed atomically. An exception from
-  /// `build` propagates after the temporary file is removed (the cache is left as it was).
-  /// With `want_payload`, the returned entry carries the payload bytes.
-  template <class Build>
-  CacheEntry get_or_build(std::string_view op, std::string_view key, std::string_view ext, Build&& build,
-                          bool want_payload = false) {
-    const std::filesystem::path path = entry_path(op, key, ext);
-    CacheEntry entry;
-    entry.path = path;
-    std::string* payload = want_payload ? &entry.payload : nullptr;
-    std::string why;
-    // Fast path: no lock, no directory creation.
-    EntryState s = verify(path, key, payload, &entry.payload_size, &why);
-    if (s == EntryState::ok) {
-      counters().hits.fetch_add(1, std::memory_order_relaxed);
-      return entry;
-    }
+  // Temporaries left by killed builds: those of `key` (we hold its lock, so nobody writes them), and
+  // those of any other key of the op whose lock nobody holds (or whose lock file is gone) — a build
+  // holds its key's lock while its temporary exists. Left alone: temporaries of builds running now.
+  static void remove_temporaries(const std::filesystem::path& op_dir, std::string_view key) {
     std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec) {
-      throw Error(Errc::runtime_failure,
-                  "accel jit cache: cannot create " + path.parent_path().string() + ": " + ec.message(), ec.value());
+    std::vector<std::pair<std::string, std::filesystem::path>> found;  // (key, temporary)
+    for (std::filesystem::directory_iterator it(op_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.find(".tmp.") == std::string::npos) continue;
+      found.emplace_back(name.substr(0, name.find('.')), it->path());
     }
-    const std::filesystem::path lock_path = path.parent_path() / (std::string(key) + ".lock");
-    detail::FileLock lock(lock_path);
-    s = verify(path, key, payload, &entry.payload_size, &why);
-    if (s == EntryState::ok) {  // another process built it while we waited
-      counters().hits.fetch_add(1, std::memory_order_relaxed);
-      return entry;
-    }
-    remove_temporaries(path);
-    if (s != EntryState::missing) {
-      detail::jit_log(std::string(op) + ": cache entry " + path.string() + " is " + std::string(to_string(s)) +
-                      " (" + why + "): rebuilding");
-      std::filesystem::remove(path, ec);
-      counters().rebuilt.fetch_add(1, std::memory_order_relaxed);
-    }
-    static std::atomic<std::uint64_t> sequence{0};
-    const std::filesystem::path tmp =
-        path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(sequence.fetch_add(1));
-    try {
-      build(tmp);
-      commit(tmp, path, key, payload, &entry.payload_size);
-    } catch (...) {
-      std::filesystem::remove(tmp, ec);
-      throw;
-    }
-    counters().compiles.fetch_add(1, std::memory_order_relaxed);
-    entry.compiled = true;
-    return entry;
-  }
-
-  /// This process's counters.
-  [[nodiscard]] static JitCacheStats stats() noexcept {
-    return {counters().hits.load(), counters().compiles.load(), counters().rebuilt.load()};
-  }
-
- private:
-  struct Counters {
-    std::atomic<std::uint64_t> hits{0}, compiles{0}, rebuilt{0};
-  };
-  static Counters& counters() noexcept {
-    static Counters c;
-    return c;
-  }
-
-  // Temporaries of this key left by a killed build (we hold the key's lock: nobody else writes them).
-  static void remove_temporaries(const std::filesystem::path& path) {
-    std::error_code ec;
-    const std::string prefix = path.filename().string() + ".tmp.";
-    for (std::filesystem::directory_iterator it(path.parent_path(), ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().filename().string().starts_with(prefix)) {
+    std::sort(found.begin(), found.end());
+    for (std::size_t i = 0; i < found.size();) {
+      const std::string& owner = found[i].first;
+      std::size_t next = i;
+      while (next < found.size() && found[next].first == owner) ++next;
+      // Held while the files are removed: no build of that key can start meanwhile.
+      const std::filesystem::path lock_path = op_dir / (owner + ".lock");
+      const detail::FileLock probe(lock_path, detail::FileLock::TryOnly{});
+      const bool free = owner == key || probe.valid() || !std::filesystem::exists(lock_path);
+      for (; i < next; ++i) {
+        if (!free) continue;
         std::error_code ignored;
-        std::filesystem::remove(it->path(), ignored);
+        std::filesystem::remove(found[i].second, ignored);
+        detail::jit_log("removed " + found[i].second.string() + ", left by a build that did not finish");
       }
     }
   }
 
   static void commit(const std::filesystem::path& tmp, const std::filesystem::path& path, std::string_view key,
-                     std::string* payload, std::size_t* payload_size) {
+                     std::string* payload, std::size_t* payload_size, struct stat* info) {
     std::string bytes;
     if (!detail::read_file(tmp, bytes)) {
       throw Error(Errc::runtime_failure, "accel jit cache: the build wrote no output at " + tmp.string());
@@ -248,10 +317,14 @@ class JitCache {
     }
     const bool written = detail::write_all(fd, footer, sizeof footer) && ::fsync(fd) == 0;
     const int err = errno;
+    if (written) (void)::fstat(fd, info);
     ::close(fd);
     if (!written) {
-      throw Error(Errc::runtime_failure, "accel jit cache: cannot write " + tmp.string() + ": " + std::strerror(err),
-                  err);
+      std::string message = "accel jit cache: cannot write " + tmp.string() + ": " + std::strerror(err);
+      if (const std::string space = detail::disk_space_problem({path.parent_path()}, std::strerror(err)); !space.empty()) {
+        message += " (" + space + ")";
+      }
+      throw Error(Errc::runtime_failure, message, err);
     }
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
       throw Error(Errc::runtime_failure,

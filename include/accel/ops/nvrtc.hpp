@@ -16,14 +16,19 @@
 //   nvrtc_compile(src, name, opts)   one compile without the cache (PTX and, for sm_XY, a cubin);
 //                                    a failure throws CompileError with NVRTC's log and the options
 //   nvrtc_build_command(b, sm)       what the op's compile is: options, key, cache entry
-//   nvrtc_build(b, sm)               the cubin of op b for sm_XY from the cache, compiling on a miss
+//   nvrtc_build(b, sm[, check])      the cubin of op b for sm_XY from the cache, compiling on a miss
+//   cubin_problem(bytes)             why bytes are not a CUDA ELF cubin or fatbinary (empty: they are)
+//
+// A cubin is checked before it is committed to the cache (its ELF or fatbinary header here; the CUDA
+// backend also loads it as a module on the device, through nvrtc_build's `check`), so an output that
+// cannot load commits nothing. A cached cubin whose header is wrong is evicted and compiled once more.
 //   nvrtc_toolchain                  a Toolchain that builds for OpBuilder::arch() and cannot load
 //                                    (the CUDA backend's toolchain in accel/cuda/ops.hpp loads)
 #pragma once
 
 #include <accel/core/error.hpp>
 #include <accel/ops/abi.hpp>
-#include <accel/ops/detail/process.hpp>
+#include <accel/ops/detail/files.hpp>
 #include <accel/ops/detail/sha256.hpp>
 #include <accel/ops/jit_cache.hpp>
 #include <accel/ops/op_builder.hpp>
@@ -31,7 +36,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -264,36 +273,113 @@ inline Compatibility nvrtc_arch_check(const OpBuilder& b, int sm) {
   return cmd;
 }
 
-/// The cubin of op `b` for sm_XY: from the cache, or compiled now (CompileError on failure).
-[[nodiscard]] inline CacheEntry nvrtc_build(const OpBuilder& b, int sm) {
+/// Why `bytes` are not a CUDA cubin (a 64-bit little-endian ELF for EM_CUDA whose section header table
+/// lies inside it) or a CUDA fatbinary (magic 0xBA55ED50); empty when they are one. Reads only `bytes`.
+[[nodiscard]] inline std::string cubin_problem(std::string_view bytes) {
+  const auto u16 = [&](std::size_t at) {
+    std::uint16_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 2);
+    return v;
+  };
+  const auto u32 = [&](std::size_t at) {
+    std::uint32_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 4);
+    return v;
+  };
+  const auto u64 = [&](std::size_t at) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 8);
+    return v;
+  };
+  if (bytes.size() >= 16 && u32(0) == 0xBA55ED50u) return {};  // a fatbinary: the driver checks the rest
+  if (bytes.size() < 4 || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) {
+    std::string start;
+    for (std::size_t i = 0; i < bytes.size() && i < 8; ++i) {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(bytes[i]));
+      start += hex;
+    }
+    return "neither a CUDA ELF cubin nor a fatbinary (" + std::to_string(bytes.size()) + " bytes, starting " +
+           (start.empty() ? std::string("with nothing") : "0x" + start) + ")";
+  }
+  constexpr std::size_t ehdr = 64;  // Elf64_Ehdr
+  if (bytes.size() < ehdr) return "an ELF file cut short (" + std::to_string(bytes.size()) + " bytes, its header has 64)";
+  if (bytes[4] != 2 || bytes[5] != 1) return "an ELF file that is not 64-bit little-endian, as cubins are";
+  constexpr std::uint16_t em_cuda = 190;
+  if (const std::uint16_t machine = u16(18); machine != em_cuda) {
+    return "an ELF file for machine " + std::to_string(machine) + ", not a CUDA cubin (EM_CUDA = 190)";
+  }
+  const std::uint64_t shoff = u64(40);
+  const std::uint64_t shentsize = u16(58), shnum = u16(60);
+  if (shoff > bytes.size() || shnum * shentsize > bytes.size() - shoff) {
+    return "a CUDA ELF file cut short (" + std::to_string(bytes.size()) + " bytes; its section headers end at " +
+           std::to_string(shoff + shnum * shentsize) + ")";
+  }
+  return {};
+}
+
+/// The cubin of op `b` for sm_XY: from the cache, or compiled now (CompileError on failure). A compiled
+/// cubin is committed only when cubin_problem() and `check` (when given: the CUDA backend loads it as a
+/// module; it returns why the cubin cannot be used, empty when it can) find nothing wrong. A cached cubin
+/// that cubin_problem() refuses is evicted and compiled once more.
+[[nodiscard]] inline CacheEntry nvrtc_build(const OpBuilder& b, int sm,
+                                            const std::function<std::string(std::string_view)>& check = {}) {
   const Compatibility c = detail::nvrtc_arch_check(b, sm);
   if (!c.ok) {
     throw BackendUnavailableError(b.backend() + " op '" + b.name() + "' cannot be built: " + c.str());
   }
   const BuildCommand cmd = nvrtc_build_command(b, sm);
   JitCache cache(b.cache_dir());
-  return cache.get_or_build(
-      b.name(), cmd.key, "cubin",
-      [&](const std::filesystem::path& tmp) {
-        const std::filesystem::path src = b.sources().front();
-        std::string text;
-        if (!detail::read_file(src, text)) {
-          throw InvalidArgumentError("cannot read kernel source " + src.string());
-        }
-        detail::jit_log(b.name() + ": NVRTC compiling for " + cmd.arch + ": " + cmd.str());
-        const auto t0 = std::chrono::steady_clock::now();
-        const NvrtcOutput out = nvrtc_compile(text, src.string(), detail::nvrtc_options(b, sm));
-        if (out.cubin.empty()) throw CompileError("NVRTC produced no cubin for " + cmd.arch, cmd.str(), out.log);
-        detail::jit_log(b.name() + ": NVRTC compiled in " + std::to_string(detail::seconds_since(t0)) + " s (" +
-                        std::to_string(out.cubin.size()) + " bytes)");
-        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0 || !detail::write_all(fd, out.cubin.data(), out.cubin.size())) {
-          if (fd >= 0) ::close(fd);
-          throw Error(Errc::runtime_failure, "accel jit cache: cannot write " + tmp.string());
-        }
-        ::close(fd);
-      },
-      /*want_payload=*/true);
+  const auto build = [&](const std::filesystem::path& tmp) {
+    const std::filesystem::path src = b.sources().front();
+    std::string text;
+    if (!detail::read_file(src, text)) {
+      throw InvalidArgumentError("cannot read kernel source " + src.string());
+    }
+    detail::jit_log(b.name() + ": NVRTC compiling for " + cmd.arch + ": " + cmd.str());
+    const auto t0 = std::chrono::steady_clock::now();
+    const NvrtcOutput out = nvrtc_compile(text, src.string(), detail::nvrtc_options(b, sm));
+    if (out.cubin.empty()) throw CompileError("NVRTC produced no cubin for " + cmd.arch, cmd.str(), out.log);
+    std::string problem = cubin_problem(out.cubin);
+    if (problem.empty() && check) problem = check(out.cubin);
+    if (!problem.empty()) {
+      throw CompileError(b.backend() + " op '" + b.name() + "': NVRTC reported success, but its cubin for " + cmd.arch +
+                             " is unusable (" + problem + "); nothing was committed to the cache",
+                         cmd.str(), out.log);
+    }
+    detail::jit_log(b.name() + ": NVRTC compiled in " + std::to_string(detail::seconds_since(t0)) + " s (" +
+                    std::to_string(out.cubin.size()) + " bytes)");
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || !detail::write_all(fd, out.cubin.data(), out.cubin.size())) {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      std::string message = "accel jit cache: cannot write " + tmp.string() + ": " + std::strerror(err);
+      if (const std::string s = detail::disk_space_problem({tmp.parent_path()}, std::strerror(err)); !s.empty()) {
+        message += " (" + s + ")";
+      }
+      throw Error(Errc::runtime_failure, message, err);
+    }
+    ::close(fd);
+  };
+  CacheEntry entry = cache.get_or_build(b.name(), cmd.key, "cubin", build, /*want_payload=*/true);
+  if (!entry.compiled) {
+    if (const std::string problem = cubin_problem(entry.payload); !problem.empty()) {
+      const std::string what = b.backend() + " op '" + b.name() + "': the cache entry " + entry.path.string() +
+                               " is not a usable cubin (" + problem + ")";
+      detail::jit_log(what + ": evicting it and rebuilding");
+      (void)cache.evict(b.name(), cmd.key, "cubin", entry);
+      try {
+        entry = cache.get_or_build(b.name(), cmd.key, "cubin", build, /*want_payload=*/true);
+      } catch (const CompileError& e) {
+        throw CompileError(what + "; it was evicted, and rebuilding it failed: " + e.what(), e.command(), e.log());
+      }
+      if (const std::string again = cubin_problem(entry.payload); !again.empty()) {
+        throw Error(Errc::runtime_failure,
+                    what + "; it was evicted and rebuilt once, and the rebuilt entry is unusable too: " + again);
+      }
+    }
+  }
+  return entry;
 }
 
 namespace detail {

@@ -50,7 +50,7 @@
 namespace accel::ops {
 
 namespace detail {
-// Defined in ops/detail/process.hpp, which every toolchain includes (hash_sources is instantiated there).
+// Defined in ops/detail/files.hpp, which every toolchain includes (hash_sources is instantiated there).
 inline bool read_file(const std::filesystem::path& path, std::string& out);
 }  // namespace detail
 

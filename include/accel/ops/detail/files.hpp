@@ -1,0 +1,167 @@
+// accel/ops/detail/files.hpp — POSIX file helpers for the JIT: lock a file, read and write whole files
+// durably, say why a disk is full. (Running the compiler is accel/detail/subprocess.hpp's job;
+// shell_quote, join_command, env_string and env_flag are in environment.hpp, which the op builder types
+// use without the rest.)
+//
+//   FileLock                 an exclusive flock(2) on a lock file, released when destroyed (or when the
+//                            process dies: the kernel drops flocks with the last descriptor)
+//   read_file / write_all / fsync_dir / find_on_path / disk_space_problem
+#pragma once
+
+#include <accel/core/error.hpp>
+#include <accel/detail/subprocess.hpp>
+#include <accel/ops/detail/environment.hpp>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+namespace accel::ops::detail {
+
+/// The first executable `name` in $PATH (or `name` itself when it contains a '/' and is executable).
+[[nodiscard]] inline std::filesystem::path find_on_path(const std::string& name) {
+  return accel::detail::find_executable(name);
+}
+
+/// Whole file as bytes; false when it cannot be opened or read. `info` (when given) receives its fstat.
+inline bool read_file(const std::filesystem::path& path, std::string& out, struct stat* info) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return false;
+  }
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  out.resize(done);
+  if (info != nullptr) *info = st;
+  return true;
+}
+
+inline bool read_file(const std::filesystem::path& path, std::string& out) { return read_file(path, out, nullptr); }
+
+/// Writes all of `data` to fd (retrying short writes); false on error.
+inline bool write_all(int fd, const void* data, std::size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// fsync of a directory, so a rename inside it survives a crash. Best effort.
+inline void fsync_dir(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+/// An exclusive advisory lock (flock) on `path`, created if missing (mode 0600). Blocks until granted.
+class FileLock {
+ public:
+  struct TryOnly {};
+  explicit FileLock(const std::filesystem::path& path) {
+    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ < 0) {
+      throw Error(Errc::runtime_failure,
+                  "accel jit cache: cannot open lock file " + path.string() + ": " + std::strerror(errno), errno);
+    }
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd_);
+      throw Error(Errc::runtime_failure,
+                  "accel jit cache: cannot lock " + path.string() + ": " + std::strerror(err), err);
+    }
+  }
+  /// Takes the lock only if nobody holds it; valid() says whether it did. A missing lock file is not
+  /// created (nobody can be building under it).
+  FileLock(const std::filesystem::path& path, TryOnly) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EINTR) continue;
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+  }
+  [[nodiscard]] bool valid() const noexcept { return fd_ >= 0; }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  ~FileLock() {
+    if (fd_ >= 0) {
+      (void)::flock(fd_, LOCK_UN);
+      ::close(fd_);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// Free bytes for an unprivileged writer in the file system holding `dir` (-1 when unknown).
+[[nodiscard]] inline long long free_bytes(const std::filesystem::path& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) return -1;
+  return static_cast<long long>(fs.f_bavail) * static_cast<long long>(fs.f_frsize);
+}
+
+/// Why a failed build may have run out of space, or empty: a directory of `dirs` with less than 1 MiB
+/// free (or no free inode), or the compiler's log saying "No space left on device" / "Disk quota
+/// exceeded" (then the free space of each directory is given, for the user to judge).
+[[nodiscard]] inline std::string disk_space_problem(const std::vector<std::filesystem::path>& dirs, std::string_view log) {
+  constexpr long long low = 1 << 20;
+  std::string full;
+  std::string sizes;
+  for (const auto& dir : dirs) {
+    struct statvfs fs {};
+    if (dir.empty() || ::statvfs(dir.c_str(), &fs) != 0) continue;
+    const long long bytes = static_cast<long long>(fs.f_bavail) * static_cast<long long>(fs.f_frsize);
+    const bool no_inode = fs.f_files > 0 && fs.f_favail == 0;
+    if (bytes < low || no_inode) {
+      if (!full.empty()) full += "; ";
+      full += dir.string() + " is full (" + std::to_string(bytes) + " bytes free" + (no_inode ? ", no free inode" : "") + ")";
+    }
+    if (!sizes.empty()) sizes += ", ";
+    sizes += dir.string() + ": " + std::to_string(bytes) + " bytes free";
+  }
+  const bool enospc = log.find("No space left on device") != std::string_view::npos;
+  const bool quota = log.find("Disk quota exceeded") != std::string_view::npos;
+  if (!full.empty()) return "out of disk space: " + full;
+  if (enospc) return "out of disk space: the compiler reported 'No space left on device' (" + sizes + ")";
+  if (quota) return "out of disk quota: the compiler reported 'Disk quota exceeded' (" + sizes + ")";
+  return {};
+}
+
+/// The directory the host compiler writes its intermediate files to: $TMPDIR, else /tmp.
+[[nodiscard]] inline std::filesystem::path compiler_temp_dir() {
+  const std::string t = env_string("TMPDIR");
+  return t.empty() ? std::filesystem::path("/tmp") : std::filesystem::path(t);
+}
+
+}  // namespace accel::ops::detail

@@ -1,0 +1,169 @@
+// Shared by the JIT reliability tests: a tiny host op that compiles in a fraction of a second, fake
+// compilers (shell scripts), scoped environment variables, and running a check as another user.
+#pragma once
+
+#include "ops_test_support.hpp"
+
+#include <accel/ops/host_compiler.hpp>
+#include <accel/ops/jit_cache.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace jit_test {
+
+namespace fs = std::filesystem;
+
+/// Sets environment variables for one scope (nullptr unsets) and restores them after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> values) {
+    for (const auto& [name, value] : values) {
+      const char* old = std::getenv(name);
+      saved_.emplace(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+      if (value != nullptr) {
+        ::setenv(name, value, 1);
+      } else {
+        ::unsetenv(name);
+      }
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+/// The host compiler a tiny op is built with when CXX is unset (resolved once, before a test sets CXX).
+inline const std::string& real_cxx() {
+  static const std::string cxx = [] {
+    const ScopedEnv unset{{"CXX", nullptr}};
+    const auto c = accel::ops::HostCompiler::find();
+    return c.found() ? c.command.front() : std::string();
+  }();
+  return cxx;
+}
+
+/// A kernel directory holding tiny.cpp (`extern "C" int tiny_answer()` returning `answer`).
+inline fs::path tiny_kernels(int answer = 42, const std::string& body = {}) {
+  const fs::path dir = ops_test::temp_dir("tiny-kernels");
+  ops_test::write_text(dir / "tiny.cpp", body.empty() ? "extern \"C\" int tiny_answer() { return " + std::to_string(answer) + "; }\n"
+                                                      : body);
+  return dir;
+}
+
+/// A host-compiled op "tiny" from `kernels`, caching in `cache`.
+inline accel::ops::OpBuilder tiny_builder(const fs::path& kernels, const fs::path& cache) {
+  accel::ops::OpSpec spec;
+  spec.name = "tiny";
+  spec.class_name = "TinyBuilder";
+  spec.kind = accel::ops::OpKind::host;
+  spec.sources = {"tiny.cpp"};
+  spec.entry_points = {"tiny_answer"};
+  accel::ops::OpBuilder b(spec, &accel::ops::host_toolchain, "cpu");
+  b.set_kernel_dir(kernels).set_cache_dir(cache).set_aot_dir("");
+  return b;
+}
+
+/// An executable shell script `name` in `dir` with `body` (after "#!/bin/sh"). In the body, $out is the
+/// argument after -o (set by a prelude) and $REAL_CXX the real compiler.
+inline fs::path fake_compiler(const fs::path& dir, const std::string& name, const std::string& body) {
+  const fs::path path = dir / name;
+  ops_test::write_text(path, "#!/bin/sh\nREAL_CXX='" + real_cxx() +
+                                 "'\nprev=\nfor a in \"$@\"; do if [ \"$prev\" = -o ]; then out=$a; fi; prev=$a; done\n" +
+                                 body + "\n");
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+/// Files in `dir` (recursively) whose name contains `part`.
+inline std::vector<fs::path> files_containing(const fs::path& dir, const std::string& part) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().find(part) != std::string::npos) out.push_back(it->path());
+  }
+  return out;
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// Runs `f` (returning a string) in a forked child that first becomes `uid` (gid the same), and returns
+/// what f returned, or "EXCEPTION <type>: <what>" when it threw. Needs root; "SKIP ..." otherwise.
+inline std::string run_as(uid_t uid, const std::function<std::string()>& f) {
+  if (::geteuid() != 0) return "SKIP: switching to another uid needs root";
+  int fds[2];
+  if (::pipe(fds) != 0) return "SKIP: pipe failed";
+  std::fflush(nullptr);  // the child must not write this process's buffered output again
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string result;
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) {
+      result = std::string("SKIP: cannot become uid ") + std::to_string(uid) + ": " + std::strerror(errno);
+    } else {
+      try {
+        result = f();
+      } catch (const accel::ops::UnsafeCacheDirError& e) {
+        result = std::string("EXCEPTION UnsafeCacheDirError owner=") + std::to_string(e.owner_uid()) + " mode=" +
+                 std::to_string(e.mode()) + " path=" + e.path().string() + ": " + e.what();
+      } catch (const accel::Error& e) {
+        result = std::string("EXCEPTION accel::Error ") + std::string(accel::to_string(e.code())) + ": " + e.what();
+      } catch (const std::exception& e) {
+        result = std::string("EXCEPTION std::exception: ") + e.what();
+      }
+    }
+    const char* p = result.data();
+    std::size_t left = result.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fds[1], p, left);
+      if (n <= 0) break;
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return out;
+}
+
+/// A uid no account uses, distinct per test process (so parallel test runs do not meet).
+inline uid_t spare_uid() { return static_cast<uid_t>(50000 + ::getpid() % 10000); }
+
+}  // namespace jit_test

@@ -1,0 +1,218 @@
+// accel/detail/subprocess.hpp: exit statuses, signals, programs that cannot start, output through a
+// pipe, timeouts that kill the whole process group, SIGCHLD ignored by the host, descriptors the child
+// must not inherit, several threads at once, and functions run in a child.
+#include <accel/detail/subprocess.hpp>
+
+#include <doctest/doctest.h>
+
+#include "ops_test_support.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+using accel::detail::run_in_child;
+using accel::detail::run_program;
+using accel::detail::SubprocessOptions;
+using accel::detail::SubprocessOutcome;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Whether `pid` is gone: no such process, or a zombie nobody reaped (in a container, pid 1 may not reap).
+bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;
+  std::string line;
+  std::getline(stat, line);
+  const std::size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X');
+}
+
+}  // namespace
+
+TEST_CASE("subprocess: the exit status and the output, stdout and stderr interleaved as written") {
+  const auto r = run_program({"sh", "-c", "echo one; echo two >&2; echo three; exit 3"});
+  CHECK(r.outcome == SubprocessOutcome::exited);
+  CHECK(r.exit_code == 3);
+  CHECK_FALSE(r.ok());
+  CHECK(r.output == "one\ntwo\nthree\n");
+  CHECK(r.describe() == "exited with status 3");
+  const auto ok = run_program({"sh", "-c", "printf 'a b'"});
+  CHECK(ok.ok());
+  CHECK(ok.output == "a b");
+  // Arguments are passed as they are: no shell re-splits or expands them.
+  const auto args = run_program({"printf", "%s|", "two words", "$HOME", "*"});
+  CHECK(args.output == "two words|$HOME|*|");
+}
+
+TEST_CASE("subprocess: stdin is /dev/null, and stderr may stay the caller's") {
+  const auto r = run_program({"cat"});
+  CHECK(r.ok());
+  CHECK(r.output.empty());
+  // With capture_stderr off, the child's stderr is this process's fd 2 (pointed at a file for the test).
+  const auto file = ops_test::temp_dir("subprocess-stderr") / "stderr.txt";
+  const int sink = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(sink >= 0);
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(sink, 2);
+  SubprocessOptions o;
+  o.capture_stderr = false;
+  const auto split = run_program({"sh", "-c", "echo out; echo to-stderr >&2"}, o);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(sink);
+  CHECK(split.output == "out\n");
+  CHECK(ops_test::read_text(file) == "to-stderr\n");
+}
+
+TEST_CASE("subprocess: a signal, a missing program, one that cannot be executed") {
+  const auto killed = run_program({"sh", "-c", "kill -9 $$"});
+  CHECK(killed.outcome == SubprocessOutcome::signaled);
+  CHECK(killed.signal == SIGKILL);
+  CHECK(contains(killed.describe(), "was killed by signal 9"));
+
+  const auto missing = run_program({"accel-no-such-program"});
+  CHECK(missing.outcome == SubprocessOutcome::not_started);
+  CHECK(missing.error == ENOENT);
+  CHECK(contains(missing.describe(), "could not be started"));
+
+  // Executable bits but no format execve knows: the child reports execve's errno through the pipe.
+  const auto dir = ops_test::temp_dir("subprocess");
+  const auto junk = dir / "junk";
+  ops_test::write_text(junk, "\x01\x02\x03\x04 not a program");
+  ::chmod(junk.c_str(), 0755);
+  const auto bad = run_program({junk.string()});
+  CHECK(bad.outcome == SubprocessOutcome::not_started);
+  CHECK(bad.error == ENOEXEC);
+  CHECK(std::string(bad.failed_step) == "execve");
+  CHECK(contains(bad.describe(), "execve: Exec format error"));
+}
+
+TEST_CASE("subprocess: a timeout kills the child and everything it started") {
+  SubprocessOptions o;
+  o.timeout_seconds = 0.3;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_program({"sh", "-c", "sleep 30 & echo $!; wait"}, o);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r.outcome == SubprocessOutcome::timed_out);
+  CHECK(r.describe() == "did not finish within 0.3 s and was killed");
+  CHECK(seconds < 5.0);
+  const pid_t grandchild = static_cast<pid_t>(std::stol(r.output));
+  REQUIRE(grandchild > 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!process_gone(grandchild) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(process_gone(grandchild));
+}
+
+TEST_CASE("subprocess: large output does not block the child, and max_output keeps the start") {
+  const auto big = run_program({"sh", "-c", "head -c 1000000 /dev/zero | tr '\\0' x"});
+  CHECK(big.ok());
+  CHECK(big.output.size() == 1000000);
+  CHECK(big.output.find_first_not_of('x') == std::string::npos);
+  SubprocessOptions o;
+  o.max_output = 1000;
+  const auto cut = run_program({"sh", "-c", "head -c 300000 /dev/zero | tr '\\0' y; exit 4"}, o);
+  CHECK(cut.exit_code == 4);  // read to the end (the child is never blocked on a full pipe)
+  CHECK(cut.output == std::string(1000, 'y'));
+  CHECK(cut.output_truncated);
+}
+
+TEST_CASE("subprocess: with SIGCHLD ignored the status still arrives, and the disposition is kept") {
+  struct sigaction saved {}, ignore {}, after {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigemptyset(&ignore.sa_mask);
+  REQUIRE(::sigaction(SIGCHLD, &ignore, &saved) == 0);
+  const auto r = run_program({"sh", "-c", "echo failing; exit 7"});
+  const auto f = [] { return 9; };
+  const auto c = run_in_child(f);
+  REQUIRE(::sigaction(SIGCHLD, nullptr, &after) == 0);
+  REQUIRE(::sigaction(SIGCHLD, &saved, nullptr) == 0);
+  CHECK(r.outcome == SubprocessOutcome::exited);
+  CHECK(r.exit_code == 7);
+  CHECK(r.output == "failing\n");
+  CHECK(c.exit_code == 9);
+  const bool still_ignored = after.sa_handler == SIG_IGN;
+  CHECK(still_ignored);
+}
+
+TEST_CASE("subprocess: the child inherits no descriptor of the caller but stdio") {
+  const int leaked = ::open("/dev/null", O_RDONLY);  // not close-on-exec, as a careless host might leave it
+  REQUIRE(leaked >= 0);
+  const auto r = run_program({"sh", "-c", "ls /proc/$$/fd"});
+  ::close(leaked);
+  CHECK(r.ok());
+  std::vector<std::string> fds;
+  std::string word;
+  for (const char c : r.output + "\n") {
+    if (c == '\n' || c == ' ') {
+      if (!word.empty()) fds.push_back(word);
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  CHECK(fds == std::vector<std::string>{"0", "1", "2"});
+}
+
+TEST_CASE("subprocess: a function in a child returns its status and output; a crash is reported") {
+  const int value = 1234;
+  const auto f = [&] {
+    const std::string text = "value=" + std::to_string(value);
+    return ::write(1, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? 17 : 1;
+  };
+  const auto r = run_in_child(f);
+  CHECK(r.outcome == SubprocessOutcome::exited);
+  CHECK(r.exit_code == 17);
+  CHECK(r.output == "value=1234");
+  const auto dies = [] {
+    ::raise(SIGKILL);
+    return 0;
+  };
+  const auto d = run_in_child(dies);
+  CHECK(d.outcome == SubprocessOutcome::signaled);
+  CHECK(d.signal == SIGKILL);
+  const auto throws = []() -> int { throw std::runtime_error("in the child"); };
+  CHECK(run_in_child(throws).exit_code == 125);
+  SubprocessOptions o;
+  o.timeout_seconds = 0.2;
+  const auto hangs = [] {
+    ::pause();
+    return 0;
+  };
+  const auto h = run_in_child(hangs, o);
+  CHECK(h.outcome == SubprocessOutcome::timed_out);
+  CHECK(h.seconds < 5.0);
+}
+
+TEST_CASE("subprocess: several threads at once each get their own child's status and output") {
+  constexpr int threads = 4, rounds = 5;
+  std::vector<std::string> errors(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([t, &errors] {
+      for (int i = 0; i < rounds; ++i) {
+        const std::string tag = std::to_string(t) + "-" + std::to_string(i);
+        // A slow child in one thread must not delay another's (no lifeline is shared).
+        const auto r = run_program({"sh", "-c", "echo " + tag + "; sleep 0.0$1; exit $1", "sh", std::to_string(t + 1)});
+        if (r.exit_code != t + 1 || r.output != tag + "\n") {
+          errors[static_cast<std::size_t>(t)] += tag + ": " + r.describe() + " [" + r.output + "] ";
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (const auto& e : errors) CHECK(e.empty());
+}
