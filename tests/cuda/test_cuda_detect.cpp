@@ -1,6 +1,7 @@
 // CUDA detection against stand-in driver libraries (fake_driver/), so its logic is tested on machines
 // without a GPU: NVML counting with every CUDA_VISIBLE_DEVICES form, the driver-version check, the
-// MIG and no-NVML fallbacks to cuInit, and the reasons given. CTest runs this binary twice:
+// MIG and no-NVML fallbacks to cuInit, a driver that NVML lists but that cannot initialise (confirmed in a
+// child process, with a bounded wait), and the reasons given. CTest runs this binary twice:
 //   test_cuda_detect_nvml    LD_LIBRARY_PATH has fake libcuda.so.1 and libnvidia-ml.so.1  (-ts=nvml)
 //   test_cuda_detect_driver  LD_LIBRARY_PATH has only the fake libcuda.so.1              (-ts=driver)
 // Each case calls the uncached detect_devices() after setting the fakes' answers.
@@ -10,6 +11,7 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -66,6 +68,18 @@ int cu_init_calls() {
   const int n = calls();
   dlclose(library);
   return n;
+}
+
+// Forgets the cuInit calls of earlier cases: the fake driver is uninitialised in this process again.
+void reset_fake_driver() {
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  const bool loaded = library != nullptr;
+  REQUIRE(loaded);
+  auto* reset = reinterpret_cast<void (*)()>(dlsym(library, "fake_cu_reset"));
+  const bool exported = reset != nullptr;
+  REQUIRE(exported);
+  reset();
+  dlclose(library);
 }
 
 // detect_devices() with `env` set (CUDA_VISIBLE_DEVICES is unset unless `env` sets it).
@@ -139,6 +153,55 @@ TEST_SUITE("nvml") {
     const Detection broken = detect({{"FAKE_CU_DRIVER_VERSION", "0"}});
     CHECK(broken.count == 0);
     CHECK(mentions(broken.reason, "no CUDA driver (cuDriverGetVersion"));
+  }
+
+  TEST_CASE("detect: NVML lists GPUs but cuInit fails: unavailable with the reason, and this process stays uninitialised") {
+    if (!fake_driver_loaded()) return;
+    reset_fake_driver();
+    const Detection broken = detect({{"FAKE_CU_INIT", "999"}});
+    CHECK(broken.count == 0);  // before: 2, and the first real call threw
+    CHECK(mentions(broken.reason, "CUDA driver unusable (cuInit: CUDA_ERROR_UNKNOWN"));
+    CHECK(mentions(broken.reason, "although NVML lists 2 GPUs"));
+    CHECK_FALSE(broken.driver_initialised);
+    const Detection no_device = detect({{"FAKE_CU_INIT", "100"}, {"CUDA_VISIBLE_DEVICES", "1"}});
+    CHECK(no_device.count == 0);
+    CHECK(no_device.reason ==
+          "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected) although NVML lists 1 GPU");
+    const Detection zero = detect({{"FAKE_CU_COUNT", "0"}});
+    CHECK(zero.count == 0);
+    CHECK(mentions(zero.reason, "cuDeviceGetCount returned 0"));
+    const Detection working = detect({});
+    CHECK(working.count == 2);
+    CHECK(working.reason.empty());
+    // cuInit ran in child processes only: this process can still fork and initialise CUDA later.
+    CHECK(cu_init_calls() == 0);
+  }
+
+  TEST_CASE("detect: a driver that hangs in cuInit is reported after a bounded wait") {
+    if (!fake_driver_loaded()) return;
+    reset_fake_driver();
+    const auto t0 = std::chrono::steady_clock::now();
+    const Detection hung = detect({{"FAKE_CU_INIT_SLEEP_MS", "20000"}, {"ACCEL_CUDA_INIT_TIMEOUT", "0.25"}});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(hung.count == 0);
+    CHECK(mentions(hung.reason, "cuInit did not return within 0.25 s"));
+    CHECK(mentions(hung.reason, "ACCEL_CUDA_INIT_TIMEOUT"));
+    CHECK(seconds < 5.0);
+    const Detection bad = detect({{"ACCEL_CUDA_INIT_TIMEOUT", "soon"}});
+    CHECK(bad.count == 0);
+    CHECK(mentions(bad.reason, "ACCEL_CUDA_INIT_TIMEOUT='soon' is not a number of seconds"));
+    CHECK(cu_init_calls() == 0);
+  }
+
+  TEST_CASE("detect: a process that initialised the driver itself needs no probe") {
+    if (!fake_driver_loaded()) return;
+    reset_fake_driver();
+    REQUIRE(accel::cuda::detail::driver().init(0) == CUDA_SUCCESS);
+    // A probe would fail (FAKE_CU_INIT applies to new cuInit calls): the driver already works here.
+    const Detection d = detect({{"FAKE_CU_INIT", "999"}});
+    CHECK(d.count == 2);
+    CHECK(cu_init_calls() == 1);
+    reset_fake_driver();
   }
 
   TEST_CASE("detect: the cached answer is the backend's") {

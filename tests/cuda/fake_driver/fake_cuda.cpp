@@ -2,10 +2,14 @@
 // entry points accel's detection looks up; environment variables choose its answers at call time:
 //   FAKE_CU_DRIVER_VERSION (13000)   cuDriverGetVersion
 //   FAKE_CU_INIT (0)                 cuInit's CUresult (100 = CUDA_ERROR_NO_DEVICE)
+//   FAKE_CU_INIT_SLEEP_MS (0)        cuInit first sleeps this long (a driver that hangs)
 //   FAKE_CU_COUNT (2)                cuDeviceGetCount
-// fake_cu_init_calls() tells how often cuInit ran. Never linked: tests put its folder on LD_LIBRARY_PATH.
+// fake_cu_init_calls() tells how often cuInit ran in this process, fake_cu_reset() forgets it (the
+// driver is then uninitialised again). Never linked: tests put its folder on LD_LIBRARY_PATH.
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 namespace {
 int env_int(const char* name, int fallback) {
@@ -13,15 +17,24 @@ int env_int(const char* name, int fallback) {
   return value != nullptr ? std::atoi(value) : fallback;
 }
 std::atomic<int> init_calls{0};
+std::atomic<bool> initialised{false};  // a cuInit that succeeded; cuDeviceGetCount needs one
 }  // namespace
 
 extern "C" {
 
 __attribute__((visibility("default"))) int fake_cu_init_calls() { return init_calls.load(); }
 
+__attribute__((visibility("default"))) void fake_cu_reset() {
+  init_calls.store(0);
+  initialised.store(false);
+}
+
 __attribute__((visibility("default"))) int cuInit(unsigned /*flags*/) {
+  if (const int ms = env_int("FAKE_CU_INIT_SLEEP_MS", 0); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   ++init_calls;
-  return env_int("FAKE_CU_INIT", 0);
+  const int status = env_int("FAKE_CU_INIT", 0);
+  if (status == 0) initialised.store(true);
+  return status;
 }
 
 __attribute__((visibility("default"))) int cuDriverGetVersion(int* version) {
@@ -30,7 +43,7 @@ __attribute__((visibility("default"))) int cuDriverGetVersion(int* version) {
 }
 
 __attribute__((visibility("default"))) int cuDeviceGetCount(int* count) {
-  if (init_calls.load() == 0) return 3;  // CUDA_ERROR_NOT_INITIALIZED
+  if (!initialised.load()) return 3;  // CUDA_ERROR_NOT_INITIALIZED
   *count = env_int("FAKE_CU_COUNT", 2);
   return 0;
 }

@@ -8,15 +8,25 @@
 //                                                           -> else "CUDA driver 12.2 is older than ..."
 //   3. CUDA_VISIBLE_DEVICES, parsed by the driver's rules   -> "" or a repeated entry: no device
 //   4. NVML counts the GPUs and matches ordinals / UUIDs against them (fork-safe, like torch's
-//      PYTORCH_NVML_BASED_CUDA_CHECK); MIG instances and GPUs in MIG mode are left to step 5
+//      PYTORCH_NVML_BASED_CUDA_CHECK); MIG instances and GPUs in MIG mode are left to step 5.
+//      NVML answers while the driver itself cannot initialise (the system is not ready, a device node
+//      is missing, a driver/library mismatch): so when NVML lists GPUs, cuInit(0) and cuDeviceGetCount
+//      are confirmed in a short-lived child process (accel/detail/subprocess.hpp), which leaves this
+//      process uninitialised and safe to fork. The wait is bounded: ACCEL_CUDA_INIT_TIMEOUT seconds
+//      (default 30); a driver that does not answer in time is reported unusable. When this process has
+//      already initialised the driver (cuDeviceGetCount works without cuInit), no child is needed.
 //   5. otherwise cuInit(0) + cuDeviceGetCount: no context, but the driver is initialised
 // The answer is computed once per process (thread-safe) and cached.
 #pragma once
 
 #include <accel/cuda/detail/driver.hpp>
 #include <accel/cuda/detail/visible_devices.hpp>
+#include <accel/detail/subprocess.hpp>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <string>
@@ -74,6 +84,70 @@ inline int nvml_count(const std::optional<std::vector<VisibleDevice>>& visible) 
   return count;
 }
 
+/// ACCEL_CUDA_INIT_TIMEOUT in seconds (default 30); 0 with `error` set when it is not a number > 0.
+inline double driver_init_timeout(std::string& error) {
+  const char* text = std::getenv("ACCEL_CUDA_INIT_TIMEOUT");
+  if (text == nullptr || *text == '\0') return 30.0;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds > 0) || seconds > 86400) {
+    error = std::string("ACCEL_CUDA_INIT_TIMEOUT='") + text + "' is not a number of seconds in (0, 86400]";
+    return 0;
+  }
+  return seconds;
+}
+
+/// Why the driver cannot initialise although NVML lists `listed` GPUs, or empty when it can: cuInit(0) and
+/// cuDeviceGetCount run in a short-lived child process, with a bounded wait (see the header comment).
+inline std::string driver_init_problem(const DriverApi& api, int listed) {
+  int count = 0;
+  if (api.device_get_count(&count) == CUDA_SUCCESS) return {};  // initialised in this process already
+  std::string error;
+  const double timeout = driver_init_timeout(error);
+  if (timeout == 0) return "CUDA driver not checked: " + error;
+  struct Probe {
+    std::int32_t init = -1;
+    std::int32_t count_status = -1;
+    std::int32_t count = 0;
+  };
+  const auto probe = [&api]() -> int {
+    Probe p;
+    p.init = static_cast<std::int32_t>(api.init(0));
+    int n = 0;
+    if (p.init == CUDA_SUCCESS) p.count_status = static_cast<std::int32_t>(api.device_get_count(&n));
+    p.count = n;
+    return ::write(1, &p, sizeof p) == static_cast<ssize_t>(sizeof p) ? 0 : 1;
+  };
+  accel::detail::SubprocessOptions options;
+  options.timeout_seconds = timeout;
+  options.capture_stderr = false;  // what the driver prints goes where this process's stderr goes
+  options.max_output = sizeof(Probe);
+  const accel::detail::SubprocessResult r = accel::detail::run_in_child(probe, options);
+  const std::string listed_text = " although NVML lists " + std::to_string(listed) + " GPU" + (listed == 1 ? "" : "s");
+  if (r.outcome == accel::detail::SubprocessOutcome::timed_out) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", timeout);
+    return std::string("CUDA driver unusable: cuInit did not return within ") + seconds + " s in a probe process" +
+           listed_text + " (ACCEL_CUDA_INIT_TIMEOUT sets the limit)";
+  }
+  if (!r.ok() || r.output.size() != sizeof(Probe)) {
+    return "CUDA driver unusable: the process probing cuInit " + r.describe() + listed_text;
+  }
+  Probe p;
+  std::memcpy(&p, r.output.data(), sizeof p);
+  if (p.init != CUDA_SUCCESS) {
+    const auto status = static_cast<CUresult>(p.init);
+    return (status == CUDA_ERROR_NO_DEVICE ? "no CUDA device (cuInit: " : "CUDA driver unusable (cuInit: ") +
+           api.describe(status) + ")" + listed_text;
+  }
+  if (p.count_status != CUDA_SUCCESS) {
+    return "CUDA driver unusable (cuDeviceGetCount: " + api.describe(static_cast<CUresult>(p.count_status)) + ")" +
+           listed_text;
+  }
+  if (p.count <= 0) return "no CUDA device (cuDeviceGetCount returned 0" + listed_text + ")";
+  return {};
+}
+
 inline Detection detect_devices() {
   Detection result;
   const DriverApi& api = driver();
@@ -100,7 +174,12 @@ inline Detection detect_devices() {
   }
   if (const int counted = nvml_count(visible); counted >= 0) {
     result.count = counted;
-    if (counted == 0) {
+    if (counted > 0) {
+      if (std::string problem = driver_init_problem(api, counted); !problem.empty()) {
+        result.count = 0;
+        result.reason = std::move(problem);
+      }
+    } else {
       result.reason = visible ? std::string("no CUDA device: CUDA_VISIBLE_DEVICES='") +
                                     std::getenv("CUDA_VISIBLE_DEVICES") + "' names no GPU NVML knows"
                               : "no CUDA device (NVML reports no GPU; driver " +
