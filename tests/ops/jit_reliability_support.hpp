@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -161,6 +162,16 @@ inline std::string run_as(uid_t uid, const std::function<std::string()>& f) {
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   return out;
+}
+
+/// Whether `pid` is gone: no such process, or a zombie nobody reaped yet (in a container, pid 1 may not reap).
+inline bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;
+  std::string line;
+  std::getline(stat, line);
+  const std::size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X');
 }
 
 /// A uid no account uses, distinct per test process (so parallel test runs do not meet).

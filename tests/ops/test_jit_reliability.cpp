@@ -309,15 +309,15 @@ TEST_CASE("jit reliability: killing the loading process mid-compile kills the co
     if (compiler <= 0 || grandchild <= 0) ::_exit(3);
     ::kill(loader, SIGKILL);
     (void)::waitpid(loader, nullptr, 0);
+    // Dead: gone from /proc, or a zombie. The orphans are reaped here; the compiler may also reap its own
+    // child itself as both die.
     std::set<pid_t> alive{compiler, grandchild};
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (!alive.empty() && std::chrono::steady_clock::now() < give_up) {
-      const pid_t p = ::waitpid(-1, nullptr, WNOHANG);
-      if (p > 0) {
-        alive.erase(p);
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
       }
+      for (auto it = alive.begin(); it != alive.end();) it = jit_test::process_gone(*it) ? alive.erase(it) : std::next(it);
+      if (!alive.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     const int rc = alive.empty() ? 0 : 1;
     for (const pid_t p : alive) ::kill(p, SIGKILL);  // clean up after a failure

@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-#include "ops_test_support.hpp"
+#include "jit_reliability_support.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -27,16 +27,6 @@ using accel::detail::SubprocessOptions;
 using accel::detail::SubprocessOutcome;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Whether `pid` is gone: no such process, or a zombie nobody reaped (in a container, pid 1 may not reap).
-bool process_gone(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
-  std::string line;
-  std::getline(stat, line);
-  const std::size_t close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X');
-}
 
 }  // namespace
 
@@ -111,10 +101,10 @@ TEST_CASE("subprocess: a timeout kills the child and everything it started") {
   const pid_t grandchild = static_cast<pid_t>(std::stol(r.output));
   REQUIRE(grandchild > 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!process_gone(grandchild) && std::chrono::steady_clock::now() < deadline) {
+  while (!jit_test::process_gone(grandchild) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  CHECK(process_gone(grandchild));
+  CHECK(jit_test::process_gone(grandchild));
 }
 
 TEST_CASE("subprocess: large output does not block the child, and max_output keeps the start") {

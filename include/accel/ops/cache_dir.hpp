@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include <pwd.h>
 #include <sys/stat.h>
