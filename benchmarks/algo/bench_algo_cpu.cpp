@@ -11,7 +11,7 @@
 #include <accel/algo/algo.hpp>
 #include <accel/cpu/backend.hpp>
 
-#include "bench_support.hpp"
+#include "../bench_support.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -142,7 +142,10 @@ void bench_scan(benchmark::State& state, Impl impl) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  accel_bench::initialize(argc, argv);
+  accel_bench::Report report("algo_cpu", argc, argv);
+  const int rounds = accel_bench::take_rounds(argc, argv, 3);
+  const bool smoke = accel_bench::initialize(argc, argv);
+  report.print_header();
   worker.emplace();
 
   const std::vector<std::int64_t> sizes{1 << 16, 1 << 20, 1 << 23};
@@ -165,17 +168,28 @@ int main(int argc, char** argv) {
   reg("reduce_float", bench_reduce);
   reg("scan_float", bench_scan);
 
-  accel_bench::WallTimeReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  accel_bench::Recorder reporter;
+  report.set_rounds(accel_bench::run_rounds(reporter, smoke ? 1 : rounds));
 
-  std::printf("\nwall ms per call (median of the repetitions), %d OpenMP threads; "
+  std::printf("\nwall ms per call (median of %d interleaved rounds), %d OpenMP threads; "
               "ratio = baseline / accel (> 1: accel faster)\n",
-              omp_get_max_threads());
+              smoke ? 1 : rounds, omp_get_max_threads());
   std::printf("%-13s %9s %10s %10s %10s %11s %12s %12s %12s\n", "algorithm", "n", "std ms", "thrust ms", "accel ms",
               "accel+sync", "std/accel", "thrust/accel", "thrust/a+sync");
   for (const auto& a : algorithms) {
     for (const auto n : sizes) {
-      const auto get = [&](Impl i) { return reporter.get(a + "/" + impl_name(i), n) * 1e3; };
+      const auto key = [&](Impl i) { return a + "/" + impl_name(i) + "/" + std::to_string(n); };
+      const auto get = [&](Impl i) { return reporter.real_ns(key(i)).median * 1e-6; };
+      for (const Impl i : impls) {
+        if (reporter.has(key(i))) report.point(impl_name(i), a, double(n), "ms", accel_bench::scaled(reporter.real_ns(key(i)), 1e-6));
+      }
+      for (const Impl i : {Impl::std_, Impl::thrust}) {
+        if (reporter.has(key(i)) && reporter.has(key(Impl::accel))) {
+          report.ratio("accel", impl_name(i), a, double(n),
+                       accel_bench::ratio_per_round(reporter.values(key(i), "real_ns"),
+                                                    reporter.values(key(Impl::accel), "real_ns")));
+        }
+      }
       const double s = get(Impl::std_), t = get(Impl::thrust), x = get(Impl::accel), w = get(Impl::accel_worker);
       if (x <= 0) continue;
       std::printf("%-13s %9lld %10.3f %10.3f %10.3f %11.3f %11.2fx %11.2fx %11.2fx\n", a.c_str(),
@@ -184,6 +198,7 @@ int main(int argc, char** argv) {
   }
   std::printf("(sort_int32: raw Thrust sorts int keys in the wrong order on CCCL < 3.1, NVIDIA/cccl#4919; "
               "accel does not)\n");
+  report.write();
   worker.reset();
   benchmark::Shutdown();
   return 0;

@@ -14,7 +14,7 @@
 #include <accel/algo/algo.hpp>
 #include <accel/cuda/backend.hpp>
 
-#include "bench_support.hpp"
+#include "../bench_support.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -147,11 +147,12 @@ int main(int argc, char** argv) {
     std::printf("bench_algo_cuda: no CUDA device (%s); nothing to measure\n", gpu.availability().reason.c_str());
     return 0;
   }
+  accel_bench::Report report("algo_cuda", argc, argv);
+  const int rounds = accel_bench::take_rounds(argc, argv, 3);
   // A short default minimum time (the command line, --smoke included, comes after it and wins).
-  static char min_time[] = "--benchmark_min_time=0.05";
-  std::vector<char*> args{argv[0], min_time};
-  args.insert(args.end(), argv + 1, argv + argc);
-  accel_bench::initialize(static_cast<int>(args.size()), args.data());
+  const bool smoke = accel_bench::initialize(argc, argv, {"--benchmark_min_time=0.05"});
+  report.set_device(gpu.product_name(0));
+  report.print_header(gpu.product_name(0));
   stream.emplace();
 
   const std::vector<std::int64_t> sizes{1 << 16, 1 << 20, 1 << 24, 1 << 26};
@@ -171,23 +172,32 @@ int main(int argc, char** argv) {
   reg("reduce_float", bench_reduce);
   reg("scan_float", bench_scan);
 
-  accel_bench::WallTimeReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  accel_bench::Recorder reporter;
+  report.set_rounds(accel_bench::run_rounds(reporter, smoke ? 1 : rounds));
 
-  std::printf("\nwall us per call + stream synchronize (median of the repetitions) on %s; "
+  std::printf("\nwall us per call + stream synchronize (median of the interleaved rounds) on %s; "
               "ratio = raw / accel (> 1: accel faster)\n",
               gpu.product_name(stream->device_index()).c_str());
   std::printf("%-13s %9s %11s %14s %11s %14s %16s\n", "algorithm", "n", "thrust us", "nosync us", "accel us",
               "thrust/accel", "nosync/accel");
   for (const auto& a : algorithms) {
     for (const auto n : sizes) {
-      const auto get = [&](Impl i) { return reporter.get(a + "/" + impl_name(i), n) * 1e6; };
+      const auto key = [&](Impl i) { return a + "/" + impl_name(i) + "/" + std::to_string(n); };
+      const auto get = [&](Impl i) { return reporter.real_ns(key(i)).median * 1e-3; };
+      for (const Impl i : {Impl::thrust, Impl::thrust_nosync}) {
+        if (reporter.has(key(i)) && reporter.has(key(Impl::accel))) {
+          report.ratio("accel", impl_name(i), a, double(n),
+                       accel_bench::ratio_per_round(reporter.values(key(i), "real_ns"),
+                                                    reporter.values(key(Impl::accel), "real_ns")));
+        }
+      }
       const double t = get(Impl::thrust), u = get(Impl::thrust_nosync), x = get(Impl::accel);
       if (x <= 0) continue;
       std::printf("%-13s %9lld %11.1f %14.1f %11.1f %13.2fx %15.2fx\n", a.c_str(), static_cast<long long>(n), t, u, x,
                   t / x, u / x);
     }
   }
+  report.write();
   release_inputs();
   stream.reset();
   benchmark::Shutdown();

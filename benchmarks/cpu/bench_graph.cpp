@@ -1,8 +1,10 @@
 // CPU graphs: N small tasks enqueued eagerly on a worker stream vs the same N tasks captured once and
 // replayed as a graph (one stream task), each followed by a stream synchronize, N = 10, 100, 1000.
 // Also the replay of a graph with one random fill (the per-replay offset reservation) against the
-// same fill enqueued eagerly. Prints Google Benchmark's table, then per-task costs and ratios.
-#include "../collecting_reporter.hpp"
+// same fill enqueued eagerly. Prints Google Benchmark's table (first round), then per-task costs and
+// ratios: medians of interleaved rounds (--rounds=N, default 5) with their min-max.
+//   bench_graph [--rounds=N] [--json=FILE] [--smoke] [google benchmark flags]
+#include "../bench_support.hpp"
 
 #include <accel/cpu/backend.hpp>
 
@@ -82,24 +84,36 @@ BENCHMARK(eager_fill);
 BENCHMARK(graph_fill);
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  accel_bench::CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  accel_bench::Report report("graph", argc, argv);
+  const int rounds = accel_bench::take_rounds(argc, argv, 5);
+  const bool smoke = accel_bench::initialize(argc, argv, {"--benchmark_min_time=0.2"});
+  report.print_header();
+  accel_bench::Recorder recorder;
+  report.set_rounds(accel_bench::run_rounds(recorder, smoke ? 1 : rounds));
   benchmark::Shutdown();
 
-  std::printf("\nper task (lower is better); ratio = graph replay / eager enqueue\n");
+  std::printf("\nper task, median (min-max) of %d interleaved rounds; speedup = eager / graph replay, round by round\n",
+              smoke ? 1 : rounds);
   for (const int n : {10, 100, 1000}) {
-    const double e = reporter.ns("eager/" + std::to_string(n));
-    const double g = reporter.ns("graph_replay/" + std::to_string(n));
-    if (e <= 0.0 || g <= 0.0) continue;
-    std::printf("  N = %4d   eager %8.1f ns/task   graph %8.1f ns/task   ratio %5.2f  (%.1fx faster)\n", n, e / n,
-                g / n, g / e, e / g);
+    const std::string e = "eager/" + std::to_string(n), g = "graph_replay/" + std::to_string(n);
+    if (!recorder.has(e) || !recorder.has(g)) continue;
+    const auto es = accel_bench::scaled(recorder.real_ns(e), 1.0 / n);
+    const auto gs = accel_bench::scaled(recorder.real_ns(g), 1.0 / n);
+    const auto speedup = accel_bench::ratio_per_round(recorder.values(e, "real_ns"), recorder.values(g, "real_ns"));
+    std::printf("  N = %4d   eager %s ns/task   graph %s ns/task   speedup %sx\n", n, accel_bench::fmt(es, 1).c_str(),
+                accel_bench::fmt(gs, 1).c_str(), accel_bench::fmt(speedup).c_str());
+    report.point("eager enqueue", "", n, "ns per task", es);
+    report.point("graph replay", "", n, "ns per task", gs);
+    report.ratio("graph replay", "eager enqueue", "", n, speedup);
   }
-  const double ef = reporter.ns("eager_fill");
-  const double gf = reporter.ns("graph_fill");
-  if (ef > 0.0 && gf > 0.0) {
-    std::printf("  256-float fill + synchronize: eager %.1f ns, graph replay %.1f ns, ratio %.2f\n", ef, gf, gf / ef);
+  if (recorder.has("eager_fill") && recorder.has("graph_fill")) {
+    const auto speedup = accel_bench::ratio_per_round(recorder.values("eager_fill", "real_ns"),
+                                                      recorder.values("graph_fill", "real_ns"));
+    std::printf("  256-float fill + synchronize: eager %s ns, graph replay %s ns, speedup %sx\n",
+                accel_bench::fmt(recorder.real_ns("eager_fill"), 1).c_str(),
+                accel_bench::fmt(recorder.real_ns("graph_fill"), 1).c_str(), accel_bench::fmt(speedup).c_str());
+    report.ratio("graph replay (256-float fill)", "eager fill", "", 256, speedup);
   }
+  report.write();
   return 0;
 }

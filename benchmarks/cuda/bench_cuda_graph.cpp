@@ -12,7 +12,7 @@
 // Prints Google Benchmark's table, then per replay / per eager batch times and ratios.
 // Without a GPU the program says why and exits 0; without NVRTC (or if the kernel cannot be built or
 // loaded) it says why and runs the memset rows only.
-#include "../collecting_reporter.hpp"
+#include "../bench_support.hpp"
 
 #include <accel/cuda/backend.hpp>
 #include <accel/ops/nvrtc.hpp>
@@ -332,8 +332,11 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device: %s\n", availability.reason.c_str());
     return 0;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  accel_bench::Report report("cuda_graph", argc, argv);
+  const int rounds = accel_bench::take_rounds(argc, argv, 3);
+  const bool smoke = accel_bench::initialize(argc, argv);
+  report.set_device(cuda.product_name(cuda.current_device()));
+  report.print_header(cuda.product_name(cuda.current_device()));
 
   tiny = load_tiny_kernel(cuda.current_device());
   if (tiny.function != nullptr) {
@@ -351,9 +354,22 @@ int main(int argc, char** argv) {
     std::printf("tiny-kernel rows skipped: %s\n", tiny.what.c_str());
   }
 
-  accel_bench::CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  accel_bench::Recorder recorder;
+  report.set_rounds(accel_bench::run_rounds(recorder, smoke ? 1 : rounds));
   benchmark::Shutdown();
+  // Real time per iteration, the median of the rounds; 0 when it did not run.
+  struct {
+    const accel_bench::Recorder& r;
+    [[nodiscard]] double ns(const std::string& key) const { return r.real_ns(key).median; }
+  } reporter{recorder};
+  const auto record = [&](const std::string& series, const std::string& group, int n) {
+    const std::string key = series + "/" + std::to_string(n);
+    if (recorder.has(key)) report.point(series, group, n, "ns per replay", recorder.real_ns(key));
+  };
+  for (const int n : {10, 100, 1000}) {
+    for (const char* s : {"kernel_eager", "kernel_raw_graph", "kernel_accel_graph"}) record(s, "tiny kernels", n);
+    for (const char* s : {"eager", "raw_graph", "accel_graph"}) record(s, "memset nodes", n);
+  }
 
   std::printf("\nper replay / per eager batch (lower is better)\n");
   if (tiny.function != nullptr) {
@@ -389,5 +405,6 @@ int main(int argc, char** argv) {
   if (rl > 0.0 && al > 0.0) {
     std::printf("  launch call only (N = 100): raw %.1f ns, accel %.1f ns, accel/raw %.3f\n", rl, al, al / rl);
   }
+  report.write();
   return 0;
 }

@@ -2,11 +2,12 @@
 // generator (curandGenerateUniform, same numbers), std::mt19937 + std::uniform_real_distribution
 // (one engine per thread), and the write bandwidth of std::fill and memset over the same buffer,
 // all in one run at 1 and 2 OpenMP threads. GB/s counts bytes written. The ratios printed at the
-// end compare accel with each baseline at the same thread count, best repetition of each.
+// end compare accel with each baseline at the same thread count: medians (min-max) of interleaved
+// rounds, ratios taken round by round.
 //
-//   bench_rng_fill [--smoke] [google benchmark flags]
+//   bench_rng_fill [--rounds=N] [--json=FILE] [--smoke] [google benchmark flags]
 // --smoke: a 256 KiB buffer and short runs; checks that everything runs, says nothing about speed.
-#include "bench_support.hpp"
+#include "../bench_support.hpp"
 
 #include <accel/random/fill.hpp>
 
@@ -157,36 +158,37 @@ void write_memset(benchmark::State& state) {
   finish(state, out);
 }
 
-using bench_rng::RateRecorder;
+const char* const fills[] = {"accel_fill_uniform", "curand_host_uniform", "mt19937_uniform", "write_std_fill",
+                             "write_memset"};
 
-void print_ratios(const RateRecorder& recorder) {
-  const auto rate = [&](const std::string& name, const std::string& threads) { return recorder.rate(name, threads); };
-  std::printf("\nuniform float fill, %zu floats (%.0f MiB), best of the repetitions; GB/s = 1e9 B/s (the table\n"
-              "above shows GiB/s); the other columns are accel's rate over each baseline's\n",
-              g_count, static_cast<double>(g_count * sizeof(float)) / (1 << 20));
-  std::printf("%-10s %10s %14s %14s %16s %14s\n", "threads", "accel GB/s", "/curand-host", "/mt19937",
-              "/write(std::fill)", "/write(memset)");
-  for (const char* threads : {"threads:1", "threads:2"}) {
-    const double accel = rate("accel_fill_uniform", threads);
-    if (accel == 0.0) continue;
-    const auto ratio = [&](const char* baseline) {
-      const double b = rate(baseline, threads);
-      return b == 0.0 ? 0.0 : accel / b;
-    };
-    std::printf("%-10s %10.2f %14.2f %14.2f %16.2f %14.2f\n", threads, accel / 1e9, ratio("curand_host_uniform"),
-                ratio("mt19937_uniform"), ratio("write_std_fill"), ratio("write_memset"));
+void print_ratios(const accel_bench::Recorder& r, accel_bench::Report& report, int rounds) {
+  std::printf("\nuniform float fill, %zu floats (%.0f MiB), median (min-max) of %d interleaved rounds; GB/s = 1e9 B/s\n"
+              "(the table above shows GiB/s); accel's rate over each baseline's, round by round\n",
+              g_count, static_cast<double>(g_count * sizeof(float)) / (1 << 20), rounds);
+  for (const int threads : {1, 2}) {
+    const std::string arg = "/threads:" + std::to_string(threads);
+    const std::string accel = std::string("accel_fill_uniform") + arg;
+    if (!r.has(accel)) continue;
+    const auto gbps = accel_bench::scaled(r.counter(accel, "bytes_per_second"), 1e-9);
+    std::printf("threads %d: accel %s GB/s\n", threads, accel_bench::fmt(gbps).c_str());
+    for (const char* fill : fills) {
+      const std::string key = fill + arg;
+      if (!r.has(key)) continue;
+      report.point(fill, "", threads, "GB/s", accel_bench::scaled(r.counter(key, "bytes_per_second"), 1e-9));
+      if (key == accel) continue;
+      const auto x = accel_bench::ratio_per_round(r.values(accel, "bytes_per_second"), r.values(key, "bytes_per_second"));
+      report.ratio("accel_fill_uniform", fill, "", threads, x);
+      std::printf("  / %-20s %s\n", fill, accel_bench::fmt(x).c_str());
+    }
   }
-  std::printf("(0.00: baseline not built or not run)\n");
 }
 
 }  // namespace
 
 namespace {
-// Threads 1 and 2, wall-clock time (OpenMP threads are not the benchmark's threads), and a "max"
-// statistic so that repetitions report their best rate.
+// Threads 1 and 2, wall-clock time (OpenMP threads are not the benchmark's threads).
 void configure(benchmark::internal::Benchmark* b) {
   b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-  bench_rng::add_max_statistic(b);
 }
 }  // namespace
 
@@ -199,11 +201,16 @@ BENCHMARK(write_std_fill)->Apply(configure);
 BENCHMARK(write_memset)->Apply(configure);
 
 int main(int argc, char** argv) {
-  std::vector<char*> args(argv, argv + argc);
-  if (bench_rng::take_smoke_flag(args)) g_count = std::size_t{1} << 16;
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
+  // bench_rng_fill_native (-march=native) writes its own family.
+#if defined(__AVX2__)
+  accel_bench::Report report("rng_fill_native", argc, argv);
+#else
+  accel_bench::Report report("rng_fill", argc, argv);
+#endif
+  const int rounds = accel_bench::take_rounds(argc, argv, 5);
+  const bool smoke = accel_bench::initialize(argc, argv, {"--benchmark_min_time=0.2"});
+  if (smoke) g_count = std::size_t{1} << 16;
+  report.print_header();
   benchmark::AddCustomContext("accel.simd",
 #if defined(__AVX512F__)
                               "AVX-512"
@@ -216,9 +223,21 @@ int main(int argc, char** argv) {
 #endif
   );
   (void)buffer();
-  RateRecorder recorder;
-  benchmark::RunSpecifiedBenchmarks(&recorder);
-  print_ratios(recorder);
+  accel_bench::Recorder recorder;
+  report.set_rounds(accel_bench::run_rounds(recorder, smoke ? 1 : rounds));
+  print_ratios(recorder, report, smoke ? 1 : rounds);
+  report.note("simd",
+#if defined(__AVX512F__)
+              "AVX-512"
+#elif defined(__AVX2__)
+              "AVX2"
+#elif defined(ACCEL_DETAIL_PHILOX_SIMD)
+              "SSE2"
+#else
+              "portable loop"
+#endif
+  );
+  report.write();
   benchmark::Shutdown();
   return 0;
 }

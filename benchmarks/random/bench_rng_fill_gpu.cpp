@@ -2,15 +2,15 @@
 // the random_fill kernel) against cuRAND's device generator (curandGenerateUniform, PHILOX4_32_10: the
 // same numbers) and against the device's write bandwidth (cudaMemsetAsync, and a plain store kernel:
 // tensor_ops' fill). Normal floats against curandGenerateNormal too. Each figure is GB/s of output
-// written (1e9 B/s), timed with CUDA events around one call, best of the repetitions; the summary prints
+// written (1e9 B/s), timed with CUDA events around one call, median of interleaved rounds; the summary prints
 // accel's rate over each baseline next to the targets (>= 1.0x cuRAND, >= 85 % of write
 // bandwidth, the better of memset and the store kernel). Then accel and cuRAND again, alternating call
 // by call (medians), the figure to compare them by. It also checks that accel and cuRAND wrote the
 // same uniforms. Without a CUDA device it says why and exits 0.
 //
-//   bench_rng_fill_gpu [--smoke] [google benchmark flags]
+//   bench_rng_fill_gpu [--rounds=N] [--json=FILE] [--smoke] [google benchmark flags]
 // --smoke: a 4 MiB buffer and short runs; checks that everything runs, says nothing about speed.
-#include "bench_support.hpp"
+#include "../bench_support.hpp"
 
 #include <accel/cuda/backend.hpp>
 
@@ -219,15 +219,19 @@ void print_paired(int pairs) {
               u.curand_us / u.accel_us >= 1.0 ? "met" : "MISSED");
 }
 
-void print_summary(const bench_rng::RateRecorder& r) {
-  const auto rate = [&](const char* name) { return r.rate(name); };
+void print_summary(const accel_bench::Recorder& r, accel_bench::Report& report, int rounds) {
+  const auto rate = [&](const char* name) { return r.counter(name, "bytes_per_second").median; };
+  for (const char* name : {"accel_uniform", "curand_device_uniform", "write_memset", "write_store_kernel", "accel_normal",
+                           "curand_device_normal"}) {
+    if (r.has(name)) report.point(name, "", 1, "GB/s", accel_bench::scaled(r.counter(name, "bytes_per_second"), 1e-9));
+  }
   const auto ratio = [](double a, double b) { return b == 0.0 ? 0.0 : a / b; };
   const double uniform = rate("accel_uniform"), normal = rate("accel_normal");
   const double cu_uniform = rate("curand_device_uniform"), cu_normal = rate("curand_device_normal");
   const double memset = rate("write_memset"), store = rate("write_store_kernel");
   const double write = std::max(memset, store);
-  std::printf("\nfloat fills of %zu values (%.0f MiB) on %s, best of the repetitions, GB/s = 1e9 B/s written\n",
-              g_count, static_cast<double>(g_count * sizeof(float)) / (1 << 20), cuda.product_name(0).c_str());
+  std::printf("\nfloat fills of %zu values (%.0f MiB) on %s, median of %d interleaved rounds, GB/s = 1e9 B/s written\n",
+              g_count, static_cast<double>(g_count * sizeof(float)) / (1 << 20), cuda.product_name(0).c_str(), rounds);
   std::printf("%-9s %10s %12s %10s %12s %12s\n", "fill", "accel GB/s", "cuRAND GB/s", "/cuRAND", "/memset",
               "/store kernel");
   std::printf("%-9s %10.1f %12.1f %10.3f %12.3f %12.3f\n", "uniform", uniform / 1e9, cu_uniform / 1e9,
@@ -241,10 +245,7 @@ void print_summary(const bench_rng::RateRecorder& r) {
   std::printf("(0.0: not run)\n");
 }
 
-void configure(benchmark::internal::Benchmark* b) {
-  b->UseManualTime()->Unit(benchmark::kMicrosecond);
-  bench_rng::add_max_statistic(b);
-}
+void configure(benchmark::internal::Benchmark* b) { b->UseManualTime()->Unit(benchmark::kMicrosecond); }
 
 }  // namespace
 
@@ -254,12 +255,12 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device: %s\n", availability.reason.c_str());
     return 0;
   }
-  std::vector<char*> args(argv, argv + argc);
-  const bool smoke = bench_rng::take_smoke_flag(args);
+  accel_bench::Report report("rng_fill_gpu", argc, argv);
+  const int rounds = accel_bench::take_rounds(argc, argv, 5);
+  const bool smoke = accel_bench::initialize(argc, argv);
   if (smoke) g_count = std::size_t{1} << 20;
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
+  report.set_device(cuda.product_name(0));
+  report.print_header(cuda.product_name(0));
 
   cuda.set_device(0);
   g_stream.emplace(0);
@@ -274,12 +275,13 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("write_store_kernel", write_store_kernel)->Apply(configure);
   benchmark::RegisterBenchmark("accel_normal", accel_normal)->Apply(configure);
   benchmark::RegisterBenchmark("curand_device_normal", curand_device<true>)->Apply(configure);
-  bench_rng::RateRecorder recorder;
-  benchmark::RunSpecifiedBenchmarks(&recorder);
-  print_summary(recorder);
+  accel_bench::Recorder recorder;
+  report.set_rounds(accel_bench::run_rounds(recorder, smoke ? 1 : rounds));
+  print_summary(recorder, report, smoke ? 1 : rounds);
   print_paired(smoke ? 5 : 41);
   std::printf("accel's uniforms equal curandGenerateUniform's (device generator, same seed and offset): %s\n",
               same ? "yes" : "NO");
+  report.write();
   benchmark::Shutdown();
   check(cudaFree(g_out), "cudaFree");
   g_stream.reset();

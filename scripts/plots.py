@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Turns benchmark results (format "accel-bench/1", benchmarks/README.md) into PNGs.
+
+  python3 scripts/plots.py [RESULTS_DIR] [PLOTS_DIR]     (defaults: benchmarks/results benchmarks/plots)
+
+Each RESULTS_DIR/<family>.json becomes PLOTS_DIR/<family>.png: one panel per group (threads=1,
+touched, ...), one line (or bar set, when there are few x values) per series, the median drawn with
+its min-max range. A family is drawn by FAMILIES' entry for it when there is one, else by the
+defaults; a new benchmark family adds an entry of a few lines (or none).
+"""
+import json
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# family -> how to draw it. Keys: title, xlabel, ylabel, logx, logy, xfmt ("bytes", "pow2", None),
+# metric (draw only the points with this metric), bars (True/False: force bars or lines),
+# series_order (list), ratio_panel (True: add a panel of the ratios).
+FAMILIES = {
+    "alloc": dict(title="alloc + touch + free of one block", xlabel="block size", ylabel="ns per pair (median, min-max)",
+                  logx=True, logy=True, xfmt="bytes", bars=False),
+    "cpu_adam": dict(title="CPU AdamW fp32, one tensor, same process", xlabel="params", ylabel="Gparam/s",
+                     xfmt="pow2", bars=True, metric="Gparam/s"),
+    "cpu_adam_kernels": dict(title="CPU fused Adam (bench_adam_cpu) and its ceiling", xlabel="params",
+                             ylabel="Gparam/s", xfmt="pow2", bars=True, metric="Gparam/s"),
+    "rng_fill": dict(title="uniform float fill, 64 MiB", xlabel="threads", ylabel="GB/s written", bars=True),
+    "graph": dict(title="CPU graph replay vs eager enqueue (N tasks + synchronize)", xlabel="tasks N",
+                  ylabel="ns per task", logx=True, logy=True, bars=False),
+    "compile_cost": dict(title="compile cost of one translation unit", xlabel="", ylabel="seconds (user + sys)",
+                         bars=True),
+    "dispatch": dict(title="dependent chain of mixed calls", xlabel="", ylabel="ns per chain step", bars=True),
+    # Later families: "collectives": dict(xlabel="bytes", ylabel="busbw GB/s", logx=True, xfmt="bytes"),
+    #                 "engine": dict(xlabel="seconds", ylabel="loss", bars=False),
+}
+
+
+def fmt_x(x, how):
+    if how == "bytes":
+        for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+            if x >= 1 << shift:
+                v = x / (1 << shift)
+                return f"{v:g} {unit}"
+        return f"{x:g} B"
+    if how == "pow2" and x > 0 and float(math.log2(x)).is_integer():
+        return f"2^{int(math.log2(x))}"
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return str(x)
+
+
+def draw(doc, spec, path):
+    points = doc["points"]
+    if spec.get("metric"):
+        points = [p for p in points if p["metric"] == spec["metric"]]
+    if not points:
+        return False
+    groups = list(dict.fromkeys(p["group"] for p in points))
+    series = list(dict.fromkeys(p["series"] for p in points))
+    if spec.get("series_order"):
+        series = [s for s in spec["series_order"] if s in series] + [s for s in series if s not in spec["series_order"]]
+    xs_all = sorted(set(p["x"] for p in points), key=lambda v: (isinstance(v, str), v))
+    bars = spec.get("bars", len(xs_all) <= 4)
+    fig, axes = plt.subplots(1, len(groups), figsize=(max(6.0, 5.2 * len(groups)), 4.2), squeeze=False,
+                             sharey=True)
+    for ax, group in zip(axes[0], groups):
+        gp = [p for p in points if p["group"] == group]
+        xs = sorted(set(p["x"] for p in gp), key=lambda v: (isinstance(v, str), v))
+        width = 0.8 / max(1, len(series))
+        for i, s in enumerate(series):
+            sp = {p["x"]: p for p in gp if p["series"] == s}
+            if not sp:
+                continue
+            if bars:
+                pos = [xs.index(x) + (i - (len(series) - 1) / 2) * width for x in xs if x in sp]
+                med = [sp[x]["median"] for x in xs if x in sp]
+                err = [[sp[x]["median"] - sp[x]["min"] for x in xs if x in sp],
+                       [sp[x]["max"] - sp[x]["median"] for x in xs if x in sp]]
+                ax.bar(pos, med, width, yerr=err, capsize=3, label=s)
+            else:
+                x = [v for v in xs if v in sp]
+                med = [sp[v]["median"] for v in x]
+                ax.plot(x, med, marker="o", ms=3, label=s)
+                ax.fill_between(x, [sp[v]["min"] for v in x], [sp[v]["max"] for v in x], alpha=0.2)
+        if bars:
+            ax.set_xticks(range(len(xs)))
+            ax.set_xticklabels([fmt_x(x, spec.get("xfmt")) for x in xs], rotation=30 if len(xs) > 4 else 0,
+                               ha="right" if len(xs) > 4 else "center", fontsize=8)
+        else:
+            if spec.get("logx"):
+                ax.set_xscale("log", base=2 if spec.get("xfmt") in ("bytes", "pow2") else 10)
+            if spec.get("xfmt"):
+                ax.set_xticks(xs)
+                ax.set_xticklabels([fmt_x(x, spec["xfmt"]) for x in xs], rotation=45, ha="right", fontsize=7)
+                ax.minorticks_off()
+        if spec.get("logy"):
+            ax.set_yscale("log")
+        ax.set_title(group or "", fontsize=9)
+        ax.set_xlabel(spec.get("xlabel", ""))
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel(spec.get("ylabel", points[0]["metric"]))
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(f"{spec.get('title', doc['family'])}\n{doc['device']}, {doc['date']}, "
+                 f"{doc.get('rounds', '?')} rounds, load {doc.get('load_start', -1):.1f}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "benchmarks", "results")
+    dst = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "benchmarks", "plots")
+    os.makedirs(dst, exist_ok=True)
+    made = 0
+    for name in sorted(os.listdir(src)):
+        if not name.endswith(".json"):
+            continue
+        with open(os.path.join(src, name)) as f:
+            doc = json.load(f)
+        if doc.get("format") != "accel-bench/1":
+            print(f"plots: {name}: not accel-bench/1, skipped")
+            continue
+        out = os.path.join(dst, doc["family"] + ".png")
+        # The longest FAMILIES key the family starts with ("rng_fill" draws "rng_fill_native" too).
+        keys = [k for k in FAMILIES if doc["family"].startswith(k)]
+        spec = FAMILIES[max(keys, key=len)] if keys else {}
+        if draw(doc, spec, out):
+            print(f"plots: {out}")
+            made += 1
+    print(f"plots: {made} PNGs in {dst}")
+
+
+if __name__ == "__main__":
+    main()
