@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
-# Counts instructions per call of each dispatch path with callgrind (repeatable, load-independent):
+# Instructions per call of each dispatch way, counted with callgrind (exact, load-independent):
 #   bash benchmarks/dispatch/count_instructions.sh <build-dir>
+# Calls (dispatch_ways.hpp): current_device, alloc_free (raw_alloc + raw_delete of 1 KiB), enqueue (a task
+# on the CPU default stream, which runs it inline), record (an event on that stream), query (the event),
+# chain_step (all of them, dependent, as bench_dispatch times them). Each figure: instructions inside
+# path_<way>_<call> (inclusive) over its 1000 calls / 1000; the warm-up runs outside these functions.
 set -euo pipefail
 build="${1:-build/default}"
 bin="$build/benchmarks/dispatch/dispatch_instructions"
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)"; exit 1; }
 out=$(mktemp)
 trap 'rm -f "$out" "$out".*' EXIT
-printf '%-14s %12s\n' "path" "instr/call"
-for path in path_raw path_static path_any path_virtual; do
-  valgrind --tool=callgrind --callgrind-out-file="$out" --toggle-collect="$path" "$bin" >/dev/null 2>&1
-  total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-  printf '%-14s %12.1f\n' "$path" "$(awk "BEGIN{print $total / 1000}")"
+calls=(current_device alloc_free enqueue record query chain_step)
+ways=(raw static variant virtual)
+valgrind --tool=callgrind --callgrind-out-file="$out" --dump-instr=no --compress-strings=no "$bin" >/dev/null 2>&1
+# Inclusive counts per function from callgrind_annotate --inclusive=yes.
+callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null > "$out.txt"
+count() {  # function name -> inclusive Ir
+  awk -v f="$1" '$0 ~ (" " f " ") || $0 ~ (":" f " ") || $0 ~ (":" f "$") || $NF ~ ("^" f "$") {gsub(",", "", $1); print $1; exit}' "$out.txt"
+}
+printf '%-16s' "call"
+for w in "${ways[@]}"; do printf '%10s' "$w"; done
+echo "   (instructions per call)"
+for c in "${calls[@]}"; do
+  printf '%-16s' "$c"
+  for w in "${ways[@]}"; do
+    n=$(count "path_${w}_${c}")
+    if [[ -n $n ]]; then printf '%10.1f' "$(awk "BEGIN{print $n / 1000}")"; else printf '%10s' "?"; fi
+  done
+  echo
 done
-echo
-echo "machine code of the raw and static paths (identical bodies mean zero overhead):"
-objdump -d --no-show-raw-insn "$bin" | awk '/<path_raw>:/,/ret/' | sed 's/^ *[0-9a-f]*://'
-objdump -d --no-show-raw-insn "$bin" | awk '/<path_static>:/,/ret/' | sed 's/^ *[0-9a-f]*://'

@@ -1,25 +1,34 @@
-// Allocation + free pairs of one size, three ways, in one run:
-//   accel    cpu::Memory::raw_alloc / raw_delete on the default stream: the caching allocator,
-//            statistics included (what CpuBackend users call)
-//   malloc   glibc malloc / free
-//   aligned  glibc aligned_alloc(64) / free
-// for sizes 256 B to 64 MiB (powers of 4), each untouched and touched (one byte written in every
-// 4 KiB page of the block, so fresh pages fault). Printed at the end: CPU ns per pair and the ratio
-// baseline time / accel time per size (> 1: accel is faster).
-// Each case runs 3 times and the median is reported (the development machine is shared); `--smoke`
-// runs every case once, briefly (correctness only, for CI). Google Benchmark's flags apply.
-// `--pairs N [bytes]` runs N cache-hit pairs (default 256 B) in alloc_free_pairs() and nothing else,
-// for an instruction count under callgrind (benchmarks/memory/count_alloc_instructions.sh).
+// Allocate + touch + free of one block, per size from 512 B to 256 MiB (powers of 2), four ways in one
+// process, in interleaved rounds (benchmarks/README.md):
+//   accel     cpu::Memory::raw_alloc / raw_delete on the default stream: the caching allocator with
+//             torch's statistics (what CpuBackend users call)
+//   glibc     malloc / free
+//   jemalloc  malloc / free of libjemalloc.so.2, loaded with dlopen (RTLD_LOCAL: it does not replace the
+//             process's malloc), Debian's libjemalloc2. Its initial-exec TLS needs more static TLS than
+//             glibc reserves for dlopen, so the program re-runs itself once with
+//             GLIBC_TUNABLES=glibc.rtld.optional_static_tls=65536 (a loader reservation; malloc unchanged)
+//   mimalloc  mi_malloc / mi_free of libmimalloc.so.2 (dlopen, RTLD_LOCAL), Debian's libmimalloc2.0
+// "Touch" writes one byte in every 4 KiB page of the block (and its last byte), so a block whose pages
+// are not mapped pays its page faults, as a program that uses its memory does. Timed with the thread's
+// CPU clock (user + system: page faults count, waiting for a core does not). Each (allocator, size) is a
+// candidate; a round samples every candidate once, the order rotated each round. Printed: ns per
+// alloc+touch+free, median (min-max), and each baseline's time over accel's, round by round (> 1: accel
+// faster). A missing jemalloc/mimalloc is skipped with a note.
+//
+//   bench_alloc [--rounds=N] [--json=FILE] [--smoke]
+//   bench_alloc --pairs N [bytes]   N cache-hit pairs (default 256 B) in alloc_free_pairs() and nothing
+//                                   else, for count_alloc_instructions.sh (callgrind)
+#include "../bench_support.hpp"
+
 #include <accel/cpu/memory.hpp>
 #include <accel/cpu/stream.hpp>
 
-#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -27,81 +36,31 @@ namespace {
 
 constexpr std::size_t page = 4096;
 
-enum class Kind { accel, malloc_, aligned };
-constexpr const char* kind_name[] = {"accel", "malloc", "aligned"};
+struct Allocator {
+  std::string name;
+  void* (*alloc)(std::size_t);
+  void (*free)(void*);
+  std::string error;  // why it could not be loaded
+};
+
+// malloc/free of a shared library loaded privately; nullptr functions when it is not installed.
+Allocator load(const char* name, const char* so, const char* malloc_sym, const char* free_sym) {
+  void* h = ::dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return {name, nullptr, nullptr, ::dlerror()};
+  return {name, reinterpret_cast<void* (*)(std::size_t)>(::dlsym(h, malloc_sym)),
+          reinterpret_cast<void (*)(void*)>(::dlsym(h, free_sym)), std::string(so) + " lacks " + malloc_sym};
+}
+
+void* accel_alloc(std::size_t bytes) {
+  return accel::cpu::Memory::raw_alloc(bytes, accel::cpu::Streams::default_stream(0));
+}
+void accel_free(void* p) { accel::cpu::Memory::raw_delete(p); }
 
 inline void touch(void* p, std::size_t bytes) {
-  auto* c = static_cast<unsigned char*>(p);
+  auto* c = static_cast<volatile unsigned char*>(p);
   for (std::size_t i = 0; i < bytes; i += page) c[i] = 1;
   c[bytes - 1] = 1;
 }
-
-template <Kind K, bool Touch>
-void pair(benchmark::State& state) {
-  const auto bytes = static_cast<std::size_t>(state.range(0));
-  const auto stream = accel::cpu::Streams::default_stream(0);
-  for (auto _ : state) {
-    void* p = nullptr;
-    if constexpr (K == Kind::accel) {
-      p = accel::cpu::Memory::raw_alloc(bytes, stream);
-    } else if constexpr (K == Kind::malloc_) {
-      p = std::malloc(bytes);
-    } else {
-      p = std::aligned_alloc(64, bytes);
-    }
-    benchmark::DoNotOptimize(p);
-    if constexpr (Touch) {
-      touch(p, bytes);
-      benchmark::ClobberMemory();
-    }
-    if constexpr (K == Kind::accel) {
-      accel::cpu::Memory::raw_delete(p);
-    } else {
-      std::free(p);
-    }
-  }
-  state.SetBytesProcessed(0);
-}
-
-std::string name(Kind k, bool touched, std::size_t bytes) {
-  return std::string(kind_name[static_cast<int>(k)]) + (touched ? "/touched/" : "/untouched/") + std::to_string(bytes);
-}
-
-template <Kind K>
-void register_kind(const std::vector<std::size_t>& sizes) {
-  for (const bool touched : {false, true}) {
-    for (const std::size_t bytes : sizes) {
-      auto* b = touched ? benchmark::RegisterBenchmark(name(K, true, bytes).c_str(), pair<K, true>)
-                        : benchmark::RegisterBenchmark(name(K, false, bytes).c_str(), pair<K, false>);
-      b->Arg(static_cast<std::int64_t>(bytes))->Unit(benchmark::kNanosecond);
-    }
-  }
-}
-
-// Keeps each benchmark's CPU ns per pair for the summary (CPU time, not wall time: on a shared machine
-// a descheduled thread inflates wall time), the median of the repetitions when there are several.
-class SummaryReporter : public benchmark::ConsoleReporter {
- public:
-  std::map<std::string, double> ns;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& run : runs) {
-      if (run.error_occurred) continue;
-      const std::string& key = run.run_name.function_name;
-      if (run.run_type == Run::RT_Aggregate) {
-        if (run.aggregate_name == "median") {
-          has_median_.insert(key);
-          ns[key] = run.GetAdjustedCPUTime();  // in the unit set below: ns
-        }
-      } else if (run.iterations > 0 && has_median_.count(key) == 0) {
-        ns[key] = run.cpu_accumulated_time / static_cast<double>(run.iterations) * 1e9;
-      }
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-
- private:
-  std::set<std::string> has_median_;
-};
 
 std::string size_text(std::size_t bytes) {
   if (bytes >= (std::size_t{1} << 20)) return std::to_string(bytes >> 20) + " MiB";
@@ -129,55 +88,77 @@ int main(int argc, char** argv) {
     alloc_free_pairs(std::strtoull(argv[2], nullptr, 10), bytes);
     return 0;
   }
-  // Defaults first, so that the command line overrides them: the median of 3 repetitions (the
-  // machine may be shared), or one short run of each case with --smoke.
-  static char repetitions[] = "--benchmark_repetitions=3";
-  static char aggregates_only[] = "--benchmark_display_aggregates_only=true";
-  static char smoke_time[] = "--benchmark_min_time=0.001";
-  static char one_repetition[] = "--benchmark_repetitions=1";
-  std::vector<char*> args{argv[0], repetitions, aggregates_only};
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--smoke") == 0) {
-      args.push_back(smoke_time);
-      args.push_back(one_repetition);
+  // Room in the static TLS block for jemalloc's initial-exec TLS (see the top): re-run once with it.
+  if (std::getenv("ACCEL_BENCH_ALLOC_REEXEC") == nullptr) {
+    const char* old = std::getenv("GLIBC_TUNABLES");
+    const std::string tunables =
+        (old != nullptr && *old != '\0' ? std::string(old) + ":" : std::string()) + "glibc.rtld.optional_static_tls=65536";
+    ::setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
+    ::setenv("ACCEL_BENCH_ALLOC_REEXEC", "1", 1);
+    ::execv("/proc/self/exe", argv);  // returns only on failure: go on without jemalloc
+  }
+  accel_bench::Report report("alloc", argc, argv);
+  int rounds = accel_bench::take_rounds(argc, argv, 7);
+  bool smoke = false;
+  for (int i = 1; i < argc; ++i) smoke = smoke || std::strcmp(argv[i], "--smoke") == 0;
+  if (smoke) rounds = 1;
+  report.set_rounds(rounds);
+  report.print_header();
+
+  std::vector<Allocator> allocators{{"accel", accel_alloc, accel_free, ""}, {"glibc", std::malloc, std::free, ""}};
+  for (const Allocator& a : {load("jemalloc", "libjemalloc.so.2", "malloc", "free"),
+                             load("mimalloc", "libmimalloc.so.2", "mi_malloc", "mi_free")}) {
+    if (a.alloc != nullptr && a.free != nullptr) {
+      allocators.push_back(a);
     } else {
-      args.push_back(argv[i]);
+      std::printf("%s: not loaded (%s; Debian: apt-get install lib%s-dev), skipped\n", a.name.c_str(), a.error.c_str(),
+                  a.name.c_str());
+      report.note(a.name, "not installed");
     }
   }
-  int n = static_cast<int>(args.size());
-  benchmark::Initialize(&n, args.data());
-
   std::vector<std::size_t> sizes;
-  for (std::size_t s = 256; s <= (std::size_t{64} << 20); s *= 4) sizes.push_back(s);
-  register_kind<Kind::accel>(sizes);
-  register_kind<Kind::malloc_>(sizes);
-  register_kind<Kind::aligned>(sizes);
+  for (std::size_t s = 512; s <= (std::size_t{256} << 20); s *= 2) sizes.push_back(s);
+  if (smoke) sizes = {512, std::size_t{1} << 20};
 
-  SummaryReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-
-  const auto& ns = reporter.ns;
-  const auto get = [&](Kind k, bool t, std::size_t b) {
-    const auto it = ns.find(name(k, t, b));
-    return it == ns.end() ? -1.0 : it->second;
-  };
-  for (const bool touched : {false, true}) {
-    std::printf("\n%s: CPU ns per alloc+free pair (median of the repetitions), ratio = baseline / accel (> 1: accel faster)\n",
-                touched ? "touched (one write per 4 KiB page)" : "untouched");
-    std::printf("%8s %12s %12s %12s %14s %14s\n", "size", "accel ns", "malloc ns", "aligned ns", "malloc/accel",
-                "aligned/accel");
-    for (const std::size_t b : sizes) {
-      const double a = get(Kind::accel, touched, b);
-      const double m = get(Kind::malloc_, touched, b);
-      const double al = get(Kind::aligned, touched, b);
-      if (a <= 0) continue;
-      std::printf("%8s %12.1f %12.1f %12.1f %13.2fx %13.2fx\n", size_text(b).c_str(), a, m, al, m / a, al / a);
+  accel_bench::Rounds r(accel_bench::Clock::thread_cpu);
+  const auto key = [](const Allocator& a, std::size_t b) { return a.name + "/" + std::to_string(b); };
+  for (const std::size_t bytes : sizes) {
+    for (const Allocator& a : allocators) {
+      r.add(key(a, bytes), [a, bytes] {
+        void* p = a.alloc(bytes);
+        if (p == nullptr) std::abort();
+        touch(p, bytes);
+        a.free(p);
+      });
     }
+  }
+  r.run(rounds, smoke ? 0.001 : 0.01);
+
+  std::printf("\nalloc + touch (1 byte per 4 KiB page) + free: thread CPU ns per block, median (min-max) of %d "
+              "interleaved rounds;\nspeedup = the allocator's time / accel's, round by round (> 1: accel faster)\n",
+              rounds);
+  std::printf("%8s", "size");
+  for (const Allocator& a : allocators) std::printf(" %30s", (a.name + " ns").c_str());
+  for (std::size_t i = 1; i < allocators.size(); ++i) std::printf(" %24s", (allocators[i].name + "/accel").c_str());
+  std::printf("\n");
+  for (const std::size_t bytes : sizes) {
+    std::printf("%8s", size_text(bytes).c_str());
+    for (const Allocator& a : allocators) {
+      const auto ns = r.summary(key(a, bytes), 1e9);
+      report.point(a.name, "", double(bytes), "ns per alloc+touch+free", ns);
+      std::printf(" %30s", accel_bench::fmt(ns, 1).c_str());
+    }
+    for (std::size_t i = 1; i < allocators.size(); ++i) {
+      const auto x = r.speedup(key(allocators[0], bytes), key(allocators[i], bytes));
+      report.ratio("accel", allocators[i].name, "", double(bytes), x);
+      std::printf(" %24s", accel_bench::fmt(x, 2).c_str());
+    }
+    std::printf("\n");
   }
   const auto stats = accel::cpu::Memory::memory_stats(0);
   std::printf("\naccel allocator after the run: %lld allocations, %lld segment allocations, %lld retries, %lld OOMs\n",
               static_cast<long long>(stats.allocation.all().allocated), static_cast<long long>(stats.num_device_alloc),
               static_cast<long long>(stats.num_alloc_retries), static_cast<long long>(stats.num_ooms));
-  benchmark::Shutdown();
+  report.write();
   return 0;
 }

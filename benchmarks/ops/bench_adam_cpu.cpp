@@ -1,206 +1,152 @@
-// CPU fused Adam throughput against the machine's own memory ceiling, measured in the same run.
+// CPU fused Adam against the memory ceiling of its own access pattern, in one process, in
+// interleaved rounds (benchmarks/README.md).
 //
-// Ceilings (bytes read + written, OpenMP, static partition — the JIT-compiled tensor_ops kernels):
-//   copy     dst = src          (memcpy per thread range)
-//   rmw      x = x * s in place (read and write one array: the access pattern of Adam's p, m, v)
-// Adam: fp32 p, g, m, v (28 B/param); fp32 master + bf16 grad + bf16 model copy (28 B/param);
-// all-bf16 (14 B/param). Baselines: a scalar per-element loop (compiled here, one thread, no
-// intrinsics) and a multi-pass loop with torch's for-loop op sequence (lerp, mul, addcmul, sqrt, div,
-// add, addcdiv: ~72 B/param).
-// Counters: Gparam/s, GB/s (at the variant's B/param), frac_of_copy (of the copy ceiling at the same
-// thread count, same size; the copy ceiling runs first). Arguments: {log2 params, threads}. --smoke: 2^20 params, one repetition.
+//   bench_adam_cpu [--rounds=N] [--json=FILE] [--smoke]
+//
+// For each shape (2^24 and 2^26 params) and thread count (1, 2), one round runs once each:
+//   ceiling        adam_ceiling.h: read p, g, m, v; write p, m, v (28 B/param), one FMA per array:
+//                  a STREAM-like kernel with exactly Adam's traffic
+//   fp32           accel's fused AdamW (FusedAdamOp::step_sync, the JIT-compiled op), fp32 p, g, m, v
+//   fp32_master    fp32 p, m, v; bf16 grad; a bf16 model copy written in the same pass (28 B/param)
+//   bf16           bf16 p, g, m, v (14 B/param)
+//   scalar_loop    baseline, 1 thread: a plain per-element loop (what a straight C++ port does)
+//   torch_like     baseline, 1 thread: torch's for-loop op sequence as separate passes
+// The ceiling and fp32 step the same four arrays (as compare_cpu_adam.py does with torch's tensors,
+// through libaccel_capi.so: the same kernel and the same ceiling, so the two harnesses agree).
+// AdamW lr 1e-3, weight decay 0.01, params 0.5, grads 0.01. Printed: ms/step, Gparam/s, GB/s at the
+// variant's bytes per param, fraction of the ceiling (round by round), median (min-max).
+// --smoke: 2^20 params, 1 round.
+#include "../bench_support.hpp"
+#include "adam_ceiling.h"
+
 #include <accel/cpu/ops.hpp>
 
-#include <benchmark/benchmark.h>
-
-#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace {
 
 using accel::Dtype;
 
-accel::cpu::TensorOpsOp& tensor_ops() {
-  static accel::cpu::TensorOpsOp op = accel::cpu::Ops::get_op_builder<accel::ops::TensorOps>().load();
-  return op;
-}
-accel::cpu::FusedAdamOp& adam() {
-  static accel::cpu::FusedAdamOp op = accel::cpu::Ops::get_op_builder<accel::ops::FusedAdam>().load();
+accel::cpu::FusedAdamOp adam_op(int threads) {
+  auto op = accel::cpu::Ops::get_op_builder<accel::ops::FusedAdam>().load();
+  op.set_num_threads(threads);
   return op;
 }
 
+// 64-byte aligned, first touched here (torch's CPU allocator aligns to 64 too).
 template <class T>
-std::vector<T> filled(std::size_t n, float value) {
-  std::vector<T> v(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<T, float>) {
-      v[i] = value + 1e-7f * float(i % 1000);
-    } else {
-      v[i] = accel::bfloat16(value + 1e-3f * float(i % 100)).bits();
-    }
+struct Array {
+  explicit Array(std::size_t n, T value) : p(static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64))) {
+    if (p == nullptr) std::abort();
+    for (std::size_t i = 0; i < n; ++i) p[i] = value;
   }
-  return v;
-}
-
-// Wall time of the timed loop, measured here so the ratios can be printed in the same run.
-struct Wall {
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  [[nodiscard]] double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  ~Array() { std::free(p); }
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+  T* p;
 };
 
-std::map<std::pair<int, int>, double> copy_gbps;  // (log2 size, threads) -> GB/s of the copy ceiling
+std::uint16_t bf16(float f) { return accel::bfloat16(f).bits(); }
 
-void report(benchmark::State& state, double params, double bytes_per_param, int threads, double wall,
-            bool is_copy = false) {
-  const double per_s = params * double(state.iterations()) / wall;
-  state.counters["Gparam/s"] = per_s / 1e9;
-  state.counters["GB/s"] = per_s * bytes_per_param / 1e9;
-  const auto key = std::make_pair(int(state.range(0)), threads);
-  if (is_copy) copy_gbps[key] = per_s * bytes_per_param / 1e9;
-  if (!is_copy && copy_gbps.count(key) != 0) state.counters["frac_of_copy"] = per_s * bytes_per_param / 1e9 / copy_gbps[key];
-}
-
-void BM_copy(benchmark::State& state) {
-  const std::size_t n = std::size_t{1} << state.range(0);
-  const int threads = int(state.range(1));
-  auto ops = tensor_ops();
-  ops.set_num_threads(threads);
-  std::vector<float> a = filled<float>(n, 1.0f), b(n);
-  Wall w;
-  for (auto _ : state) ops.host().cast(b.data(), Dtype::float32, a.data(), Dtype::float32, std::int64_t(n));
-  report(state, double(n), 8.0, threads, w.seconds(), true);
-}
-
-void BM_rmw(benchmark::State& state) {
-  const std::size_t n = std::size_t{1} << state.range(0);
-  const int threads = int(state.range(1));
-  auto ops = tensor_ops();
-  ops.set_num_threads(threads);
-  std::vector<float> a = filled<float>(n, 1.0f);
-  Wall w;
-  for (auto _ : state) ops.host().scale(a.data(), Dtype::float32, a.data(), Dtype::float32, std::int64_t(n), 1.0f + 1e-7f);
-  report(state, double(n), 8.0, threads, w.seconds());
-}
-
-enum Variant { fp32 = 0, master_bf16 = 1, all_bf16 = 2 };
-
-void BM_fused_adam(benchmark::State& state) {
-  const std::size_t n = std::size_t{1} << state.range(0);
-  const int threads = int(state.range(1));
-  const auto variant = Variant(state.range(2));
-  auto op = adam();
-  op.set_num_threads(threads);
-  accel::ops::AdamOptions o;
-  o.adamw = true;
-  o.weight_decay = 0.01;
-  std::vector<float> p, g, m, v;
-  std::vector<std::uint16_t> p16, g16, m16, v16, copy16;
-  accel::ops::AdamTensor t{};
-  accel::ops::AdamDtypes d{};
-  double bpp = 28;
-  if (variant == fp32) {
-    p = filled<float>(n, 0.5f), g = filled<float>(n, 0.01f), m = filled<float>(n, 0.0f), v = filled<float>(n, 0.0f);
-    t = {p.data(), g.data(), m.data(), v.data(), nullptr, nullptr, std::int64_t(n)};
-  } else if (variant == master_bf16) {
-    p = filled<float>(n, 0.5f), m = filled<float>(n, 0.0f), v = filled<float>(n, 0.0f);
-    g16 = filled<std::uint16_t>(n, 0.01f), copy16.resize(n);
-    t = {p.data(), g16.data(), m.data(), v.data(), nullptr, copy16.data(), std::int64_t(n)};
-    d = {Dtype::float32, Dtype::bfloat16, Dtype::bfloat16};
-  } else {
-    p16 = filled<std::uint16_t>(n, 0.5f), g16 = filled<std::uint16_t>(n, 0.01f);
-    m16 = filled<std::uint16_t>(n, 0.0f), v16 = filled<std::uint16_t>(n, 0.0f);
-    t = {p16.data(), g16.data(), m16.data(), v16.data(), nullptr, nullptr, std::int64_t(n)};
-    d = {Dtype::bfloat16, Dtype::bfloat16, std::nullopt};
-    bpp = 14;
+// Baseline: one scalar loop (no intrinsics), one thread.
+void scalar_loop(float* p, const float* g, float* m, float* v, std::size_t n, std::int64_t step) {
+  const float bc1 = 1.0f - std::pow(0.9f, float(step)), bc2 = 1.0f - std::pow(0.999f, float(step));
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] *= 1.0f - 1e-3f * 0.01f;
+    m[i] = 0.9f * m[i] + 0.1f * g[i];
+    v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
+    p[i] -= 1e-3f / bc1 * m[i] / (std::sqrt(v[i] / bc2) + 1e-8f);
   }
-  std::int64_t step = 0;
-  Wall w;
-  for (auto _ : state) op.step_sync(std::span(&t, 1), o, ++step, d);
-  report(state, double(n), bpp, threads, w.seconds());
 }
 
-// Baseline: one scalar loop, one thread (what a plain C++ port does).
-void BM_scalar_loop(benchmark::State& state) {
-  const std::size_t n = std::size_t{1} << state.range(0);
-  std::vector<float> p = filled<float>(n, 0.5f), g = filled<float>(n, 0.01f), m(n), v(n);
-  std::int64_t step = 0;
-  Wall w;
-  for (auto _ : state) {
-    ++step;
-    const float bc1 = 1.0f - std::pow(0.9f, float(step)), bc2 = 1.0f - std::pow(0.999f, float(step));
-    for (std::size_t i = 0; i < n; ++i) {
-      p[i] *= 1.0f - 1e-3f * 0.01f;
-      m[i] = 0.9f * m[i] + 0.1f * g[i];
-      v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
-      p[i] -= 1e-3f / bc1 * m[i] / (std::sqrt(v[i] / bc2) + 1e-8f);
-    }
-    benchmark::DoNotOptimize(p.data());
-  }
-  report(state, double(n), 28, 1, w.seconds());
-}
-
-// Baseline: torch's for-loop Adam as separate passes over memory (one thread).
-void BM_multipass_loop(benchmark::State& state) {
-  const std::size_t n = std::size_t{1} << state.range(0);
-  std::vector<float> p = filled<float>(n, 0.5f), g = filled<float>(n, 0.01f), m(n), v(n), denom(n);
-  std::int64_t step = 0;
-  Wall w;
-  for (auto _ : state) {
-    ++step;
-    const float bc1 = 1.0f - std::pow(0.9f, float(step)), bc2s = std::sqrt(1.0f - std::pow(0.999f, float(step)));
-    for (std::size_t i = 0; i < n; ++i) p[i] *= 1.0f - 1e-5f;                   // mul_
-    for (std::size_t i = 0; i < n; ++i) m[i] += 0.1f * (g[i] - m[i]);            // lerp_
-    for (std::size_t i = 0; i < n; ++i) v[i] *= 0.999f;                          // mul_
-    for (std::size_t i = 0; i < n; ++i) v[i] += 0.001f * g[i] * g[i];            // addcmul_
-    for (std::size_t i = 0; i < n; ++i) denom[i] = std::sqrt(v[i]);              // sqrt
-    for (std::size_t i = 0; i < n; ++i) denom[i] /= bc2s;                        // div_
-    for (std::size_t i = 0; i < n; ++i) denom[i] += 1e-8f;                       // add_
-    for (std::size_t i = 0; i < n; ++i) p[i] -= 1e-3f / bc1 * m[i] / denom[i];  // addcdiv_
-    benchmark::DoNotOptimize(p.data());
-  }
-  report(state, double(n), 28, 1, w.seconds());
+// Baseline: torch's for-loop AdamW as separate passes over memory, one thread.
+void torch_like(float* p, const float* g, float* m, float* v, float* denom, std::size_t n, std::int64_t step) {
+  const float bc1 = 1.0f - std::pow(0.9f, float(step)), bc2s = std::sqrt(1.0f - std::pow(0.999f, float(step)));
+  for (std::size_t i = 0; i < n; ++i) p[i] *= 1.0f - 1e-5f;                   // mul_
+  for (std::size_t i = 0; i < n; ++i) m[i] += 0.1f * (g[i] - m[i]);            // lerp_
+  for (std::size_t i = 0; i < n; ++i) v[i] *= 0.999f;                          // mul_
+  for (std::size_t i = 0; i < n; ++i) v[i] += 0.001f * g[i] * g[i];            // addcmul_
+  for (std::size_t i = 0; i < n; ++i) denom[i] = std::sqrt(v[i]);              // sqrt
+  for (std::size_t i = 0; i < n; ++i) denom[i] /= bc2s;                        // div_
+  for (std::size_t i = 0; i < n; ++i) denom[i] += 1e-8f;                       // add_
+  for (std::size_t i = 0; i < n; ++i) p[i] -= 1e-3f / bc1 * m[i] / denom[i];  // addcdiv_
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  accel_bench::Report report("cpu_adam_kernels", argc, argv);
+  int rounds = accel_bench::take_rounds(argc, argv, 7);
   bool smoke = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--smoke") == 0) {
-      smoke = true;
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      break;
-    }
-  }
+  for (int i = 1; i < argc; ++i) smoke = smoke || std::strcmp(argv[i], "--smoke") == 0;
+  if (smoke) rounds = 1;
+  report.set_rounds(rounds);
+  report.print_header();
+  accel::ops::AdamOptions o;
+  o.adamw = true;
+  o.weight_decay = 0.01;
   const std::vector<int> sizes = smoke ? std::vector<int>{20} : std::vector<int>{24, 26};
-  // Ceilings first; their GB/s are printed and read off for the fractions (see the reply/RESULTS).
-  for (int s : sizes) {
-    for (int t : {1, 2}) {
-      benchmark::RegisterBenchmark("ceiling/copy", BM_copy)->Args({s, t})->UseRealTime()->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark("ceiling/rmw", BM_rmw)->Args({s, t})->UseRealTime()->Unit(benchmark::kMillisecond);
-    }
-  }
-  for (int s : sizes) {
-    for (int t : {1, 2}) {
-      for (int var : {fp32, master_bf16, all_bf16}) {
-        benchmark::RegisterBenchmark(var == fp32 ? "fused_adam/fp32" : var == master_bf16 ? "fused_adam/fp32_master_bf16_grad_copy" : "fused_adam/bf16",
-                                     BM_fused_adam)
-            ->Args({s, t, var})->UseRealTime()->Unit(benchmark::kMillisecond);
+  std::printf("AdamW; %d interleaved rounds; median (min-max); fraction = ceiling time / variant time x "
+              "(variant B/param / 28), round by round\n", rounds);
+  for (const int lg : sizes) {
+    const std::size_t n = std::size_t{1} << lg;
+    for (const int threads : {1, 2}) {
+      // fp32 arrays shared by the ceiling and the fp32 step.
+      Array<float> p(n, 0.5f), g(n, 0.01f), m(n, 0.0f), v(n, 0.0f);
+      // fp32 master + bf16 grad + bf16 model copy.
+      Array<float> mp(n, 0.5f), mm(n, 0.0f), mv(n, 0.0f);
+      Array<std::uint16_t> mg(n, bf16(0.01f)), mc(n, 0);
+      // all bf16.
+      Array<std::uint16_t> bp(n, bf16(0.5f)), bg(n, bf16(0.01f)), bm(n, 0), bv(n, 0);
+      const auto op = adam_op(threads);
+      const accel::ops::AdamTensor t32{p.p, g.p, m.p, v.p, nullptr, nullptr, std::int64_t(n)};
+      const accel::ops::AdamTensor tmaster{mp.p, mg.p, mm.p, mv.p, nullptr, mc.p, std::int64_t(n)};
+      const accel::ops::AdamTensor tbf16{bp.p, bg.p, bm.p, bv.p, nullptr, nullptr, std::int64_t(n)};
+      const accel::ops::AdamDtypes dmaster{Dtype::float32, Dtype::bfloat16, Dtype::bfloat16};
+      const accel::ops::AdamDtypes dbf16{Dtype::bfloat16, Dtype::bfloat16, std::nullopt};
+      std::int64_t s32 = 0, smaster = 0, sbf16 = 0, sscalar = 0, storch = 0;
+      accel_bench::Rounds r;  // wall clock: the work is multi-threaded
+      r.add("ceiling", [&] { accel_bench_adam_ceiling(p.p, g.p, m.p, v.p, static_cast<long long>(n), threads, 1e-9f); }, 1);
+      r.add("fp32", [&] { op.step_sync(std::span(&t32, 1), o, ++s32); }, 1);
+      r.add("fp32_master", [&] { op.step_sync(std::span(&tmaster, 1), o, ++smaster, dmaster); }, 1);
+      r.add("bf16", [&] { op.step_sync(std::span(&tbf16, 1), o, ++sbf16, dbf16); }, 1);
+      std::unique_ptr<Array<float>> denom;
+      if (threads == 1) {
+        denom = std::make_unique<Array<float>>(n, 0.0f);
+        r.add("scalar_loop", [&] { scalar_loop(mp.p, g.p, mm.p, mv.p, n, ++sscalar); }, 1);
+        r.add("torch_like", [&] { torch_like(mp.p, g.p, mm.p, mv.p, denom->p, n, ++storch); }, 1);
+      }
+      const double load = accel_bench::load_average();
+      r.run(rounds, 0.0);
+      const std::string group = "threads=" + std::to_string(threads);
+      std::printf("\n2^%d params, %d thread(s), load %.2f\n%-13s %22s %22s %20s %20s\n", lg, threads, load, "",
+                  "ms/step", "Gparam/s", "GB/s", "of ceiling");
+      for (const char* name : {"ceiling", "fp32", "fp32_master", "bf16", "scalar_loop", "torch_like"}) {
+        if (!r.has(name)) continue;
+        const double bpp = std::strcmp(name, "bf16") == 0 ? 14.0 : 28.0;
+        const auto& secs = r.seconds(name);
+        const auto gparam = accel_bench::rate(secs, double(n) / 1e9);
+        const auto gbps = accel_bench::rate(secs, double(n) * bpp / 1e9);
+        const auto frac = accel_bench::scaled(r.speedup(name, "ceiling"), bpp / 28.0);
+        std::printf("%-13s %22s %22s %20s %20s\n", name, accel_bench::fmt(r.summary(name, 1e3), 2).c_str(),
+                    accel_bench::fmt(gparam, 3).c_str(), accel_bench::fmt(gbps, 1).c_str(),
+                    accel_bench::fmt(frac, 3).c_str());
+        report.point(name, group, double(n), "Gparam/s", gparam);
+        report.point(name, group, double(n), "GB/s", gbps);
+        if (std::strcmp(name, "ceiling") != 0) report.point(name, group, double(n), "fraction of ceiling", frac);
+      }
+      for (const char* base : {"scalar_loop", "torch_like"}) {
+        if (r.has(base)) report.ratio("fp32", base, group, double(n), r.speedup("fp32", base));
       }
     }
-    benchmark::RegisterBenchmark("baseline/scalar_loop", BM_scalar_loop)->Args({s})->UseRealTime()->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark("baseline/torch_like_multipass", BM_multipass_loop)->Args({s})->UseRealTime()->Unit(benchmark::kMillisecond);
   }
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  report.write();
   return 0;
 }

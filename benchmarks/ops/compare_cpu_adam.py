@@ -1,127 +1,135 @@
 #!/usr/bin/env python3
-"""accel's CPU fused Adam next to torch's (for-loop, foreach, fused) and DeepSpeed's CPU Adam, on the
-same tensors in one process, steps interleaved round-robin so that a busy machine slows all alike.
+"""accel's CPU fused Adam beside DeepSpeed's DeepSpeedCPUAdam and torch's AdamW (fused, foreach,
+for-loop), in one Python process, on the same tensors, in interleaved rounds (benchmarks/README.md).
 
-  python3 compare_cpu_adam.py [--log2 24 26] [--threads 1 2] [--reps 5]
+  python3 benchmarks/ops/compare_cpu_adam.py [--log2 24 26] [--threads 1 2] [--rounds 7]
+          [--lib build/default/benchmarks/ops/libaccel_capi.so] [--skip-slow] [--json=FILE]
 
-accel's kernel is compiled here with the op builder's flags and called through ctypes on the torch
-tensors' memory (AdamW, fp32, lr=1e-3, weight_decay=0.01; one tensor of 2^log2 params).
+accel is called through libaccel_capi.so (its C ABI; FusedAdamOp::step_sync, the op builder's JIT
+kernel, as a C++ user calls it). The ceiling is adam_ceiling.h's STREAM-like kernel, the same one
+bench_adam_cpu measures: Adam's own traffic (read p, g, m, v; write p, m, v: 28 B/param).
+
+Every optimizer steps the SAME four tensors (one nn.Parameter, its grad, and exp_avg/exp_avg_sq put
+into each optimizer's state), so all run on the same memory: with separate tensors, where the pages
+happen to lie moved one optimizer's time by up to 20 % here, more than the kernels differ. AdamW
+lr=1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, fp32. One round = one step of each
+candidate, the order rotated each round; ratios are taken round by round. torch.set_num_threads(T)
+sets the OpenMP threads of torch and DeepSpeed (one libgomp in the process: torch's); accel gets T.
 """
 import ctypes
-import math
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNELS = os.path.join(HERE, "..", "..", "kernels")
+sys.path.insert(0, os.path.dirname(HERE))
+import bench_support as bs  # noqa: E402
+
+LR, BETAS, EPS, WD = 1e-3, (0.9, 0.999), 1e-8, 0.01
 
 
-class HParams(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_float) for n in ("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
-                                              "inv_bc2_sqrt", "decay_factor")] + \
-               [(n, ctypes.c_int) for n in ("adamw", "amsgrad", "param_dtype", "grad_dtype", "model_copy_dtype",
-                                            "maximize")] + \
-               [("one_minus_beta1", ctypes.c_float), ("one_minus_beta2", ctypes.c_float)]
+def arg_list(args, flag, default, conv=int):
+    if flag not in args:
+        return default
+    i, out = args.index(flag) + 1, []
+    while i < len(args) and not args[i].startswith("--"):
+        out.append(conv(args[i]))
+        i += 1
+    return out
 
 
-class Tensor(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_void_p) for n in ("param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq",
-                                               "model_copy")] + [("numel", ctypes.c_longlong),
-                                                                 ("reserved", ctypes.c_longlong)]
-
-
-def build_accel():
-    out = os.path.join(tempfile.mkdtemp(prefix="accel-cmp-"), "fused_adam.so")
-    cxx = os.environ.get("CXX", "c++")
-    cmd = [cxx, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno",
-           "-ffp-contract=off", "-mprefer-vector-width=512", "-I" + os.path.join(KERNELS, "cpu"),
-           "-I" + os.path.join(KERNELS, "common"), os.path.join(KERNELS, "cpu", "fused_adam.cpp"), "-o", out]
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True)
-    print(f"accel fused_adam compiled in {time.perf_counter() - t0:.2f} s")
-    lib = ctypes.CDLL(out)
-    lib.accel_fused_adam.argtypes = [ctypes.POINTER(HParams), ctypes.POINTER(Tensor), ctypes.c_longlong, ctypes.c_int]
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    f, p, ll = ctypes.c_float, ctypes.c_void_p, ctypes.c_longlong
+    lib.accel_capi_cpu_adamw_step.argtypes = [p, p, p, p, ll, ll, f, f, f, f, f, ctypes.c_int]
+    lib.accel_capi_adam_ceiling.argtypes = [p, p, p, p, ll, ctypes.c_int]
+    lib.accel_capi_last_error.restype = ctypes.c_char_p
+    lib.accel_capi_cpu_fused_adam_path.restype = ctypes.c_char_p
     return lib
 
 
-class AccelAdamW:
-    def __init__(self, lib, p, lr=1e-3, wd=0.01, betas=(0.9, 0.999), eps=1e-8):
-        self.lib, self.p, self.lr, self.wd, self.b1, self.b2, self.eps = lib, p, lr, wd, betas[0], betas[1], eps
-        self.m = torch.zeros_like(p)
-        self.v = torch.zeros_like(p)
-        self.step_ = 0
-        self.threads = 0
+class Accel:
+    """accel's fused AdamW on (p, g, m, v) through the C ABI."""
+
+    def __init__(self, lib, p, m, v, threads):
+        self.lib, self.p, self.m, self.v, self.threads, self.step_ = lib, p, m, v, threads, 0
 
     def step(self):
         self.step_ += 1
-        h = HParams(self.lr, self.b1, self.b2, self.eps, self.wd, self.lr / (1 - self.b1 ** self.step_),
-                    1 / math.sqrt(1 - self.b2 ** self.step_), 1 - self.lr * self.wd, 1, 0, 0, 0, -1, 0,
-                    1 - self.b1, 1 - self.b2)
-        t = Tensor(self.p.data_ptr(), self.p.grad.data_ptr(), self.m.data_ptr(), self.v.data_ptr(), None, None,
-                   self.p.numel(), 0)
-        rc = self.lib.accel_fused_adam(ctypes.byref(h), ctypes.byref(t), 1, self.threads)
-        assert rc == 0
+        rc = self.lib.accel_capi_cpu_adamw_step(self.p.data_ptr(), self.p.grad.data_ptr(), self.m.data_ptr(),
+                                                self.v.data_ptr(), self.p.numel(), self.step_, LR, BETAS[0],
+                                                BETAS[1], EPS, WD, self.threads)
+        if rc != 0:
+            raise RuntimeError(self.lib.accel_capi_last_error().decode())
 
 
 def main():
     args = sys.argv[1:]
-
-    def ints(flag, default):
-        if flag not in args:
-            return default
-        i = args.index(flag) + 1
-        out = []
-        while i < len(args) and args[i].isdigit():
-            out.append(int(args[i]))
-            i += 1
-        return out
-
-    log2s, threads_list, reps = ints("--log2", [24, 26]), ints("--threads", [1, 2]), ints("--reps", [5])[0]
-    lib = build_accel()
+    log2s = arg_list(args, "--log2", [24, 26])
+    threads_list = arg_list(args, "--threads", [1, 2])
+    rounds = arg_list(args, "--rounds", [7])[0]
+    lib_path = arg_list(args, "--lib", [os.path.join(HERE, "..", "..", "build", "default", "benchmarks", "ops",
+                                                     "libaccel_capi.so")], str)[0]
+    skip_slow = "--skip-slow" in args
+    lib = load_lib(os.path.abspath(lib_path))
     try:
+        import deepspeed
         from deepspeed.ops.adam import DeepSpeedCPUAdam
+        ds_version = deepspeed.__version__
     except Exception as e:  # noqa: BLE001
-        DeepSpeedCPUAdam = None
+        DeepSpeedCPUAdam, ds_version = None, None
         print(f"DeepSpeed CPU Adam unavailable: {e}")
-    print(f"torch {torch.__version__}; AdamW fp32, one tensor; median of {reps} interleaved steps")
+    report = bs.Report("cpu_adam", [os.path.relpath(__file__)] + args)
+    report.rounds = rounds
+    report.notes = {"torch": torch.__version__, "deepspeed": str(ds_version),
+                    "accel kernel": lib.accel_capi_cpu_fused_adam_path().decode()}
+    print(report.header())
+    print(f"torch {torch.__version__}, DeepSpeed {ds_version}; AdamW fp32, one tensor shared by all; "
+          f"{rounds} interleaved rounds; median (min-max)")
     for lg in log2s:
         n = 1 << lg
         for th in threads_list:
             torch.set_num_threads(th)
-            opts = {}
+            p = torch.nn.Parameter(torch.full((n,), 0.5))
+            p.grad = torch.full((n,), 0.01)
+            m, v = torch.zeros(n), torch.zeros(n)
 
-            def param():
-                p = torch.nn.Parameter(torch.full((n,), 0.5))
-                p.grad = torch.full((n,), 0.01)
-                return p
+            def torch_opt(**kw):
+                o = torch.optim.AdamW([p], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, **kw)
+                o.state[p] = {"step": torch.tensor(0.0), "exp_avg": m, "exp_avg_sq": v}
+                return o
 
-            opts["torch for-loop"] = torch.optim.AdamW([param()], lr=1e-3, weight_decay=0.01, foreach=False)
-            opts["torch foreach"] = torch.optim.AdamW([param()], lr=1e-3, weight_decay=0.01, foreach=True)
-            opts["torch fused"] = torch.optim.AdamW([param()], lr=1e-3, weight_decay=0.01, fused=True)
+            cands = {"ceiling": lambda: lib.accel_capi_adam_ceiling(p.data_ptr(), p.grad.data_ptr(), m.data_ptr(),
+                                                                    v.data_ptr(), n, th),
+                     "accel": Accel(lib, p, m, v, th).step}
             if DeepSpeedCPUAdam is not None:
-                opts["DeepSpeedCPUAdam"] = DeepSpeedCPUAdam([param()], lr=1e-3, weight_decay=0.01, adamw_mode=True)
-            a = AccelAdamW(lib, param())
-            a.threads = th
-            opts["accel fused_adam"] = a
-            for o in opts.values():
-                o.step()  # state allocation, JIT load
-            times = {k: [] for k in opts}
-            for _ in range(reps):
-                for k, o in opts.items():
-                    t0 = time.perf_counter()
-                    o.step()
-                    times[k].append(time.perf_counter() - t0)
-            med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-            base = med["accel fused_adam"]
-            for k, t in med.items():
-                print(f"  2^{lg} threads={th} {k:18s}: {t * 1e3:8.1f} ms/step {n / t / 1e9:6.3f} Gparam/s "
-                      f"{28 * n / t / 1e9:5.1f} GB/s  accel speedup {t / base:5.2f}x")
-            del opts, a
+                ds = DeepSpeedCPUAdam([p], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, adamw_mode=True)
+                ds.state[p].update({"step": 0, "exp_avg": m, "exp_avg_sq": v})
+                cands["DeepSpeedCPUAdam"] = ds.step
+            cands["torch fused"] = torch_opt(fused=True).step
+            if not skip_slow:
+                cands["torch foreach"] = torch_opt(foreach=True).step
+                cands["torch for-loop"] = torch_opt(foreach=False).step
+            load = bs.load_average()
+            times = bs.interleaved_rounds(cands, rounds)
+            group = f"threads={th}"
+            print(f"\n2^{lg} params, {th} thread(s), load {load:.2f}:")
+            print(f"  {'':18s} {'ms/step':>22s} {'Gparam/s':>22s} {'of ceiling':>20s} {'accel speedup':>22s}")
+            for k, t in times.items():
+                ms = bs.summarize([x * 1e3 for x in t])
+                rate = bs.summarize([n / x / 1e9 for x in t])
+                frac = bs.ratio_per_round(times["ceiling"], t)
+                speedup = bs.ratio_per_round(t, times["accel"])
+                report.point(k, group, n, "Gparam/s", rate)
+                report.point(k, group, n, "fraction of ceiling", frac)
+                if k != "accel":
+                    report.ratio("accel", k, group, n, speedup)
+                print(f"  {k:18s} {bs.fmt(ms, 1):>22s} {bs.fmt(rate, 3):>22s} {bs.fmt(frac):>20s} "
+                      f"{'' if k == 'accel' else bs.fmt(speedup) + 'x':>22s}")
+            del cands, p, m, v
+    report.write()
 
 
 if __name__ == "__main__":
