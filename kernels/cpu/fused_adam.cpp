@@ -8,6 +8,13 @@
 // all-fp32 loop, so an element's bits do not depend on the combination's loop. The elements of all tensors together are split statically among the OpenMP threads (see
 // cpu_common.h), so the result is bit-identical for any thread count.
 //
+// Memory order (fp32, AVX-512): blocks of 8 vectors (128 elements, 512 B of each array): the block's 8
+// cache lines of g, then of m, v, p are loaded, the block is computed in registers, then its lines of
+// p, m, v are stored — each array is read and written in runs of 8 lines, as DeepSpeed's CPUAdam does,
+// rather than one line of each array in turn. On the 2-core EPYC VM this order moved the same bytes up
+// to ~10 % faster than the element loop (benchmarks/RESULTS.md); the arithmetic is the same per element
+// (IEEE mul/fma/sqrt/div), so vector body and scalar tail give the same bits.
+//
 // Per element (torch's formula; step_size, inv_bc2_sqrt and 1-beta come from the host, computed in double):
 //   g  = maximize ? -grad : grad;          if (!adamw) g = fmaf(wd, p, g)
 //   p  = p * decay_factor                  (AdamW: 1 - lr*wd; else 1)
@@ -16,6 +23,10 @@
 //   vm = amsgrad ? max(vm, v) : v
 //   p  = fmaf(-step_size, m / fmaf(sqrt(vm), inv_bc2_sqrt, eps), p)
 #include "cpu_common.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -47,6 +58,64 @@ void adam_f32(const Coefs c, float* __restrict p, const float* __restrict g, flo
     v[i] = vi;
   }
 }
+
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wall reports as maybe uninitialised.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// adam_f32 over blocks of B vectors in the memory order described at the top; the rest by adam_f32.
+template <bool Amsgrad, int B = 8>
+void adam_f32_blocks(const Coefs c, float* __restrict p, const float* __restrict g, float* __restrict m,
+                     float* __restrict v, float* __restrict vmax, long long n) {
+  const __m512 b1 = _mm512_set1_ps(c.beta1), omb1 = _mm512_set1_ps(c.one_minus_beta1);
+  const __m512 b2 = _mm512_set1_ps(c.beta2), omb2 = _mm512_set1_ps(c.one_minus_beta2);
+  const __m512 eps = _mm512_set1_ps(c.eps), l2 = _mm512_set1_ps(c.l2), decay = _mm512_set1_ps(c.decay);
+  const __m512 neg_step = _mm512_set1_ps(c.neg_step), ibc2 = _mm512_set1_ps(c.inv_bc2_sqrt);
+  const __m512 sign = _mm512_set1_ps(c.sign);
+  constexpr long long block = 16LL * B;
+  long long i = 0;
+  for (; i + block <= n; i += block) {
+    __m512 G[B], M[B], V[B], P[B], X[B];
+#pragma GCC unroll 16
+    for (int u = 0; u < B; ++u) G[u] = _mm512_loadu_ps(g + i + 16 * u);
+#pragma GCC unroll 16
+    for (int u = 0; u < B; ++u) M[u] = _mm512_loadu_ps(m + i + 16 * u);
+#pragma GCC unroll 16
+    for (int u = 0; u < B; ++u) V[u] = _mm512_loadu_ps(v + i + 16 * u);
+#pragma GCC unroll 16
+    for (int u = 0; u < B; ++u) P[u] = _mm512_loadu_ps(p + i + 16 * u);
+    if constexpr (Amsgrad) {
+#pragma GCC unroll 16
+      for (int u = 0; u < B; ++u) X[u] = _mm512_loadu_ps(vmax + i + 16 * u);
+    }
+#pragma GCC unroll 16
+    for (int u = 0; u < B; ++u) {
+      const __m512 gi = _mm512_fmadd_ps(l2, P[u], _mm512_mul_ps(G[u], sign));
+      M[u] = _mm512_fmadd_ps(b1, M[u], _mm512_mul_ps(omb1, gi));
+      V[u] = _mm512_fmadd_ps(b2, V[u], _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
+      __m512 vu = V[u];
+      if constexpr (Amsgrad) {
+        vu = _mm512_max_ps(V[u], X[u]);  // V > X ? V : X, as the scalar loop
+        X[u] = vu;
+      }
+      const __m512 denom = _mm512_fmadd_ps(_mm512_sqrt_ps(vu), ibc2, eps);
+      P[u] = _mm512_fmadd_ps(neg_step, _mm512_div_ps(M[u], denom), _mm512_mul_ps(P[u], decay));
+    }
+#pragma GCC unroll 16
+    for (int u = 0; u < B; ++u) _mm512_storeu_ps(p + i + 16 * u, P[u]);
+#pragma GCC unroll 16
+    for (int u = 0; u < B; ++u) _mm512_storeu_ps(m + i + 16 * u, M[u]);
+#pragma GCC unroll 16
+    for (int u = 0; u < B; ++u) _mm512_storeu_ps(v + i + 16 * u, V[u]);
+    if constexpr (Amsgrad) {
+#pragma GCC unroll 16
+      for (int u = 0; u < B; ++u) _mm512_storeu_ps(vmax + i + 16 * u, X[u]);
+    }
+  }
+  adam_f32<Amsgrad>(c, p + i, g + i, m + i, v + i, Amsgrad ? vmax + i : nullptr, n - i);
+}
+#pragma GCC diagnostic pop
+#endif
 
 // Element loads/stores with the conversion inline, so one vectorised loop reads and writes each
 // tensor once whatever the dtypes (D: ACCEL_DTYPE_*).
@@ -130,9 +199,14 @@ void adam_range(const Coefs& c, const accel_adam_hparams& h, const accel_adam_te
   const bool all_f32 = h.param_dtype == ACCEL_DTYPE_F32 && h.grad_dtype == ACCEL_DTYPE_F32;
   const bool copy = t.model_copy != nullptr && h.model_copy_dtype != ACCEL_DTYPE_NONE;
   if (all_f32 && !copy) {
-    adam_f32<Amsgrad>(c, static_cast<float*>(t.param) + begin, static_cast<const float*>(t.grad) + begin,
-                      static_cast<float*>(t.exp_avg) + begin, static_cast<float*>(t.exp_avg_sq) + begin,
-                      Amsgrad ? static_cast<float*>(t.max_exp_avg_sq) + begin : nullptr, end - begin);
+#if defined(__AVX512F__)
+    auto* const f32 = &adam_f32_blocks<Amsgrad>;
+#else
+    auto* const f32 = &adam_f32<Amsgrad>;
+#endif
+    f32(c, static_cast<float*>(t.param) + begin, static_cast<const float*>(t.grad) + begin,
+        static_cast<float*>(t.exp_avg) + begin, static_cast<float*>(t.exp_avg_sq) + begin,
+        Amsgrad ? static_cast<float*>(t.max_exp_avg_sq) + begin : nullptr, end - begin);
     return;
   }
   pick(h, copy)(c, t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, t.model_copy, begin, end);

@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -179,6 +180,42 @@ TEST_CASE("cpu fused Adam gives identical bits at 1 and 2 threads") {
     CHECK(std::memcmp(a.v[i].data(), b.v[i].data(), shapes[i] * 4) == 0);
     CHECK(std::memcmp(a.vmax[i].data(), b.vmax[i].data(), shapes[i] * 4) == 0);
     CHECK(std::memcmp(a.p[i].data(), c.p[i].data(), shapes[i] * 4) == 0);
+  }
+}
+
+// The fp32 kernel computes blocks of 128 elements in vector registers and the rest element by element
+// (kernels/cpu/fused_adam.cpp): the same values shifted by 1..130 places land in the other path, and
+// must come out with the same bits.
+TEST_CASE("cpu fused Adam: the vector blocks and the scalar tail give the same bits") {
+  for (const bool amsgrad : {false, true}) {
+    AdamOptions o;
+    o.adamw = !amsgrad;
+    o.amsgrad = amsgrad;
+    o.weight_decay = 0.01;
+    auto op = ops_test::adam();
+    op.set_num_threads(1);
+    const std::size_t n = 300;
+    const State base({n}, 11);
+    for (const std::size_t shift : {std::size_t{1}, std::size_t{17}, std::size_t{64}, std::size_t{127}, std::size_t{130}}) {
+      CAPTURE(amsgrad);
+      CAPTURE(shift);
+      State a = base;
+      State b({n + shift}, 12);  // b's last n elements hold a's values
+      for (const auto arrays : {&State::p, &State::m, &State::v, &State::vmax}) {
+        std::copy((a.*arrays)[0].begin(), (a.*arrays)[0].end(), (b.*arrays)[0].begin() + std::ptrdiff_t(shift));
+      }
+      for (int step = 1; step <= 3; ++step) {
+        a.new_grads(unsigned(step));
+        b.new_grads(unsigned(step + 100));
+        std::copy(a.g[0].begin(), a.g[0].end(), b.g[0].begin() + std::ptrdiff_t(shift));
+        op.step_sync(a.tensors(), o, step);
+        op.step_sync(b.tensors(), o, step);
+      }
+      CHECK(std::memcmp(a.p[0].data(), b.p[0].data() + shift, n * 4) == 0);
+      CHECK(std::memcmp(a.m[0].data(), b.m[0].data() + shift, n * 4) == 0);
+      CHECK(std::memcmp(a.v[0].data(), b.v[0].data() + shift, n * 4) == 0);
+      CHECK(std::memcmp(a.vmax[0].data(), b.vmax[0].data() + shift, n * 4) == 0);
+    }
   }
 }
 
