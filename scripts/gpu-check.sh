@@ -82,9 +82,9 @@ run_bench() {  # log name, binary name, arguments...
   timeout 300 "$bin" "$@" >> "$RES/$log" 2>&1
 }
 run_bench bench_memory.log bench_cuda_memory --benchmark_min_time=0.2
-run_bench bench_graph.log bench_cuda_graph --benchmark_min_time=0.2
-for _ in 1 2 3; do run_bench bench_rng.log bench_rng_fill_gpu; done
-run_bench bench_algo.log bench_algo_cuda
+run_bench bench_graph.log bench_cuda_graph --benchmark_min_time=0.2 --rounds=3 --json="$RES/cuda_graph.json"
+run_bench bench_rng.log bench_rng_fill_gpu --rounds=7 --json="$RES/rng_fill_gpu.json"
+run_bench bench_algo.log bench_algo_cuda --rounds=3 --json="$RES/algo_cuda.json"
 adam=$(find_bin bench_adam_gpu)
 if [[ -n $adam ]]; then
   timeout 400 bash "$ROOT/benchmarks/ops/run_gpu_adam.sh" "$(dirname "$adam")" "$RES/adam" > "$RES/adam.log" 2>&1

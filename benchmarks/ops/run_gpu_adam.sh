@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# GPU fused Adam in one go: accel's benchmark (bench_adam_gpu), torch's fused/foreach AdamW on the same
-# shapes with the ratio accel / torch (torch_adam_gpu.py), and the correctness comparison against torch
+# GPU fused Adam in one go: accel's benchmark (bench_adam_gpu), accel against torch's fused/foreach AdamW
+# in one process on the same tensors, interleaved (torch_adam_gpu.py with libaccel_capi.so), and the
+# correctness comparison against torch
 # and float64 (bench_adam_gpu --dump + compare_gpu_adam.py; the dump also against accel's CPU kernel,
 # bit for bit). Prints Markdown for benchmarks/RESULTS.md; full logs go to RESULTS_DIR.
 #
 #   benchmarks/ops/run_gpu_adam.sh BIN [RESULTS_DIR] [--smoke]
 #
-# BIN: a directory holding bench_adam_gpu, or a build directory (BIN/benchmarks/ops/bench_adam_gpu).
+# BIN: a directory holding bench_adam_gpu and libaccel_capi.so, or a build directory (BIN/benchmarks/ops/).
 # RESULTS_DIR: default $OUT/gpu_adam when $OUT is set, else ./gpu_adam_results. The kernels are JIT
 # compiled from $ACCEL_KERNEL_DIR (or the source tree the binary was built from). PYTHON: default python3.
 # About 1-2 minutes on an H100 (accel ~30 s, torch ~45 s, dump + comparison ~15 s). Exit status 1 when
@@ -40,6 +41,7 @@ else
   echo "run_gpu_adam.sh: no bench_adam_gpu in $BIN or $BIN/benchmarks/ops" >&2
   exit 2
 fi
+CAPI=$(dirname "$BENCH")/libaccel_capi.so
 mkdir -p "$RES"
 status=0
 
@@ -66,10 +68,10 @@ echo
 echo "(${SECONDS} s)"
 echo
 
-echo "### torch (torch_adam_gpu.py${SMOKE[*]:+ --smoke})"
+echo "### accel and torch in one process (torch_adam_gpu.py${SMOKE[*]:+ --smoke})"
 echo
 SECONDS=0
-"$PY" "$HERE/torch_adam_gpu.py" "${SMOKE[@]}" --accel "$RES/accel.txt" > "$RES/torch.txt" 2>&1 ||
+"$PY" "$HERE/torch_adam_gpu.py" "${SMOKE[@]}" --lib "$CAPI" --json="$RES/gpu_adam.json" > "$RES/torch.txt" 2>&1 ||
   { echo "torch_adam_gpu.py failed (exit $?)"; status=1; }
 cat "$RES/torch.txt"
 echo

@@ -1,30 +1,39 @@
 #!/usr/bin/env python3
-"""torch.optim.AdamW on CUDA (fused=True and foreach=True) on bench_adam_gpu's shapes and dtypes, with the
-same columns, and the ratio accel / torch when given bench_adam_gpu's output.
+"""accel's CUDA fused AdamW beside torch's (fused=True, foreach=True) in ONE process, on the same tensors,
+in interleaved rounds (benchmarks/README.md), with the device copy ceiling measured in the same rounds.
 
-  python3 torch_adam_gpu.py [--smoke] [--layers N] [--impl fused foreach] [--accel ACCEL_OUTPUT]
-  python3 torch_adam_gpu.py --device cpu [...]   # the smoke shapes on the CPU: checks the script only
+  python3 benchmarks/ops/torch_adam_gpu.py --lib BUILD/benchmarks/ops/libaccel_capi.so
+          [--smoke] [--layers N] [--rounds 7] [--impl fused foreach] [--json=FILE]
+  python3 benchmarks/ops/torch_adam_gpu.py --device cpu --lib ...   # smoke shapes on the CPU, fp32:
+                                                                    # checks the script only, no GPU figure
 
+accel is called through libaccel_capi.so (accel_capi_cuda_adamw_step: FusedAdamOp::step of the
+JIT-compiled kernel, enqueued on torch's current stream). Every optimizer steps the same parameters,
+gradients and exp_avg/exp_avg_sq (put into torch's optimizer state), so all run on the same memory.
 Shapes (as bench_adam_gpu): one tensor of 2^28 elements; a Llama-7B-shaped list (per decoder layer
 q,k,v,o 4096x4096, gate/up/down 4096x11008, two 4096 norms; embedding and lm_head 32000x4096, final
-norm), 16 layers or fewer where 16 B/param would exceed 70 % of the device's memory (the same rule).
-Dtypes: fp32 (params, grads and states fp32: 28 B/param moved) and bf16 (all bf16: 14 B/param; torch
-keeps Adam's states in the param dtype). AdamW lr=1e-3 weight_decay=0.01, params 0.5, grads 0.01.
-Each step is timed alone with CUDA events after 3 warm-up steps (the first allocates the state);
-repetitions of >= 0.3 s of steps, the median of 3 (--smoke: 1 of >= 0.01 s, smaller shapes).
-GB/s is at the B/param above: what the fused kernel moves; foreach makes several passes and moves
-more, so its GB/s is the effective figure. Copy ceiling: dst.copy_(src) of 2 GiB (cudaMemcpyAsync device
-to device), 2 x 2 GiB moved per copy. --accel FILE: also print accel / torch from bench_adam_gpu's
-RESULT lines. Without CUDA it prints a skip line and exits 0.
+norm), 16 layers or fewer where 16 B/param would exceed 70 % of the device's memory. Dtypes: fp32
+(28 B/param moved) and bf16 (all bf16: 14 B/param; torch keeps Adam's states in the param dtype).
+AdamW lr=1e-3 weight_decay=0.01, params 0.5, grads 0.01. A sample is the CUDA-event time of k steps
+in a row divided by k (k calibrated to >= 0.1 s once); a round takes one sample of each candidate,
+the order rotated each round; ratios are taken round by round. Ceiling: dst.copy_(src) of 2 GiB
+(device to device, 2 x 2 GiB moved). Without CUDA (and without --device cpu) it prints a skip line and
+exits 0.
 """
+import ctypes
 import math
-import statistics
+import os
 import sys
 import time
 
 import torch
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import bench_support as bs  # noqa: E402
+
 HIDDEN, FFN, VOCAB = 4096, 11008, 32000
+LR, BETAS, EPS, WD = 1e-3, (0.9, 0.999), 1e-8, 0.01
 
 
 def layer_params(h, f):
@@ -49,41 +58,79 @@ def llama(layers, h, f, v, tag):
     return (f"{tag}_L{layers}", numels)
 
 
-def time_steps(fn, min_time, reps, cuda=True):
-    """Median over `reps` repetitions of the mean event-timed seconds per call (after warm-up)."""
-    if cuda:
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-        def one():
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            return start.elapsed_time(stop) / 1e3
-    else:  # --device cpu: host wall-clock (checks the script without a GPU; not a GPU figure)
-
-        def one():
-            t0 = time.perf_counter()
-            fn()
-            return time.perf_counter() - t0
-
-    first = one()
-    iters = max(1, min(1000, math.ceil(min_time / max(first, 1e-6))))
-    means = []
-    for _ in range(reps):
-        means.append(sum(one() for _ in range(iters)) / iters)
-    return statistics.median(means), iters
+def arg(args, flag, default, conv=str):
+    return conv(args[args.index(flag) + 1]) if flag in args else default
 
 
-def parse_accel(path):
-    rows = {}
-    with open(path) as f:
-        for line in f:
-            if not line.startswith("RESULT "):
-                continue
-            kv = dict(item.split("=", 1) for item in line.split()[1:])
-            rows[(kv["shape"], kv["dtype"])] = kv
-    return rows
+class Timer:
+    """Seconds per call of fn: k calls between two CUDA events (host clock on the CPU), divided by k."""
+
+    def __init__(self, fn, cuda, min_time):
+        self.fn, self.cuda = fn, cuda
+        if cuda:
+            self.start, self.stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        fn()
+        one = self.sample(1)
+        self.k = max(1, min(1000, math.ceil(min_time / max(one, 1e-6))))
+
+    def sample(self, k=None):
+        k = k or self.k
+        if self.cuda:
+            self.start.record()
+            for _ in range(k):
+                self.fn()
+            self.stop.record()
+            self.stop.synchronize()
+            return self.start.elapsed_time(self.stop) / 1e3 / k
+        t0 = time.perf_counter()
+        for _ in range(k):
+            self.fn()
+        return (time.perf_counter() - t0) / k
+
+    def __call__(self):
+        return self.sample()
+
+
+class AccelStep:
+    """accel's fused AdamW over a list of tensors, through libaccel_capi.so."""
+
+    def __init__(self, lib, params, ms, vs, on_cpu, dtype_code):
+        self.lib, self.params, self.ms, self.vs, self.on_cpu, self.step_ = lib, params, ms, vs, on_cpu, 0
+        n = len(params)
+        arr = ctypes.c_void_p * n
+        self.p = arr(*[p.data_ptr() for p in params])
+        self.g = arr(*[p.grad.data_ptr() for p in params])
+        self.m = arr(*[m.data_ptr() for m in ms])
+        self.v = arr(*[v.data_ptr() for v in vs])
+        self.numel = (ctypes.c_longlong * n)(*[p.numel() for p in params])
+        self.dtype_code = dtype_code
+        self.device = 0 if on_cpu else params[0].device.index
+
+    def __call__(self):
+        self.step_ += 1
+        if self.on_cpu:
+            for i in range(len(self.params)):
+                rc = self.lib.accel_capi_cpu_adamw_step(self.p[i], self.g[i], self.m[i], self.v[i], self.numel[i],
+                                                        self.step_, LR, BETAS[0], BETAS[1], EPS, WD, 0)
+                if rc:
+                    raise RuntimeError(self.lib.accel_capi_last_error().decode())
+            return
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.accel_capi_cuda_adamw_step(self.p, self.g, self.m, self.v, self.numel, len(self.params),
+                                                 self.dtype_code, self.step_, LR, BETAS[0], BETAS[1], EPS, WD,
+                                                 stream, self.device)
+        if rc:
+            raise RuntimeError(self.lib.accel_capi_last_error().decode())
+
+
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    f, p, ll, i = ctypes.c_float, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int
+    lib.accel_capi_cpu_adamw_step.argtypes = [p, p, p, p, ll, ll, f, f, f, f, f, i]
+    pp = ctypes.POINTER(ctypes.c_void_p)
+    lib.accel_capi_cuda_adamw_step.argtypes = [pp, pp, pp, pp, ctypes.POINTER(ll), i, i, ll, f, f, f, f, f, p, i]
+    lib.accel_capi_last_error.restype = ctypes.c_char_p
+    return lib
 
 
 def main():
@@ -91,112 +138,108 @@ def main():
     if "-h" in args or "--help" in args:
         print(__doc__)
         return 0
-    on_cpu = "--device" in args and args[args.index("--device") + 1] == "cpu"
+    on_cpu = arg(args, "--device", "cuda") == "cpu"
     if not on_cpu and not torch.cuda.is_available():
         print("torch_adam_gpu: skipped, torch sees no CUDA device")
         return 0
-    smoke = "--smoke" in args
-    layers = int(args[args.index("--layers") + 1]) if "--layers" in args else 16
+    smoke = "--smoke" in args or on_cpu
+    layers = arg(args, "--layers", 16, int)
+    rounds = 1 if "--smoke" in args else arg(args, "--rounds", 7, int)
     impls = ["fused", "foreach"]
     if "--impl" in args:
-        i = args.index("--impl") + 1
-        impls = []
+        i, impls = args.index("--impl") + 1, []
         while i < len(args) and not args[i].startswith("--"):
             impls.append(args[i])
             i += 1
-    accel_path = args[args.index("--accel") + 1] if "--accel" in args else None
-    min_time, reps = (0.01, 1) if smoke else (0.3, 3)
+    lib_path = arg(args, "--lib", "")
+    lib = load_lib(os.path.abspath(lib_path)) if lib_path else None
+    if lib is not None and not on_cpu and not lib.accel_capi_has_cuda():
+        print(f"torch_adam_gpu: {lib_path} was built without CUDA; accel not measured")
+        lib = None
+    min_time = 0.01 if smoke else 0.1
 
     if on_cpu:
-        dev = torch.device("cpu")
-        total_mem = 16 << 30
-        smoke = True
+        dev, total_mem, name = torch.device("cpu"), 16 << 30, "CPU (--device cpu: checks the script, not a GPU figure)"
     else:
         dev = torch.device("cuda", 0)
         torch.cuda.set_device(dev)
-        total_mem = torch.cuda.mem_get_info(dev)[1]
+        total_mem, name = torch.cuda.mem_get_info(dev)[1], torch.cuda.get_device_name(dev)
     if smoke:
         shapes = [("single_2^20", [1 << 20]), llama(2, HIDDEN // 16, FFN // 16, VOCAB // 16, "llama7b_div16")]
         copy_bytes = 64 << 20
     else:
         shapes = [("single_2^28", [1 << 28]), llama(llama_layers(layers, total_mem), HIDDEN, FFN, VOCAB, "llama7b")]
         copy_bytes = 2 << 30
-    name = "cpu (--device cpu: host timings, not a GPU figure)" if on_cpu else torch.cuda.get_device_name(dev)
-    print(f"torch {torch.__version__} AdamW on {name} ({total_mem / 2**30:.1f} GiB), lr=1e-3 wd=0.01; "
-          f"{shapes[1][0]}: {len(shapes[1][1])} tensors, {sum(shapes[1][1]) / 1e9:.3f} Gparam; "
-          f"{shapes[0][0]}: {sum(shapes[0][1]) / 1e9:.3f} Gparam")
+    report = bs.Report("gpu_adam", [os.path.relpath(__file__)] + args, device=name)
+    report.rounds = rounds
+    report.notes = {"torch": torch.__version__, "accel": lib_path or "not measured"}
+    print(report.header())
+    print(f"torch {torch.__version__} and accel ({lib_path or 'not measured: no --lib'}) AdamW on {name} "
+          f"({total_mem / 2**30:.1f} GiB); {rounds} interleaved rounds, median (min-max); "
+          f"{shapes[1][0]}: {len(shapes[1][1])} tensors, {sum(shapes[1][1]) / 1e9:.3f} Gparam")
 
     src = torch.full((copy_bytes,), 1, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)
-    dst.copy_(src)
-    copy_s, _ = time_steps(lambda: dst.copy_(src), min_time, reps, not on_cpu)
-    copy_gbps = 2 * copy_bytes / copy_s / 1e9
-    del src, dst
-    if not on_cpu:
-        torch.cuda.empty_cache()
-    print(f"copy ceiling: dst.copy_(src) of {copy_bytes >> 20} MiB = {copy_gbps:.1f} GB/s (read + write)\n")
+    copy = Timer(lambda: dst.copy_(src), not on_cpu, min_time)
 
-    results = {}
-    print("| impl | shape | dtype | ms/step | Gparam/s | B/param | GB/s | of copy |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| shape | dtype | candidate | ms/step | GB/s | of copy bw | accel speedup |")
+    print("|---|---|---|---|---|---|---|")
+    dtypes = (("fp32", torch.float32, 28, 0),) if on_cpu else (("fp32", torch.float32, 28, 0),
+                                                                  ("bf16", torch.bfloat16, 14, 2))
     for shape, numels in shapes:
         n = sum(numels)
-        for dtype_name, dtype, bpp in (("fp32", torch.float32, 28), ("bf16", torch.bfloat16, 14)):
-            for impl in impls:
-                params = opt = None
-                try:
-                    params = [torch.nn.Parameter(torch.full((k,), 0.5, dtype=dtype, device=dev)) for k in numels]
-                    for p in params:
-                        p.grad = torch.full_like(p, 0.01)
-                    kw = {"fused": True} if impl == "fused" else {"foreach": True}
-                    opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01, **kw)
-                    for _ in range(3):
-                        opt.step()
-                    if not on_cpu:
-                        torch.cuda.synchronize()
-                    t, _ = time_steps(opt.step, min_time, reps, not on_cpu)
-                    gbps = n * bpp / t / 1e9
-                    results[(impl, shape, dtype_name)] = t
-                    print(f"| torch {impl} | {shape} | {dtype_name} | {t * 1e3:.3f} | {n / t / 1e9:.2f} | {bpp} | "
-                          f"{gbps:.1f} | {100 * gbps / copy_gbps:.1f} % |", flush=True)
-                except torch.OutOfMemoryError:
-                    print(f"| torch {impl} | {shape} | {dtype_name} | out of memory | | | | |", flush=True)
-                del params, opt
-                if not on_cpu:
-                    torch.cuda.empty_cache()
-
-    print(f"\nRESULT impl=torch shape=ceiling dtype=memcpy_d2d ms={copy_s * 1e3:.6f} gbps={copy_gbps:.3f}")
-    for (impl, shape, dtype_name), t in results.items():
-        print(f"RESULT impl=torch_{impl} shape={shape} dtype={dtype_name} ms={t * 1e3:.6f}")
-
-    if accel_path:
-        accel = parse_accel(accel_path)
-        print(f"\naccel / torch (torch ms per step / accel ms per step; > 1: accel faster), accel from {accel_path}\n")
-        print("| shape | dtype | accel ms | " + " | ".join(f"torch {i} ms | vs {i}" for i in impls) + " |")
-        print("|---|---|---|" + "---|---|" * len(impls))
-        for shape, _ in shapes:
-            for dtype_name in ("fp32", "bf16"):
-                a = accel.get((shape, dtype_name))
-                if a is None:
-                    continue
-                am = float(a["ms"])
-                cells = []
+        for dtype_name, dtype, bpp, code in dtypes:
+            params = ms = vs = None
+            try:
+                params = [torch.nn.Parameter(torch.full((k,), 0.5, dtype=dtype, device=dev)) for k in numels]
+                for p in params:
+                    p.grad = torch.full_like(p, 0.01)
+                ms = [torch.zeros_like(p) for p in params]
+                vs = [torch.zeros_like(p) for p in params]
+                cands = {"copy": copy}
                 for impl in impls:
-                    t = results.get((impl, shape, dtype_name))
-                    cells.append(f"{t * 1e3:.3f} | {t * 1e3 / am:.2f}x" if t else "- | -")
-                print(f"| {shape} | {dtype_name} | {am:.3f} | " + " | ".join(cells) + " |")
-        lst = shapes[1][0]
-        fused = [results.get(("fused", lst, d)) for d in ("fp32", "bf16")]
-        acc = [accel.get((lst, d)) for d in ("fp32", "bf16")]
-        for d, t, a in zip(("fp32", "bf16"), fused, acc):
-            if t and a:
-                r = t * 1e3 / float(a["ms"])
-                print(f"target >= 1.1x torch fused on the tensor list ({d}): {r:.2f}x, {'met' if r >= 1.1 else 'MISSED'}")
-        for (shape, d), a in accel.items():
-            if "frac" in a:
-                f = float(a["frac"])
-                print(f"target >= 85 % of copy bandwidth, accel {shape} {d}: {100 * f:.1f} %, "
-                      f"{'met' if f >= 0.85 else 'MISSED'}")
+                    kw = {"fused": True} if impl == "fused" else {"foreach": True}
+                    opt = torch.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, **kw)
+                    for p, m, v in zip(params, ms, vs):
+                        step = torch.zeros((), dtype=torch.float32, device=dev if impl == "fused" else "cpu")
+                        opt.state[p] = {"step": step, "exp_avg": m, "exp_avg_sq": v}
+                    cands[f"torch {impl}"] = Timer(opt.step, not on_cpu, min_time)
+                if lib is not None:
+                    cands["accel"] = Timer(AccelStep(lib, params, ms, vs, on_cpu, code), not on_cpu, min_time)
+                times = {k: [] for k in cands}
+                names = list(cands)
+                for r in range(rounds):
+                    for j in range(len(names)):
+                        k = names[(r + j) % len(names)]
+                        times[k].append(cands[k]())
+            except torch.OutOfMemoryError:
+                print(f"| {shape} | {dtype_name} | out of memory | | | | |", flush=True)
+                times = None
+            del params, ms, vs
+            if not on_cpu:
+                torch.cuda.empty_cache()
+            if times is None:
+                continue
+            group = f"{shape} {dtype_name}"
+            copy_gbps = [2 * copy_bytes / t / 1e9 for t in times["copy"]]
+            for k, t in times.items():
+                if k == "copy":
+                    gb = bs.summarize(copy_gbps)
+                    print(f"| {shape} | {dtype_name} | copy ceiling | {bs.fmt(bs.summarize([x * 1e3 for x in t]), 3)} | "
+                          f"{bs.fmt(gb, 1)} | | |")
+                    continue
+                gbps = [n * bpp / x / 1e9 for x in t]
+                frac = bs.summarize([a / b for a, b in zip(gbps, copy_gbps)])
+                report.point(k, group, n, "GB/s", bs.summarize(gbps))
+                report.point(k, group, n, "fraction of copy bandwidth", frac)
+                speed = ""
+                if "accel" in times and k != "accel":
+                    s = bs.ratio_per_round(t, times["accel"])
+                    report.ratio("accel", k, group, n, s)
+                    speed = bs.fmt(s) + "x"
+                print(f"| {shape} | {dtype_name} | {k} | {bs.fmt(bs.summarize([x * 1e3 for x in t]), 3)} | "
+                      f"{bs.fmt(bs.summarize(gbps), 1)} | {bs.fmt(frac)} | {speed} |", flush=True)
+    report.write()
     return 0
 
 
