@@ -1,66 +1,98 @@
 #!/usr/bin/env bash
-# Compile cost of including accel, next to baselines measured in the same run (issue: header-only
-# users feel compile time first). Prints a table per TU: wall seconds and user+sys CPU seconds (each
-# the best of N runs) and peak RSS. On a shared machine the CPU seconds are the figure to compare:
-# wall time also counts the waits for a core.
-#   bash benchmarks/compile/compile_cost.sh [repeats]
+# Compile cost of including accel, next to baselines, in interleaved rounds (benchmarks/README.md): each
+# round compiles every translation unit once, in an order rotated from round to round, so a busy spell
+# of a shared machine slows them alike. Prints, per TU, CPU seconds (user + sys: the figure to compare
+# on a shared machine; wall time also counts waiting for a core), wall seconds and peak RSS as median
+# (min-max), then the ratios the targets are stated in, round by round.
+#   bash benchmarks/compile/compile_cost.sh [rounds] [JSON_FILE]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-repeats="${1:-3}"
+rounds="${1:-5}"
+json="${2:-}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cuda_inc=/usr/local/cuda/include
-boost_defs=""
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 
-measure() {  # name, compiler, flags..., -- source text
-  local name="$1" compiler="$2"; shift 2
-  local flags=()
-  while [[ "$1" != "--" ]]; do flags+=("$1"); shift; done
-  shift
-  printf '%s\n' "$@" >"$tmp/tu.${compiler##*/}.cpp"
-  local src="$tmp/tu.${compiler##*/}.cpp"
-  [[ "$compiler" == *nvcc ]] && { mv "$src" "$tmp/tu.cu"; src="$tmp/tu.cu"; }
-  local best="" cpu="" rss=""
-  for ((i = 0; i < repeats; i++)); do
-    /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" "$compiler" "${flags[@]}" -c "$src" -o "$tmp/tu.o" 2>"$tmp/err" || {
-      printf '%-46s %8s %8s %10s\n' "$name" "error" "-" "-"; head -3 "$tmp/err"; return 0; }
-    read -r wall user sys kb <"$tmp/time"
-    local used
-    used=$(awk "BEGIN{print $user + $sys}")
-    if [[ -z "$best" ]] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; fi
-    if [[ -z "$cpu" ]] || awk "BEGIN{exit !($used < $cpu)}"; then cpu=$used; rss=$kb; fi
-  done
-  printf '%-46s %8.2f %8.2f %10.0f\n' "$name" "$best" "$cpu" "$((rss / 1024))"
+names=() ; cmds=() ; srcs=()
+add() {  # name, source text (lines joined by \n), compiler and flags...
+  names+=("$1"); srcs+=("$2"); shift 2; cmds+=("$*")
 }
-
-gxx=(g++ -std=c++20 -O2 -Iinclude)
-cpu_only=("${gxx[@]}")
-with_cuda=("${gxx[@]}" -DACCEL_HAS_CUDA=1 -DACCEL_HAS_NVTX=1 -I"$cuda_inc")
-printf '%-46s %8s %8s %10s\n' "translation unit (g++ 12 -O2 unless noted)" "wall s" "cpu s" "peak MiB"
-measure "empty TU" g++ -std=c++20 -O2 -- "int main() {}"
-measure "<vector> + <variant>" g++ -std=c++20 -O2 -- "#include <vector>" "#include <variant>" "int main() {}"
-measure "<accel/accel.hpp>, CPU only" "${cpu_only[@]}" -- "#include <accel/accel.hpp>" "int main() {}"
-measure "<accel/accel.hpp> + <accel/ops.hpp> (op builders)" "${cpu_only[@]}" -- "#include <accel/accel.hpp>" "#include <accel/ops.hpp>" "int main() {}"
-measure "<accel/cpu/backend.hpp> (no dispatch, no Hana)" "${cpu_only[@]}" -- "#include <accel/cpu/backend.hpp>" "int main() {}"
-measure "Boost.Hana part (dispatch/detail/backend_list)" "${cpu_only[@]}" -- "#include <boost/hana/basic_tuple.hpp>" "#include <boost/hana/type.hpp>" "#include <boost/hana/unpack.hpp>" "int main() {}"
-measure "Engine<CpuBackend> instantiated" "${cpu_only[@]}" -- "#include <accel/accel.hpp>" \
-  "template <accel::Accelerator B> std::size_t step(B b) { typename B::Stream s; accel::FloatBuffer<B> x(64, s); typename B::Event e; e.record(s); e.synchronize(); return b.memory_allocated(); }" \
-  "int main() { return int(step(accel::CpuBackend{})); }"
-measure "Engine<AnyBackend> instantiated" "${cpu_only[@]}" -- "#include <accel/accel.hpp>" \
-  "template <accel::Accelerator B> std::size_t step(B b) { typename B::Stream s; accel::FloatBuffer<B> x(64, s); typename B::Event e; e.record(s); e.synchronize(); return b.memory_allocated(); }" \
-  "int main() { return int(step(accel::get_accelerator())); }"
-if [[ -d "$cuda_inc" ]]; then
-  measure "<accel/accel.hpp>, CUDA enabled (g++)" "${with_cuda[@]}" -- "#include <accel/accel.hpp>" "int main() {}"
-  if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
-    nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-    measure "<accel/accel.hpp>, CUDA enabled (nvcc)" "$nvcc" -std=c++20 -O2 -Iinclude -DACCEL_HAS_CUDA=1 -DACCEL_HAS_NVTX=1 -- "#include <accel/accel.hpp>" "int main() {}"
-    measure "<thrust/device_vector.h> (nvcc)" "$nvcc" -std=c++20 -O2 -- "#include <thrust/device_vector.h>" "int main() {}"
-    measure "empty TU (nvcc)" "$nvcc" -std=c++20 -O2 -- "int main() {}"
+engine='template <accel::Accelerator B> std::size_t step(B b) { typename B::Stream s; accel::FloatBuffer<B> x(64, s); typename B::Event e; e.record(s); e.synchronize(); return b.memory_allocated(); }'
+gxx="g++ -std=c++20 -O2 -Iinclude"
+add "empty TU" 'int main() {}' g++ -std=c++20 -O2
+add "<vector> + <variant>" $'#include <vector>\n#include <variant>\nint main() {}' g++ -std=c++20 -O2
+add "<accel/accel.hpp>, CPU only" $'#include <accel/accel.hpp>\nint main() {}' $gxx
+add "<accel/accel.hpp> + <accel/ops.hpp>" $'#include <accel/accel.hpp>\n#include <accel/ops.hpp>\nint main() {}' $gxx
+add "<accel/cpu/backend.hpp>" $'#include <accel/cpu/backend.hpp>\nint main() {}' $gxx
+add "Engine<CpuBackend> instantiated" $'#include <accel/accel.hpp>\n'"$engine"$'\nint main() { return int(step(accel::CpuBackend{})); }' $gxx
+add "Engine<AnyBackend> instantiated" $'#include <accel/accel.hpp>\n'"$engine"$'\nint main() { return int(step(accel::get_accelerator())); }' $gxx
+if [[ -d $cuda_inc ]]; then
+  add "<accel/accel.hpp>, CUDA (g++)" $'#include <accel/accel.hpp>\nint main() {}' $gxx -DACCEL_HAS_CUDA=1 -DACCEL_HAS_NVTX=1 -I$cuda_inc
+  if [[ -x $nvcc ]]; then
+    add "<accel/accel.hpp>, CUDA (nvcc)" $'#include <accel/accel.hpp>\nint main() {}' "$nvcc" -std=c++20 -O2 -Iinclude -DACCEL_HAS_CUDA=1 -DACCEL_HAS_NVTX=1
+    add "<thrust/device_vector.h> (nvcc)" $'#include <thrust/device_vector.h>\nint main() {}' "$nvcc" -std=c++20 -O2
   fi
 fi
 if python3 -c "import torch" 2>/dev/null; then
   tinc=$(python3 -c "from torch.utils.cpp_extension import include_paths; print(' '.join('-I'+p for p in include_paths()))" 2>/dev/null)
   pyinc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-  # shellcheck disable=SC2086
-  measure "<torch/extension.h>" g++ -std=c++20 -O2 $tinc -I"$pyinc" -- "#include <torch/extension.h>" "int main() {}"
+  add "<torch/extension.h>" $'#include <torch/extension.h>\nint main() {}' g++ -std=c++20 -O2 $tinc -I"$pyinc"
 fi
+
+n=${#names[@]}
+: > "$tmp/results.tsv"
+for ((r = 0; r < rounds; r++)); do
+  for ((j = 0; j < n; j++)); do
+    i=$(((r + j) % n))
+    ext=cpp
+    [[ ${cmds[$i]} == *nvcc* ]] && ext=cu
+    printf '%s\n' "${srcs[$i]}" > "$tmp/tu$i.$ext"
+    # shellcheck disable=SC2086
+    if /usr/bin/time -f "%e %U %S %M" -o "$tmp/time" ${cmds[$i]} -c "$tmp/tu$i.$ext" -o "$tmp/tu.o" 2>"$tmp/err"; then
+      read -r wall user sys kb <"$tmp/time"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$i" "$r" "$wall" "$(awk "BEGIN{print $user + $sys}")" "$kb" >> "$tmp/results.tsv"
+    else
+      echo "${names[$i]}: compile error"; head -3 "$tmp/err"
+    fi
+  done
+  echo "round $((r + 1))/$rounds done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+done
+printf '%s\n' "${names[@]}" > "$tmp/names"
+printf '%s\n' "${cmds[@]}" > "$tmp/cmds"
+PYTHONPATH=benchmarks python3 - "$tmp" "$rounds" "$json" <<'EOF'
+import sys
+import bench_support as bs
+tmp, rounds, json_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+names = open(f"{tmp}/names").read().splitlines()
+rows = [l.split("\t") for l in open(f"{tmp}/results.tsv").read().splitlines()]
+cpu = {i: {} for i in range(len(names))}
+wall, rss = {i: [] for i in range(len(names))}, {i: [] for i in range(len(names))}
+for i, r, w, c, kb in rows:
+    cpu[int(i)][int(r)] = float(c); wall[int(i)].append(float(w)); rss[int(i)].append(int(kb) / 1024)
+argv = ["benchmarks/compile/compile_cost.sh", str(rounds)] + ([json_path] if json_path else [])
+rep = bs.Report("compile_cost", argv)
+rep.command = "bash " + " ".join(argv)
+rep.path, rep.rounds = json_path, rounds
+print(rep.header())
+print(f"{'translation unit (g++ 12 -O2 unless noted)':44s} {'cpu s':>20s} {'wall s':>20s} {'peak MiB':>10s}")
+for i, name in enumerate(names):
+    if not cpu[i]:
+        continue
+    c = bs.summarize(list(cpu[i].values()))
+    rep.point(name, "", 0, "cpu seconds", c)
+    print(f"{name:44s} {bs.fmt(c):>20s} {bs.fmt(bs.summarize(wall[i])):>20s} {max(rss[i]):10.0f}")
+def ratio(a, b, label):
+    ia, ib = names.index(a) if a in names else -1, names.index(b) if b in names else -1
+    if ia < 0 or ib < 0:
+        return
+    common = sorted(set(cpu[ia]) & set(cpu[ib]))
+    s = bs.ratio_per_round([cpu[ia][r] for r in common], [cpu[ib][r] for r in common])
+    rep.ratio(f"cpu s of {a} / cpu s of {b}", b, "", 0, s)
+    print(f"{label}: {bs.fmt(s)} (cpu s, round by round)")
+print()
+ratio("<accel/accel.hpp>, CUDA (nvcc)", "<thrust/device_vector.h> (nvcc)", "umbrella with CUDA (nvcc) / <thrust/device_vector.h>")
+ratio("<torch/extension.h>", "<accel/accel.hpp>, CPU only", "<torch/extension.h> / umbrella CPU only")
+ratio("Engine<AnyBackend> instantiated", "Engine<CpuBackend> instantiated", "Engine<AnyBackend> / Engine<CpuBackend>")
+rep.write()
+EOF
