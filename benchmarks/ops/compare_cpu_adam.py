@@ -4,6 +4,12 @@ for-loop), in one Python process, on the same tensors, in interleaved rounds (be
 
   python3 benchmarks/ops/compare_cpu_adam.py [--log2 24 26] [--threads 1 2] [--rounds 7]
           [--lib build/default/benchmarks/ops/libaccel_capi.so] [--skip-slow] [--json=FILE]
+          [--kernel NAME=SO ...]
+
+--kernel NAME=SO adds a candidate that calls accel_fused_adam of a kernel library compiled elsewhere
+(e.g. an earlier kernels/cpu/fused_adam.cpp, built with the op builder's flags: c++ -O3 -march=native
+-fopenmp -shared -fPIC -std=c++17 -fno-math-errno -ffp-contract=off -mprefer-vector-width=512
+-Ikernels/cpu -Ikernels/common), for before/after comparisons in one process.
 
 accel is called through libaccel_capi.so (its C ABI; FusedAdamOp::step_sync, the op builder's JIT
 kernel, as a C++ user calls it). The ceiling is adam_ceiling.h's STREAM-like kernel, the same one
@@ -17,6 +23,7 @@ candidate, the order rotated each round; ratios are taken round by round. torch.
 sets the OpenMP threads of torch and DeepSpeed (one libgomp in the process: torch's); accel gets T.
 """
 import ctypes
+import math
 import os
 import sys
 import time
@@ -50,6 +57,39 @@ def load_lib(path):
     return lib
 
 
+class HParams(ctypes.Structure):  # kernels/common/accel_ops_abi.h
+    _fields_ = [(n, ctypes.c_float) for n in ("lr", "beta1", "beta2", "eps", "weight_decay", "step_size",
+                                              "inv_bc2_sqrt", "decay_factor")] + \
+               [(n, ctypes.c_int) for n in ("adamw", "amsgrad", "param_dtype", "grad_dtype", "model_copy_dtype",
+                                            "maximize")] + \
+               [("one_minus_beta1", ctypes.c_float), ("one_minus_beta2", ctypes.c_float)]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_void_p) for n in ("param", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq",
+                                               "model_copy")] + [("numel", ctypes.c_longlong),
+                                                                 ("reserved", ctypes.c_longlong)]
+
+
+class RawKernel:
+    """accel_fused_adam of a kernel library, called with the ABI structs (fp32 AdamW)."""
+
+    def __init__(self, path, p, m, v, threads):
+        self.lib = ctypes.CDLL(os.path.abspath(path))
+        self.lib.accel_fused_adam.argtypes = [ctypes.POINTER(HParams), ctypes.POINTER(Tensor), ctypes.c_longlong,
+                                              ctypes.c_int]
+        self.t = Tensor(p.data_ptr(), p.grad.data_ptr(), m.data_ptr(), v.data_ptr(), None, None, p.numel(), 0)
+        self.threads, self.step_ = threads, 0
+
+    def step(self):
+        self.step_ += 1
+        b1, b2 = BETAS
+        h = HParams(LR, b1, b2, EPS, WD, LR / (1 - b1 ** self.step_), 1 / math.sqrt(1 - b2 ** self.step_),
+                    1 - LR * WD, 1, 0, 0, 0, -1, 0, 1 - b1, 1 - b2)
+        if self.lib.accel_fused_adam(ctypes.byref(h), ctypes.byref(self.t), 1, self.threads) != 0:
+            raise RuntimeError("accel_fused_adam failed")
+
+
 class Accel:
     """accel's fused AdamW on (p, g, m, v) through the C ABI."""
 
@@ -73,6 +113,7 @@ def main():
     lib_path = arg_list(args, "--lib", [os.path.join(HERE, "..", "..", "build", "default", "benchmarks", "ops",
                                                      "libaccel_capi.so")], str)[0]
     skip_slow = "--skip-slow" in args
+    kernels = [k.split("=", 1) for k in arg_list(args, "--kernel", [], str)]
     lib = load_lib(os.path.abspath(lib_path))
     try:
         import deepspeed
@@ -104,6 +145,8 @@ def main():
             cands = {"ceiling": lambda: lib.accel_capi_adam_ceiling(p.data_ptr(), p.grad.data_ptr(), m.data_ptr(),
                                                                     v.data_ptr(), n, th),
                      "accel": Accel(lib, p, m, v, th).step}
+            for name, so in kernels:
+                cands[name] = RawKernel(so, p, m, v, th).step
             if DeepSpeedCPUAdam is not None:
                 ds = DeepSpeedCPUAdam([p], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, adamw_mode=True)
                 ds.state[p].update({"step": 0, "exp_avg": m, "exp_avg_sq": v})
@@ -124,10 +167,11 @@ def main():
                 speedup = bs.ratio_per_round(t, times["accel"])
                 report.point(k, group, n, "Gparam/s", rate)
                 report.point(k, group, n, "fraction of ceiling", frac)
-                if k != "accel":
+                baseline = k not in ("accel", "ceiling")
+                if baseline:
                     report.ratio("accel", k, group, n, speedup)
                 print(f"  {k:18s} {bs.fmt(ms, 1):>22s} {bs.fmt(rate, 3):>22s} {bs.fmt(frac):>20s} "
-                      f"{'' if k == 'accel' else bs.fmt(speedup) + 'x':>22s}")
+                      f"{bs.fmt(speedup) + 'x' if baseline else '':>22s}")
             del cands, p, m, v
     report.write()
 

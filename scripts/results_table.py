@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Prints RESULTS.md's summary table (Markdown) from the accel-bench/1 JSON files of a results directory:
+one row per ratio that RESULTS.md quotes, with the median and min-max of the round-by-round ratio, the
+device, the date and the command that produced it.
+
+  python3 scripts/results_table.py [RESULTS_DIR]          (default benchmarks/results)
+
+Which ratios become rows: ROWS below (family, filter on name/baseline/group/x, the row's label).
+"""
+import json
+import os
+import re
+import sys
+
+
+def size(x):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if x >= 1 << shift:
+            return f"{x / (1 << shift):g} {unit}"
+    return f"{x:g} B"
+
+
+def pow2(x):
+    return f"2^{int(x).bit_length() - 1}"
+
+
+# family, predicate(ratio) -> bool, label(ratio) -> (benchmark text, baseline text)
+ROWS = [
+    ("cpu_adam", lambda r: r["name"] == "accel" and r["baseline"] in ("DeepSpeedCPUAdam", "torch fused"),
+     lambda r: (f"CPU AdamW fp32, {pow2(r['x'])} params, {r['group'].replace('=', ' ')}", r["baseline"])),
+    ("cpu_adam_kernels", lambda r: False, None),
+    ("alloc", lambda r: r["x"] in (512, 65536, 1 << 20, 32 << 20, 256 << 20) and r["baseline"] == "glibc"
+     or r["x"] in (512, 256 << 20) and r["baseline"] in ("jemalloc", "mimalloc"),
+     lambda r: (f"alloc + touch + free, {size(r['x'])}", r["baseline"] + " malloc/free")),
+    ("dispatch", lambda r: True, lambda r: (f"dependent chain of mixed calls, {r['name']}", "raw calls (raw / way)")),
+    ("rng_fill_native", lambda r: r["baseline"] in ("curand_host_uniform", "mt19937_uniform"),
+     lambda r: (f"uniform float fill 64 MiB, {int(r['x'])} thread(s)", r["baseline"].replace("_uniform", ""))),
+    ("graph", lambda r: True, lambda r: (f"CPU graph replay, N = {int(r['x'])}" if r["x"] != 256 else
+                                         "CPU graph replay of a 256-float fill", "eager enqueue")),
+    ("jit_cold", lambda r: True, lambda r: ("cold JIT build + load of CPU Adam", "DeepSpeed CPUAdamBuilder().load()")),
+    ("compile_cost", lambda r: True, lambda r: (r["name"].replace("cpu s of ", "").replace(" / ", " over "),
+                                               "(cost ratio: lower is better)")),
+    ("gpu_adam", lambda r: True, lambda r: (f"GPU AdamW, {r['group']}", r["baseline"])),
+]
+
+
+def main():
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results")
+    print("| benchmark | baseline | ratio: median (min–max) | device | date, load | command |")
+    print("|---|---|---|---|---|---|")
+    for family, keep, label in ROWS:
+        path = os.path.join(src, family + ".json")
+        if not os.path.exists(path) or label is None:
+            continue
+        doc = json.load(open(path))
+        # "AMD EPYC (family 25, model 17: Zen 4; 2 CPUs)" -> "AMD EPYC, family 25 model 17 (Zen 4), 2 CPUs"
+        m = re.match(r"(.*) \(family (\d+), model (\d+)(?:: ([^;]+))?; (\d+) CPUs\)$", doc["device"])
+        dev = (f"{m[1]}, family {m[2]} model {m[3]}" + (f" ({m[4]})" if m[4] else "") + f", {m[5]} CPUs") if m \
+            else doc["device"]
+        for r in doc["ratios"]:
+            if not keep(r):
+                continue
+            bench, base = label(r)
+            print(f"| {bench} | {base} | **{r['median']:.2f}×** ({r['min']:.2f}–{r['max']:.2f}), "
+                  f"{r['n']} rounds | {dev} | {doc['date']}, {doc['load_start']:.2f} | `{doc['command']}` |")
+
+
+if __name__ == "__main__":
+    main()
