@@ -31,9 +31,10 @@ FAMILIES = {
     "rng_fill": dict(title="uniform float fill, 64 MiB", xlabel="threads", ylabel="GB/s written", bars=True),
     "graph": dict(title="CPU graph replay vs eager enqueue (N tasks + synchronize)", xlabel="tasks N",
                   ylabel="ns per task", logx=True, logy=True, bars=False),
-    "compile_cost": dict(title="compile cost of one translation unit", xlabel="", ylabel="seconds (user + sys)",
-                         bars=True),
-    "dispatch": dict(title="dependent chain of mixed calls", xlabel="", ylabel="ns per chain step", bars=True),
+    "compile_cost": dict(title="compile cost of one translation unit", ylabel="CPU seconds (user + sys)"),
+    "dispatch": dict(title="dependent chain of mixed calls (current_device, alloc, enqueue, record, query, free)",
+                     ylabel="ns per chain step (thread CPU time)", metric="ns per chain step"),
+    "jit_cold": dict(title="cold JIT build + load of CPU Adam, one process", ylabel="seconds", logy=True),
     # Later families: "collectives": dict(xlabel="bytes", ylabel="busbw GB/s", logx=True, xfmt="bytes"),
     #                 "engine": dict(xlabel="seconds", ylabel="loss", bars=False),
 }
@@ -53,6 +54,37 @@ def fmt_x(x, how):
     return str(x)
 
 
+def title(doc, spec):
+    return (f"{spec.get('title', doc['family'])}\n{doc['device']}, {doc['date']}, "
+            f"{doc.get('rounds', '?')} rounds, load {doc.get('load_start', -1):.1f}")
+
+
+def draw_categories(doc, spec, points, groups, series, path):
+    """One value per series (no swept x): horizontal bars, the series names on the axis."""
+    fig, axes = plt.subplots(1, len(groups), figsize=(max(7.0, 5.5 * len(groups)), 0.9 + 0.32 * len(series)),
+                             squeeze=False)
+    for ax, group in zip(axes[0], groups):
+        sp = {p["series"]: p for p in points if p["group"] == group}
+        names = [s for s in series if s in sp][::-1]
+        med = [sp[s]["median"] for s in names]
+        err = [[sp[s]["median"] - sp[s]["min"] for s in names], [sp[s]["max"] - sp[s]["median"] for s in names]]
+        ax.barh(range(len(names)), med, xerr=err, capsize=3, color="tab:blue")
+        ax.set_yticks(range(len(names)))
+        ax.set_yticklabels(names, fontsize=8)
+        for i, v in enumerate(med):
+            ax.text(v, i, f" {v:.3g}", va="center", fontsize=7)
+        if spec.get("logy"):
+            ax.set_xscale("log")
+        ax.set_xlabel(spec.get("ylabel", points[0]["metric"]))
+        ax.set_title(group or "", fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(title(doc, spec), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True
+
+
 def draw(doc, spec, path):
     points = doc["points"]
     if spec.get("metric"):
@@ -64,6 +96,8 @@ def draw(doc, spec, path):
     if spec.get("series_order"):
         series = [s for s in spec["series_order"] if s in series] + [s for s in series if s not in spec["series_order"]]
     xs_all = sorted(set(p["x"] for p in points), key=lambda v: (isinstance(v, str), v))
+    if len(xs_all) == 1:
+        return draw_categories(doc, spec, points, groups, series, path)
     bars = spec.get("bars", len(xs_all) <= 4)
     fig, axes = plt.subplots(1, len(groups), figsize=(max(6.0, 5.2 * len(groups)), 4.2), squeeze=False,
                              sharey=True)
@@ -104,8 +138,7 @@ def draw(doc, spec, path):
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel(spec.get("ylabel", points[0]["metric"]))
     axes[0][-1].legend(fontsize=7)
-    fig.suptitle(f"{spec.get('title', doc['family'])}\n{doc['device']}, {doc['date']}, "
-                 f"{doc.get('rounds', '?')} rounds, load {doc.get('load_start', -1):.1f}", fontsize=9)
+    fig.suptitle(title(doc, spec), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
