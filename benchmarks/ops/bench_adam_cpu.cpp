@@ -1,7 +1,7 @@
 // CPU fused Adam against the memory ceiling of its own access pattern, in one process, in
 // interleaved rounds (benchmarks/README.md).
 //
-//   bench_adam_cpu [--rounds=N] [--json=FILE] [--smoke]
+//   bench_adam_cpu [--rounds=N] [--json=FILE] [--smoke] [--clock=thread]
 //
 // For each shape (2^24 and 2^26 params) and thread count (1, 2), one round runs once each:
 //   ceiling        adam_ceiling.h: read p, g, m, v; write p, m, v (28 B/param), one FMA per array:
@@ -15,7 +15,9 @@
 // through libaccel_capi.so: the same kernel and the same ceiling, so the two harnesses agree).
 // AdamW lr 1e-3, weight decay 0.01, params 0.5, grads 0.01. Printed: ms/step, Gparam/s, GB/s at the
 // variant's bytes per param, fraction of the ceiling (round by round), median (min-max).
-// --smoke: 2^20 params, 1 round.
+// --smoke: 2^20 params, 1 round. --clock=thread: the 1-thread shapes are timed with the thread's CPU
+// clock (waiting for a core on a busy machine is not counted), as compare_cpu_adam.py --clock thread;
+// 2-thread shapes always with the wall clock.
 #include "../bench_support.hpp"
 #include "adam_ceiling.h"
 
@@ -84,8 +86,11 @@ void torch_like(float* p, const float* g, float* m, float* v, float* denom, std:
 int main(int argc, char** argv) {
   accel_bench::Report report("cpu_adam_kernels", argc, argv);
   int rounds = accel_bench::take_rounds(argc, argv, 7);
-  bool smoke = false;
-  for (int i = 1; i < argc; ++i) smoke = smoke || std::strcmp(argv[i], "--smoke") == 0;
+  bool smoke = false, thread_clock = false;
+  for (int i = 1; i < argc; ++i) {
+    smoke = smoke || std::strcmp(argv[i], "--smoke") == 0;
+    thread_clock = thread_clock || std::strcmp(argv[i], "--clock=thread") == 0;
+  }
   if (smoke) rounds = 1;
   report.set_rounds(rounds);
   report.print_header();
@@ -112,7 +117,8 @@ int main(int argc, char** argv) {
       const accel::ops::AdamDtypes dmaster{Dtype::float32, Dtype::bfloat16, Dtype::bfloat16};
       const accel::ops::AdamDtypes dbf16{Dtype::bfloat16, Dtype::bfloat16, std::nullopt};
       std::int64_t s32 = 0, smaster = 0, sbf16 = 0, sscalar = 0, storch = 0;
-      accel_bench::Rounds r;  // wall clock: the work is multi-threaded
+      const bool cpu_clock = thread_clock && threads == 1;
+      accel_bench::Rounds r(cpu_clock ? accel_bench::Clock::thread_cpu : accel_bench::Clock::wall);
       r.add("ceiling", [&] { accel_bench_adam_ceiling(p.p, g.p, m.p, v.p, static_cast<long long>(n), threads, 1e-9f); }, 1);
       r.add("fp32", [&] { op.step_sync(std::span(&t32, 1), o, ++s32); }, 1);
       r.add("fp32_master", [&] { op.step_sync(std::span(&tmaster, 1), o, ++smaster, dmaster); }, 1);
@@ -126,8 +132,8 @@ int main(int argc, char** argv) {
       const double load = accel_bench::load_average();
       r.run(rounds, 0.0);
       const std::string group = "threads=" + std::to_string(threads);
-      std::printf("\n2^%d params, %d thread(s), load %.2f\n%-13s %22s %22s %20s %20s\n", lg, threads, load, "",
-                  "ms/step", "Gparam/s", "GB/s", "of ceiling");
+      std::printf("\n2^%d params, %d thread(s), load %.2f, %s clock\n%-13s %22s %22s %20s %20s\n", lg, threads, load,
+                  cpu_clock ? "thread CPU" : "wall", "", "ms/step", "Gparam/s", "GB/s", "of ceiling");
       for (const char* name : {"ceiling", "fp32", "fp32_master", "bf16", "scalar_loop", "torch_like"}) {
         if (!r.has(name)) continue;
         const double bpp = std::strcmp(name, "bf16") == 0 ? 14.0 : 28.0;
