@@ -31,7 +31,6 @@ import math
 import os
 import sys
 import time
-import time
 
 import torch
 
