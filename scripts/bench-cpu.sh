@@ -8,7 +8,8 @@
 # Needs the benchmarks built (cmake --build BUILD_DIR --target bench_alloc bench_dispatch
 # dispatch_instructions bench_adam_cpu accel_capi bench_rng_fill_native bench_graph); cpu_adam and
 # jit_cold need torch and deepspeed (pip), alloc's jemalloc/mimalloc rows libjemalloc-dev and
-# libmimalloc-dev (Debian).
+# libmimalloc-dev (Debian). cpu_adam also runs the CPU Adam kernel of commit $BEFORE (default 90ffd2f, the
+# kernel before issue 24) as a candidate "accel@<commit>", compiled here with the op builder's flags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/default}
@@ -17,6 +18,18 @@ shift 2 2>/dev/null || shift $#
 families=("$@")
 ((${#families[@]})) || families=(alloc dispatch cpu_adam_kernels cpu_adam jit_cold rng_fill graph compile_cost)
 mkdir -p "$out/logs"
+before=${BEFORE:-90ffd2f}
+before_args=()
+if git cat-file -e "$before:kernels/cpu/fused_adam.cpp" 2>/dev/null; then
+  kdir=$(mktemp -d)
+  git show "$before:kernels/cpu/fused_adam.cpp" > "$kdir/fused_adam.cpp"
+  git show "$before:kernels/cpu/cpu_common.h" > "$kdir/cpu_common.h"
+  git show "$before:kernels/common/accel_ops_abi.h" > "$kdir/accel_ops_abi.h"
+  if ${CXX:-c++} -O3 -march=native -fopenmp -shared -fPIC -std=c++17 -fno-math-errno -ffp-contract=off \
+       -mprefer-vector-width=512 -I"$kdir" "$kdir/fused_adam.cpp" -o "$kdir/fused_adam.so"; then
+    before_args=(--kernel "accel@$before=$kdir/fused_adam.so")
+  fi
+fi
 b=$build/benchmarks
 status=0
 for f in "${families[@]}"; do
@@ -25,8 +38,8 @@ for f in "${families[@]}"; do
   case $f in
     alloc) cmd=("$b/memory/bench_alloc" --rounds=7 "--json=$out/alloc.json") ;;
     dispatch) cmd=("$b/dispatch/bench_dispatch" --rounds=9 "--json=$out/dispatch.json") ;;
-    cpu_adam_kernels) cmd=("$b/ops/bench_adam_cpu" --rounds=7 --clock=thread "--json=$out/cpu_adam_kernels.json") ;;
-    cpu_adam) cmd=(python3 benchmarks/ops/compare_cpu_adam.py --rounds 7 --clock thread --lib "$b/ops/libaccel_capi.so" "--json=$out/cpu_adam.json") ;;
+    cpu_adam_kernels) cmd=("$b/ops/bench_adam_cpu" --rounds=11 --clock=thread "--json=$out/cpu_adam_kernels.json") ;;
+    cpu_adam) cmd=(python3 benchmarks/ops/compare_cpu_adam.py --rounds 11 --clock thread --lib "$b/ops/libaccel_capi.so" "${before_args[@]}" "--json=$out/cpu_adam.json") ;;
     jit_cold) cmd=(python3 benchmarks/ops/compare_jit.py --rounds 3 --lib "$b/ops/libaccel_capi.so" "--json=$out/jit_cold.json") ;;
     rng_fill) cmd=("$b/random/bench_rng_fill_native" --rounds=7 "--json=$out/rng_fill_native.json") ;;
     graph) cmd=("$b/cpu/bench_graph" --rounds=7 "--json=$out/graph.json") ;;
