@@ -348,7 +348,11 @@ class Report {
   static std::string num(double x) {
     if (!std::isfinite(x)) return "null";
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%.6g", x);
+    if (x == std::floor(x) && std::fabs(x) < 1e15) {
+      std::snprintf(buf, sizeof buf, "%.0f", x);  // sizes and counts exactly
+    } else {
+      std::snprintf(buf, sizeof buf, "%.6g", x);
+    }
     return buf;
   }
   static std::string stats(const Summary& s) {

@@ -33,10 +33,9 @@ ROWS = [
      or r["x"] in (512, 256 << 20) and r["baseline"] in ("jemalloc", "mimalloc"),
      lambda r: (f"alloc + touch + free, {size(r['x'])}", r["baseline"] + " malloc/free")),
     ("dispatch", lambda r: True, lambda r: (f"dependent chain of mixed calls, {r['name']}", "raw calls (raw / way)")),
-    ("rng_fill_native", lambda r: r["baseline"] in ("curand_host_uniform", "mt19937_uniform"),
+    ("rng_fill_native", lambda r: r["baseline"] in ("curand_host_uniform",),
      lambda r: (f"uniform float fill 64 MiB, {int(r['x'])} thread(s)", r["baseline"].replace("_uniform", ""))),
-    ("graph", lambda r: True, lambda r: (f"CPU graph replay, N = {int(r['x'])}" if r["x"] != 256 else
-                                         "CPU graph replay of a 256-float fill", "eager enqueue")),
+    ("graph", lambda r: r["x"] != 256, lambda r: (f"CPU graph replay, N = {int(r['x'])} tasks", "eager enqueue")),
     ("jit_cold", lambda r: True, lambda r: ("cold JIT build + load of CPU Adam", "DeepSpeed CPUAdamBuilder().load()")),
     ("compile_cost", lambda r: True, lambda r: (r["name"].replace("cpu s of ", "").replace(" / ", " over "),
                                                "(cost ratio: lower is better)")),
