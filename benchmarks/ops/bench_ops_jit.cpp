@@ -1,8 +1,8 @@
 // JIT cost of the fused Adam op: cold compile (empty cache) and warm load (cache hit: footer check,
 // checksum, dlopen or cuModuleLoadData's input read) on the CPU backend, and NVRTC's compile of the
 // CUDA kernel for sm_90 (no GPU needed). Baseline in the same run: `true` spawned the way the compiler
-// is (the floor of any cold compile). DeepSpeed's JIT build of its CPU Adam is timed by
-// ds_cpu_adam.py in this folder.
+// is (the floor of any cold compile). DeepSpeed's JIT build of its CPU Adam against accel's, in one
+// process: compare_jit.py in this folder.
 //   --smoke: one iteration each.
 #include <accel/cpu/ops.hpp>
 #include <accel/ops/nvrtc.hpp>

@@ -3,9 +3,7 @@
 
   python3 torch_adam.py reference OUT.bin   # fixed inputs -> torch's results after 20 steps (tests/ops
                                             # compares accel's CPU Adam against this file)
-  python3 torch_adam.py bench [--threads 1 2] [--log2 24 26]
-                                            # ms/step and Gparam/s of torch's for-loop, foreach and fused
-                                            # CPU Adam (AdamW, fp32) at each thread count
+(Timings of torch's CPU Adam beside accel's and DeepSpeed's: compare_cpu_adam.py, one process.)
 
 Inputs are generated from an integer hash, identically in C++ (tests/ops/test_torch_reference.cpp):
 x(k, s, seed) = ((h % 20001) - 10000) / 10000 with h = (k*2654435761 + s*40503 + seed*97) mod 2^32,
@@ -13,7 +11,6 @@ rounded from double to float32. Params start at 0.5 * x(k, 1000, seed); grad of 
 """
 import struct
 import sys
-import time
 
 import torch
 
@@ -66,48 +63,9 @@ def _numpy_ok():
         return False
 
 
-def bench(threads_list, log2_list):
-    print(f"torch {torch.__version__}, CPU Adam (AdamW, fp32, lr=1e-3, wd=0.01), one tensor")
-    for log2 in log2_list:
-        n = 1 << log2
-        for threads in threads_list:
-            torch.set_num_threads(threads)
-            for mode in ("for-loop", "foreach", "fused"):
-                kw = {"foreach": False} if mode == "for-loop" else {"foreach": True} if mode == "foreach" else {"fused": True}
-                p = torch.nn.Parameter(torch.full((n,), 0.5))
-                p.grad = torch.full((n,), 0.01)
-                try:
-                    opt = torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, **kw)
-                    opt.step()  # allocates the state
-                except Exception as e:  # noqa: BLE001
-                    print(f"  2^{log2} threads={threads} {mode}: unavailable ({e})")
-                    continue
-                reps = 5 if log2 <= 24 else 3
-                times = []
-                for _ in range(reps):
-                    t0 = time.perf_counter()
-                    opt.step()
-                    times.append(time.perf_counter() - t0)
-                t = sorted(times)[len(times) // 2]
-                print(f"  2^{log2} threads={threads} {mode:9s}: {t * 1e3:8.1f} ms/step  {n / t / 1e9:.3f} Gparam/s"
-                      f"  {28 * n / t / 1e9:.1f} GB/s at 28 B/param")
-                del opt, p
-
-
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "reference":
         reference(sys.argv[2])
-    elif len(sys.argv) >= 2 and sys.argv[1] == "bench":
-        args = sys.argv[2:]
-        threads = [1, 2]
-        log2 = [24, 26]
-        if "--threads" in args:
-            i = args.index("--threads")
-            threads = [int(a) for a in args[i + 1:] if a.isdigit()][:2]
-        if "--log2" in args:
-            i = args.index("--log2")
-            log2 = [int(a) for a in args[i + 1:] if a.isdigit()]
-        bench(threads, log2)
     else:
         print(__doc__)
         sys.exit(2)
