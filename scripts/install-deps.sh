@@ -4,7 +4,7 @@
 # installed here: where it exists (/usr/local/cuda), the CUDA backend is compiled too.
 set -euo pipefail
 
-packages=(cmake make g++ libboost-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+packages=(cmake make g++ libboost-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libdnnl-dev)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,0 +1,15 @@
+// accel/blas.hpp — accel::blas: matrix products over device memory, on a stream (opt-in part).
+//
+//   gemm / gemm_strided_batched       blas/gemm.hpp   (pointers or Buffer<T, B> operands, row-major)
+//   Trans                             blas/trans.hpp
+//   set_num_threads / num_threads     blas/threads.hpp (the CPU BLAS's threads)
+//
+// CpuBackend runs oneDNN's sgemm on the CPU stream; CudaBackend runs cuBLAS (loaded with dlopen on first
+// use, so a program runs where CUDA is absent); AnyBackend runs the stream's backend. CMake: link
+// accel::blas (it exists where configure found oneDNN: ACCEL_HAS_BLAS; ACCEL_ENABLE_BLAS=AUTO|ON|OFF;
+// Debian: libdnnl-dev). accel/accel.hpp does not include this header.
+#pragma once
+
+#include <accel/blas/gemm.hpp>
+#include <accel/blas/threads.hpp>
+#include <accel/blas/trans.hpp>

@@ -1,0 +1,130 @@
+// accel/blas/detail/arguments.hpp — one GEMM call as a value, and the checks made on it at the call,
+// before anything is enqueued (a bad argument is an InvalidArgumentError thrown by the call, never a
+// task failure).
+#pragma once
+
+#include <accel/blas/trans.hpp>
+#include <accel/core/bfloat16.hpp>
+#include <accel/core/error.hpp>
+#include <accel/core/half.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace accel::blas::detail {
+
+/// Element types a GEMM may take (each backend says which it runs: gemm_impl<B>::supports<T>).
+template <class T>
+inline constexpr bool is_gemm_type = std::is_same_v<T, float> || std::is_same_v<T, bfloat16> || std::is_same_v<T, half>;
+
+template <class T>
+[[nodiscard]] constexpr const char* type_name() noexcept {
+  if constexpr (std::is_same_v<T, float>) return "float";
+  else if constexpr (std::is_same_v<T, bfloat16>) return "bfloat16";
+  else return "half";
+}
+
+/// A strided-batched row-major GEMM: C_i = alpha * op(A_i) * op(B_i) + beta * C_i, i < batch, where
+/// X_i starts at x + i * stride_x. A single GEMM is batch 1 (strides unused).
+template <class T>
+struct GemmArgs {
+  Trans ta = Trans::no;
+  Trans tb = Trans::no;
+  std::int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f;
+  const T* a = nullptr;
+  std::int64_t lda = 0, stride_a = 0;
+  const T* b = nullptr;
+  std::int64_t ldb = 0, stride_b = 0;
+  float beta = 0.0f;
+  T* c = nullptr;
+  std::int64_t ldc = 0, stride_c = 0;
+  std::int64_t batch = 1;
+
+  /// True when the call changes nothing (no element of C).
+  [[nodiscard]] bool empty() const noexcept { return m == 0 || n == 0 || batch == 0; }
+};
+
+/// Which call on which device, for messages; formatted only when one is written.
+struct Call {
+  const char* fn;            ///< "gemm"
+  std::string_view backend;  ///< "cpu"
+  int device;
+  /// "accel::blas::gemm (cpu:0)"
+  [[nodiscard]] std::string str() const {
+    return std::string("accel::blas::") + fn + " (" + std::string(backend) + ":" + std::to_string(device) + ")";
+  }
+};
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void invalid(const Call& call, const std::string& what) {
+  throw InvalidArgumentError(call.str() + ": " + what);
+}
+
+/// Row-major storage of op(X) (rows x cols of op(X)): the stored array is rows x cols, or cols x rows
+/// when transposed. Its row stride must cover a stored row.
+struct Operand {
+  const char* name;     ///< "A"
+  const char* ld_name;  ///< "lda"
+  std::int64_t op_rows, op_cols, ld;
+  Trans t;
+  [[nodiscard]] std::int64_t stored_rows() const noexcept { return t == Trans::no ? op_rows : op_cols; }
+  [[nodiscard]] std::int64_t stored_cols() const noexcept { return t == Trans::no ? op_cols : op_rows; }
+};
+
+/// Elements one operand spans: (stored_rows - 1) * ld + stored_cols, times the batch's strides;
+/// 0 when it has no element. InvalidArgumentError when that does not fit in 64 bits.
+[[nodiscard]] inline std::int64_t extent(const Call& call, const Operand& x, std::int64_t stride,
+                                         std::int64_t batch) {
+  const std::int64_t rows = x.stored_rows(), cols = x.stored_cols();
+  if (rows == 0 || cols == 0 || batch == 0) return 0;
+  std::int64_t span = 0;
+  std::int64_t last = 0;
+  if (__builtin_mul_overflow(rows - 1, x.ld, &span) || __builtin_add_overflow(span, cols, &span) ||
+      __builtin_mul_overflow(batch - 1, stride, &last) || __builtin_add_overflow(span, last, &span)) {
+    invalid(call, std::string(x.name) + " spans more than 2^63 elements (" + x.ld_name + " or the stride is too large)");
+  }
+  return span;
+}
+
+/// The checks every GEMM makes on its sizes, whatever the backend: sizes, strides, leading dimensions.
+template <class T>
+void check_sizes(const Call& call, const GemmArgs<T>& g, bool batched) {
+  const auto non_negative = [&](const char* name, std::int64_t v) {
+    if (v < 0) invalid(call, std::string(name) + " = " + std::to_string(v) + " is negative");
+  };
+  non_negative("m", g.m);
+  non_negative("n", g.n);
+  non_negative("k", g.k);
+  if (batched) {
+    non_negative("batch_count", g.batch);
+    non_negative("stride_a", g.stride_a);
+    non_negative("stride_b", g.stride_b);
+    non_negative("stride_c", g.stride_c);
+  }
+  const Operand ops[] = {{"A", "lda", g.m, g.k, g.lda, g.ta}, {"B", "ldb", g.k, g.n, g.ldb, g.tb},
+                         {"C", "ldc", g.m, g.n, g.ldc, Trans::no}};
+  for (const Operand& x : ops) {
+    const std::int64_t needed = x.stored_cols() > 1 ? x.stored_cols() : 1;
+    if (x.ld < needed) {
+      invalid(call, std::string(x.ld_name) + " = " + std::to_string(x.ld) + " is less than " +
+                        std::to_string(needed) + ", the row length of " + x.name + " (stored " +
+                        std::to_string(x.stored_rows()) + " x " + std::to_string(x.stored_cols()) +
+                        (x.t == Trans::yes ? ", transposed" : "") + ")");
+    }
+  }
+}
+
+/// A null pointer is refused where an element would be read or written.
+template <class T>
+void check_pointers(const Call& call, const GemmArgs<T>& g) {
+  if (g.empty()) return;
+  if (g.c == nullptr) invalid(call, "c is null");
+  if (g.k > 0) {
+    if (g.a == nullptr) invalid(call, "a is null");
+    if (g.b == nullptr) invalid(call, "b is null");
+  }
+}
+
+}  // namespace accel::blas::detail

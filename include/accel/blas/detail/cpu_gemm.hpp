@@ -1,0 +1,106 @@
+// accel/blas/detail/cpu_gemm.hpp — GEMM on CpuBackend: oneDNN's sgemm, run as one task on the CPU stream.
+//
+// Why oneDNN: at the GPT engine's shapes it reached 91-98 % of this machine's FMA peak on one thread,
+// ahead of OpenBLAS and BLIS (benchmarks/RESULTS.md, "BLAS"). It runs on OpenMP, the runtime the CPU
+// ops already use, so GEMMs and ops on one stream share the worker thread's OpenMP team instead of
+// two thread pools spinning against each other.
+//
+// The task is enqueued like every other CPU stream operation: it runs after the work enqueued before
+// it and before the work enqueued after it (on a device's default stream, inline, before the call
+// returns; during a graph capture it is recorded and runs at each replay). The GEMM runs on the thread
+// that runs the task, with blas::num_threads() OpenMP threads. A batch of small matrices (no more work
+// per matrix than one thread should do alone) is spread over the threads one matrix at a time, each
+// multiplied single-threaded, when the translation unit is compiled with OpenMP (accel::blas carries
+// it); otherwise oneDNN parallelizes each matrix. A failure inside oneDNN is reported by the stream's
+// next synchronize() as TaskError.
+#pragma once
+
+#include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/gemm_impl.hpp>
+#include <accel/blas/detail/openmp.hpp>
+#include <accel/cpu/backend.hpp>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace accel::blas::detail {
+
+/// "oneDNN 2.6.3"
+[[nodiscard]] inline std::string cpu_blas_name() {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_dnnl(dnnl_status_t status) {
+  throw Error(Errc::runtime_failure, "accel::blas: dnnl_sgemm failed with dnnl_status_t " + std::to_string(status),
+              static_cast<std::int64_t>(status));
+}
+
+/// C_i = beta * C_i: what a GEMM with k == 0 computes (oneDNN refuses k == 0). beta == 0 writes zeros.
+inline void scale_c(const GemmArgs<float>& g, std::int64_t i) noexcept {
+  float* c = g.c + i * g.stride_c;
+  for (std::int64_t r = 0; r < g.m; ++r) {
+    float* row = c + r * g.ldc;
+    for (std::int64_t j = 0; j < g.n; ++j) row[j] = g.beta == 0.0f ? 0.0f : g.beta * row[j];
+  }
+}
+
+/// Matrix i of the batch; returns oneDNN's status.
+inline dnnl_status_t sgemm_one(const GemmArgs<float>& g, std::int64_t i) noexcept {
+  if (g.k == 0) {
+    scale_c(g, i);
+    return dnnl_success;
+  }
+  return dnnl_sgemm(g.ta == Trans::yes ? 'T' : 'N', g.tb == Trans::yes ? 'T' : 'N', g.m, g.n, g.k, g.alpha,
+                    g.a + i * g.stride_a, g.lda, g.b + i * g.stride_b, g.ldb, g.beta, g.c + i * g.stride_c, g.ldc);
+}
+
+/// Work per matrix below which one thread per matrix beats splitting each matrix (multiply-adds):
+/// 256 x 256 x 64, the engine's largest attention product, still gains from it.
+inline constexpr std::int64_t small_matrix_work = std::int64_t{256} * 256 * 256;
+
+/// Runs in the task, on the stream's thread.
+inline void cpu_sgemm(const GemmArgs<float>& g) {
+  const int threads = apply_requested_threads();
+#if defined(_OPENMP)
+  const bool per_matrix = threads > 1 && g.batch >= threads && double(g.m) * double(g.n) * double(g.k) <= double(small_matrix_work);
+  if (per_matrix) {
+    std::atomic<int> failure{dnnl_success};
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t i = 0; i < g.batch; ++i) {
+      // oneDNN runs single-threaded inside a parallel region (omp_in_parallel).
+      if (const dnnl_status_t s = sgemm_one(g, i); s != dnnl_success) failure.store(s, std::memory_order_relaxed);
+    }
+    if (const int s = failure.load(std::memory_order_relaxed); s != dnnl_success) throw_dnnl(dnnl_status_t(s));
+    return;
+  }
+#else
+  (void)threads;
+#endif
+  for (std::int64_t i = 0; i < g.batch; ++i) {
+    if (const dnnl_status_t s = sgemm_one(g, i); s != dnnl_success) throw_dnnl(s);
+  }
+}
+
+template <>
+struct gemm_impl<CpuBackend> {
+  template <class T>
+  static constexpr bool supports = std::is_same_v<T, float>;
+
+  template <class T>
+  static void run(const Call& call, cpu::StreamRef stream, const GemmArgs<T>& g) {
+    if constexpr (!supports<T>) {
+      throw NotSupportedError(call.str() + ": " + type_name<T>() + " GEMM is not available on the CPU (" + cpu_blas_name() +
+                              "'s sgemm multiplies float; use float on CpuBackend)");
+    } else {
+      if (g.empty()) return;
+      stream.enqueue([g] { cpu_sgemm(g); });
+    }
+  }
+};
+
+}  // namespace accel::blas::detail

@@ -1,0 +1,361 @@
+// accel/blas: GEMM and strided-batched GEMM on every enabled backend and through AnyBackend, against a
+// double-precision reference; the argument checks; the CPU BLAS's threads; cuBLAS's handles (on a GPU).
+#include "blas_test_support.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+using namespace blas_test;
+using accel::blas::Trans;
+
+namespace {
+
+constexpr Trans both[] = {Trans::no, Trans::yes};
+
+/// One GEMM problem on the host: operands with padded rows and a tail, C with sentinels in its padding.
+struct Problem {
+  Trans ta, tb;
+  i64 m, n, k;
+  float alpha, beta;
+  i64 lda, ldb, ldc;
+  i64 stride_a = 0, stride_b = 0, stride_c = 0, batch = 1;
+  std::vector<float> a, b, c;
+
+  Problem(Trans ta_, Trans tb_, i64 m_, i64 n_, i64 k_, float alpha_, float beta_, i64 pad, i64 batch_ = 1,
+          bool fractions = false)
+      : ta(ta_), tb(tb_), m(m_), n(n_), k(k_), alpha(alpha_), beta(beta_), batch(batch_) {
+    const i64 a_rows = ta == Trans::no ? m : k, a_cols = ta == Trans::no ? k : m;
+    const i64 b_rows = tb == Trans::no ? k : n, b_cols = tb == Trans::no ? n : k;
+    lda = std::max<i64>(a_cols, 1) + pad;
+    ldb = std::max<i64>(b_cols, 1) + pad;
+    ldc = std::max<i64>(n, 1) + pad;
+    // Batches are spaced beyond the minimum, so that the gaps show any write out of place.
+    stride_a = span(a_rows, a_cols, lda) + 5;
+    stride_b = span(b_rows, b_cols, ldb) + 3;
+    stride_c = span(m, n, ldc) + 7;
+    a.resize(static_cast<std::size_t>(stride_a * batch + 2));
+    b.resize(static_cast<std::size_t>(stride_b * batch + 2));
+    c.resize(static_cast<std::size_t>(stride_c * batch + 2));
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = fractions ? fraction(i64(i), 1) : small_int(i64(i), 1);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = fractions ? fraction(i64(i), 2) : small_int(i64(i), 2);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = 1000.0f + float(i % 17);  // padding sentinels
+    for (i64 i = 0; i < batch; ++i) {
+      for (i64 r = 0; r < m; ++r) {
+        for (i64 col = 0; col < n; ++col) {
+          // beta == 0: C must not be read, so NaNs there must not reach the result.
+          c[std::size_t(i * stride_c + r * ldc + col)] =
+              beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : small_int(r * 31 + col, 3);
+        }
+      }
+    }
+  }
+
+  [[nodiscard]] std::vector<float> expected() const {
+    std::vector<float> out = c;
+    reference_gemm(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, out, ldc, stride_c, batch);
+    return out;
+  }
+};
+
+/// Runs the problem on backend B (pointer API: gemm for batch 1, else gemm_strided_batched); returns C.
+template <class T, class B>
+std::vector<float> run(const B& be, typename B::StreamRef s, const Problem& p, bool batched_api) {
+  std::vector<T> sa, sb, sc;
+  auto a = upload<T>(be, s, p.a, sa);
+  auto b = upload<T>(be, s, p.b, sb);
+  auto c = upload<T>(be, s, p.c, sc);
+  if (batched_api) {
+    accel::blas::gemm_strided_batched(be, s, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), p.lda, p.stride_a,
+                                      b.data(), p.ldb, p.stride_b, p.beta, c.data(), p.ldc, p.stride_c, p.batch);
+  } else {
+    accel::blas::gemm(be, s, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), p.lda, b.data(), p.ldb, p.beta, c.data(),
+                      p.ldc);
+  }
+  return download(be, s, c);
+}
+
+/// Every element of C, padding and gaps included, has the expected bits (the sign of a zero aside: BLAS
+/// implementations order alpha * AB + beta * C differently, and -0 + +0 is +0).
+void check_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  std::size_t wrong = 0, first = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (bits(got[i]) != bits(want[i]) && !(got[i] == 0.0f && want[i] == 0.0f)) {
+      if (wrong++ == 0) first = i;
+    }
+  }
+  CHECK_MESSAGE(wrong == 0, what << ": " << wrong << " elements differ, the first at " << first << ": got "
+                                  << got[first] << ", want " << want[first]);
+}
+
+std::string describe(const Problem& p) {
+  return "ta=" + std::to_string(int(p.ta)) + " tb=" + std::to_string(int(p.tb)) + " m=" + std::to_string(p.m) +
+         " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " lda=" + std::to_string(p.lda) +
+         " ldb=" + std::to_string(p.ldb) + " ldc=" + std::to_string(p.ldc) + " alpha=" + std::to_string(p.alpha) +
+         " beta=" + std::to_string(p.beta) + " batch=" + std::to_string(p.batch);
+}
+
+}  // namespace
+
+using BlasBackends = accel::enabled_backends_t<std::tuple, accel::AnyBackend>;
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: every transpose, odd sizes, padded rows, beta 0/1/other — bit for bit", B, gemm_exact) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  struct Shape {
+    i64 m, n, k;
+  };
+  const Shape shapes[] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 48, 32}, {3, 70, 1}};
+  const float scalars[][2] = {{1.0f, 0.0f}, {0.75f, 1.0f}, {-2.0f, -0.5f}};
+  int runs = 0;
+  for (Trans ta : both) {
+    for (Trans tb : both) {
+      for (const Shape& sh : shapes) {
+        for (i64 pad : {0, 3}) {
+          for (const auto& ab : scalars) {
+            const Problem p(ta, tb, sh.m, sh.n, sh.k, ab[0], ab[1], pad);
+            check_bits(run<float>(be, s, p, false), p.expected(), describe(p));
+            ++runs;
+          }
+        }
+      }
+    }
+  }
+  CHECK(runs == 4 * 5 * 2 * 3);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: full-mantissa values within float rounding of the double reference", B, gemm_rounding) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  for (Trans ta : both) {
+    for (Trans tb : both) {
+      const Problem p(ta, tb, 96, 80, 200, 0.5f, 0.25f, 1, 1, true);
+      const std::vector<float> got = run<float>(be, s, p, false);
+      const std::vector<float> want = p.expected();
+      // |a|, |b| < 1: each sum of k products is within k * 2^-24 * k of exact after float rounding.
+      const double tolerance = double(p.k) * double(p.k) * std::ldexp(1.0, -24) * 0.5;
+      double worst = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - double(want[i])));
+      CHECK_MESSAGE(worst <= tolerance, describe(p) << ": max |error| " << worst);
+      CHECK(worst < 1e-3);
+      double magnitude = 0;
+      for (float v : want) magnitude = std::max(magnitude, double(std::abs(v)));
+      CHECK(magnitude > 1.0);  // the products are not trivially small
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm_strided_batched: spaced batches, a shared operand, gaps untouched", B, gemm_batched) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  for (Trans ta : both) {
+    for (Trans tb : both) {
+      Problem p(ta, tb, 9, 6, 4, 0.75f, -0.5f, 2, 5);
+      check_bits(run<float>(be, s, p, true), p.expected(), describe(p));
+      p.stride_b = 0;  // one B for the whole batch (a broadcast weight)
+      check_bits(run<float>(be, s, p, true), p.expected(), describe(p) + " stride_b=0");
+    }
+  }
+  // batch 1 through the batched call equals gemm; batch 0 changes nothing.
+  Problem one(Trans::no, Trans::yes, 5, 7, 3, 1.0f, 1.0f, 1, 1);
+  check_bits(run<float>(be, s, one, true), one.expected(), "batch 1");
+  Problem none(Trans::no, Trans::no, 5, 7, 3, 1.0f, 1.0f, 1, 1);
+  none.batch = 0;
+  check_bits(run<float>(be, s, none, true), none.c, "batch 0");
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm_strided_batched: the attention shapes, on 1 and 2 threads", B, gemm_attention) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  const int saved = accel::blas::num_threads();
+  for (int threads : {1, 2}) {
+    accel::blas::set_num_threads(threads);
+    // tiny: batch 12 x 4 heads, scores = Q K^T (64 x 64 x 32), then P V (64 x 32 x 64)
+    const Problem qk(Trans::no, Trans::yes, 64, 64, 32, 0.125f, 0.0f, 0, 48);
+    check_bits(run<float>(be, s, qk, true), qk.expected(), "QK^T, threads " + std::to_string(threads));
+    const Problem pv(Trans::no, Trans::no, 64, 32, 64, 1.0f, 0.0f, 0, 48);
+    check_bits(run<float>(be, s, pv, true), pv.expected(), "PV, threads " + std::to_string(threads));
+    // backward: dP = dO V^T, dV = P^T dO
+    const Problem dv(Trans::yes, Trans::no, 64, 32, 64, 1.0f, 1.0f, 0, 7);
+    check_bits(run<float>(be, s, dv, true), dv.expected(), "P^T dO, threads " + std::to_string(threads));
+  }
+  accel::blas::set_num_threads(saved);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: k == 0 scales C by beta; m or n == 0 touches nothing", B, gemm_degenerate) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  for (float beta : {0.0f, 2.0f, 1.0f}) {
+    const Problem p(Trans::no, Trans::yes, 4, 3, 0, 1.0f, beta, 1);
+    const std::vector<float> got = run<float>(be, s, p, false);
+    check_bits(got, p.expected(), "k=0 beta=" + std::to_string(beta));
+    if (beta == 0.0f) CHECK(bits(got[0]) == 0u);  // +0, not the NaN that was there
+    // A and B are not read when k == 0: null pointers are accepted.
+    std::vector<float> sc;
+    auto c = upload<float>(be, s, p.c, sc);
+    accel::blas::gemm(be, s, Trans::no, Trans::no, p.m, p.n, 0, 1.0f, static_cast<const float*>(nullptr), 1,
+                      static_cast<const float*>(nullptr), p.n, beta, c.data(), p.ldc);
+    check_bits(download(be, s, c), p.expected(), "k=0 with null A and B");
+  }
+  for (auto [m, n] : {std::pair<i64, i64>{0, 5}, {5, 0}}) {
+    const Problem p(Trans::no, Trans::no, m, n, 3, 1.0f, 0.0f, 0);
+    check_bits(run<float>(be, s, p, false), p.c, "m=" + std::to_string(m) + " n=" + std::to_string(n));
+    // Nothing is read or written: even null pointers are accepted.
+    accel::blas::gemm(be, s, Trans::no, Trans::no, m, n, 3, 1.0f, static_cast<const float*>(nullptr), 3,
+                      static_cast<const float*>(nullptr), std::max<i64>(n, 1), 0.0f, static_cast<float*>(nullptr),
+                      std::max<i64>(n, 1));
+  }
+  s.synchronize();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: Buffer operands at offsets, in stream order", B, gemm_buffers) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  Problem p(Trans::yes, Trans::no, 13, 11, 9, 1.0f, 1.0f, 2, 3);
+  const i64 off_a = 10, off_b = 4, off_c = 6;
+  // The operands sit inside larger buffers, at offsets.
+  std::vector<float> big_a(p.a.size() + off_a, 0.0f), big_b(p.b.size() + off_b), big_c(p.c.size() + off_c, -1.0f);
+  std::copy(p.b.begin(), p.b.end(), big_b.begin() + off_b);
+  std::copy(p.c.begin(), p.c.end(), big_c.begin() + off_c);
+  std::vector<float> sa, sb, sc, late(big_a.size(), 0.0f);
+  auto a = upload<float>(be, s, big_a, sa);  // zeros for now
+  auto b = upload<float>(be, s, big_b, sb);
+  auto c = upload<float>(be, s, big_c, sc);
+  s.synchronize();
+  // A's real contents arrive after a delay, on the stream: the GEMM must see them (stream order).
+  std::copy(p.a.begin(), p.a.end(), late.begin() + off_a);
+  s.enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); });
+  be.copy_async(s, a.data(), late.data(), late.size() * sizeof(float));
+  accel::blas::gemm_strided_batched(be, s, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a, off_a, p.lda, p.stride_a, b, off_b,
+                                    p.ldb, p.stride_b, p.beta, c, off_c, p.ldc, p.stride_c, p.batch);
+  std::vector<float> want(big_c.size(), -1.0f);
+  const std::vector<float> expected = p.expected();
+  std::copy(expected.begin(), expected.end(), want.begin() + off_c);
+  check_bits(download(be, s, c), want, "batched over buffers");
+
+  // gemm over buffers: the first matrix of the batch, once more (C accumulates: beta = 1).
+  const Problem first(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.beta, 2, 1);
+  accel::blas::gemm(be, s, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a, off_a, p.lda, b, off_b, p.ldb, p.beta, c, off_c,
+                    p.ldc);
+  std::vector<float> twice = want;
+  std::vector<float> head(want.begin() + off_c, want.begin() + off_c + std::ptrdiff_t(p.stride_c));
+  reference_gemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.lda, 0, p.b, p.ldb, 0, p.beta, head, p.ldc, 0, 1);
+  std::copy(head.begin(), head.end(), twice.begin() + off_c);
+  check_bits(download(be, s, c), twice, "gemm over buffers");
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: a graph capture records the GEMM; each replay runs it", B, gemm_graph) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  const Problem p(Trans::no, Trans::yes, 17, 12, 8, 1.0f, 1.0f, 1);
+  std::vector<float> sa, sb, sc;
+  auto a = upload<float>(be, s, p.a, sa);
+  auto b = upload<float>(be, s, p.b, sb);
+  auto c = upload<float>(be, s, p.c, sc);
+  s.synchronize();
+  auto g = be.create_graph();
+  {
+    auto capture = be.capture_to_graph(g, s);
+    accel::blas::gemm(be, s, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a, 0, p.lda, b, 0, p.ldb, p.beta, c, 0, p.ldc);
+    capture.end();
+  }
+  check_bits(download(be, s, c), p.c, "captured, not run");
+  be.replay_graph(g, s);
+  be.replay_graph(g, s);
+  std::vector<float> want = p.expected();  // C + AB, then + AB again
+  reference_gemm(p.ta, p.tb, p.m, p.n, p.k, p.alpha, p.a, p.lda, 0, p.b, p.ldb, 0, p.beta, want, p.ldc, 0, 1);
+  check_bits(download(be, s, c), want, "two replays");
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: bad arguments are InvalidArgumentErrors naming them, and enqueue nothing", B,
+                          gemm_bad_arguments) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  const Problem p(Trans::no, Trans::no, 4, 5, 6, 1.0f, 1.0f, 0, 2);
+  std::vector<float> sa, sb, sc;
+  auto a = upload<float>(be, s, p.a, sa);
+  auto b = upload<float>(be, s, p.b, sb);
+  auto c = upload<float>(be, s, p.c, sc);
+  s.synchronize();
+  const float* pa = a.data();
+  const float* pb = b.data();
+  float* pc = c.data();
+  using accel::blas::gemm;
+  using accel::blas::gemm_strided_batched;
+  const auto N = Trans::no, T = Trans::yes;
+
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, -1, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5), "m = -1 is negative");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, -5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5), "n = -5");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, -6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5), "k = -6");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 5, pb, 5, 1.0f, pc, 5), "lda = 5 is less than 6");
+  BLAS_CHECK_INVALID(gemm(be, s, T, N, 4, 5, 6, 1.0f, pa, 3, pb, 5, 1.0f, pc, 5), "lda = 3 is less than 4");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 4, 1.0f, pc, 5), "ldb = 4");
+  BLAS_CHECK_INVALID(gemm(be, s, N, T, 4, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5), "ldb = 5 is less than 6");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 4), "ldc = 4");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 0), "ldc = 0");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, static_cast<const float*>(nullptr), 6, pb, 5, 1.0f, pc, 5),
+                     "a is null");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, static_cast<const float*>(nullptr), 5, 1.0f, pc, 5),
+                     "b is null");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, static_cast<float*>(nullptr), 5),
+                     "c is null");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 24, pb, 5, 30, 1.0f, pc, 5, 20, -2),
+                     "batch_count = -2");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, -24, pb, 5, 30, 1.0f, pc, 5, 20, 2),
+                     "stride_a = -24");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 24, pb, 5, -1, 1.0f, pc, 5, 20, 2),
+                     "stride_b");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 24, pb, 5, 30, 1.0f, pc, 5, -20, 2),
+                     "stride_c");
+  // The message names the call and the stream's backend and device.
+  try {
+    gemm(be, s, N, N, -1, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5);
+    FAIL("no exception");
+  } catch (const accel::InvalidArgumentError& e) {
+    const std::string where = "accel::blas::gemm (" + backend_of<B>(s) + ":" + std::to_string(s.device_index()) + ")";
+    CHECK_MESSAGE(mentions(e, where), e.what());
+  }
+
+  // Buffers: too small for the span, a negative offset.
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, a, i64(a.size()) - 23, 6, b, 0, 5, 1.0f, c, 0, 5),
+                     "a is too small: the operand spans 24 elements from offset");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, a, 0, 6, b, 0, 5, 1.0f, c, 0, 1000), "c is too small");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, a, -1, 6, b, 0, 5, 1.0f, c, 0, 5), "offset_a = -1");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, a, 0, 6, p.stride_a, b, 0, 5, p.stride_b, 1.0f,
+                                          c, 0, 5, p.stride_c, 3),
+                     "is too small");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, a, 0, 6, p.stride_a, b, 0, 5,
+                                          std::int64_t{1} << 62, 1.0f, c, 0, 5, p.stride_c, 3),
+                     "B spans more than 2^63");
+
+  // Nothing ran: C is as uploaded.
+  check_bits(download(be, s, c), p.c, "after the refused calls");
+}
+
+TEST_CASE_TEMPLATE_APPLY(gemm_exact, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_rounding, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_batched, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_attention, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_degenerate, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_buffers, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_graph, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_bad_arguments, BlasBackends);

@@ -1,0 +1,104 @@
+// accel/blas on CUDA (compiled by the host compiler: cuBLAS is loaded with dlopen, no nvcc needed):
+// the cuBLAS table, 16-bit element types, one handle per stream with its workspace. Without a GPU the
+// GPU cases skip, saying why; the table is checked everywhere the toolkit is.
+#include "blas_test_support.hpp"
+
+using namespace blas_test;
+
+#if defined(ACCEL_HAS_CUDA)
+
+namespace {
+
+template <class T>
+void check_16bit_gemm() {
+  const accel::CudaBackend be;
+  accel::cuda::Stream stream;
+  const accel::cuda::StreamRef s = stream;
+  for (Trans ta : {Trans::no, Trans::yes}) {
+    for (Trans tb : {Trans::no, Trans::yes}) {
+      // Small integers: exact in T; the float accumulation is exact, so the one rounding to T at the end
+      // gives T(reference) exactly.
+      const i64 m = 19, n = 12, k = 65, pad = 3;
+      const i64 lda = (ta == Trans::no ? k : m) + pad, ldb = (tb == Trans::no ? n : k) + pad, ldc = n + pad;
+      std::vector<float> a(std::size_t((ta == Trans::no ? m : k) * lda)), b(std::size_t((tb == Trans::no ? k : n) * ldb));
+      std::vector<float> c(std::size_t(m * ldc));
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = small_int(i64(i), 5);
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = small_int(i64(i), 6);
+      for (std::size_t i = 0; i < c.size(); ++i) c[i] = small_int(i64(i), 7);
+      std::vector<T> sa, sb, sc;
+      auto da = upload<T>(be, s, a, sa);
+      auto db = upload<T>(be, s, b, sb);
+      auto dc = upload<T>(be, s, c, sc);
+      accel::blas::gemm(be, s, ta, tb, m, n, k, 0.75f, da, 0, lda, db, 0, ldb, -0.5f, dc, 0, ldc);
+      std::vector<float> want = c;
+      reference_gemm(ta, tb, m, n, k, 0.75f, a, lda, 0, b, ldb, 0, -0.5f, want, ldc, 0, 1);
+      for (float& w : want) w = from<T>(to<T>(w));
+      const std::vector<float> got = download(be, s, dc);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) wrong += bits(got[i]) != bits(want[i]) ? 1 : 0;
+      CHECK_MESSAGE(wrong == 0, accel::blas::detail::type_name<T>() << " ta=" << int(ta) << " tb=" << int(tb) << ": "
+                                                                   << wrong << " elements differ");
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuBLAS: the library and every entry point accel uses load (no GPU needed)") {
+  const auto& api = accel::blas::detail::cublas();
+  REQUIRE_MESSAGE(api.loaded(), api.error);
+  CHECK(api.library.name().find("libcublas.so") != std::string::npos);
+  CHECK(bool(api.create));
+  CHECK(bool(api.gemm_ex));
+  CHECK(bool(api.gemm_strided_batched_ex));
+  CHECK(bool(api.set_workspace));
+  CHECK(api.describe(CUBLAS_STATUS_INVALID_VALUE).rfind("CUBLAS_STATUS_INVALID_VALUE: ", 0) == 0);
+}
+
+TEST_CASE("cuda gemm: bfloat16 and half accumulate in float, rounded once") {
+  ACCEL_SKIP_UNLESS_AVAILABLE(accel::CudaBackend);
+  check_16bit_gemm<accel::bfloat16>();
+  check_16bit_gemm<accel::half>();
+}
+
+TEST_CASE("cuda gemm: one cuBLAS handle per stream, its workspace from the caching allocator") {
+  ACCEL_SKIP_UNLESS_AVAILABLE(accel::CudaBackend);
+  const accel::CudaBackend be;
+  accel::cuda::Stream first, second;
+  auto& handles = accel::blas::detail::cublas_handles();
+  const int dev = first.device_index();
+  accel::Buffer<float, accel::CudaBackend> a(64, first), b(64, first), c(64, first);
+  be.synchronize();
+  const std::size_t handles0 = handles.size();
+  const std::size_t allocated0 = be.memory_allocated(dev);
+  const std::size_t workspace = accel::blas::detail::cublas_workspace_bytes(dev);
+  accel::blas::gemm(be, first, Trans::no, Trans::no, 8, 8, 8, 1.0f, a, 0, 8, b, 0, 8, 0.0f, c, 0, 8);
+  CHECK(handles.size() == handles0 + 1);
+  CHECK(be.memory_allocated(dev) == allocated0 + workspace);
+  accel::blas::gemm(be, first, Trans::no, Trans::yes, 8, 8, 8, 1.0f, a, 0, 8, b, 0, 8, 0.0f, c, 0, 8);
+  CHECK(handles.size() == handles0 + 1);  // cached
+  c.record_stream(second);
+  accel::blas::gemm(be, second, Trans::no, Trans::no, 8, 8, 8, 1.0f, a, 0, 8, b, 0, 8, 0.0f, c, 0, 8);
+  CHECK(handles.size() == handles0 + 2);  // a handle of its own
+  CHECK(be.memory_allocated(dev) == allocated0 + 2 * workspace);
+  be.synchronize();
+}
+
+TEST_CASE("cuda gemm: a buffer of another GPU than the stream's is refused") {
+  ACCEL_SKIP_UNLESS_AVAILABLE(accel::CudaBackend);
+  const accel::CudaBackend be;
+  if (be.device_count() < 2) {
+    MESSAGE("SKIPPED: needs 2 GPUs");
+    return;
+  }
+  accel::cuda::Stream s0(0, 0), s1(1, 0);
+  accel::Buffer<float, accel::CudaBackend> a(4, s0), b(4, s0), c(4, s1);
+  BLAS_CHECK_INVALID(accel::blas::gemm(be, s0, Trans::no, Trans::no, 2, 2, 2, 1.0f, a, 0, 2, b, 0, 2, 0.0f, c, 0, 2),
+                     "c is memory of device 1, but the stream is on device 0");
+}
+
+#else
+
+TEST_CASE("accel/blas on CUDA: not built") { MESSAGE("SKIPPED: this build has no CUDA backend"); }
+
+#endif
