@@ -18,6 +18,7 @@
 #               graphs (test_cpu_graph: capture, replay, pools, invalidated captures),
 #               the JIT's failure paths and its process helper (test_jit_reliability: one-line ops and
 #               shell-script compilers, a few seconds)
+#               GEMM (test_blas[_2dev]: argument checks, buffer spans, oneDNN on CPU streams)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
 #               header hygiene (accel_header_check, test_odr, test_concepts and the readable-error
@@ -32,6 +33,7 @@
 #               memory, stream and event stress (test_stress_allocator, test_stress_streams,
 #               test_stress_events at ACCEL_STRESS_SCALE=0.25: TSan is 5-15x slower)
 #               -> data races in the stream queues, event captures and the allocator's locking.
+# Not under TSan: test_blas (oneDNN runs on OpenMP, whose runtime is not built for ThreadSanitizer).
 # Not under a sanitizer here: test_ops (it compiles every real kernel with -O3: half a minute of
 # compiler time that no sanitizer instruments — the JIT code it runs is test_jit_reliability's, which
 # is here), the consumer tests (they build outside projects), the fuzz replays (the fuzz
@@ -67,8 +69,8 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 
 asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cpu_memory test_conformance test_dispatch
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
-              test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts)
-asan_tests='^(test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable)$'
+              test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas)
+asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable)$'
 tsan_targets=(test_cpu_stream test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator test_stress_streams test_stress_events
               test_jit_reliability)
 tsan_tests='^(test_cpu_stream(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability)$'

@@ -1,0 +1,186 @@
+// bench_blas — GEMM through accel::blas against the raw BLAS call, at the GPT engine's shapes, interleaved
+// in one process: each round times every variant of a case once, one after the other, so that the
+// machine's drifts (a VM switching speeds, a neighbour's load) reach all of them alike; the figure is the
+// median ratio over the rounds, with its min-max.
+//
+// CPU (1 and 2 threads; GFLOP/s and the share of the FMA peak measured at start):
+//   raw        dnnl_sgemm on the calling thread (a loop over the batch for the batched shapes: oneDNN
+//              has no strided-batched sgemm)
+//   accel      accel::blas on the device's default stream: runs inline on the calling thread, like raw
+//   accel/ws   accel::blas on a worker stream, 8 calls enqueued, then one synchronize (the engine's way)
+//   accel/ws1  accel::blas on a worker stream, synchronized after every call: the hand-off cost
+// CUDA (where there is a GPU): accel::blas vs cublasGemmEx / cublasGemmStridedBatchedEx on a handle of
+// its own, same stream, timed with events, bf16 and float.
+//
+//   bench_blas [--rounds N] [--smoke] [--filter SUBSTRING]
+#include <accel/accel.hpp>
+#include <accel/blas.hpp>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fma_peak.hpp"
+
+namespace {
+
+using accel::blas::Trans;
+using clock_type = std::chrono::steady_clock;
+
+struct Shape {
+  const char* name;
+  Trans ta, tb;
+  std::int64_t m, n, k, batch;
+};
+
+// The engine's products (row-major, x W^T forward; dX = dY W, dW = dY^T X backward), per size.
+const Shape shapes[] = {
+    {"tiny qkv      768x384x128", Trans::no, Trans::yes, 768, 384, 128, 1},
+    {"tiny fc       768x512x128", Trans::no, Trans::yes, 768, 512, 128, 1},
+    {"tiny fcproj   768x128x512", Trans::no, Trans::yes, 768, 128, 512, 1},
+    {"tiny fc dX    768x128x512", Trans::no, Trans::no, 768, 128, 512, 1},
+    {"tiny fc dW    512x128x768", Trans::yes, Trans::no, 512, 128, 768, 1},
+    {"tiny att QK^T 48x 64x64x32", Trans::no, Trans::yes, 64, 64, 32, 48},
+    {"tiny att PV   48x 64x32x64", Trans::no, Trans::no, 64, 32, 64, 48},
+    {"shk qkv     16384x1152x384", Trans::no, Trans::yes, 16384, 1152, 384, 1},
+    {"shk fcproj  16384x384x1536", Trans::no, Trans::yes, 16384, 384, 1536, 1},
+    {"shk fc dW   1536x384x16384", Trans::yes, Trans::no, 1536, 384, 16384, 1},
+    {"shk att QK^T 384x256x256x64", Trans::no, Trans::yes, 256, 256, 64, 384},
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct Options {
+  int rounds = 7;
+  bool smoke = false;
+  std::string filter;
+};
+
+/// Seconds per call of `fn` (which makes `calls` calls), best-effort: warm-up once, then one timed run.
+double time_calls(const std::function<void()>& fn, int calls) {
+  const auto t0 = clock_type::now();
+  fn();
+  return std::chrono::duration<double>(clock_type::now() - t0).count() / calls;
+}
+
+void raw_sgemm(const Shape& s, const float* a, const float* b, float* c) {
+  const std::int64_t lda = s.ta == Trans::no ? s.k : s.m, ldb = s.tb == Trans::no ? s.n : s.k;
+  for (std::int64_t i = 0; i < s.batch; ++i) {
+    const dnnl_status_t st = dnnl_sgemm(s.ta == Trans::yes ? 'T' : 'N', s.tb == Trans::yes ? 'T' : 'N', s.m, s.n, s.k,
+                                        1.0f, a + i * s.m * s.k, lda, b + i * s.k * s.n, ldb, 0.0f, c + i * s.m * s.n, s.n);
+    if (st != dnnl_success) std::abort();
+  }
+}
+
+template <class B>
+void accel_gemm(const B& be, typename B::StreamRef stream, const Shape& s, const float* a, const float* b, float* c) {
+  const std::int64_t lda = s.ta == Trans::no ? s.k : s.m, ldb = s.tb == Trans::no ? s.n : s.k;
+  if (s.batch == 1) {
+    accel::blas::gemm(be, stream, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c, s.n);
+  } else {
+    accel::blas::gemm_strided_batched(be, stream, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, s.m * s.k, b, ldb,
+                                      s.k * s.n, 0.0f, c, s.n, s.m * s.n, s.batch);
+  }
+}
+
+void run_cpu(const Options& opt) {
+  const accel::CpuBackend be;
+  const accel::cpu::StreamRef inline_stream = be.default_stream(0);
+  accel::cpu::Stream worker;
+  const auto& omp = accel::blas::detail::openmp();
+  for (int threads : {1, 2}) {
+    accel::blas::set_num_threads(threads);
+    omp.set_num_threads(threads);  // the raw calls run on this thread
+    const double peak = accel_bench::fma_peak_gflops(threads);
+    std::printf("\nCPU, %d thread%s: FMA peak %.1f GFLOP/s (%s)\n", threads, threads == 1 ? "" : "s", peak,
+                accel::blas::detail::cpu_blas_name().c_str());
+    std::printf("%-30s %9s %6s | %-24s | %-24s | %-24s\n", "shape", "raw GF/s", "%peak", "accel/raw median [min-max]",
+                "accel/ws (8 queued)", "accel/ws1 (sync each)");
+    for (const Shape& s : shapes) {
+      if (!opt.filter.empty() && std::string(s.name).find(opt.filter) == std::string::npos) continue;
+      const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k) * double(s.batch);
+      if (opt.smoke && flop > 1e9) continue;
+      std::vector<float> a(std::size_t(s.m * s.k * s.batch)), b(std::size_t(s.k * s.n * s.batch)),
+          c(std::size_t(s.m * s.n * s.batch));
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(i % 13) * 0.01f;
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(i % 7) * 0.02f;
+      // Enough calls per timing for about 20 ms (at least 8, for the queued variant).
+      raw_sgemm(s, a.data(), b.data(), c.data());
+      const double one = time_calls([&] { raw_sgemm(s, a.data(), b.data(), c.data()); }, 1);
+      const int calls = std::max(8, int(0.02 / std::max(one, 1e-7)) / 8 * 8);
+      const int rounds = opt.smoke ? 1 : opt.rounds;
+      std::vector<double> raw_t, accel_t, ws_t, ws1_t;
+      const auto run_raw = [&] {
+        for (int i = 0; i < calls; ++i) raw_sgemm(s, a.data(), b.data(), c.data());
+      };
+      const auto run_accel = [&] {
+        for (int i = 0; i < calls; ++i) accel_gemm(be, inline_stream, s, a.data(), b.data(), c.data());
+      };
+      const auto run_ws = [&] {
+        for (int i = 0; i < calls; ++i) {
+          accel_gemm(be, worker, s, a.data(), b.data(), c.data());
+          if (i % 8 == 7) worker.synchronize();
+        }
+      };
+      const auto run_ws1 = [&] {
+        for (int i = 0; i < calls; ++i) {
+          accel_gemm(be, worker, s, a.data(), b.data(), c.data());
+          worker.synchronize();
+        }
+      };
+      run_accel();
+      run_ws();
+      for (int r = 0; r < rounds; ++r) {
+        raw_t.push_back(time_calls(run_raw, calls));
+        accel_t.push_back(time_calls(run_accel, calls));
+        ws_t.push_back(time_calls(run_ws, calls));
+        ws1_t.push_back(time_calls(run_ws1, calls));
+      }
+      const auto ratio = [&](const std::vector<double>& t) {
+        std::vector<double> q;  // raw time / accel time, per round: > 1 means accel is faster
+        for (std::size_t i = 0; i < t.size(); ++i) q.push_back(raw_t[i] / t[i]);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3fx [%.3f-%.3f]", median(q), *std::min_element(q.begin(), q.end()),
+                      *std::max_element(q.begin(), q.end()));
+        return std::string(buf);
+      };
+      const double raw_gflops = flop / median(raw_t) / 1e9;
+      std::printf("%-30s %9.1f %5.0f%% | %-24s | %-24s | %-24s\n", s.name, raw_gflops, 100.0 * raw_gflops / peak,
+                  ratio(accel_t).c_str(), ratio(ws_t).c_str(), ratio(ws1_t).c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--smoke") == 0) {
+      opt.smoke = true;
+    } else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+      opt.rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
+      opt.filter = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--rounds N] [--smoke] [--filter SUBSTRING]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::printf("bench_blas: ratios are raw time / accel time (>= 1: accel as fast), median [min-max] of %d "
+              "interleaved rounds\n",
+              opt.smoke ? 1 : opt.rounds);
+  run_cpu(opt);
+  return 0;
+}
