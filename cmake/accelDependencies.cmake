@@ -120,9 +120,9 @@ endif()
 
 # accel/blas (GEMM over buffers on a stream; target accel::blas): oneDNN's sgemm on the CPU (chosen by
 # measurement: benchmarks/RESULTS.md, "BLAS"), cuBLAS on CUDA (loaded with dlopen; only its headers,
-# part of the toolkit, are needed to build). accel::blas links oneDNN and adds OpenMP, on which oneDNN
-# runs and which spreads a batch of small matrices over the threads; like accel::algo it is a separate
-# target so that neither reaches code that does not ask for it.
+# part of the toolkit, are needed to build). accel::blas links oneDNN (which brings its OpenMP runtime;
+# accel finds that at run time, no -fopenmp needed); like accel::algo it is a separate target, so that
+# oneDNN reaches only the programs that ask for it.
 set(ACCEL_ENABLE_BLAS "AUTO" CACHE STRING "accel/blas (oneDNN on the CPU, cuBLAS on CUDA; target accel::blas): AUTO, ON or OFF")
 set_property(CACHE ACCEL_ENABLE_BLAS PROPERTY STRINGS AUTO ON OFF)
 _accel_check_mode(ACCEL_ENABLE_BLAS)
@@ -132,15 +132,11 @@ if(NOT ACCEL_ENABLE_BLAS STREQUAL "OFF")
   find_library(ACCEL_DNNL_LIBRARY NAMES dnnl DOC "oneDNN (libdnnl)")
   if(ACCEL_DNNL_INCLUDE_DIR AND ACCEL_DNNL_LIBRARY)
     set(ACCEL_HAS_BLAS ON)
-    find_package(OpenMP QUIET COMPONENTS CXX)
     if(NOT TARGET accel::blas)
       add_library(accel::blas INTERFACE IMPORTED GLOBAL)
       target_link_libraries(accel::blas INTERFACE accel::accel ${ACCEL_DNNL_LIBRARY})
       target_include_directories(accel::blas SYSTEM INTERFACE ${ACCEL_DNNL_INCLUDE_DIR})
       target_compile_definitions(accel::blas INTERFACE ACCEL_HAS_BLAS=1)
-      if(OpenMP_CXX_FOUND)
-        target_link_libraries(accel::blas INTERFACE OpenMP::OpenMP_CXX)
-      endif()
     endif()
   elseif(ACCEL_ENABLE_BLAS STREQUAL "ON")
     message(FATAL_ERROR "ACCEL_ENABLE_BLAS=ON but oneDNN (oneapi/dnnl/dnnl.h, libdnnl) was not found. On "

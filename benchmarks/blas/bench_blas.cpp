@@ -12,7 +12,7 @@
 // CUDA (where there is a GPU): accel::blas vs cublasGemmEx / cublasGemmStridedBatchedEx on a handle of
 // its own, same stream, timed with events, bf16 and float.
 //
-//   bench_blas [--rounds N] [--smoke] [--filter SUBSTRING]
+//   bench_blas [--rounds N] [--smoke] [--gpu (the CUDA part only)] [--filter SUBSTRING]
 #include <accel/accel.hpp>
 #include <accel/blas.hpp>
 
@@ -64,6 +64,7 @@ struct Options {
   int rounds = 7;
   bool smoke = false;
   std::string filter;
+  bool gpu_only = false;
 };
 
 /// Seconds per call of `fn` (which makes `calls` calls), best-effort: warm-up once, then one timed run.
@@ -93,10 +94,27 @@ void accel_gemm(const B& be, typename B::StreamRef stream, const Shape& s, const
   }
 }
 
+/// The hand-off a worker stream adds to a call that is waited for: enqueue an empty task, synchronize.
+void report_handoff(accel::cpu::StreamRef worker, const Options& opt) {
+  std::vector<double> us;
+  for (int r = 0; r < (opt.smoke ? 1 : opt.rounds); ++r) {
+    const int n = 2000;
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < n; ++i) {
+      worker.enqueue([] {});
+      worker.synchronize();
+    }
+    us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / n);
+  }
+  std::printf("worker-stream hand-off (enqueue an empty task + synchronize): %.1f us median [%.1f-%.1f]\n",
+              median(us), *std::min_element(us.begin(), us.end()), *std::max_element(us.begin(), us.end()));
+}
+
 void run_cpu(const Options& opt) {
   const accel::CpuBackend be;
   const accel::cpu::StreamRef inline_stream = be.default_stream(0);
   accel::cpu::Stream worker;
+  report_handoff(worker, opt);
   const auto& omp = accel::blas::detail::openmp();
   for (int threads : {1, 2}) {
     accel::blas::set_num_threads(threads);
@@ -162,6 +180,122 @@ void run_cpu(const Options& opt) {
   }
 }
 
+
+#if defined(ACCEL_HAS_CUDA)
+
+// The CUDA products: the same as the CPU's plus GPT-2 small (12 x 1024 tokens per step, width 768).
+const Shape gpu_shapes[] = {
+    {"shk qkv     16384x1152x384", Trans::no, Trans::yes, 16384, 1152, 384, 1},
+    {"shk fcproj  16384x384x1536", Trans::no, Trans::yes, 16384, 384, 1536, 1},
+    {"shk fc dW   1536x384x16384", Trans::yes, Trans::no, 1536, 384, 16384, 1},
+    {"shk att QK^T 384x256x256x64", Trans::no, Trans::yes, 256, 256, 64, 384},
+    {"gpt2 qkv    12288x2304x768", Trans::no, Trans::yes, 12288, 2304, 768, 1},
+    {"gpt2 fc     12288x3072x768", Trans::no, Trans::yes, 12288, 3072, 768, 1},
+    {"gpt2 fc dX  12288x768x3072", Trans::no, Trans::no, 12288, 768, 3072, 1},
+    {"gpt2 att QK^T 144x1024x1024x64", Trans::no, Trans::yes, 1024, 1024, 64, 144},
+    {"tiny qkv      768x384x128", Trans::no, Trans::yes, 768, 384, 128, 1},
+};
+
+template <class T>
+void run_cuda_type(const Options& opt, const char* type_name) {
+  namespace bd = accel::blas::detail;
+  const accel::CudaBackend be;
+  accel::cuda::Stream stream;
+  const accel::cuda::StreamRef s = stream;
+  const bd::CublasApi& api = bd::cublas();
+  if (!api.loaded()) {
+    std::printf("cuBLAS unavailable: %s\n", api.error.c_str());
+    return;
+  }
+  // The raw side: a handle of its own on the same stream, with a workspace of the same size.
+  cublasHandle_t raw = nullptr;
+  if (api.create(&raw) != CUBLAS_STATUS_SUCCESS) std::abort();
+  (void)api.set_stream(raw, s.get());
+  (void)api.set_math_mode(raw, CUBLAS_DEFAULT_MATH);
+  const std::size_t ws_bytes = bd::cublas_workspace_bytes(s.device_index());
+  void* ws = nullptr;
+  ACCEL_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+  (void)api.set_workspace(raw, ws, ws_bytes);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ACCEL_CUDA_CHECK(cudaEventCreate(&start));
+  ACCEL_CUDA_CHECK(cudaEventCreate(&stop));
+  std::printf("\nCUDA %s (%s), %s: TFLOP/s of the raw call; ratio raw time / accel time\n", type_name,
+              be.device_name(s.device_index()).c_str(), api.library.name().c_str());
+  for (const Shape& sh : gpu_shapes) {
+    if (!opt.filter.empty() && std::string(sh.name).find(opt.filter) == std::string::npos) continue;
+    const std::int64_t lda = sh.ta == Trans::no ? sh.k : sh.m, ldb = sh.tb == Trans::no ? sh.n : sh.k;
+    accel::Buffer<T, accel::CudaBackend> a(std::size_t(sh.m * sh.k * sh.batch), s), b(std::size_t(sh.k * sh.n * sh.batch), s),
+        c(std::size_t(sh.m * sh.n * sh.batch), s);
+    ACCEL_CUDA_CHECK(cudaMemsetAsync(a.data(), 0, a.bytes(), s.get()));
+    ACCEL_CUDA_CHECK(cudaMemsetAsync(b.data(), 0, b.bytes(), s.get()));
+    const float alpha = 1.0f, beta = 0.0f;
+    constexpr cudaDataType type = bd::cuda_type<T>();
+    const auto raw_call = [&] {
+      const cublasStatus_t st =
+          sh.batch == 1
+              ? api.gemm_ex(raw, bd::cublas_op(sh.tb), bd::cublas_op(sh.ta), int(sh.n), int(sh.m), int(sh.k), &alpha,
+                            b.data(), type, int(ldb), a.data(), type, int(lda), &beta, c.data(), type, int(sh.n),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+              : api.gemm_strided_batched_ex(raw, bd::cublas_op(sh.tb), bd::cublas_op(sh.ta), int(sh.n), int(sh.m),
+                                            int(sh.k), &alpha, b.data(), type, int(ldb), sh.k * sh.n, a.data(), type,
+                                            int(lda), sh.m * sh.k, &beta, c.data(), type, int(sh.n), sh.m * sh.n,
+                                            int(sh.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) std::abort();
+    };
+    const auto accel_call = [&] {
+      if (sh.batch == 1) {
+        accel::blas::gemm(be, s, sh.ta, sh.tb, sh.m, sh.n, sh.k, 1.0f, a, 0, lda, b, 0, ldb, 0.0f, c, 0, sh.n);
+      } else {
+        accel::blas::gemm_strided_batched(be, s, sh.ta, sh.tb, sh.m, sh.n, sh.k, 1.0f, a, 0, lda, sh.m * sh.k, b, 0,
+                                          ldb, sh.k * sh.n, 0.0f, c, 0, sh.n, sh.m * sh.n, sh.batch);
+      }
+    };
+    const int calls = opt.smoke ? 3 : 50;
+    const auto timed = [&](const auto& fn) {
+      ACCEL_CUDA_CHECK(cudaEventRecord(start, s.get()));
+      for (int i = 0; i < calls; ++i) fn();
+      ACCEL_CUDA_CHECK(cudaEventRecord(stop, s.get()));
+      ACCEL_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      ACCEL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      return double(ms) / 1e3 / calls;
+    };
+    (void)timed(raw_call);
+    (void)timed(accel_call);
+    std::vector<double> raw_t, accel_t, q;
+    for (int r = 0; r < (opt.smoke ? 1 : opt.rounds); ++r) {
+      raw_t.push_back(timed(raw_call));
+      accel_t.push_back(timed(accel_call));
+      q.push_back(raw_t.back() / accel_t.back());
+    }
+    const double flop = 2.0 * double(sh.m) * double(sh.n) * double(sh.k) * double(sh.batch);
+    std::printf("%-32s %7.1f TFLOP/s | accel/raw %.3fx [%.3f-%.3f]\n", sh.name, flop / median(raw_t) / 1e12,
+                median(q), *std::min_element(q.begin(), q.end()), *std::max_element(q.begin(), q.end()));
+    std::fflush(stdout);
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  s.synchronize();
+  (void)cudaFree(ws);
+  (void)api.destroy(raw);
+}
+
+void run_cuda(const Options& opt) {
+  const accel::Availability available = accel::CudaBackend{}.availability();
+  if (!available.available) {
+    std::printf("\nCUDA: skipped (%s)\n", available.reason.c_str());
+    return;
+  }
+  run_cuda_type<float>(opt, "float");
+  run_cuda_type<accel::bfloat16>(opt, "bfloat16");
+}
+
+#else
+
+void run_cuda(const Options&) { std::printf("\nCUDA: not built\n"); }
+
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,16 +305,19 @@ int main(int argc, char** argv) {
       opt.smoke = true;
     } else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
       opt.rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--gpu") == 0) {
+      opt.gpu_only = true;
     } else if (std::strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
       opt.filter = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--rounds N] [--smoke] [--filter SUBSTRING]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--rounds N] [--smoke] [--gpu] [--filter SUBSTRING]\n", argv[0]);
       return 2;
     }
   }
   std::printf("bench_blas: ratios are raw time / accel time (>= 1: accel as fast), median [min-max] of %d "
               "interleaved rounds\n",
               opt.smoke ? 1 : opt.rounds);
-  run_cpu(opt);
+  if (!opt.gpu_only) run_cpu(opt);
+  run_cuda(opt);
   return 0;
 }

@@ -35,6 +35,7 @@ TEST_CASE("blas: the CPU runs on an OpenMP runtime found in the process") {
   const auto& omp = accel::blas::detail::openmp();
   REQUIRE_MESSAGE(omp.loaded(), omp.error);
   CHECK(omp.get_max_threads() >= 1);
+  CHECK((omp.parallel != nullptr));  // GOMP_parallel: batches of small matrices are spread over a team
   CHECK(accel::blas::detail::cpu_blas_name().rfind("oneDNN ", 0) == 0);
 }
 

@@ -9,10 +9,16 @@
 // it and before the work enqueued after it (on a device's default stream, inline, before the call
 // returns; during a graph capture it is recorded and runs at each replay). The GEMM runs on the thread
 // that runs the task, with blas::num_threads() OpenMP threads. A batch of small matrices (no more work
-// per matrix than one thread should do alone) is spread over the threads one matrix at a time, each
-// multiplied single-threaded, when the translation unit is compiled with OpenMP (accel::blas carries
-// it); otherwise oneDNN parallelizes each matrix. A failure inside oneDNN is reported by the stream's
-// next synchronize() as TaskError.
+// per matrix than one thread should do alone) is spread over the threads, whole matrices each, every
+// one multiplied single-threaded (oneDNN does not split a matrix inside a parallel region); larger
+// ones are split by oneDNN itself. A failure inside oneDNN is reported by the stream's next
+// synchronize() as TaskError.
+//
+// The task always goes through the stream, also when the stream is idle: running it on the caller
+// instead would race with work another thread enqueues meanwhile, and would start a second OpenMP team
+// (teams belong to the thread that opens them) beside the worker's, both spinning on the same cores.
+// The hand-off costs about 13 us when the caller waits for each GEMM, nothing when it enqueues ahead
+// (benchmarks/RESULTS.md, "BLAS"); a device's default stream runs GEMMs inline, with no hand-off.
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
@@ -63,24 +69,31 @@ inline dnnl_status_t sgemm_one(const GemmArgs<float>& g, std::int64_t i) noexcep
 /// 256 x 256 x 64, the engine's largest attention product, still gains from it.
 inline constexpr std::int64_t small_matrix_work = std::int64_t{256} * 256 * 256;
 
+/// A batch spread over an OpenMP team: thread t multiplies matrices [t * batch / n, (t + 1) * batch / n).
+struct BatchWork {
+  const GemmArgs<float>* g;
+  std::atomic<int> status{dnnl_success};
+};
+
+inline void run_batch_share(void* data) noexcept {
+  auto& work = *static_cast<BatchWork*>(data);
+  const OpenMpApi& omp = openmp();
+  const std::int64_t t = omp.get_thread_num(), n = omp.get_num_threads(), batch = work.g->batch;
+  for (std::int64_t i = t * batch / n; i < (t + 1) * batch / n; ++i) {
+    if (const dnnl_status_t s = sgemm_one(*work.g, i); s != dnnl_success) work.status.store(s, std::memory_order_relaxed);
+  }
+}
+
 /// Runs in the task, on the stream's thread.
 inline void cpu_sgemm(const GemmArgs<float>& g) {
   const int threads = apply_requested_threads();
-#if defined(_OPENMP)
-  const bool per_matrix = threads > 1 && g.batch >= threads && double(g.m) * double(g.n) * double(g.k) <= double(small_matrix_work);
-  if (per_matrix) {
-    std::atomic<int> failure{dnnl_success};
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (std::int64_t i = 0; i < g.batch; ++i) {
-      // oneDNN runs single-threaded inside a parallel region (omp_in_parallel).
-      if (const dnnl_status_t s = sgemm_one(g, i); s != dnnl_success) failure.store(s, std::memory_order_relaxed);
-    }
-    if (const int s = failure.load(std::memory_order_relaxed); s != dnnl_success) throw_dnnl(dnnl_status_t(s));
+  if (threads > 1 && g.batch >= threads &&
+      double(g.m) * double(g.n) * double(g.k) <= double(small_matrix_work)) {
+    BatchWork work{&g};
+    openmp().parallel(&run_batch_share, &work, static_cast<unsigned>(threads), 0);
+    if (const int s = work.status.load(std::memory_order_relaxed); s != dnnl_success) throw_dnnl(dnnl_status_t(s));
     return;
   }
-#else
-  (void)threads;
-#endif
   for (std::int64_t i = 0; i < g.batch; ++i) {
     if (const dnnl_status_t s = sgemm_one(g, i); s != dnnl_success) throw_dnnl(s);
   }

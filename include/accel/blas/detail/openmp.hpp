@@ -1,22 +1,29 @@
 // accel/blas/detail/openmp.hpp — the OpenMP runtime the CPU BLAS runs on, found in the process.
 //
-// Looked up by name among the process's symbols rather than declared from <omp.h>: that header is not on
-// every compiler's path (clang without libomp-dev), and the BLAS already loaded the runtime, whichever
-// it is (libgomp, or libomp standing in for it).
+// Looked up by name among the process's symbols rather than declared from <omp.h> or compiled with
+// -fopenmp: the header is not on every compiler's path (clang without libomp-dev, nvcc), a GEMM must run
+// the same way in every translation unit (one definition, whatever its flags), and the BLAS has already
+// loaded the runtime. The parallel region is entered through GOMP_parallel, the entry point of GCC's
+// OpenMP ABI that `#pragma omp parallel` compiles to (LLVM's libomp provides it too).
 #pragma once
 
 #include <accel/detail/dynamic_library.hpp>
 
 #include <atomic>
 #include <string>
+#include <utility>
 
 namespace accel::blas::detail {
 
 struct OpenMpApi {
   int (*get_max_threads)() = nullptr;
   void (*set_num_threads)(int) = nullptr;
+  int (*get_thread_num)() = nullptr;
+  int (*get_num_threads)() = nullptr;
+  /// Runs fn(data) on `threads` threads (the caller is one of them) and returns when all are done.
+  void (*parallel)(void (*fn)(void*), void* data, unsigned threads, unsigned flags) = nullptr;
   std::string error;  ///< why the runtime was not found
-  [[nodiscard]] bool loaded() const noexcept { return get_max_threads != nullptr && set_num_threads != nullptr; }
+  [[nodiscard]] bool loaded() const noexcept { return parallel != nullptr; }
 };
 
 /// Process-wide, looked up once, never unloaded.
@@ -25,11 +32,15 @@ inline const OpenMpApi& openmp() noexcept {
     auto* a = new OpenMpApi;
     accel::detail::DynamicLibrary process = accel::detail::DynamicLibrary::process();
     accel::detail::SymbolTable table(process);
-    table.require(a->get_max_threads, "omp_get_max_threads").require(a->set_num_threads, "omp_set_num_threads");
+    table.require(a->get_max_threads, "omp_get_max_threads")
+        .require(a->set_num_threads, "omp_set_num_threads")
+        .require(a->get_thread_num, "omp_get_thread_num")
+        .require(a->get_num_threads, "omp_get_num_threads")
+        .require(a->parallel, "GOMP_parallel");
     if (!table.complete()) {
-      a->get_max_threads = nullptr;
-      a->set_num_threads = nullptr;
-      a->error = "omp_get_max_threads/omp_set_num_threads not found";
+      std::string why = table.error();
+      *a = OpenMpApi{};
+      a->error = std::move(why);
     }
     (void)process.release();  // dlopen(nullptr) is the process itself: nothing to close
     return a;
