@@ -52,6 +52,7 @@ struct gemm_impl<CudaBackend> {
     const CublasApi& api = cublas();
     constexpr cudaDataType type = cuda_type<T>();
     cublasStatus_t status;
+    const std::lock_guard<std::mutex> lock(h.mutex);
     if (g.batch == 1) {
       status = api.gemm_ex(h.handle, cublas_op(g.tb), cublas_op(g.ta), n, m, k, &g.alpha, g.b, type, ldb, g.a, type,
                            lda, &g.beta, g.c, type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
