@@ -37,11 +37,12 @@ for ((r = 0; r < rounds; ++r)); do
   for l in "${libs[@]}"; do "$out/$l" "$l" 3 2>>"$out/detail" >>"$out/all"; done
 done
 sort -u "$out/detail"
-# median over rounds of each (library, threads, shape)
-awk '{ key = $2 " " $3 " " $1; v[key] = v[key] " " $4 } END { for (k in v) print k, v[k] }' "$out/all" |
-  while read -r threads shape name values; do
-    med=$(tr ' ' '\n' <<<"$values" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    echo "$threads $shape $name $med"
+# median over rounds of each (library, threads, shape): wall-clock GFLOP/s and CPU-time GFLOP/s
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+awk '{ key = $2 " " $3 " " $1; w[key] = w[key] " " $4; c[key] = c[key] " " $6 }
+     END { for (k in w) print k "|" w[k] "|" c[k] }' "$out/all" |
+  while IFS='|' read -r key wall cpu; do
+    echo "$key $(median <<<"$wall") $(median <<<"$cpu")"
   done | sort -k1,1n -k2,2 -k3,3 |
-  awk 'BEGIN { printf "%-8s %-16s %-18s %s\n", "threads", "shape", "library", "GFLOP/s (median)" }
-       { printf "%-8s %-16s %-18s %s\n", $1, $2, $3, $4 }'
+  awk 'BEGIN { printf "%-8s %-16s %-18s %10s %10s\n", "threads", "shape", "library", "wall GF/s", "cpu GF/s" }
+       { printf "%-8s %-16s %-18s %10s %10s\n", $1, $2, $3, $4, $5 }'
