@@ -4,7 +4,7 @@
 //   Trans                             blas/trans.hpp
 //   set_num_threads / num_threads     blas/threads.hpp (the CPU BLAS's threads)
 //
-// CpuBackend runs oneDNN's sgemm on the CPU stream; CudaBackend runs cuBLAS (loaded with dlopen on first
+// CpuBackend runs oneDNN (sgemm; bf16: matmul) on the CPU stream; CudaBackend runs cuBLAS (loaded with dlopen on first
 // use, so a program runs where CUDA is absent); AnyBackend runs the stream's backend. CMake: link
 // accel::blas (it exists where configure found oneDNN: ACCEL_HAS_BLAS; ACCEL_ENABLE_BLAS=AUTO|ON|OFF;
 // Debian: libdnnl-dev). accel/accel.hpp does not include this header.

@@ -59,19 +59,22 @@ TEST_CASE("gemm: a buffer of another device than the stream's is refused") {
   CHECK(std::vector<float>(c.span().begin(), c.span().end()) == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f});
 }
 
-TEST_CASE("gemm: bfloat16 through AnyBackend on a CPU stream is NotSupportedError, before anything runs") {
-  if constexpr (accel::blas::detail::gemm_impl<accel::AnyBackend>::supports<accel::bfloat16>) {
+TEST_CASE("gemm: half through AnyBackend on a CPU stream is NotSupportedError, before anything runs") {
+  if constexpr (accel::blas::detail::gemm_impl<accel::AnyBackend>::supports<accel::half>) {
     const accel::AnyBackend be{accel::CpuBackend{}};
     const accel::AnyBackend::StreamRef s = accel::CpuBackend{}.current_stream();
-    std::vector<accel::bfloat16> a(4), b(4), c(4);
+    std::vector<accel::half> a(4), b(4), c(4);
     try {
       accel::blas::gemm(be, s, Trans::no, Trans::no, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2);
       FAIL("no exception");
     } catch (const accel::NotSupportedError& e) {
-      CHECK_MESSAGE(mentions(e, "bfloat16 GEMM is not available on the CPU"), e.what());
+      CHECK_MESSAGE(mentions(e, "half GEMM is not available on the CPU"), e.what());
       CHECK_MESSAGE(mentions(e, "accel::blas::gemm (cpu:0)"), e.what());
     }
   } else {
-    MESSAGE("SKIPPED: no backend of this build multiplies bfloat16 (a compile-time error here)");
+    MESSAGE("SKIPPED: no backend of this build multiplies half (a compile-time error here)");
   }
+  // On CpuBackend itself half does not compile: gemm_impl says so.
+  CHECK_FALSE(accel::blas::detail::gemm_impl<accel::CpuBackend>::supports<accel::half>);
+  CHECK(accel::blas::detail::gemm_impl<accel::CpuBackend>::supports<accel::bfloat16>);
 }

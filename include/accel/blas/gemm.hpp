@@ -14,8 +14,9 @@
 // enqueued before, before what is enqueued after; recorded, not run, while the stream captures a
 // graph). Pointers are memory of the stream's device, alive and unchanged until the GEMM has run.
 // beta == 0: C is only written (NaNs or garbage in C do not propagate). k == 0: C = beta * C.
-// Element types: float on every backend; bfloat16 and half (accumulated in float) on CUDA — on the CPU
-// they are a compile-time error, and through AnyBackend a NotSupportedError when the stream is a CPU one.
+// Element types: float and bfloat16 (accumulated in float) on every backend, half on CUDA (on the CPU a
+// compile-time error, and through AnyBackend a NotSupportedError when the stream is a CPU one). A CPU
+// without bf16 support in oneDNN makes bfloat16 a NotSupportedError at the call.
 //
 // Checked at the call, before anything is enqueued, as InvalidArgumentError naming the argument:
 // negative sizes, strides or batch_count, a leading dimension shorter than a stored row, a null
@@ -23,8 +24,8 @@
 // for Buffer operands also a negative offset, a buffer too small for the span the operand covers, and a
 // buffer of another device (or, through AnyBackend, another backend) than the stream's.
 //
-//   CpuBackend   oneDNN's sgemm as one task on the CPU stream (blas/detail/cpu_gemm.hpp); threads:
-//                blas::set_num_threads (blas/threads.hpp)
+//   CpuBackend   oneDNN's sgemm (bfloat16: its matmul primitive) as one task on the CPU stream
+//                (blas/detail/cpu_gemm.hpp); threads: blas::set_num_threads (blas/threads.hpp)
 //   CudaBackend  cuBLAS, loaded on first use, one handle and workspace per stream
 //                (blas/detail/cuda_gemm.hpp); any compiler, no nvcc needed
 //   AnyBackend   the stream's backend
@@ -59,7 +60,7 @@ template <class B, class T>
 constexpr void check_type() {
   static_assert(is_gemm_type<T>, "accel::blas: the element type must be float, accel::bfloat16 or accel::half");
   static_assert(gemm_impl<B>::template supports<T>,
-                "accel::blas: this backend does not multiply matrices of this type (CpuBackend: float only; "
+                "accel::blas: this backend does not multiply matrices of this type (CpuBackend: float, bfloat16; "
                 "CudaBackend: float, bfloat16, half)");
 }
 

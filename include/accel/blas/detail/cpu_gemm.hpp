@@ -1,5 +1,8 @@
 // accel/blas/detail/cpu_gemm.hpp — GEMM on CpuBackend: oneDNN's sgemm, run as one task on the CPU stream.
 //
+// bfloat16 (bf16 operands and C, float accumulation) runs oneDNN's matmul primitive instead, one cached
+// primitive per distinct problem (blas/detail/cpu_matmul.hpp).
+//
 // Why oneDNN: at the GPT engine's shapes it reached 91-98 % of this machine's FMA peak on one thread,
 // ahead of OpenBLAS and BLIS (benchmarks/RESULTS.md, "BLAS"). It runs on OpenMP, the runtime the CPU
 // ops already use, so GEMMs and ops on one stream share the worker thread's OpenMP team instead of
@@ -22,6 +25,7 @@
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/cpu_matmul.hpp>
 #include <accel/blas/detail/gemm_impl.hpp>
 #include <accel/blas/detail/openmp.hpp>
 #include <accel/cpu/backend.hpp>
@@ -102,16 +106,30 @@ inline void cpu_sgemm(const GemmArgs<float>& g) {
 template <>
 struct gemm_impl<CpuBackend> {
   template <class T>
-  static constexpr bool supports = std::is_same_v<T, float>;
+  static constexpr bool supports = std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
 
   template <class T>
   static void run(const Call& call, cpu::StreamRef stream, const GemmArgs<T>& g) {
     if constexpr (!supports<T>) {
-      throw NotSupportedError(call.str() + ": " + type_name<T>() + " GEMM is not available on the CPU (" + cpu_blas_name() +
-                              "'s sgemm multiplies float; use float on CpuBackend)");
-    } else {
+      throw NotSupportedError(call.str() + ": " + type_name<T>() + " GEMM is not available on the CPU (" +
+                              cpu_blas_name() + " multiplies float and bfloat16 there)");
+    } else if constexpr (std::is_same_v<T, float>) {
       if (g.empty()) return;
       stream.enqueue([g] { cpu_sgemm(g); });
+    } else {
+      if (g.empty()) return;
+      if (g.k == 0) {
+        stream.enqueue([g] {
+          for (std::int64_t i = 0; i < g.batch; ++i) scale_c(g, i);
+        });
+        return;
+      }
+      BfloatMatmuls& cache = bfloat_matmuls();
+      const BfloatMatmul& mm = cache.get(call, g);  // at the call: an unsupported CPU throws here
+      stream.enqueue([g, &mm, engine = cache.engine()] {
+        (void)apply_requested_threads();
+        run_bfloat_matmul(engine, mm, g);
+      });
     }
   }
 };

@@ -1,0 +1,170 @@
+// accel/blas/detail/cpu_matmul.hpp — bfloat16 GEMM on CpuBackend: oneDNN's matmul primitive (bf16
+// operands, float accumulation, bf16 C), which uses AVX512-BF16 where the CPU has it.
+//
+// oneDNN has no bf16 sgemm-style call, so each distinct problem (transposes, sizes, leading dimensions,
+// strides, alpha, beta) becomes a matmul primitive, created at the first call (oneDNN compiles its
+// kernel then: milliseconds) and cached for the life of the process; later calls with the same problem
+// only bind the pointers and run it. A GPT step has a handful of distinct problems. Creating the
+// primitive happens at the call, so a CPU without bf16 support is a NotSupportedError there, before
+// anything is enqueued. alpha is oneDNN's output scale, beta a sum post-op (beta == 0: C is not read).
+#pragma once
+
+#include <accel/blas/detail/arguments.hpp>
+#include <accel/core/bfloat16.hpp>
+#include <accel/core/error.hpp>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <bit>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace accel::blas::detail {
+
+/// One cached problem: the primitive and the memory descriptors its arguments are bound with.
+struct BfloatMatmul {
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_desc_t a{}, b{}, c{};
+};
+
+class BfloatMatmuls {
+ public:
+  /// The primitive for `g` (k > 0), created on first use. NotSupportedError when oneDNN has no bf16
+  /// matmul for this CPU; Error for any other failure.
+  const BfloatMatmul& get(const Call& call, const GemmArgs<bfloat16>& g) {
+    const Key key = make_key(g);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, create(call, g)).first;
+    return *it->second;
+  }
+
+  /// The CPU engine every primitive runs on.
+  [[nodiscard]] dnnl_engine_t engine() const noexcept { return engine_; }
+
+ private:
+  struct Key {  // every field of the problem, as 64-bit words (no padding)
+    std::int64_t v[12];
+    friend bool operator==(const Key&, const Key&) = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const noexcept {
+      std::uint64_t h = 0xcbf29ce484222325ull;
+      for (const std::int64_t w : k.v) h = (h ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ull;
+      return static_cast<std::size_t>(h);
+    }
+  };
+
+  static Key make_key(const GemmArgs<bfloat16>& g) {
+    const auto scalars = (std::int64_t{std::bit_cast<std::int32_t>(g.alpha)} << 32) |
+                         std::int64_t{std::bit_cast<std::uint32_t>(g.beta)};
+    const std::int64_t transposes = (g.ta == Trans::yes ? 2 : 0) + (g.tb == Trans::yes ? 1 : 0);
+    return Key{{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c, g.batch, scalars, transposes}};
+  }
+
+  static void check(const Call& call, dnnl_status_t status, const char* what) {
+    if (status == dnnl_success) return;
+    if (status == dnnl_unimplemented) {
+      throw NotSupportedError(call.str() + ": bfloat16 GEMM is not available on this CPU (oneDNN has no bf16 matmul "
+                              "for it: " + std::string(what) + " returned dnnl_unimplemented)");
+    }
+    throw Error(Errc::runtime_failure, call.str() + ": " + what + " failed with dnnl_status_t " + std::to_string(status),
+                static_cast<std::int64_t>(status));
+  }
+
+  /// Row-major op(X) (rows x cols per matrix) as a 3-D oneDNN descriptor; a batch stride of 0 is a batch
+  /// of 1 that oneDNN broadcasts.
+  static dnnl_memory_desc_t describe(const Call& call, std::int64_t batch, std::int64_t stride, std::int64_t rows,
+                                     std::int64_t cols, std::int64_t ld, Trans t) {
+    const bool shared = stride == 0 && batch > 1;
+    const dnnl_dims_t dims = {shared ? 1 : batch, rows, cols};
+    const dnnl_dims_t strides = {shared ? rows * cols : (stride == 0 ? rows * ld : stride), t == Trans::no ? ld : 1,
+                                 t == Trans::no ? 1 : ld};
+    dnnl_memory_desc_t md;
+    check(call, dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnl_bf16, strides), "dnnl_memory_desc_init_by_strides");
+    return md;
+  }
+
+  std::unique_ptr<BfloatMatmul> create(const Call& call, const GemmArgs<bfloat16>& g) {
+    if (engine_ == nullptr) check(call, dnnl_engine_create(&engine_, dnnl_cpu, 0), "dnnl_engine_create");
+    auto out = std::make_unique<BfloatMatmul>();
+    out->a = describe(call, g.batch, g.stride_a, g.m, g.k, g.lda, g.ta);
+    out->b = describe(call, g.batch, g.stride_b, g.k, g.n, g.ldb, g.tb);
+    out->c = describe(call, g.batch, g.stride_c, g.m, g.n, g.ldc, Trans::no);
+    dnnl_matmul_desc_t desc;
+    check(call, dnnl_matmul_desc_init(&desc, &out->a, &out->b, nullptr, &out->c), "dnnl_matmul_desc_init");
+    dnnl_primitive_attr_t attr = nullptr;
+    dnnl_post_ops_t post_ops = nullptr;
+    dnnl_primitive_desc_t pd = nullptr;
+    const auto release = [&] {
+      if (pd != nullptr) dnnl_primitive_desc_destroy(pd);
+      if (post_ops != nullptr) dnnl_post_ops_destroy(post_ops);
+      if (attr != nullptr) dnnl_primitive_attr_destroy(attr);
+    };
+    try {
+      check(call, dnnl_primitive_attr_create(&attr), "dnnl_primitive_attr_create");
+      if (g.alpha != 1.0f) check(call, dnnl_primitive_attr_set_output_scales(attr, 1, 0, &g.alpha), "output scales");
+      if (g.beta != 0.0f) {
+        check(call, dnnl_post_ops_create(&post_ops), "dnnl_post_ops_create");
+        check(call, dnnl_post_ops_append_sum(post_ops, g.beta), "dnnl_post_ops_append_sum");
+        check(call, dnnl_primitive_attr_set_post_ops(attr, post_ops), "dnnl_primitive_attr_set_post_ops");
+      }
+      check(call, dnnl_primitive_desc_create(&pd, &desc, attr, engine_, nullptr), "dnnl_primitive_desc_create");
+      check(call, dnnl_primitive_create(&out->primitive, pd), "dnnl_primitive_create");
+    } catch (...) {
+      release();
+      throw;
+    }
+    release();
+    return out;
+  }
+
+  std::mutex mutex_;
+  dnnl_engine_t engine_ = nullptr;
+  std::unordered_map<Key, std::unique_ptr<BfloatMatmul>, KeyHash> cache_;
+};
+
+/// The process's cache; never destroyed (primitives may run until the process ends).
+inline BfloatMatmuls& bfloat_matmuls() {
+  static BfloatMatmuls* const cache = new BfloatMatmuls;
+  return *cache;
+}
+
+/// C_i = beta * C_i in bfloat16 (k == 0); beta == 0 writes zeros.
+inline void scale_c(const GemmArgs<bfloat16>& g, std::int64_t i) noexcept {
+  bfloat16* c = g.c + i * g.stride_c;
+  for (std::int64_t r = 0; r < g.m; ++r) {
+    bfloat16* row = c + r * g.ldc;
+    for (std::int64_t j = 0; j < g.n; ++j) {
+      row[j] = g.beta == 0.0f ? bfloat16(0.0f) : bfloat16(g.beta * static_cast<float>(row[j]));
+    }
+  }
+}
+
+/// Runs in the task: binds the pointers to the cached primitive and executes it on this thread.
+inline void run_bfloat_matmul(dnnl_engine_t engine, const BfloatMatmul& mm, const GemmArgs<bfloat16>& g) {
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  dnnl_stream_t stream = nullptr;
+  dnnl_status_t status = dnnl_memory_create(&a, &mm.a, engine, const_cast<bfloat16*>(g.a));
+  if (status == dnnl_success) status = dnnl_memory_create(&b, &mm.b, engine, const_cast<bfloat16*>(g.b));
+  if (status == dnnl_success) status = dnnl_memory_create(&c, &mm.c, engine, g.c);
+  if (status == dnnl_success) status = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+  if (status == dnnl_success) {
+    const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+    status = dnnl_primitive_execute(mm.primitive, stream, 3, args);
+    if (status == dnnl_success) status = dnnl_stream_wait(stream);
+  }
+  for (dnnl_memory_t m : {a, b, c}) {
+    if (m != nullptr) dnnl_memory_destroy(m);
+  }
+  if (stream != nullptr) dnnl_stream_destroy(stream);
+  if (status != dnnl_success) {
+    throw Error(Errc::runtime_failure, "accel::blas: oneDNN's bf16 matmul failed with dnnl_status_t " +
+                                           std::to_string(status), static_cast<std::int64_t>(status));
+  }
+}
+
+}  // namespace accel::blas::detail
