@@ -9,6 +9,7 @@
 //   accel      accel::blas on the device's default stream: runs inline on the calling thread, like raw
 //   accel/ws   accel::blas on a worker stream, 8 calls enqueued, then one synchronize (the engine's way)
 //   accel/ws1  accel::blas on a worker stream, synchronized after every call: the hand-off cost
+//   bf16       accel::blas with bfloat16 operands on the default stream (oneDNN's matmul), GFLOP/s
 // "cpu GF/s" and "(CPU time)" use process CPU time instead of wall time: on a VM shared with other work
 // they are not lowered by time the threads were not running (at 2 threads they still charge the time a
 // thread spins at a barrier while the other one is descheduled).
@@ -98,8 +99,8 @@ void raw_sgemm(const Shape& s, const float* a, const float* b, float* c) {
   }
 }
 
-template <class B>
-void accel_gemm(const B& be, typename B::StreamRef stream, const Shape& s, const float* a, const float* b, float* c) {
+template <class B, class T>
+void accel_gemm(const B& be, typename B::StreamRef stream, const Shape& s, const T* a, const T* b, T* c) {
   const std::int64_t lda = s.ta == Trans::no ? s.k : s.m, ldb = s.tb == Trans::no ? s.n : s.k;
   if (s.batch == 1) {
     accel::blas::gemm(be, stream, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c, s.n);
@@ -137,8 +138,9 @@ void run_cpu(const Options& opt) {
     const double peak = accel_bench::fma_peak_gflops(threads);
     std::printf("\nCPU, %d thread%s: FMA peak %.1f GFLOP/s (%s)\n", threads, threads == 1 ? "" : "s", peak,
                 accel::blas::detail::cpu_blas_name().c_str());
-    std::printf("%-30s %9s %6s %9s | %-24s %-24s | %-24s | %-24s\n", "shape", "raw GF/s", "%peak", "cpu GF/s",
-                "accel/raw (wall)", "accel/raw (CPU time)", "accel/ws (8 queued)", "accel/ws1 (sync each)");
+    std::printf("%-30s %9s %6s %9s | %-24s %-24s | %-24s | %-24s | %9s\n", "shape", "raw GF/s", "%peak", "cpu GF/s",
+                "accel/raw (wall)", "accel/raw (CPU time)", "accel/ws (8 queued)", "accel/ws1 (sync each)",
+                "bf16 GF/s");
     for (const Shape& s : shapes) {
       if (!opt.filter.empty() && std::string(s.name).find(opt.filter) == std::string::npos) continue;
       const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k) * double(s.batch);
@@ -152,7 +154,13 @@ void run_cpu(const Options& opt) {
       const double one = time_calls([&] { raw_sgemm(s, a.data(), b.data(), c.data()); }, 1);
       const int calls = std::max(8, int(0.02 / std::max(one, 1e-7)) / 8 * 8);
       const int rounds = opt.smoke ? 1 : opt.rounds;
-      std::vector<double> raw_t, accel_t, ws_t, ws1_t, raw_c, accel_c;
+      std::vector<double> raw_t, accel_t, ws_t, ws1_t, raw_c, accel_c, bf16_t;
+      std::vector<accel::bfloat16> a16(a.size()), b16(b.size()), c16(c.size());
+      for (std::size_t i = 0; i < a.size(); ++i) a16[i] = accel::bfloat16(a[i]);
+      for (std::size_t i = 0; i < b.size(); ++i) b16[i] = accel::bfloat16(b[i]);
+      const auto run_bf16 = [&] {
+        for (int i = 0; i < calls; ++i) accel_gemm(be, inline_stream, s, a16.data(), b16.data(), c16.data());
+      };
       const auto run_raw = [&] {
         for (int i = 0; i < calls; ++i) raw_sgemm(s, a.data(), b.data(), c.data());
       };
@@ -173,6 +181,7 @@ void run_cpu(const Options& opt) {
       };
       run_accel();
       run_ws();
+      run_bf16();
       for (int r = 0; r < rounds; ++r) {
         double cpu = 0;
         raw_t.push_back(time_calls(run_raw, calls, &cpu));
@@ -181,6 +190,7 @@ void run_cpu(const Options& opt) {
         accel_c.push_back(cpu);
         ws_t.push_back(time_calls(run_ws, calls));
         ws1_t.push_back(time_calls(run_ws1, calls));
+        bf16_t.push_back(time_calls(run_bf16, calls));
       }
       const auto ratio = [&](const std::vector<double>& t, const std::vector<double>& base) {
         std::vector<double> q;  // raw time / accel time, per round: > 1 means accel is faster
@@ -192,9 +202,9 @@ void run_cpu(const Options& opt) {
       };
       const double raw_gflops = flop / median(raw_t) / 1e9;
       const double cpu_gflops = flop / (median(raw_c) / threads) / 1e9;
-      std::printf("%-30s %9.1f %5.0f%% %9.1f | %-24s %-24s | %-24s | %-24s\n", s.name, raw_gflops,
+      std::printf("%-30s %9.1f %5.0f%% %9.1f | %-24s %-24s | %-24s | %-24s | %9.1f\n", s.name, raw_gflops,
                   100.0 * raw_gflops / peak, cpu_gflops, ratio(accel_t, raw_t).c_str(), ratio(accel_c, raw_c).c_str(),
-                  ratio(ws_t, raw_t).c_str(), ratio(ws1_t, raw_t).c_str());
+                  ratio(ws_t, raw_t).c_str(), ratio(ws1_t, raw_t).c_str(), flop / median(bf16_t) / 1e9);
       std::fflush(stdout);
     }
   }
