@@ -20,7 +20,7 @@
 // The task always goes through the stream, also when the stream is idle: running it on the caller
 // instead would race with work another thread enqueues meanwhile, and would start a second OpenMP team
 // (teams belong to the thread that opens them) beside the worker's, both spinning on the same cores.
-// The hand-off costs about 13 us when the caller waits for each GEMM, nothing when it enqueues ahead
+// The hand-off costs about 10-13 us when the caller waits for each GEMM, nothing when it enqueues ahead
 // (benchmarks/RESULTS.md, "BLAS"); a device's default stream runs GEMMs inline, with no hand-off.
 #pragma once
 
