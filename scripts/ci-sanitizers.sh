@@ -17,7 +17,7 @@
 #               stress (test_stress_*, ACCEL_STRESS_SCALE=0.5), failure paths (test_failure*),
 #               graphs (test_cpu_graph: capture, replay, pools, invalidated captures),
 #               the JIT's failure paths and its process helper (test_jit_reliability: one-line ops and
-#               shell-script compilers, a few seconds)
+#               shell-script compilers, a few seconds),
 #               GEMM (test_blas[_2dev]: argument checks, buffer spans, oneDNN on CPU streams)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
