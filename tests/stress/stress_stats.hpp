@@ -3,7 +3,7 @@
 #pragma once
 
 #include <accel/cpu/memory.hpp>
-#include <accel/memory/stats.hpp>
+#include <accel/core/memory_stats.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -7,17 +7,15 @@
 //   b.lazy_call(fn)                        runs fn once the backend's runtime is initialised (now, if it is)
 #pragma once
 
+#include <accel/core/env_map.hpp>
+
 #include <concepts>
-#include <map>  // also std::less<>: <functional>, which brings <unordered_map>, is not needed
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace accel {
-
-/// An environment to hand to a child process, as name -> value.
-using EnvMap = std::map<std::string, std::string, std::less<>>;
 
 template <class B>
 concept EnvApi = requires(const B b, EnvMap& env, std::span<const int> ids, void (*fn)()) {

@@ -24,7 +24,7 @@
 //   b.on_accelerator(p) -> bool      p lies in memory of this backend's device allocator
 #pragma once
 
-#include <accel/memory/stats.hpp>
+#include <accel/core/memory_stats.hpp>
 
 #include <concepts>
 #include <cstddef>

@@ -38,7 +38,7 @@
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
 #include <accel/memory/detail/stream_retirement.hpp>
-#include <accel/memory/stats.hpp>
+#include <accel/core/memory_stats.hpp>
 
 #include <pthread.h>
 #include <sys/mman.h>

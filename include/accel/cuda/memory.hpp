@@ -35,7 +35,7 @@
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
 #include <accel/memory/detail/stream_retirement.hpp>
-#include <accel/memory/stats.hpp>
+#include <accel/core/memory_stats.hpp>
 
 #include <unistd.h>
 

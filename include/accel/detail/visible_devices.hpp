@@ -1,7 +1,7 @@
 // accel/detail/visible_devices.hpp — writing "visible devices" variables for a launcher (shared by backends).
 #pragma once
 
-#include <accel/concepts/env.hpp>
+#include <accel/core/env_map.hpp>
 #include <accel/core/error.hpp>
 
 #include <concepts>

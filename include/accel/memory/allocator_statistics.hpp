@@ -6,7 +6,7 @@
 // set_per_process_memory_fraction, each with and without a device index (default: the current one).
 #pragma once
 
-#include <accel/memory/stats.hpp>
+#include <accel/core/memory_stats.hpp>
 
 #include <cstddef>
 #include <cstdint>

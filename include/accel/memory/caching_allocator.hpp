@@ -23,7 +23,7 @@
 //   ladder runs and the same OutOfMemoryError says so: no std::bad_alloc leaves allocate();
 // - the records of blocks and segments (memory/detail/slot_pool.hpp) and the live-block index shrink
 //   with the cache at empty_cache() (bookkeeping_bytes());
-// - statistics (memory/stats.hpp) mean what torch's mean.
+// - statistics (core/memory_stats.hpp) mean what torch's mean.
 // - graph pools (torch's private pools): while a graph captures on a stream, begin_allocate_to_pool
 //   routes that stream's allocations to the graph's PrivatePool, whose segments serve nothing else;
 //   blocks freed into it stay there (a replay writes them again) until every graph holding the pool
@@ -55,7 +55,7 @@
 #include <accel/memory/detail/pointer_map.hpp>
 #include <accel/memory/detail/raw_memory_policy.hpp>
 #include <accel/memory/detail/segment_info.hpp>
-#include <accel/memory/stats.hpp>
+#include <accel/core/memory_stats.hpp>
 
 #include <concepts>
 #include <cstddef>

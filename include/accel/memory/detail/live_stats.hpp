@@ -1,5 +1,5 @@
 // accel/memory/detail/live_stats.hpp — how CachingAllocator keeps torch's statistics while it runs:
-// the same keys and values as MemoryStats (memory/stats.hpp), stored so that the hot path does less.
+// the same keys and values as MemoryStats (core/memory_stats.hpp), stored so that the hot path does less.
 //
 // MemoryStats holds, per statistic, four numbers for each of all / small_pool / large_pool, and an
 // update touches two of them (the pool's and the aggregate's): ~8 memory operations per increase and
@@ -11,7 +11,7 @@
 // only subtracts from current. snapshot() turns this back into a MemoryStats, value for value.
 #pragma once
 
-#include <accel/memory/stats.hpp>
+#include <accel/core/memory_stats.hpp>
 
 #include <cstddef>
 #include <cstdint>

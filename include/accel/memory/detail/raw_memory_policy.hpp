@@ -17,7 +17,7 @@
 // released), and never touches the memory it hands out.
 #pragma once
 
-#include <accel/memory/stats.hpp>
+#include <accel/core/memory_stats.hpp>
 
 #include <concepts>
 #include <cstddef>
