@@ -1,4 +1,4 @@
-// ACCEL_BACKEND and DS_ACCELERATOR values (dispatch/detail/selection.hpp, what get_accelerator() runs
+// ACCEL_BACKEND and DS_ACCELERATOR values (dispatch/selection.hpp, what get_accelerator() runs
 // on the variables). An input is ACCEL_BACKEND's value, then optionally a NUL and DS_ACCELERATOR's
 // (an environment value ends at a NUL; no NUL: DS_ACCELERATOR unset). The parser is
 // select_backend<Bs...>; it is fuzzed over two stand-in backends — "cuda", unavailable, and "cpu",
@@ -10,7 +10,7 @@
 // backend. Nothing else escapes.
 #include "fuzz_main.hpp"
 
-#include <accel/dispatch/detail/selection.hpp>
+#include <accel/dispatch/selection.hpp>
 
 #include <cstdio>
 #include <cstdlib>

@@ -8,7 +8,7 @@
 #include <accel/core/capture_mode.hpp>
 #include <accel/core/graph_pool_id.hpp>
 #include <accel/dispatch/any_stream.hpp>
-#include <accel/dispatch/detail/selection.hpp>
+#include <accel/dispatch/detail/selection_state.hpp>
 #include <accel/dispatch/detail/visit_indexed.hpp>
 
 #include <cstddef>

@@ -13,7 +13,7 @@
 
 #include <accel/core/error.hpp>
 #include <accel/core/event_options.hpp>
-#include <accel/dispatch/detail/selection.hpp>
+#include <accel/dispatch/detail/selection_state.hpp>
 #include <accel/dispatch/detail/visit_indexed.hpp>
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <accel/dispatch/any_backend.hpp>
-#include <accel/dispatch/detail/selection.hpp>
+#include <accel/dispatch/detail/selection_state.hpp>
 
 #include <string>
 #include <type_traits>
@@ -12,7 +12,7 @@ namespace accel {
 
 namespace detail {
 
-// The selection state of an AnyBackend's own list (dispatch/detail/selection.hpp).
+// The selection state of an AnyBackend's own list (dispatch/detail/selection_state.hpp).
 template <class Any>
 struct selection_state_of;
 template <class... Bs>

@@ -1,4 +1,5 @@
-// accel/dispatch/detail/selection.hpp — choosing a backend once per process (per backend list).
+// accel/dispatch/selection.hpp — choosing a backend: accel::select_backend and what it answers
+// (BackendSelection, BackendProbe); get_accelerator() runs it once per process (per backend list).
 //
 // ACCEL_BACKEND=<name>, or DeepSpeed's DS_ACCELERATOR=<name>, when set: an unknown name is an
 // InvalidArgumentError listing the valid ones; a known but unavailable backend is a
@@ -7,17 +8,12 @@
 // Otherwise the first available backend in priority order. Probing calls availability(), which for
 // every backend is side-effect free (CUDA: the driver is asked, no context is created).
 //
-// The selection, and set_accelerator()'s override, belong to one backend list: SelectionState<Bs...>
-// is per list, so a user's own list (BasicAnyBackend<MyBackend, CpuBackend>) and the built-in one
-// select independently.
+// The once-per-process state is dispatch/detail/selection_state.hpp.
 #pragma once
 
 #include <accel/concepts/device.hpp>
 #include <accel/core/error.hpp>
 
-#include <atomic>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,36 +93,4 @@ BackendSelection select_backend(const char* requested) {
   return select_backend<Bs...>(requested, nullptr);
 }
 
-namespace detail {
-
-// The selection state of the backend list Bs... (and of no other list).
-template <class... Bs>
-struct SelectionState {
-  // -1: no override; else the index in Bs... set by set_accelerator().
-  static std::atomic<int>& override_index() {
-    static std::atomic<int> index{-1};
-    return index;
-  }
-  // Computed once, thread-safely; if it throws, the next call tries again.
-  static const BackendSelection& selection() {
-    static const BackendSelection selected = [] {
-      BackendSelection s = select_backend<Bs...>(std::getenv("ACCEL_BACKEND"), std::getenv("DS_ACCELERATOR"));
-      if (const char* level = std::getenv("ACCEL_LOG_LEVEL"); level != nullptr && std::string_view(level) == "debug") {
-        std::fprintf(stderr, "accel: selected backend %s (%s)\n", std::string(s.name).c_str(),
-                     std::string(s.reason).c_str());
-      }
-      return s;
-    }();
-    return selected;
-  }
-};
-
-template <class... Bs>
-std::size_t selected_backend_index() {
-  const int overridden = SelectionState<Bs...>::override_index().load(std::memory_order_acquire);
-  if (overridden >= 0) return static_cast<std::size_t>(overridden);
-  return SelectionState<Bs...>::selection().index;
-}
-
-}  // namespace detail
 }  // namespace accel
