@@ -3,7 +3,7 @@
 //   accel-report           human-readable text
 //   accel-report --json    the same facts as one JSON object
 #include <accel/accel.hpp>
-#include <accel/ops.hpp>  // op_table() and format_op_table(): the op builders are opt-in
+#include <accel/op_builders.hpp>  // op_table() and format_op_table(): the op builders are opt-in
 
 #include <boost/version.hpp>
 

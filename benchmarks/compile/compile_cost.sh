@@ -23,7 +23,7 @@ gxx="g++ -std=c++20 -O2 -Iinclude"
 add "empty TU" 'int main() {}' g++ -std=c++20 -O2
 add "<vector> + <variant>" $'#include <vector>\n#include <variant>\nint main() {}' g++ -std=c++20 -O2
 add "<accel/accel.hpp>, CPU only" $'#include <accel/accel.hpp>\nint main() {}' $gxx
-add "<accel/accel.hpp> + <accel/ops.hpp>" $'#include <accel/accel.hpp>\n#include <accel/ops.hpp>\nint main() {}' $gxx
+add "<accel/accel.hpp> + <accel/op_builders.hpp>" $'#include <accel/accel.hpp>\n#include <accel/op_builders.hpp>\nint main() {}' $gxx
 add "<accel/cpu/backend.hpp>" $'#include <accel/cpu/backend.hpp>\nint main() {}' $gxx
 add "Engine<CpuBackend> instantiated" $'#include <accel/accel.hpp>\n'"$engine"$'\nint main() { return int(step(accel::CpuBackend{})); }' $gxx
 add "Engine<AnyBackend> instantiated" $'#include <accel/accel.hpp>\n'"$engine"$'\nint main() { return int(step(accel::get_accelerator())); }' $gxx

@@ -5,7 +5,7 @@
 // FusedAdamOp), not around it. Every function returns 0 on success; on failure a negative value,
 // and accel_capi_last_error() says why.
 #include <accel/cpu/backend.hpp>
-#include <accel/ops.hpp>
+#include <accel/op_builders.hpp>
 #if defined(ACCEL_HAS_CUDA)
 #include <accel/cuda/backend.hpp>
 #endif

@@ -32,7 +32,7 @@
 #include <accel/cpu/backend.hpp>
 #include <accel/cuda/backend.hpp>
 #include <accel/memory/buffer.hpp>
-#include <accel/ops.hpp>
+#include <accel/op_builders.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -2,8 +2,8 @@
 // selection, buffers and profiling ranges.
 //
 // Opt-in, for the translation units that use them (each costs compile time the others should not pay):
-//   <accel/ops.hpp>        the op builders: create_op_builder(...).load(), op_table(), the JIT cache
-//   <accel/algo/algo.hpp>  Thrust/CUB algorithms over buffers (needs CCCL)
+//   <accel/op_builders.hpp>  the op builders: create_op_builder(...).load(), op_table(), the JIT cache
+//   <accel/algo/algo.hpp>    Thrust/CUB algorithms over buffers (needs CCCL)
 // benchmarks/compile/compile_cost.sh measures what including this header costs.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Must NOT compile: the op builders are opt-in, and this file asks for one without <accel/ops.hpp>.
+// Must NOT compile: the op builders are opt-in, and this file asks for one without <accel/op_builders.hpp>.
 // The diagnostic must name the header to include (tests/concepts/CMakeLists.txt checks it).
 #include <accel/accel.hpp>
 

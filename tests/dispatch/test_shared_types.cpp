@@ -5,7 +5,7 @@
 // position. Every member of the AnyBackend and of its handles is called here, through each of the
 // two alternatives, and checked.
 #include <accel/accel.hpp>
-#include <accel/ops.hpp>
+#include <accel/op_builders.hpp>
 
 #include <doctest/doctest.h>
 

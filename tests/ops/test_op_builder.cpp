@@ -45,7 +45,7 @@ struct NoTable {  // everything OpApi needs but op_table()
 
 static_assert(accel::OpApi<accel::cpu::Ops>);
 static_assert(!accel::OpApi<NoTable>);
-// OpApi names the typed builders through decltype only (they are opt-in); where <accel/ops.hpp> is
+// OpApi names the typed builders through decltype only (they are opt-in); where <accel/op_builders.hpp> is
 // included they derive from the common builder.
 static_assert(std::derived_from<decltype(accel::cpu::Ops::get_op_builder<accel::ops::FusedAdam>()), accel::ops::OpBuilder>);
 static_assert(std::derived_from<decltype(accel::cpu::Ops::get_op_builder<accel::ops::TensorOps>()), accel::ops::OpBuilder>);

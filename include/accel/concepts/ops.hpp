@@ -27,12 +27,12 @@
 #include <vector>
 
 // Declared only: a generic engine that names the concept does not pay for the op machinery (nor for
-// <filesystem>); the op builders are opt-in (<accel/ops.hpp>). The requirements below name the
+// <filesystem>); the op builders are opt-in (<accel/op_builders.hpp>). The requirements below name the
 // result types through decltype, which does not need them complete.
 namespace accel::ops {
-class OpBuilder;     // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
-struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
-struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
+class OpBuilder;     // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
+struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
+struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 struct FusedAdam;
 struct TensorOps;
 }  // namespace accel::ops
@@ -43,7 +43,7 @@ template <class B>
 concept OpApi = requires(const B b, std::string_view name) {
   { b.op_builder_dir() } -> std::same_as<std::string>;
   requires std::same_as<decltype(b.create_op_builder(name)), ops::OpBuilder>;
-  // The typed builder derives from ops::OpBuilder (checked where <accel/ops.hpp> defines them).
+  // The typed builder derives from ops::OpBuilder (checked where <accel/op_builders.hpp> defines them).
   typename std::type_identity<decltype(b.template get_op_builder<ops::FusedAdam>())>;
   typename std::type_identity<decltype(b.template get_op_builder<ops::TensorOps>())>;
   requires std::same_as<decltype(b.build_extension(name)), ops::BuildCommand>;

@@ -1,6 +1,6 @@
 // accel/cpu/ops.hpp — the CPU backend's op builders and typed ops (accel::OpApi). Opt-in: the backend
 // (accel/cpu/backend.hpp, accel/accel.hpp) declares the OpApi members in cpu/detail/ops_api.hpp; this
-// header, or <accel/ops.hpp>, defines what they need.
+// header, or <accel/op_builders.hpp>, defines what they need.
 //
 //   accel::cpu::Ops           op_builder_dir / create_op_builder / get_op_builder<Op> / build_extension
 //                             / op_names / op_table, as static functions for accel::CpuBackend to inherit

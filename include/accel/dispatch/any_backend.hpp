@@ -229,7 +229,7 @@ class BasicAnyBackend {
   }
 
   // ---- op builders ----
-  // Opt-in like the backends' own (cpu/detail/ops_api.hpp): these compile where <accel/ops.hpp> is
+  // Opt-in like the backends' own (cpu/detail/ops_api.hpp): these compile where <accel/op_builders.hpp> is
   // included (it defines the ops:: types); elsewhere a call is a compile error naming that header.
   // op_type<T> is T, named dependently so that it need be complete only where a call instantiates it.
   template <class T>

@@ -31,7 +31,7 @@
 // This header holds the types only, and is light: every backend's OpApi names them, so every
 // translation unit that includes a backend parses it. The machinery behind them (the toolchains, the
 // JIT cache, hashing, processes) is reached through Toolchain's function pointers and lives in the
-// headers that <accel/ops.hpp> includes — the op builders are opt-in (see accel/ops.hpp).
+// headers that <accel/op_builders.hpp> includes — the op builders are opt-in (see accel/op_builders.hpp).
 #pragma once
 
 #include <accel/core/error.hpp>

@@ -4,11 +4,11 @@
 // header; it only declares the op builder types (no <filesystem>, no ops/op_builder.hpp). The op
 // builders themselves — the types, the registry, the host-compiler toolchain, the JIT cache, the typed
 // ops FusedAdamOp and TensorOpsOp — are opt-in: they are defined in <accel/cpu/ops.hpp>, which
-// <accel/ops.hpp> includes.
+// <accel/op_builders.hpp> includes.
 //
 // create_op_builder, get_op_builder<Op>, build_extension, op_names and op_table are templates whose
 // bodies (and return types) are instantiated only where they are called: a program that never builds
-// an op pays for none of it, and a call without <accel/ops.hpp> is a compile error that says which
+// an op pays for none of it, and a call without <accel/op_builders.hpp> is a compile error that says which
 // header to add. op_builder_dir() needs nothing more and works everywhere.
 #pragma once
 
@@ -20,11 +20,11 @@
 #include <vector>
 
 namespace accel::ops {
-class OpBuilder;     // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
-struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
-struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
+class OpBuilder;     // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
+struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
+struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 template <class Loaded>
-class TypedOpBuilder;  // incomplete here? the op builders are opt-in: #include <accel/ops.hpp>
+class TypedOpBuilder;  // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 class Registry;
 struct FusedAdam;
 struct CpuAdam;
@@ -66,7 +66,7 @@ inline constexpr bool ops_defined = requires { sizeof(Impl); };
 }  // namespace detail
 
 #define ACCEL_CPU_OPS_OPT_IN_MESSAGE                                                                     \
-  "accel: the op builders are opt-in: #include <accel/ops.hpp> (or <accel/cpu/ops.hpp>) before calling " \
+  "accel: the op builders are opt-in: #include <accel/op_builders.hpp> (or <accel/cpu/ops.hpp>) before calling " \
   "create_op_builder, get_op_builder, build_extension, op_names or op_table"
 
 /// accel::OpApi for the CPU backend; accel::CpuBackend inherits these. Ops: fused_adam

@@ -22,7 +22,7 @@ namespace accel::ops::detail {
 }
 
 /// T, named through a template parameter: a member template whose return type is an op-builder type
-/// declared but not yet defined (the op builders are opt-in, <accel/ops.hpp>) is only checked for
+/// declared but not yet defined (the op builders are opt-in, <accel/op_builders.hpp>) is only checked for
 /// completeness where it is instantiated.
 template <class Dependent, class T>
 struct after {
