@@ -20,6 +20,8 @@
 // accel::Error with errno and a hint about RLIMIT_MEMLOCK (`ulimit -l`) or CAP_IPC_LOCK.
 // is_pinned(p) is true inside a pinned range or a host_alloc segment; on_accelerator(p) is true inside a
 // segment of a device allocator.
+// The pages (mappings, /proc/meminfo, the deferred release of segments) are cpu/detail/host_pages.hpp;
+// the pinned ranges cpu/detail/pinned_ranges.hpp.
 //
 // fork(): every allocator is locked across a fork (pthread_atfork; see detail::install_fork_handlers),
 // so a child inherits them consistent and usable even while other threads were allocating.
@@ -30,218 +32,32 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/cpu/detail/host_pages.hpp>
+#include <accel/cpu/detail/pinned_ranges.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/cpu/device.hpp>
 #include <accel/cpu/event.hpp>
 #include <accel/cpu/stream.hpp>
+#include <accel/core/memory_stats.hpp>
 #include <accel/detail/min_max.hpp>
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
 #include <accel/memory/detail/stream_retirement.hpp>
-#include <accel/core/memory_stats.hpp>
 
 #include <pthread.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <type_traits>
 
 namespace accel::cpu {
-
-namespace detail {
-
-inline std::size_t host_page_size() noexcept {
-  static const std::size_t size = [] {
-    const long p = ::sysconf(_SC_PAGESIZE);
-    return p > 0 ? static_cast<std::size_t>(p) : std::size_t{4096};
-  }();
-  return size;
-}
-
-/// A field of /proc/meminfo in bytes ("MemAvailable"), or 0 when it cannot be read.
-inline std::size_t meminfo_bytes(const char* field) noexcept {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  std::size_t bytes = 0;
-  const std::size_t len = std::strlen(field);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
-      unsigned long long kib = 0;
-      if (std::sscanf(line + len + 1, "%llu", &kib) == 1) bytes = static_cast<std::size_t>(kib) * 1024;
-      break;
-    }
-  }
-  std::fclose(f);
-  return bytes;
-}
-
-/// Physical RAM of the host (sysconf, else /proc/meminfo's MemTotal).
-inline std::size_t physical_memory() noexcept {
-  static const std::size_t total = [] {
-    const long pages = ::sysconf(_SC_PHYS_PAGES);
-    if (pages > 0) return static_cast<std::size_t>(pages) * host_page_size();
-    return meminfo_bytes("MemTotal");
-  }();
-  return total;
-}
-
-/// MemAvailable (MemFree on kernels without it), at most the physical total.
-inline std::size_t available_host_memory() noexcept {
-  std::size_t free = meminfo_bytes("MemAvailable");
-  if (free == 0) free = meminfo_bytes("MemFree");
-  return accel::detail::min_of(free, physical_memory());
-}
-
-inline constexpr std::size_t huge_page = std::size_t{2} << 20;
-inline constexpr std::size_t heap_threshold = std::size_t{64} << 10;  // below: aligned_alloc
-
-/// `bytes` of zero-filled anonymous memory; from 2 MiB up aligned to 2 MiB and advised for
-/// transparent huge pages. nullptr on failure.
-inline void* map_pages(std::size_t bytes) noexcept {
-  const std::size_t page = host_page_size();
-  const std::size_t length = (bytes + page - 1) / page * page;
-  if (length < huge_page) {
-    void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : p;
-  }
-  void* raw = ::mmap(nullptr, length + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto base = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t aligned = (base + huge_page - 1) & ~(std::uintptr_t{huge_page} - 1);
-  if (aligned > base) ::munmap(raw, aligned - base);
-  const std::uintptr_t tail = base + length + huge_page - (aligned + length);
-  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + length), tail);
-#if defined(MADV_HUGEPAGE)
-  ::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);
-#endif
-  return reinterpret_cast<void*>(aligned);
-}
-
-inline void unmap_pages(void* p, std::size_t bytes) noexcept {
-  const std::size_t page = host_page_size();
-  ::munmap(p, (bytes + page - 1) / page * page);
-}
-
-inline std::string errno_text(int err) {
-  char buf[128];
-  // GNU strerror_r may return a static string instead of filling buf.
-  const auto text = [&](auto result) -> std::string {
-    if constexpr (std::is_same_v<decltype(result), char*>) {
-      return result;
-    } else {
-      return result == 0 ? buf : "error " + std::to_string(err);
-    }
-  };
-  return text(::strerror_r(err, buf, sizeof buf));
-}
-
-/// "the locked-memory limit RLIMIT_MEMLOCK is 8.00 MiB (ulimit -l) ..." — what to do when mlock fails.
-inline std::string memlock_hint() {
-  std::string limit = "unknown";
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
-    limit = rl.rlim_cur == RLIM_INFINITY ? "unlimited" : caching::format_size(rl.rlim_cur);
-  }
-  return "The locked-memory limit RLIMIT_MEMLOCK is " + limit +
-         " (see `ulimit -l`); raise it (ulimit -l unlimited, `memlock` in /etc/security/limits.conf, "
-         "docker run --ulimit memlock=-1) or grant the process CAP_IPC_LOCK.";
-}
-
-inline std::atomic<int>& last_mlock_errno() noexcept {
-  static std::atomic<int> err{0};
-  return err;
-}
-
-inline std::string address_text(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
-
-// Segments the allocator gives back (empty_cache, the OOM retry) may still be used by tasks queued
-// on a stream before their blocks were freed: the stream-ordered contract lets a block be freed as
-// soon as its last use is enqueued. cudaFree waits for the device; here the release is deferred,
-// never blocking, until every stream has run the work enqueued before it.
-struct deferred_release {
-  void* p;
-  std::size_t bytes;
-  bool pinned;
-  std::vector<detail::stream_point> frontier;
-};
-
-inline void release_segment_now(void* p, std::size_t bytes, bool pinned) noexcept {
-  if (pinned) ::munlock(p, bytes);
-  if (pinned || bytes >= heap_threshold) {
-    unmap_pages(p, bytes);
-  } else {
-    std::free(p);
-  }
-}
-
-struct deferred_releases {
-  std::mutex mutex;
-  std::vector<deferred_release> pending;
-  std::atomic<std::size_t> count{0};
-};
-inline deferred_releases& deferred() {
-  static auto* const instance = new deferred_releases();  // never destroyed: used from exiting threads
-  return *instance;
-}
-
-/// Releases the deferred segments whose streams have caught up. Cheap when there are none.
-inline void reap_deferred_releases() noexcept {
-  deferred_releases& d = deferred();
-  if (d.count.load(std::memory_order_acquire) == 0) return;
-  std::vector<deferred_release> ready;
-  {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    for (auto it = d.pending.begin(); it != d.pending.end();) {
-      bool done = true;
-      for (const stream_point& point : it->frontier) done = done && point.done();
-      if (done) {
-        ready.push_back(std::move(*it));
-        it = d.pending.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    d.count.store(d.pending.size(), std::memory_order_release);
-  }
-  for (auto& r : ready) release_segment_now(r.p, r.bytes, r.pinned);
-}
-
-inline void release_segment(void* p, std::size_t bytes, bool pinned) noexcept {
-  reap_deferred_releases();
-  try {
-    std::vector<detail::stream_point> frontier = detail::stream_frontier();
-    if (frontier.empty()) {
-      release_segment_now(p, bytes, pinned);
-      return;
-    }
-    deferred_releases& d = deferred();
-    std::lock_guard<std::mutex> lock(d.mutex);
-    d.pending.push_back({p, bytes, pinned, std::move(frontier)});
-    d.count.store(d.pending.size(), std::memory_order_release);
-  } catch (...) {
-    // Out of memory for the bookkeeping: keep the segment mapped (leaked) rather than risk a task's data.
-  }
-}
-
-}  // namespace detail
 
 /// CachingAllocator policy over plain host memory (see the header comment).
 struct HostMemory {
@@ -327,16 +143,6 @@ inline HostCachingAllocator* existing_host_allocator(int device) noexcept {
 inline std::atomic<PinnedCachingAllocator*>& pinned_allocator_slot() noexcept {
   static std::atomic<PinnedCachingAllocator*> slot{nullptr};
   return slot;
-}
-
-struct pinned_ranges {
-  std::mutex mutex;
-  std::map<std::uintptr_t, std::size_t> ranges;  // start -> bytes, as the caller gave them
-};
-
-inline pinned_ranges& pinned() {
-  static pinned_ranges* r = new pinned_ranges;
-  return *r;
 }
 
 // ---- fork() ---------------------------------------------------------------------------------------
@@ -554,72 +360,19 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
         pinned != nullptr && (pinned->owns(p) || pinned->owns(reinterpret_cast<void*>(end - 1)))) {
       throw InvalidArgumentError(what + ": the range is host_alloc memory, which is pinned already");
     }
-    auto& state = detail::pinned();
-    std::lock_guard lock(state.mutex);
-    const auto next = state.ranges.lower_bound(start);
-    const auto overlapping = [&]() -> const std::pair<const std::uintptr_t, std::size_t>* {
-      if (next != state.ranges.end() && next->first < end) return &*next;
-      if (next != state.ranges.begin()) {
-        const auto prev = std::prev(next);
-        if (prev->first + prev->second > start) return &*prev;
-      }
-      return nullptr;
-    }();
-    if (overlapping != nullptr) {
-      throw InvalidArgumentError(what + ": the range overlaps the range pinned at " +
-                                 detail::address_text(reinterpret_cast<const void*>(overlapping->first)) + " (" +
-                                 std::to_string(overlapping->second) + " bytes); unpin that first");
-    }
-    const std::size_t page = detail::host_page_size();
-    const std::uintptr_t first = start & ~(std::uintptr_t{page} - 1);
-    const std::uintptr_t last = (end + page - 1) & ~(std::uintptr_t{page} - 1);
-    if (::mlock(reinterpret_cast<void*>(first), last - first) != 0) {
-      const int err = errno;
-      throw Error(Errc::runtime_failure,
-                  what + " failed: mlock: " + detail::errno_text(err) + " (errno " + std::to_string(err) + "). " +
-                      (err == ENOMEM ? "Either part of the range is not mapped, or the limit was reached. " : "") +
-                      detail::memlock_hint(),
-                  err);
-    }
-    state.ranges.emplace(start, bytes);
+    detail::pin_range(start, bytes, what);
   }
 
   /// Unlocks the range pinned at p; false (and nothing changes) when no pinned range starts at p.
   static bool unpin_memory(void* p) {
     detail::install_fork_handlers();
-    const auto start = reinterpret_cast<std::uintptr_t>(p);
-    auto& state = detail::pinned();
-    std::lock_guard lock(state.mutex);
-    const auto it = state.ranges.find(start);
-    if (it == state.ranges.end()) return false;
-    const std::size_t page = detail::host_page_size();
-    const std::uintptr_t end = start + it->second;
-    std::uintptr_t first = start & ~(std::uintptr_t{page} - 1);
-    std::uintptr_t last = (end + page - 1) & ~(std::uintptr_t{page} - 1);
-    // Keep pages that a neighbouring pinned range shares locked.
-    if (it != state.ranges.begin()) {
-      const auto prev = std::prev(it);
-      if (prev->first + prev->second > first) first += page;
-    }
-    if (const auto next = std::next(it); next != state.ranges.end() && next->first < last) last -= page;
-    if (first < last) ::munlock(reinterpret_cast<void*>(first), last - first);
-    state.ranges.erase(it);
-    return true;
+    return detail::unpin_range(reinterpret_cast<std::uintptr_t>(p));
   }
 
   /// True when p lies in a range pinned with pin_memory or in host_alloc memory.
   [[nodiscard]] static bool is_pinned(const void* p) {
     detail::install_fork_handlers();
-    const auto address = reinterpret_cast<std::uintptr_t>(p);
-    {
-      auto& state = detail::pinned();
-      std::lock_guard lock(state.mutex);
-      auto it = state.ranges.upper_bound(address);
-      if (it != state.ranges.begin()) {
-        --it;
-        if (address - it->first < it->second) return true;
-      }
-    }
+    if (detail::in_pinned_range(reinterpret_cast<std::uintptr_t>(p))) return true;
     auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire);
     return pinned != nullptr && pinned->owns(p);
   }
