@@ -12,22 +12,22 @@
 //   next misses before it would ask for a new segment (best fit, a segment at a time), so that a
 //   stream made per step does not cache a new working set every step;
 // - record_stream(p, s) marks p as used on s; when p is freed an event is recorded on every such s and
-//   the block stays active (not allocated) until those events complete. Events are polled at the start
-//   of each allocation; empty_cache() and the OOM path synchronize them;
+//   the block stays active (not allocated) until those events complete (memory/detail/pending_frees.hpp).
+//   Events are polled at the start of each allocation; empty_cache() and the OOM path synchronize them;
 // - when no cached block fits and a new segment cannot be had: free oversize cached blocks (only when
 //   max_split_size is set), then synchronize events, release every unsplit cached segment and retry
 //   (num_alloc_retries), then throw accel::OutOfMemoryError (num_ooms) with the device, the request and
 //   the allocated / reserved / free / total / allowed figures. A memory fraction caps reserved bytes,
 //   and going over it counts as a failed raw allocation, as with torch's per-process fraction. When
 //   the allocator's own records cannot grow (std::bad_alloc: `ulimit -v`, an exhausted heap), the same
-//   ladder runs and the same OutOfMemoryError says so: no std::bad_alloc leaves allocate();
+//   ladder runs and the same OutOfMemoryError says so: no std::bad_alloc leaves allocate(). Which
+//   cached segments the ladder gives back: memory/detail/oom_path.hpp;
 // - the records of blocks and segments (memory/detail/slot_pool.hpp) and the live-block index shrink
 //   with the cache at empty_cache() (bookkeeping_bytes());
 // - statistics (core/memory_stats.hpp) mean what torch's mean.
-// - graph pools (torch's private pools): while a graph captures on a stream, begin_allocate_to_pool
-//   routes that stream's allocations to the graph's PrivatePool, whose segments serve nothing else;
-//   blocks freed into it stay there (a replay writes them again) until every graph holding the pool
-//   released it, and then its segments go back when free. They count in every statistic as usual.
+// - graph pools (torch's private pools, memory/detail/graph_pools.hpp): while a graph captures on a
+//   stream, begin_allocate_to_pool routes that stream's allocations to the graph's pool, whose segments
+//   serve nothing else until every graph holding it released it.
 // Differences: no expandable segments; a pointer that is not a live allocation is an
 // InvalidArgumentError at free() (torch asserts), and changes nothing.
 //
@@ -45,26 +45,25 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/core/memory_stats.hpp>
 #include <accel/detail/min_max.hpp>
 #include <accel/memory/allocator_config.hpp>
 #include <accel/memory/detail/allocator_mutex.hpp>
 #include <accel/memory/detail/caching_block.hpp>
 #include <accel/memory/detail/caching_rules.hpp>
+#include <accel/memory/detail/graph_pools.hpp>
 #include <accel/memory/detail/live_stats.hpp>
 #include <accel/memory/detail/node_arena.hpp>
+#include <accel/memory/detail/oom_path.hpp>
+#include <accel/memory/detail/pending_frees.hpp>
 #include <accel/memory/detail/pointer_map.hpp>
 #include <accel/memory/detail/raw_memory_policy.hpp>
 #include <accel/memory/detail/segment_info.hpp>
-#include <accel/core/memory_stats.hpp>
 
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <deque>
-#include <exception>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -92,16 +91,14 @@ class CachingAllocator {
 
   /// Waits for pending events and returns every segment to the raw allocator, live blocks included.
   ~CachingAllocator() {
-    for (auto& [id, queue] : events_) {
-      for (auto& pending : queue) RawMemory::event_synchronize(pending.first);
-    }
+    pending_frees_.wait_all();
     // Unlink every cached block from its tree before the blocks go.
     large_blocks_.blocks.clear();
     small_blocks_.blocks.clear();
-    for (auto& [id, pool] : private_pools_) {
-      pool->large.blocks.clear();
-      pool->small.blocks.clear();
-    }
+    graph_pools_.for_each([](PrivatePoolT& pool) {
+      pool.large.blocks.clear();
+      pool.small.blocks.clear();
+    });
     for (auto& [address, segment] : segments_) {
       RawMemory::deallocate(device_, reinterpret_cast<void*>(address), segment->size);
       for (Block* b = segment->head; b != nullptr;) {
@@ -123,13 +120,13 @@ class CachingAllocator {
     if (bytes == 0) return nullptr;
     const auto stream_id = static_cast<std::uint64_t>(stream.id());
     std::unique_lock lock(mutex_);
-    if (!events_.empty()) [[unlikely]] process_events();
+    if (!pending_frees_.empty()) [[unlikely]] process_events();
     if (bytes > caching::max_request) [[unlikely]] throw out_of_memory(bytes, bytes);
     if (!bookkeeping_ready()) [[unlikely]] ensure_bookkeeping(lock, bytes, false);
 
     const std::size_t size = round_size(bytes);
     const bool small = caching::is_small(size);
-    PrivatePoolT* const owner = routes_.empty() ? nullptr : route_for(stream_id);
+    PrivatePoolT* const owner = graph_pools_.route(stream_id);
     Pool& pool = owner != nullptr ? (small ? owner->small : owner->large) : (small ? small_blocks_ : large_blocks_);
     if (Block* block = get_free_block(pool, stream_id, size)) [[likely]] {
       return alloc_found_block(block, size, bytes, stream_id, pool, true);
@@ -144,7 +141,7 @@ class CachingAllocator {
     if (p == nullptr) return;
     std::unique_lock lock(mutex_);
     if (!free_locked(p)) [[unlikely]] throw not_allocated(p, "free");
-    erase_dead_pools();
+    graph_pools_.erase_dead();
   }
 
   /// free() that returns false, changing nothing, when p is not a live allocation of this allocator.
@@ -152,7 +149,7 @@ class CachingAllocator {
     if (p == nullptr) return true;
     std::unique_lock lock(mutex_);
     const bool freed = free_locked(p);
-    erase_dead_pools();
+    graph_pools_.erase_dead();
     return freed;
   }
 
@@ -211,48 +208,33 @@ class CachingAllocator {
     });
   }
 
-  // ---- graph pools (torch's beginAllocateToPool / endAllocateToPool / releasePool) ----------------
+  // ---- graph pools (memory/detail/graph_pools.hpp) -------------------------------------------------
 
   /// From now on, allocations on stream `stream_id` come from graph pool `pool_id`, created with a use
   /// count of 1 if new (a new graph's own pool), else retained once more (a pool shared between graphs).
   void begin_allocate_to_pool(std::uint64_t pool_id, std::uint64_t stream_id) {
     if (pool_id == 0) throw InvalidArgumentError(name_ + ": graph pool id 0 names no pool");
     std::unique_lock lock(mutex_);
-    for (const Route& r : routes_) {
-      if (r.stream_id == stream_id) {
-        throw InvalidStateError(name_ + ": stream " + std::to_string(stream_id) +
-                                " already allocates to graph pool " + std::to_string(r.pool_id) +
-                                " (a stream captures one graph at a time)");
-      }
-    }
-    routes_.reserve(routes_.size() + 1);
-    auto it = private_pools_.find(pool_id);
-    if (it == private_pools_.end()) {
-      it = private_pools_.emplace(pool_id, std::make_unique<PrivatePoolT>(pool_id)).first;
-    } else {
-      ++it->second->use_count;
-    }
-    routes_.push_back(Route{pool_id, stream_id});
+    graph_pools_.begin(pool_id, stream_id, name_);
   }
 
   /// Allocations on `stream_id` go to the ordinary pools again (the capture ended).
   void end_allocate_to_pool(std::uint64_t pool_id, std::uint64_t stream_id) noexcept {
     std::unique_lock lock(mutex_);
-    std::erase_if(routes_, [&](const Route& r) { return r.pool_id == pool_id && r.stream_id == stream_id; });
+    graph_pools_.end(pool_id, stream_id);
   }
 
   /// A graph lets go of pool `pool_id`. Once no graph holds it, its free segments are released now and
   /// the others as soon as their blocks are freed. An unknown id is ignored (nothing was allocated).
   void release_pool(std::uint64_t pool_id) noexcept {
     std::unique_lock lock(mutex_);
-    auto it = private_pools_.find(pool_id);
-    if (it == private_pools_.end()) return;
-    PrivatePoolT& pool = *it->second;
-    if (pool.use_count > 0 && --pool.use_count == 0) {
-      release_blocks(pool.large);
-      release_blocks(pool.small);
+    PrivatePoolT* pool = graph_pools_.find(pool_id);
+    if (pool == nullptr) return;
+    if (pool->use_count > 0 && --pool->use_count == 0) {
+      release_blocks(pool->large);
+      release_blocks(pool->small);
     }
-    erase_dead_pools();
+    graph_pools_.erase_dead();
   }
 
   /// Bytes of segments owned by graph pool `pool_id` (0 for an unknown id).
@@ -355,31 +337,7 @@ class CachingAllocator {
     std::unique_lock lock(mutex_);
     std::vector<SegmentInfo> out;
     out.reserve(segments_.size());
-    for (const auto& [address, segment] : segments_) {
-      SegmentInfo info;
-      info.address = address;
-      info.total_size = segment->size;
-      info.stream = segment->stream_id;
-      info.is_small_pool = segment->small;
-      info.pool_id = segment->owner != nullptr ? segment->owner->id : 0;
-      for (const Block* b = segment->head; b != nullptr; b = b->next) {
-        BlockInfo bi;
-        bi.address = b->ptr;
-        bi.size = b->size;
-        if (b->allocated) {
-          bi.state = BlockInfo::State::active_allocated;
-          bi.requested_size = b->requested_size;
-          info.allocated_size += b->size;
-          info.active_size += b->size;
-        } else if (b->event_count > 0) {
-          bi.state = BlockInfo::State::active_pending_free;
-          bi.requested_size = b->requested_size;
-          info.active_size += b->size;
-        }
-        info.blocks.push_back(bi);
-      }
-      out.push_back(std::move(info));
-    }
+    for (const auto& [address, segment] : segments_) out.push_back(detail::describe_segment(*segment));
     return out;
   }
 
@@ -388,15 +346,9 @@ class CachingAllocator {
   using Segment = detail::CachingSegment<stream_type>;
   using Pool = detail::BlockPool<stream_type>;
   using PrivatePoolT = detail::PrivatePool<stream_type>;
-  struct Route {
-    std::uint64_t pool_id;
-    std::uint64_t stream_id;
-  };
-  using Key = detail::BlockKey;
   using Lock = std::unique_lock<detail::AllocatorMutex>;
   using SegmentMap = std::map<std::uintptr_t, Segment*, std::less<>,
                               detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>>;
-  using EventQueue = std::deque<std::pair<event_type, Block*>>;
 
   // ---- lookups --------------------------------------------------------------------------------
 
@@ -413,19 +365,6 @@ class CachingAllocator {
     PrivatePoolT* const owner = b->segment->owner;
     if (owner != nullptr) return b->small ? owner->small : owner->large;
     return b->small ? small_blocks_ : large_blocks_;
-  }
-  [[nodiscard]] PrivatePoolT* route_for(std::uint64_t stream_id) const noexcept {
-    for (const Route& r : routes_) {
-      if (r.stream_id == stream_id) return private_pools_.find(r.pool_id)->second.get();
-    }
-    return nullptr;
-  }
-  // Pools no graph holds and that own no segment any more.
-  void erase_dead_pools() noexcept {
-    if (private_pools_.empty()) [[likely]] return;
-    for (auto it = private_pools_.begin(); it != private_pools_.end();) {
-      it = it->second->use_count == 0 && it->second->segments == 0 ? private_pools_.erase(it) : std::next(it);
-    }
   }
   // Garbage collection runs only with a memory fraction and a threshold (set_memory_fraction).
   [[nodiscard]] bool gc_enabled() const noexcept { return gc_enabled_; }
@@ -666,14 +605,7 @@ class CachingAllocator {
     }
     block->stream_uses.clear();
     --blocks_with_uses_;
-    for (auto& [stream_id, event] : recorded) {
-      try {
-        events_[stream_id].emplace_back(std::move(event), block);
-        ++block->event_count;
-      } catch (...) {
-        RawMemory::event_synchronize(event);  // no room to track it: wait for it now
-      }
-    }
+    for (auto& [stream_id, event] : recorded) pending_frees_.add(stream_id, std::move(event), block);
     if (block->event_count == 0) free_block(block);
     return true;
   }
@@ -747,51 +679,16 @@ class CachingAllocator {
     if (owner != nullptr && owner->use_count == 0 && !cached->is_split()) [[unlikely]] release_block(cached);
   }
 
-  // ---- events ---------------------------------------------------------------------------------
+  // ---- events of record_stream uses (memory/detail/pending_frees.hpp) ----------------------------
 
   void process_events() {
-    for (auto it = events_.begin(); it != events_.end();) {
-      EventQueue& queue = it->second;
-      while (!queue.empty()) {
-        if (!RawMemory::event_done(queue.front().first)) break;
-        Block* block = queue.front().second;
-        queue.pop_front();
-        if (--block->event_count == 0) free_block(block);
-      }
-      it = queue.empty() ? events_.erase(it) : std::next(it);
-    }
+    pending_frees_.process([this](Block* block) { free_block(block); });
   }
 
-  // Waits for every pending event and frees the blocks that were waiting. The waiting happens with
-  // the lock released: on a backend whose streams run host tasks (CPU), a task may itself allocate.
-  // Meanwhile the blocks stay pending (event_count > 0), so nobody else can take them.
+  // Waits for every pending event (with the lock released) and frees the blocks that were waiting.
   void synchronize_and_free_events(Lock& lock) {
     ++stats_.num_sync_all_streams;
-    if (events_.empty()) return;
-    std::map<std::uint64_t, EventQueue> pending;
-    pending.swap(events_);
-    lock.unlock();
-    std::exception_ptr failure;
-    try {
-      for (auto& [stream, queue] : pending) {
-        for (auto& [event, block] : queue) RawMemory::event_synchronize(event);
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    lock.lock();
-    if (failure) {  // put the events back as they were; nothing is freed
-      for (auto& [stream, queue] : pending) {
-        EventQueue& target = events_[stream];
-        for (auto& entry : queue) target.push_back(std::move(entry));
-      }
-      std::rethrow_exception(failure);
-    }
-    for (auto& [stream, queue] : pending) {
-      for (auto& [event, block] : queue) {
-        if (--block->event_count == 0) free_block(block);
-      }
-    }
+    pending_frees_.synchronize(lock, [this](Block* block) { free_block(block); });
   }
 
   // ---- releasing cached segments ----------------------------------------------------------------
@@ -826,77 +723,23 @@ class CachingAllocator {
     synchronize_and_free_events(lock);
     release_blocks(large_blocks_);
     release_blocks(small_blocks_);
-    for (auto& [id, pool] : private_pools_) {
-      if (pool->use_count == 0) {
-        release_blocks(pool->large);
-        release_blocks(pool->small);
+    graph_pools_.for_each([this](PrivatePoolT& pool) {
+      if (pool.use_count == 0) {
+        release_blocks(pool.large);
+        release_blocks(pool.small);
       }
-    }
-    erase_dead_pools();
+    });
+    graph_pools_.erase_dead();
   }
 
-  // With max_split_size set: frees one cached oversize block that fits, or oversize blocks of this
-  // stream, largest first, until `size` bytes are released.
+  // The OOM path's choices of segments to give back (memory/detail/oom_path.hpp).
   bool release_available_cached_blocks(Pool& pool, std::uint64_t stream_id, std::size_t size) noexcept {
-    const std::size_t max_split = config_.max_split_size;
-    if (max_split == AllocatorConfig::unlimited) return false;
-    const std::size_t key_size = detail::max_of(size, max_split);
-    auto it = pool.blocks.lower_bound(Key{stream_id, key_size, 0}, detail::BlockLess{});
-    if (it == pool.blocks.end() || it->stream_id != stream_id) {
-      if (it == pool.blocks.begin()) return false;
-      std::size_t released = 0;
-      --it;
-      while (released < key_size && it->size >= max_split && it->stream_id == stream_id) {
-        const auto current = it;
-        const bool is_first = current == pool.blocks.begin();
-        if (!is_first) --it;
-        Block* block = &*current;
-        if (!block->is_split()) {
-          released += block->size;
-          release_block(block);
-        }
-        if (is_first) break;
-      }
-      return released >= key_size;
-    }
-    if (it->is_split()) return false;
-    release_block(&*it);
-    return true;
+    return detail::release_available_cached_blocks(pool, stream_id, size, config_.max_split_size,
+                                                   [this](Block* block) { release_block(block); });
   }
-
-  // torch's garbage_collect_cached_blocks: frees old unsplit large blocks, without synchronizing, once
-  // reserved memory is above garbage_collection_threshold * the allowed maximum.
   void garbage_collect_cached_blocks() noexcept {
     const auto threshold = static_cast<std::size_t>(config_.garbage_collection_threshold * static_cast<double>(allowed_));
-    if (reserved_ <= threshold) return;
-    const std::size_t target = reserved_ - threshold;
-    Pool& pool = large_blocks_;
-    const auto age = [&pool](const Block* b) { return pool.get_free_blocks_call_count - b->gc_count_base; };
-    std::uint64_t total_age = 0;
-    std::uint64_t freeable = 0;
-    for (const Block& b : pool.blocks) {
-      if (!b.is_split()) {
-        total_age += age(&b);
-        ++freeable;
-      }
-    }
-    std::size_t reclaimed = 0;
-    bool freed = true;
-    while (reclaimed < target && freed && freeable > 0) {
-      const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable);
-      freed = false;
-      for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
-        Block* b = &*it;
-        ++it;
-        if (!b->is_split() && static_cast<double>(age(b)) >= age_threshold) {
-          freed = true;
-          reclaimed += b->size;
-          total_age -= age(b);
-          --freeable;
-          release_block(b);
-        }
-      }
-    }
+    detail::garbage_collect_cached_blocks(large_blocks_, reserved_, threshold, [this](Block* block) { release_block(block); });
   }
 
   // ---- errors ---------------------------------------------------------------------------------
@@ -904,26 +747,14 @@ class CachingAllocator {
   // alloc_size 0: what could not be had is the allocator's own bookkeeping, not a segment.
   OutOfMemoryError out_of_memory(std::size_t requested, std::size_t alloc_size) {
     ++stats_.num_ooms;
-    try {
-      caching::OomFigures figures;
-      figures.device = name_;
-      figures.requested = requested;
-      figures.alloc_size = alloc_size;
-      try {
-        const MemoryInfo info = RawMemory::memory_info(device_);
-        figures.free = info.free;
-        figures.total = info.total;
-      } catch (...) {  // the figures are best effort; the error is the out-of-memory one
-      }
-      figures.fraction = fraction_set_ ? fraction_ : -1.0;
-      figures.allowed = allowed_;
-      figures.allocated = static_cast<std::size_t>(stats_.allocated_bytes.current());
-      figures.reserved = static_cast<std::size_t>(stats_.reserved_bytes.current());
-      if constexpr (RawMemoryWithOomHint<RawMemory>) figures.hint = RawMemory::oom_hint(device_);
-      return OutOfMemoryError(caching::out_of_memory_message(figures), requested);
-    } catch (const std::bad_alloc&) {  // no memory left even for the message: a short one
-      return OutOfMemoryError("out of memory (and of memory to describe it)", requested);
-    }
+    caching::OomFigures figures;
+    figures.requested = requested;
+    figures.alloc_size = alloc_size;
+    figures.fraction = fraction_set_ ? fraction_ : -1.0;
+    figures.allowed = allowed_;
+    figures.allocated = static_cast<std::size_t>(stats_.allocated_bytes.current());
+    figures.reserved = static_cast<std::size_t>(stats_.reserved_bytes.current());
+    return detail::out_of_memory_error<RawMemory>(device_, name_, figures);
   }
 
   InvalidArgumentError not_allocated(const void* p, const char* what) const {
@@ -956,9 +787,8 @@ class CachingAllocator {
   Pool small_blocks_{true};
   detail::PointerMap<Block> map_;  // live allocations by address
   SegmentMap segments_{detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>(&arena_)};
-  std::map<std::uint64_t, EventQueue> events_;  // per stream, in record order
-  std::map<std::uint64_t, std::unique_ptr<PrivatePoolT>> private_pools_;  // graph pools by id
-  std::vector<Route> routes_;  // streams whose allocations go to a graph pool (capturing streams)
+  detail::PendingFrees<RawMemory, Block> pending_frees_;  // blocks freed while used on other streams
+  detail::GraphPools<stream_type> graph_pools_;
   detail::LiveStats stats_;
   std::size_t reserved_ = 0;
   std::size_t blocks_with_uses_ = 0;  // live blocks with record_stream uses (retire_stream scans them)

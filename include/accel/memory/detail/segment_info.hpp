@@ -1,5 +1,6 @@
 // accel/memory/detail/segment_info.hpp — what CachingAllocator::snapshot() reports: its segments and
-// their blocks, as torch.cuda.memory_snapshot() does (without allocation stack traces).
+// their blocks, as torch.cuda.memory_snapshot() does (without allocation stack traces); and
+// describe_segment, which reads them off a segment.
 #pragma once
 
 #include <cstddef>
@@ -33,4 +34,35 @@ struct SegmentInfo {
   std::vector<BlockInfo> blocks;
 };
 
+namespace detail {
+
+/// What snapshot() reports of one segment (a CachingSegment, memory/detail/caching_block.hpp).
+template <class Segment>
+SegmentInfo describe_segment(const Segment& segment) {
+  SegmentInfo info;
+  info.address = segment.ptr;
+  info.total_size = segment.size;
+  info.stream = segment.stream_id;
+  info.is_small_pool = segment.small;
+  info.pool_id = segment.owner != nullptr ? segment.owner->id : 0;
+  for (const auto* b = segment.head; b != nullptr; b = b->next) {
+    BlockInfo bi;
+    bi.address = b->ptr;
+    bi.size = b->size;
+    if (b->allocated) {
+      bi.state = BlockInfo::State::active_allocated;
+      bi.requested_size = b->requested_size;
+      info.allocated_size += b->size;
+      info.active_size += b->size;
+    } else if (b->event_count > 0) {
+      bi.state = BlockInfo::State::active_pending_free;
+      bi.requested_size = b->requested_size;
+      info.active_size += b->size;
+    }
+    info.blocks.push_back(bi);
+  }
+  return info;
+}
+
+}  // namespace detail
 }  // namespace accel
