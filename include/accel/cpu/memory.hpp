@@ -34,6 +34,7 @@
 #include <accel/core/error.hpp>
 #include <accel/cpu/detail/host_pages.hpp>
 #include <accel/cpu/detail/pinned_ranges.hpp>
+#include <accel/cpu/detail/stream_registry.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/cpu/device.hpp>
 #include <accel/cpu/event.hpp>
@@ -158,7 +159,7 @@ inline std::atomic<PinnedCachingAllocator*>& pinned_allocator_slot() noexcept {
 //   creation lock G     -> nothing here (an allocator's constructor reads the environment only)
 //   allocator mutex A   -> D (the raw policy's reap/release), R (release_segment's stream_frontier),
 //                          a stream's queue mutex S (record_event); never another A, never G
-//   deferred releases D, pinned ranges P, the registry's R (stream_state.hpp), a stream's S: held
+//   deferred releases D, pinned ranges P, the registry's R (stream_registry.hpp), a stream's S: held
 //                          around their own containers and atomics, never while taking G, A, D or P
 //                          (R may take S, and S a graph capture's mutex: locks prepare does not take)
 // and nothing waits for stream work while holding A (synchronize_and_free_events releases it first;

@@ -30,6 +30,7 @@
 #include <accel/core/error.hpp>
 #include <accel/core/source_location.hpp>
 #include <accel/cpu/detail/event_capture.hpp>
+#include <accel/cpu/detail/stream_registry.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/cpu/device.hpp>
 #include <accel/memory/detail/stream_retirement.hpp>

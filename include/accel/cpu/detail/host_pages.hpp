@@ -6,6 +6,7 @@
 // still use (release_segment).
 #pragma once
 
+#include <accel/cpu/detail/stream_registry.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/detail/min_max.hpp>
 #include <accel/memory/detail/caching_rules.hpp>
