@@ -60,7 +60,7 @@ TEST_CASE("gemm: a buffer of another device than the stream's is refused") {
 }
 
 TEST_CASE("gemm: half through AnyBackend on a CPU stream is NotSupportedError, before anything runs") {
-  if constexpr (accel::blas::detail::gemm_impl<accel::AnyBackend>::supports<accel::half>) {
+  if constexpr (accel::blas::detail::GemmImpl<accel::AnyBackend>::supports<accel::half>) {
     const accel::AnyBackend be{accel::CpuBackend{}};
     const accel::AnyBackend::StreamRef s = accel::CpuBackend{}.current_stream();
     std::vector<accel::half> a(4), b(4), c(4);
@@ -74,7 +74,7 @@ TEST_CASE("gemm: half through AnyBackend on a CPU stream is NotSupportedError, b
   } else {
     MESSAGE("SKIPPED: no backend of this build multiplies half (a compile-time error here)");
   }
-  // On CpuBackend itself half does not compile: gemm_impl says so.
-  CHECK_FALSE(accel::blas::detail::gemm_impl<accel::CpuBackend>::supports<accel::half>);
-  CHECK(accel::blas::detail::gemm_impl<accel::CpuBackend>::supports<accel::bfloat16>);
+  // On CpuBackend itself half does not compile: GemmImpl says so.
+  CHECK_FALSE(accel::blas::detail::GemmImpl<accel::CpuBackend>::supports<accel::half>);
+  CHECK(accel::blas::detail::GemmImpl<accel::CpuBackend>::supports<accel::bfloat16>);
 }

@@ -265,7 +265,7 @@ TEST_CASE_TEMPLATE_DEFINE("graph: illegal calls during capture name the call and
 // or synchronizing it afterwards is an InvalidStateError on every backend (CUDA's
 // cudaErrorCapturedEvent, named); recorded again outside the capture, the event is an ordinary one.
 TEST_CASE_TEMPLATE_DEFINE("graph: an event recorded during capture marks a point of it; recorded again it works as before",
-                          B, graph_event_record) {
+                          B, GraphEventRecord) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B b;
   typename B::Stream stream;
@@ -364,5 +364,5 @@ TEST_CASE_TEMPLATE_APPLY(graph_random, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_shared_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_errors, ConformanceBackends);
-TEST_CASE_TEMPLATE_APPLY(graph_event_record, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(GraphEventRecord, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_external_event, ConformanceBackends);

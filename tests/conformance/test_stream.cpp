@@ -44,7 +44,7 @@ TEST_CASE_TEMPLATE_DEFINE("streams: created streams run asynchronously", B, stre
   CHECK(stream.query());
 }
 
-TEST_CASE_TEMPLATE_DEFINE("streams: wait(event) orders work across streams", B, stream_wait) {
+TEST_CASE_TEMPLATE_DEFINE("streams: wait(event) orders work across streams", B, StreamWait) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   typename B::Stream producer;
   typename B::Stream consumer;
@@ -140,7 +140,7 @@ TEST_CASE_TEMPLATE_DEFINE("streams: a task's exception surfaces at synchronize a
 
 TEST_CASE_TEMPLATE_APPLY(stream_order, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(stream_async, ConformanceBackends);
-TEST_CASE_TEMPLATE_APPLY(stream_wait, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(StreamWait, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(event_timing, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(stream_current, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(stream_failure, ConformanceBackends);

@@ -18,7 +18,7 @@ void fill(detail::stream_t<Out> stream, Out&& out, const detail::value_t<Out>& v
   using B = detail::backend_t<Out>;
   const auto o = detail::as_span(out);
   if (o.empty()) return;
-  detail::launcher<B>::run("fill", stream, [p = o.data(), n = o.size(), value](auto& policy) {
+  detail::Launcher<B>::run("fill", stream, [p = o.data(), n = o.size(), value](auto& policy) {
     thrust::fill_n(policy, p, n, value);
   });
 }

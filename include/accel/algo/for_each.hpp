@@ -26,7 +26,7 @@ void for_each_n(detail::stream_t<Data> stream, Data&& data, std::size_t n, Funct
                        "n = " + std::to_string(n) + " but data holds " + detail::elements(d.size()));
   }
   if (n == 0) return;
-  detail::launcher<B>::run("for_each_n", stream, [p = d.data(), n, f = std::move(f)](auto& policy) {
+  detail::Launcher<B>::run("for_each_n", stream, [p = d.data(), n, f = std::move(f)](auto& policy) {
     thrust::for_each_n(policy, p, n, f);
   });
 }

@@ -28,7 +28,7 @@ void inclusive_scan(detail::stream_t<Out> stream, In&& in, Out&& out, BinaryOp o
   detail::require_capacity<B>("inclusive_scan", stream, "out", o.size(), "in", i.size());
   detail::require_elementwise<B>("inclusive_scan", stream, "out", o.data(), "in", i.data(), i.size());
   if (i.empty()) return;
-  detail::launcher<B>::run("inclusive_scan", stream,
+  detail::Launcher<B>::run("inclusive_scan", stream,
                            [in = i.data(), n = i.size(), out = o.data(), op = std::move(op)](auto& policy) {
                              thrust::inclusive_scan(policy, in, in + n, out, op);
                            });

@@ -44,11 +44,11 @@ namespace detail {
 /// Any other backend: Thrust's reduce inside the backend's launcher. (CpuBackend: cpu_reduce.hpp;
 /// CudaBackend: cuda_reduce.cuh.)
 template <class B>
-struct reducer {
+struct Reducer {
   template <class T, class U, class Init, class Op>
   static void reduce(const char* algorithm, typename B::StreamRef stream, const T* in, std::size_t n, U* out,
                      Init init, Op op) {
-    launcher<B>::run(algorithm, stream, [in, n, out, init = std::move(init), op = std::move(op)](auto& policy) {
+    Launcher<B>::run(algorithm, stream, [in, n, out, init = std::move(init), op = std::move(op)](auto& policy) {
       *out = thrust::reduce(policy, in, in + n, init, op);
     });
   }
@@ -69,7 +69,7 @@ void reduce(detail::stream_t<In> stream, In&& in, Out&& out, T init = T{}, Binar
   }
   detail::require_no_overlap<B>("reduce", stream, "out", o.data(), sizeof(*o.data()), 1, "in", i.data(),
                                 sizeof(*i.data()), i.size(), false);
-  detail::reducer<B>::reduce("reduce", stream, i.data(), i.size(), o.data(), std::move(init), std::move(op));
+  detail::Reducer<B>::reduce("reduce", stream, i.data(), i.size(), o.data(), std::move(init), std::move(op));
 }
 
 /// Asynchronous: a new one-element Buffer<T, B> (allocated on `stream`) that will hold the reduction

@@ -37,7 +37,7 @@ inline constexpr bool host_int_radix_workaround =
     false;
 #endif
 
-struct flip_sign_bit {
+struct FlipSignBit {
   constexpr unsigned int operator()(unsigned int x) const noexcept { return x ^ 0x80000000u; }
 };
 
@@ -46,9 +46,9 @@ struct flip_sign_bit {
 template <class UnsignedCompare, class Policy>
 void sort_ints_as_unsigned(Policy& policy, int* p, std::size_t n) {
   auto* u = reinterpret_cast<unsigned int*>(p);  // int may be accessed as unsigned int ([basic.lval])
-  thrust::transform(policy, u, u + n, u, flip_sign_bit{});
+  thrust::transform(policy, u, u + n, u, FlipSignBit{});
   thrust::sort(policy, u, u + n, UnsignedCompare{});
-  thrust::transform(policy, u, u + n, u, flip_sign_bit{});
+  thrust::transform(policy, u, u + n, u, FlipSignBit{});
 }
 
 }  // namespace detail
@@ -59,7 +59,7 @@ void sort(detail::stream_t<Data> stream, Data&& data) {
   using T = detail::value_t<Data>;
   const auto d = detail::as_span(data);
   if (d.size() < 2) return;
-  detail::launcher<B>::run("sort", stream, [p = d.data(), n = d.size()](auto& policy) {
+  detail::Launcher<B>::run("sort", stream, [p = d.data(), n = d.size()](auto& policy) {
     if constexpr (detail::host_int_radix_workaround<B, T>) {
       detail::sort_ints_as_unsigned<thrust::less<unsigned int>>(policy, p, n);
     } else {
@@ -74,7 +74,7 @@ void sort(detail::stream_t<Data> stream, Data&& data, Compare comp) {
   using T = detail::value_t<Data>;
   const auto d = detail::as_span(data);
   if (d.size() < 2) return;
-  detail::launcher<B>::run("sort", stream, [p = d.data(), n = d.size(), comp = std::move(comp)](auto& policy) {
+  detail::Launcher<B>::run("sort", stream, [p = d.data(), n = d.size(), comp = std::move(comp)](auto& policy) {
     if constexpr (detail::host_int_radix_workaround<B, T> && std::is_same_v<Compare, thrust::less<int>>) {
       detail::sort_ints_as_unsigned<thrust::less<unsigned int>>(policy, p, n);
     } else if constexpr (detail::host_int_radix_workaround<B, T> && std::is_same_v<Compare, thrust::greater<int>>) {

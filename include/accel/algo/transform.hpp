@@ -29,7 +29,7 @@ void transform(detail::stream_t<Out> stream, In&& in, Out&& out, UnaryOp op) {
   detail::require_capacity<B>("transform", stream, "out", o.size(), "in", i.size());
   detail::require_elementwise<B>("transform", stream, "out", o.data(), "in", i.data(), i.size());
   if (i.empty()) return;
-  detail::launcher<B>::run("transform", stream,
+  detail::Launcher<B>::run("transform", stream,
                            [in = i.data(), n = i.size(), out = o.data(), op = std::move(op)](auto& policy) {
                              thrust::transform(policy, in, in + n, out, op);
                            });
@@ -48,7 +48,7 @@ void transform(detail::stream_t<Out> stream, In1&& in1, In2&& in2, Out&& out, Bi
   detail::require_elementwise<B>("transform", stream, "out", o.data(), "in1", a.data(), a.size());
   detail::require_elementwise<B>("transform", stream, "out", o.data(), "in2", b.data(), b.size());
   if (a.empty()) return;
-  detail::launcher<B>::run(
+  detail::Launcher<B>::run(
       "transform", stream,
       [in1 = a.data(), in2 = b.data(), n = a.size(), out = o.data(), op = std::move(op)](auto& policy) {
         thrust::transform(policy, in1, in1 + n, in2, out, op);

@@ -59,7 +59,7 @@ template <class B, class S>
 template <class B, class T>
 constexpr void check_type() {
   static_assert(is_gemm_type<T>, "accel::blas: the element type must be float, accel::bfloat16 or accel::half");
-  static_assert(gemm_impl<B>::template supports<T>,
+  static_assert(GemmImpl<B>::template supports<T>,
                 "accel::blas: this backend does not multiply matrices of this type (CpuBackend: float, bfloat16; "
                 "CudaBackend: float, bfloat16, half)");
 }
@@ -68,7 +68,7 @@ template <class B, class T>
 void enqueue(const Call& call, typename B::StreamRef stream, const GemmArgs<T>& g, bool batched) {
   check_sizes(call, g, batched);
   check_pointers(call, g);
-  gemm_impl<B>::run(call, stream, g);
+  GemmImpl<B>::run(call, stream, g);
 }
 
 /// `buffer` must hold the `span` elements operand `name` covers from `offset`, on the stream's device.
@@ -113,7 +113,7 @@ void enqueue_buffers(const Call& call, typename B::StreamRef stream, GemmArgs<T>
   g.a = span_a == 0 ? nullptr : a.data() + offset_a;
   g.b = span_b == 0 ? nullptr : b.data() + offset_b;
   g.c = span_c == 0 ? nullptr : c.data() + offset_c;
-  gemm_impl<B>::run(call, stream, g);
+  GemmImpl<B>::run(call, stream, g);
 }
 
 }  // namespace detail

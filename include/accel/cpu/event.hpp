@@ -94,9 +94,9 @@ class Event {
   /// stream's task count). Timed: enqueues a marker that takes the timestamp. On a stream that captures
   /// a graph: a captured record, or for an external event a step of the graph (see above).
   void record(StreamRef stream) {
-    detail::stream_state& s = stream.state("Event::record");
+    detail::StreamState& s = stream.state("Event::record");
     if (s.is_capturing()) {
-      if (const std::shared_ptr<detail::graph_recording> recording = s.capture()) {
+      if (const std::shared_ptr<detail::GraphRecording> recording = s.capture()) {
         if (external_) {
           record_into_graph(s, *recording);
         } else {
@@ -105,17 +105,17 @@ class Event {
         return;
       }
     }
-    detail::event_capture*& latest = latest_record();
+    detail::EventCapture*& latest = latest_record();
     if (latest == nullptr || !latest->exclusive()) {  // else: nothing else refers to it, reuse it
-      detail::event_capture* fresh = detail::event_capture::create();  // first record, or a marker queued
+      detail::EventCapture* fresh = detail::EventCapture::create();  // first record, or a marker queued
       if (latest != nullptr) latest->release();
       latest = fresh;
     }
     latest->clear_captured();
     try {
       const std::uint64_t ticket =
-          timing_ ? s.submit(detail::stream_task(detail::event_marker{detail::capture_ref(latest)})) : s.submitted();
-      latest->point = detail::stream_point(s, ticket);
+          timing_ ? s.submit(detail::StreamTask(detail::EventMarker{detail::CaptureRef(latest)})) : s.submitted();
+      latest->point = detail::StreamPoint(s, ticket);
     } catch (...) {
       std::exchange(latest, nullptr)->release();  // not recorded after all
       throw;
@@ -125,7 +125,7 @@ class Event {
   /// True when the latest recorded work has completed, or when the event was never recorded.
   /// InvalidStateError for a record made during a graph capture (unless the event is external).
   [[nodiscard]] bool query() const {
-    const detail::event_capture* c = current();
+    const detail::EventCapture* c = current();
     if (c == nullptr) return true;
     if (c->in_capture()) detail::refuse_captured_event(*c, "query");
     return c->point.done_checked("cpu Event::query()");
@@ -136,7 +136,7 @@ class Event {
   /// stream the event waits for (it could never return), and for a record made during a graph capture
   /// (unless the event is external).
   void synchronize() const {
-    const detail::event_capture* c = current();
+    const detail::EventCapture* c = current();
     if (c == nullptr) return;
     if (c->in_capture()) detail::refuse_captured_event(*c, "synchronize");
     c->point.refuse_unless_ran_before_fork("cpu Event::synchronize()");
@@ -171,41 +171,41 @@ class Event {
   // child process work of a stream inherited across fork() counts as done (it never touches the
   // child's copy of the memory), so the allocator may reuse the block instead of failing.
   [[nodiscard]] bool done_or_lost_in_fork() const {
-    const detail::event_capture* c = current();
+    const detail::EventCapture* c = current();
     if (c == nullptr) return true;
     if (c->in_capture()) detail::refuse_captured_event(*c, "query");
     return c->point.done_or_lost_in_fork();
   }
   void wait_done_or_lost_in_fork() const {
-    const detail::event_capture* c = current();
+    const detail::EventCapture* c = current();
     if (c == nullptr) return;
     if (c->in_capture()) detail::refuse_captured_event(*c, "synchronize");
     c->point.wait();
   }
 
   /// The latest record, null when never recorded.
-  [[nodiscard]] const detail::event_capture* current() const noexcept {
+  [[nodiscard]] const detail::EventCapture* current() const noexcept {
     if (!external_) return capture_;
     return slot_ ? slot_->latest() : nullptr;
   }
   /// Where the latest record is kept: in the Event, or for an external event in its slot.
-  detail::event_capture*& latest_record() {
+  detail::EventCapture*& latest_record() {
     if (!external_) return capture_;
-    if (!slot_) slot_ = std::make_shared<detail::event_slot>();
+    if (!slot_) slot_ = std::make_shared<detail::EventSlot>();
     return slot_->latest();
   }
 
   // A record of an external event on a capturing stream: the graph records the event at each replay.
-  void record_into_graph(detail::stream_state& s, detail::graph_recording& recording) {
-    if (!slot_) slot_ = std::make_shared<detail::event_slot>();
+  void record_into_graph(detail::StreamState& s, detail::GraphRecording& recording) {
+    if (!slot_) slot_ = std::make_shared<detail::EventSlot>();
     const std::size_t index = recording.add_event_record(slot_);
-    s.submit(detail::stream_task(detail::graph_event_record{index}));
+    s.submit(detail::StreamTask(detail::GraphEventRecord{index}));
   }
 
   // A record of an event that is not external on a capturing stream: a point of the capture.
-  void record_captured(detail::stream_state& s, const std::shared_ptr<detail::graph_recording>& recording) {
+  void record_captured(detail::StreamState& s, const std::shared_ptr<detail::GraphRecording>& recording) {
     if (capture_ == nullptr || !capture_->exclusive()) {
-      detail::event_capture* fresh = detail::event_capture::create();
+      detail::EventCapture* fresh = detail::EventCapture::create();
       drop_capture();
       capture_ = fresh;
     }
@@ -215,7 +215,7 @@ class Event {
   static void check_timed(const char* role, const Event& e) {
     const std::string which = std::string("cpu Event::elapsed_time: the ") + role + " event ";
     if (!e.timing_) throw InvalidStateError(which + "was created without timing (use Event{true})");
-    const detail::event_capture* c = e.current();
+    const detail::EventCapture* c = e.current();
     if (c == nullptr) throw InvalidStateError(which + "was never recorded");
     if (c->in_capture()) detail::refuse_captured_event(*c, "elapsed_time");
     if (!c->point.done_checked("cpu Event::elapsed_time()")) {
@@ -231,8 +231,8 @@ class Event {
     slot_.reset();
   }
 
-  detail::event_capture* capture_ = nullptr;      // the latest record (an event that is not external)
-  std::shared_ptr<detail::event_slot> slot_;      // the latest record of an external event, shared with graphs
+  detail::EventCapture* capture_ = nullptr;      // the latest record (an event that is not external)
+  std::shared_ptr<detail::EventSlot> slot_;      // the latest record of an external event, shared with graphs
   bool timing_ = false;
   bool external_ = false;
 };

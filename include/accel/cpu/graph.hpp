@@ -4,7 +4,7 @@
 //   accel::cpu::Graph         owning, move-only: the recorded tasks, the draws of random fills, the
 //                             graph's memory pool
 //   accel::cpu::GraphCapture  the guard capture_to_graph returns; while it lives, tasks enqueued on
-//                             the stream are recorded (stream_state::submit diverts them) and
+//                             the stream are recorded (StreamState::submit diverts them) and
 //                             allocations on the stream come from the graph's pool
 //   accel::cpu::Graphs        create_graph / capture_to_graph / replay_graph / graph_pool_handle,
 //                             inherited by accel::CpuBackend
@@ -100,7 +100,7 @@ class Graph {
   /// the previous replay of this graph. Asynchronous, like any enqueue.
   void replay(StreamRef stream) {
     check_replayable("replay");
-    detail::stream_state& s = stream.state("Graph::replay");
+    detail::StreamState& s = stream.state("Graph::replay");
     if (s.device() != device_) {
       throw InvalidArgumentError("cpu Graph::replay: the graph was captured on cpu:" + std::to_string(device_) +
                                  " but " + s.name() + " belongs to cpu:" + std::to_string(s.device()));
@@ -115,16 +115,16 @@ class Graph {
                               ", which is capturing: a replay recorded into another graph may not record events "
                               "on the CPU backend");
     }
-    std::optional<detail::replay_event_batch> events;  // this replay's records of the graph's external events
+    std::optional<detail::ReplayEventBatch> events;  // this replay's records of the graph's external events
     if (!body_->event_records.empty()) events.emplace(*body_);
-    detail::draw_positions positions = reserve_graph_draws(body_->draws.data(), body_->draws.size());
+    detail::DrawPositions positions = reserve_graph_draws(body_->draws.data(), body_->draws.size());
     if (last_replay_.stream() != nullptr && last_replay_.stream() != &s && !last_replay_.done()) {
       s.wait_for(last_replay_);  // replays of one graph run one after another
     }
-    const std::uint64_t ticket = s.submit(detail::stream_task(
-        detail::graph_replay_task{body_, std::move(positions), events ? events->task_records() : nullptr}));
+    const std::uint64_t ticket = s.submit(detail::StreamTask(
+        detail::GraphReplayTask{body_, std::move(positions), events ? events->task_records() : nullptr}));
     if (events) events->publish(s, ticket);  // the events are recorded: they complete with this replay
-    if (!s.is_default() && !s.is_capturing()) last_replay_ = detail::stream_point(s, ticket);
+    if (!s.is_default() && !s.is_capturing()) last_replay_ = detail::StreamPoint(s, ticket);
   }
 
   /// Waits for replays in flight, drops the recorded work and releases the memory pool; the graph can
@@ -154,7 +154,7 @@ class Graph {
       last_replay_.wait();
     } catch (...) {  // destroyed from a task of the replay stream: nothing to wait for safely
     }
-    last_replay_ = detail::stream_point();
+    last_replay_ = detail::StreamPoint();
     body_.reset();
     if (pool_ && device_ >= 0) {
       if (HostCachingAllocator* a = detail::existing_host_allocator(device_)) a->release_pool(pool_.id);
@@ -163,10 +163,10 @@ class Graph {
     device_ = -1;
   }
 
-  std::shared_ptr<detail::graph_body> body_;
+  std::shared_ptr<detail::GraphBody> body_;
   GraphPoolId pool_{};
   int device_ = -1;
-  detail::stream_point last_replay_;
+  detail::StreamPoint last_replay_;
   bool capturing_ = false;
 };
 
@@ -175,7 +175,7 @@ class GraphCapture {
  public:
   GraphCapture(Graph& graph, StreamRef stream, GraphPoolId pool = {}, CaptureMode mode = CaptureMode::global)
       : graph_(&graph), stream_(&stream.state("capture_to_graph")) {
-    detail::stream_state& s = *stream_;
+    detail::StreamState& s = *stream_;
     if (s.is_default()) {
       throw InvalidArgumentError("capture_to_graph: " + s.name() +
                                  " is a default stream, which runs work at once and cannot capture; capture on a "
@@ -190,7 +190,7 @@ class GraphCapture {
     HostCachingAllocator& allocator = Memory::allocator(s.device());
     allocator.begin_allocate_to_pool(use.id, s.id());  // retains the pool for the graph
     try {
-      s.begin_capture(std::make_shared<detail::graph_recording>(s.device(), mode));
+      s.begin_capture(std::make_shared<detail::GraphRecording>(s.device(), mode));
     } catch (...) {
       allocator.end_allocate_to_pool(use.id, s.id());
       allocator.release_pool(use.id);
@@ -229,9 +229,9 @@ class GraphCapture {
  private:
   void finish(bool abandon) {
     if (stream_ == nullptr) return;
-    detail::stream_state* s = std::exchange(stream_, nullptr);
+    detail::StreamState* s = std::exchange(stream_, nullptr);
     Graph& graph = *std::exchange(graph_, nullptr);
-    const std::shared_ptr<detail::graph_recording> recording = s->end_capture();
+    const std::shared_ptr<detail::GraphRecording> recording = s->end_capture();
     Memory::allocator(s->device()).end_allocate_to_pool(graph.pool_.id, s->id());
     const int device = s->device();
     const std::string name = s->name();
@@ -248,7 +248,7 @@ class GraphCapture {
   }
 
   Graph* graph_;
-  detail::stream_state* stream_;
+  detail::StreamState* stream_;
   int exceptions_at_start_ = std::uncaught_exceptions();
 };
 

@@ -123,20 +123,20 @@ using PinnedCachingAllocator = CachingAllocator<PinnedHostMemory>;
 namespace detail {
 
 // One lazily created allocator per device; the table and the allocators are never destroyed.
-struct host_allocator_table {
-  explicit host_allocator_table(int n)
+struct HostAllocatorTable {
+  explicit HostAllocatorTable(int n)
       : count(n), slots(std::make_unique<std::atomic<HostCachingAllocator*>[]>(static_cast<std::size_t>(n))) {}
   int count;
   std::unique_ptr<std::atomic<HostCachingAllocator*>[]> slots;
 };
 
-inline host_allocator_table& host_allocators() {
-  static host_allocator_table* table = new host_allocator_table(accel::detail::max_of(Devices::device_count(), 1));
+inline HostAllocatorTable& host_allocators() {
+  static HostAllocatorTable* table = new HostAllocatorTable(accel::detail::max_of(Devices::device_count(), 1));
   return *table;
 }
 
 inline HostCachingAllocator* existing_host_allocator(int device) noexcept {
-  host_allocator_table& t = host_allocators();
+  HostAllocatorTable& t = host_allocators();
   if (device < 0 || device >= t.count) return nullptr;
   return t.slots[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
 }
@@ -176,7 +176,7 @@ inline std::mutex& allocator_creation_mutex() noexcept {
 
 inline void lock_allocators_for_fork() noexcept {
   allocator_creation_mutex().lock();
-  host_allocator_table& t = host_allocators();
+  HostAllocatorTable& t = host_allocators();
   for (int d = 0; d < t.count; ++d) {
     if (auto* a = t.slots[static_cast<std::size_t>(d)].load(std::memory_order_acquire)) a->lock_for_fork();
   }
@@ -190,7 +190,7 @@ inline void unlock_allocators_after_fork() noexcept {
   pinned().mutex.unlock();
   deferred().mutex.unlock();
   if (auto* a = pinned_allocator_slot().load(std::memory_order_acquire)) a->unlock_after_fork();
-  host_allocator_table& t = host_allocators();
+  HostAllocatorTable& t = host_allocators();
   for (int d = t.count; d-- > 0;) {
     if (auto* a = t.slots[static_cast<std::size_t>(d)].load(std::memory_order_acquire)) a->unlock_after_fork();
   }
@@ -216,7 +216,7 @@ inline void install_fork_handlers() {
 /// A destroyed, drained stream (cpu/stream.hpp): every allocator may hand its cached blocks to any
 /// stream, and drops the record_stream uses of it (blocks of any device may have been used on it).
 inline void retire_stream_everywhere(int /*device*/, std::uint64_t stream_id) noexcept {
-  host_allocator_table& t = host_allocators();
+  HostAllocatorTable& t = host_allocators();
   for (int d = 0; d < t.count; ++d) {
     if (auto* a = t.slots[static_cast<std::size_t>(d)].load(std::memory_order_acquire)) a->retire_stream(stream_id);
   }

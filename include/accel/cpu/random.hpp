@@ -93,7 +93,7 @@ struct BasicRandom : DefaultGenerators<Devices> {
   template <class Fill>
   static void enqueue_fill(StreamRef s, std::size_t n, Generator& g, bool wide, Fill fill) {
     if (n == 0) return;
-    detail::stream_state& state = s.state("fill");
+    detail::StreamState& state = s.state("fill");
     if (state.is_capturing()) {
       if (const auto recording = state.capture()) {
         const std::size_t index = recording->add_draw(g, n, wide);

@@ -65,7 +65,7 @@ class StreamRef {
   /// True when every task enqueued so far has run. Never blocks. InvalidStateError while the stream
   /// captures a graph (and the capture is invalidated), as cudaStreamQuery is illegal then.
   [[nodiscard]] bool query() const {
-    const detail::stream_state& s = state("query");
+    const detail::StreamState& s = state("query");
     s.refuse_while_capturing("query");
     return s.query_checked("query()");
   }
@@ -81,7 +81,7 @@ class StreamRef {
   template <class E>
     requires std::same_as<E, Event>
   void wait(const E& event) const {
-    if (const detail::event_capture* capture = event.current()) detail::wait_for_event(state("wait"), *capture);
+    if (const detail::EventCapture* capture = event.current()) detail::wait_for_event(state("wait"), *capture);
   }
 
   /// Tasks enqueued on this stream after the call run after everything enqueued on `other` so far.
@@ -92,11 +92,11 @@ class StreamRef {
   template <class F>
     requires std::invocable<std::decay_t<F>&> && std::constructible_from<std::decay_t<F>, F>
   void enqueue(F&& fn) const {
-    detail::stream_state& s = state("enqueue");
+    detail::StreamState& s = state("enqueue");
     if constexpr (std::is_pointer_v<std::remove_cvref_t<F>> || std::is_member_pointer_v<std::remove_cvref_t<F>>) {
       if (fn == nullptr) throw InvalidArgumentError(s.name() + ": enqueue of a null function pointer");
     }
-    s.submit(detail::stream_task(std::forward<F>(fn)));
+    s.submit(detail::StreamTask(std::forward<F>(fn)));
   }
 
   [[nodiscard]] int device_index() const { return state("device_index").device(); }
@@ -112,9 +112,9 @@ class StreamRef {
 
  protected:
   StreamRef() noexcept = default;
-  explicit StreamRef(detail::stream_state* s) noexcept : state_(s) {}
+  explicit StreamRef(detail::StreamState* s) noexcept : state_(s) {}
 
-  detail::stream_state* state_ = nullptr;
+  detail::StreamState* state_ = nullptr;
 
  private:
   friend class Event;
@@ -125,7 +125,7 @@ class StreamRef {
   template <class>
   friend struct BasicRandom;
 
-  detail::stream_state& state(const char* operation) const {
+  detail::StreamState& state(const char* operation) const {
     if (state_ == nullptr) {
       throw InvalidStateError(std::string("cpu stream: ") + operation + "() on a moved-from Stream");
     }
@@ -160,10 +160,10 @@ class Stream : public StreamRef {
   [[nodiscard]] StreamRef ref() const noexcept { return static_cast<const StreamRef&>(*this); }
 
  private:
-  static detail::stream_state* create(int device, int priority) {
+  static detail::StreamState* create(int device, int priority) {
     Devices::check_device(device);
-    detail::stream_registry& registry = detail::registry();
-    detail::stream_state* s = detail::stream_state::create_worker(device, priority);
+    detail::StreamRegistry& registry = detail::registry();
+    detail::StreamState* s = detail::StreamState::create_worker(device, priority);
     try {
       registry.add(s);
     } catch (...) {
@@ -175,14 +175,14 @@ class Stream : public StreamRef {
   }
 
   void destroy() noexcept {
-    detail::stream_state* s = std::exchange(state_, nullptr);
+    detail::StreamState* s = std::exchange(state_, nullptr);
     if (s == nullptr) return;
     const bool own_task = detail::running_stream() == s;  // then its worker drains after this returns
     s->shutdown();
     // Drained: the caching allocators may give its cached blocks to any stream (cpu/memory.hpp).
     if (!own_task) accel::detail::StreamRetirement<StreamRef>::notify(s->device(), s->id());
     detail::registry().remove(s);
-    if (detail::current_streams::get(s->device()) == s) detail::current_streams::set(s->device(), nullptr);
+    if (detail::CurrentStreams::get(s->device()) == s) detail::CurrentStreams::set(s->device(), nullptr);
     s->release();
   }
 };
@@ -194,15 +194,15 @@ class StreamGuard {
   explicit StreamGuard(StreamRef stream)
       : device_(stream.state("StreamGuard").device()),
         previous_device_(Devices::current_device()),
-        previous_stream_(detail::current_streams::get(device_)) {
-    detail::current_streams::set(device_, stream.state_);
+        previous_stream_(detail::CurrentStreams::get(device_)) {
+    detail::CurrentStreams::set(device_, stream.state_);
     Devices::set_device(device_);
   }
   StreamGuard(const StreamGuard&) = delete;
   StreamGuard& operator=(const StreamGuard&) = delete;
   ~StreamGuard() {
     try {
-      detail::current_streams::set(device_, previous_stream_);
+      detail::CurrentStreams::set(device_, previous_stream_);
     } catch (...) {  // unreachable: the slot table exists since the constructor set it
     }
     detail::current_device_slot() = previous_device_;
@@ -211,7 +211,7 @@ class StreamGuard {
  private:
   int device_;
   int previous_device_;
-  detail::stream_state* previous_stream_;
+  detail::StreamState* previous_stream_;
 };
 
 /// Stream selection and device synchronization; accel::CpuBackend inherits these.
@@ -220,7 +220,7 @@ struct Streams {
   [[nodiscard]] static StreamRef current_stream() { return current_stream(Devices::current_device()); }
   [[nodiscard]] static StreamRef current_stream(int device) {
     Devices::check_device(device);
-    detail::stream_state* s = detail::current_streams::get(device);
+    detail::StreamState* s = detail::CurrentStreams::get(device);
     return StreamRef(s != nullptr ? s : detail::default_stream_state(device));
   }
 
@@ -234,7 +234,7 @@ struct Streams {
   /// Makes `stream` the calling thread's current stream of its device, and that device current.
   static void set_stream(StreamRef stream) {
     const int device = stream.state("set_stream").device();
-    detail::current_streams::set(device, stream.state_);
+    detail::CurrentStreams::set(device, stream.state_);
     Devices::set_device(device);
   }
 

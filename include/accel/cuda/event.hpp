@@ -150,8 +150,8 @@ class Event {
 
   // A record made on a capturing stream by an event that is not external: which capture, and the
   // stream's name for messages. On the heap: the rare case, and it keeps Event small.
-  struct captured_record {
-    std::weak_ptr<detail::capture_record> capture;
+  struct CapturedRecord {
+    std::weak_ptr<detail::CaptureRecord> capture;
     std::string stream_name;
   };
 
@@ -162,18 +162,18 @@ class Event {
     }
     // One atomic load when no capture is in progress. Captures made with the raw API are not known
     // here; CUDA refuses those records itself (cudaErrorCapturedEvent).
-    std::shared_ptr<detail::capture_record> capture = detail::captures().find(stream.id_);
+    std::shared_ptr<detail::CaptureRecord> capture = detail::captures().find(stream.id_);
     ACCEL_CUDA_CHECK(cudaEventRecord(event_, stream.handle_));
     if (capture) [[unlikely]] {
-      captured_ = std::make_unique<captured_record>(captured_record{capture, stream.name()});
+      captured_ = std::make_unique<CapturedRecord>(CapturedRecord{capture, stream.name()});
     } else if (captured_) [[unlikely]] {
       captured_.reset();
     }
   }
 
   // The capture a captured record belongs to, while it is still in progress.
-  [[nodiscard]] std::shared_ptr<detail::capture_record> active_capture() const {
-    std::shared_ptr<detail::capture_record> capture = captured_->capture.lock();
+  [[nodiscard]] std::shared_ptr<detail::CaptureRecord> active_capture() const {
+    std::shared_ptr<detail::CaptureRecord> capture = captured_->capture.lock();
     if (capture && detail::captures().find(capture->stream_id()) == capture) return capture;
     return nullptr;
   }
@@ -224,7 +224,7 @@ class Event {
   }
 
   cudaEvent_t event_ = nullptr;
-  std::unique_ptr<captured_record> captured_;  // set while the latest record is a captured one
+  std::unique_ptr<CapturedRecord> captured_;  // set while the latest record is a captured one
   int device_ = -1;
   bool timing_ = false;
   bool external_ = false;

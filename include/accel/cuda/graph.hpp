@@ -141,7 +141,7 @@ class Graph {
   // is pageable: cudaMemcpyAsync copies it before returning, so it may go out of scope at once.
   void write_draw_states(StreamRef stream) {
     const auto positions = reserve_graph_draws(draws_.data(), draws_.size());
-    constexpr std::size_t per_chunk = detail::capture_record::draws_per_chunk;
+    constexpr std::size_t per_chunk = detail::CaptureRecord::draws_per_chunk;
     std::vector<std::uint64_t> staging(2 * per_chunk);
     for (std::size_t chunk = 0; chunk * per_chunk < positions.size(); ++chunk) {
       const std::size_t first = chunk * per_chunk;
@@ -220,7 +220,7 @@ class GraphCapture {
     const GraphPoolId use = pool ? pool : GraphPoolId::make();
     Memory::DeviceAllocator& allocator = Memory::allocator(device);
     allocator.begin_allocate_to_pool(use.id, stream.id());  // retains the pool for the graph
-    record_ = std::make_shared<detail::capture_record>(device, stream.id(), mode);
+    record_ = std::make_shared<detail::CaptureRecord>(device, stream.id(), mode);
     try {
       detail::captures().add(record_);
       const Devices::DeviceGuard guard(device);
@@ -308,7 +308,7 @@ class GraphCapture {
 
   Graph* graph_;
   StreamRef stream_;
-  std::shared_ptr<detail::capture_record> record_;
+  std::shared_ptr<detail::CaptureRecord> record_;
   int exceptions_at_start_ = std::uncaught_exceptions();
 };
 
@@ -346,7 +346,7 @@ namespace detail {
   const auto record = captures().find(stream.id());
   if (!record) return nullptr;
   return record->add_draw(generator, n, wide, [&] {
-    return Memory::allocator(stream.device_index()).allocate(capture_record::chunk_bytes, stream);
+    return Memory::allocator(stream.device_index()).allocate(CaptureRecord::chunk_bytes, stream);
   });
 }
 

@@ -24,13 +24,13 @@ namespace detail {
 // Depth of open ranges on this thread, per domain ("" is the default domain). A thread uses few
 // domains, so a short list searched in order is enough — and far cheaper to compile in every
 // translation unit than a hash map.
-struct domain_depth {
+struct DomainDepth {
   std::string name;
   int depth = 0;
 };
 
-inline std::vector<domain_depth>& thread_depths() {
-  thread_local std::vector<domain_depth> depths;
+inline std::vector<DomainDepth>& thread_depths() {
+  thread_local std::vector<DomainDepth> depths;
   return depths;
 }
 
@@ -44,7 +44,7 @@ inline int& depth_of(std::string_view domain) {
   for (auto& d : depths) {
     if (d.name == domain) return d.depth;
   }
-  depths.push_back(domain_depth{std::string(domain), 0});
+  depths.push_back(DomainDepth{std::string(domain), 0});
   return depths.back().depth;
 }
 

@@ -41,7 +41,7 @@ inline constexpr bool cpu_parallel = false;
 namespace detail {
 
 template <>
-struct launcher<CpuBackend> {
+struct Launcher<CpuBackend> {
   template <class Fn>
   static void run(const char* /*algorithm*/, cpu::StreamRef stream, Fn&& fn) {
     stream.enqueue([stream, fn = std::forward<Fn>(fn)]() mutable {

@@ -24,7 +24,7 @@
 namespace accel::algo::detail {
 
 template <class B>
-struct reducer;
+struct Reducer;
 
 /// op-fold of p[0, m), m >= 1, seeded with p[0], with four independent accumulators.
 template <class T, class E, class Op>
@@ -51,7 +51,7 @@ T fold_block(const E* p, std::size_t m, const Op& op) {
 }
 
 template <class T, class E, class Op>
-struct block_folder {
+struct BlockFolder {
   const E* in;
   std::size_t n;
   std::size_t block;
@@ -63,13 +63,13 @@ struct block_folder {
 };
 
 template <>
-struct reducer<CpuBackend> {
+struct Reducer<CpuBackend> {
   static constexpr std::size_t block = std::size_t{1} << 15;
 
   template <class E, class U, class Init, class Op>
   static void reduce(const char* algorithm, cpu::StreamRef stream, const E* in, std::size_t n, U* out, Init init,
                      Op op) {
-    launcher<CpuBackend>::run(algorithm, stream,
+    Launcher<CpuBackend>::run(algorithm, stream,
                               [stream, in, n, out, init = std::move(init), op = std::move(op)](auto& policy) {
                                 *out = fold(policy, stream, in, n, init, op);
                               });
@@ -86,7 +86,7 @@ struct reducer<CpuBackend> {
       if (blocks == 1) return op(init, fold_block<T>(in, n, op));
       Buffer<T, CpuBackend> partial(blocks, stream);
       const thrust::counting_iterator<std::size_t> first(0);
-      thrust::transform(policy, first, first + blocks, partial.data(), block_folder<T, E, Op>{in, n, block, op});
+      thrust::transform(policy, first, first + blocks, partial.data(), BlockFolder<T, E, Op>{in, n, block, op});
       T acc = std::move(init);
       for (std::size_t b = 0; b < blocks; ++b) acc = op(acc, partial.data()[b]);
       return acc;

@@ -39,7 +39,7 @@ inline void cuda_check(cudaError_t status, const char* call, const char* algorit
 }
 
 template <>
-struct launcher<CudaBackend> {
+struct Launcher<CudaBackend> {
   template <class Fn>
   static void run(const char* algorithm, cuda::StreamRef stream, Fn&& fn) {
     const cuda::Devices::DeviceGuard guard(stream.device_index());

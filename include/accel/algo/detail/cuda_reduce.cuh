@@ -12,10 +12,10 @@
 namespace accel::algo::detail {
 
 template <class B>
-struct reducer;
+struct Reducer;
 
 template <>
-struct reducer<CudaBackend> {
+struct Reducer<CudaBackend> {
   template <class T, class U, class Init, class Op>
   static void reduce(const char* algorithm, cuda::StreamRef stream, const T* in, std::size_t n, U* out, Init init,
                      Op op) {

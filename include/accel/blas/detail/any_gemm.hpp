@@ -23,10 +23,10 @@ class AnyStreamRef;
 namespace accel::blas::detail {
 
 template <class... Bs>
-struct gemm_impl<BasicAnyBackend<Bs...>> {
+struct GemmImpl<BasicAnyBackend<Bs...>> {
   /// What some backend of the list runs; another backend's stream is a NotSupportedError at the call.
   template <class T>
-  static constexpr bool supports = (gemm_impl<Bs>::template supports<T> || ...);
+  static constexpr bool supports = (GemmImpl<Bs>::template supports<T> || ...);
 
   template <class T>
   static void run(const Call& call, const AnyStreamRef<Bs...>& stream, const GemmArgs<T>& g) {
@@ -38,7 +38,7 @@ struct gemm_impl<BasicAnyBackend<Bs...>> {
   static void run_on(std::index_sequence<I...>, const Call& call, const AnyStreamRef<Bs...>& stream,
                      const GemmArgs<T>& g) {
     const std::size_t index = stream.index();
-    (void)((index == I && (gemm_impl<std::tuple_element_t<I, std::tuple<Bs...>>>::run(
+    (void)((index == I && (GemmImpl<std::tuple_element_t<I, std::tuple<Bs...>>>::run(
                                call, std::get<I>(stream.variant()), g),
                            true)) ||
            ...);

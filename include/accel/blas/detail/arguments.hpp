@@ -15,7 +15,7 @@
 
 namespace accel::blas::detail {
 
-/// Element types a GEMM may take (each backend says which it runs: gemm_impl<B>::supports<T>).
+/// Element types a GEMM may take (each backend says which it runs: GemmImpl<B>::supports<T>).
 template <class T>
 inline constexpr bool is_gemm_type = std::is_same_v<T, float> || std::is_same_v<T, bfloat16> || std::is_same_v<T, half>;
 

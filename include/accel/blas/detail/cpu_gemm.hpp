@@ -104,7 +104,7 @@ inline void cpu_sgemm(const GemmArgs<float>& g) {
 }
 
 template <>
-struct gemm_impl<CpuBackend> {
+struct GemmImpl<CpuBackend> {
   template <class T>
   static constexpr bool supports = std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
 

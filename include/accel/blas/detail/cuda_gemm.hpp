@@ -37,7 +37,7 @@ inline int checked_int(const Call& call, const char* name, std::int64_t v) {
 }
 
 template <>
-struct gemm_impl<CudaBackend> {
+struct GemmImpl<CudaBackend> {
   template <class T>
   static constexpr bool supports = is_gemm_type<T>;
 

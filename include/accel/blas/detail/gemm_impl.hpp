@@ -1,7 +1,7 @@
-// accel/blas/detail/gemm_impl.hpp — how a GEMM runs on a backend: gemm_impl<B>.
+// accel/blas/detail/gemm_impl.hpp — how a GEMM runs on a backend: GemmImpl<B>.
 //
-//   gemm_impl<B>::supports<T>                  whether B multiplies matrices of T
-//   gemm_impl<B>::run(call, stream, args)      enqueues args (checked already) on `stream`
+//   GemmImpl<B>::supports<T>                  whether B multiplies matrices of T
+//   GemmImpl<B>::run(call, stream, args)      enqueues args (checked already) on `stream`
 // Specializations: CpuBackend (cpu_gemm.hpp), CudaBackend (cuda_gemm.hpp), BasicAnyBackend
 // (any_gemm.hpp). A user's own backend adds one.
 #pragma once
@@ -12,10 +12,10 @@ template <class B>
 inline constexpr bool no_gemm = false;
 
 template <class B>
-struct gemm_impl {
+struct GemmImpl {
   static_assert(no_gemm<B>,
                 "accel::blas: this backend has no GEMM. accel::blas runs on CpuBackend, CudaBackend and AnyBackend; "
-                "a backend of your own specializes accel::blas::detail::gemm_impl");
+                "a backend of your own specializes accel::blas::detail::GemmImpl");
 };
 
 }  // namespace accel::blas::detail

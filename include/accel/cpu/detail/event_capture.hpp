@@ -1,6 +1,6 @@
 // accel/cpu/detail/event_capture.hpp — what one Event::record captures.
 //
-// A capture is a stream_point (the stream and the count of tasks enqueued on it at record time) plus,
+// A capture is a StreamPoint (the stream and the count of tasks enqueued on it at record time) plus,
 // for a timed event, the timestamp a marker task takes when the stream reaches it. Completion is the
 // stream's own counter (query: one atomic load), so an event and its stream always agree. Untimed
 // records enqueue nothing. A capture is reference counted — the Event and a pending marker hold it —
@@ -14,7 +14,7 @@
 //     else — query, synchronize, elapsed_time, a wait from another stream — is refused with an error
 //     naming the call (refuse_captured_event, wait_for_event), which also invalidates the graph
 //     capture while it is still in progress.
-//   - An external event keeps its latest record in an event_slot, shared with the graphs that recorded
+//   - An external event keeps its latest record in an EventSlot, shared with the graphs that recorded
 //     it: each replay installs a fresh capture there (cpu/detail/graph_replay.hpp).
 // Internal to the CPU backend.
 #pragma once
@@ -42,9 +42,9 @@ namespace accel::cpu::detail {
   return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
 }
 
-class event_capture {
+class EventCapture {
  public:
-  static event_capture* create() { return new event_capture(); }
+  static EventCapture* create() { return new EventCapture(); }
 
   void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   void release() noexcept {
@@ -55,7 +55,7 @@ class event_capture {
   [[nodiscard]] bool exclusive() const noexcept { return refs_.load(std::memory_order_acquire) == 1; }
 
   /// The captured work; done() is one atomic load. Empty (done) for a captured record.
-  stream_point point;
+  StreamPoint point;
 
   /// Run by the marker task of a timed record, when the stream reaches it (or by the step of an
   /// external event record, when a replay reaches it).
@@ -66,9 +66,9 @@ class event_capture {
   // ---- a record during a graph capture of an event that is not external ----------------------------
 
   /// Makes this a captured record: a point of `recording`, the capture in progress on stream `s`.
-  void set_captured(const std::shared_ptr<graph_recording>& recording, const stream_state& s) {
+  void set_captured(const std::shared_ptr<GraphRecording>& recording, const StreamState& s) {
     std::string name = s.name();
-    point = stream_point();
+    point = StreamPoint();
     captured_in_ = recording;
     captured_name_ = std::move(name);
     captured_stream_ = s.id();
@@ -82,8 +82,8 @@ class event_capture {
   }
   [[nodiscard]] bool in_capture() const noexcept { return in_capture_; }
   /// The graph capture this record belongs to while it is still in progress; null once it ended.
-  [[nodiscard]] std::shared_ptr<graph_recording> active_capture() const {
-    std::shared_ptr<graph_recording> recording = captured_in_.lock();
+  [[nodiscard]] std::shared_ptr<GraphRecording> active_capture() const {
+    std::shared_ptr<GraphRecording> recording = captured_in_.lock();
     if (recording && recording->ended()) recording.reset();
     return recording;
   }
@@ -92,74 +92,74 @@ class event_capture {
   [[nodiscard]] const std::string& captured_name() const noexcept { return captured_name_; }
 
  private:
-  event_capture() = default;
-  ~event_capture() = default;
+  EventCapture() = default;
+  ~EventCapture() = default;
 
   std::atomic<std::uint32_t> refs_{1};
   std::int64_t stamp_ns_ = 0;
   bool in_capture_ = false;
   std::uint64_t captured_stream_ = 0;
-  std::weak_ptr<graph_recording> captured_in_;
+  std::weak_ptr<GraphRecording> captured_in_;
   std::string captured_name_;
 };
 
 /// An owned reference to a capture, for the marker that carries one.
-class capture_ref {
+class CaptureRef {
  public:
-  explicit capture_ref(event_capture* c) noexcept : c_(c) { c_->retain(); }
-  capture_ref(capture_ref&& other) noexcept : c_(std::exchange(other.c_, nullptr)) {}
-  capture_ref& operator=(capture_ref&&) = delete;
-  capture_ref(const capture_ref&) = delete;
-  capture_ref& operator=(const capture_ref&) = delete;
-  ~capture_ref() {
+  explicit CaptureRef(EventCapture* c) noexcept : c_(c) { c_->retain(); }
+  CaptureRef(CaptureRef&& other) noexcept : c_(std::exchange(other.c_, nullptr)) {}
+  CaptureRef& operator=(CaptureRef&&) = delete;
+  CaptureRef(const CaptureRef&) = delete;
+  CaptureRef& operator=(const CaptureRef&) = delete;
+  ~CaptureRef() {
     if (c_ != nullptr) c_->release();
   }
-  [[nodiscard]] event_capture* get() const noexcept { return c_; }
+  [[nodiscard]] EventCapture* get() const noexcept { return c_; }
 
  private:
-  event_capture* c_;
+  EventCapture* c_;
 };
 
 /// The task a timed Event::record enqueues: takes the timestamp when the stream reaches it.
-struct event_marker {
-  capture_ref capture;
+struct EventMarker {
+  CaptureRef capture;
   void operator()() const noexcept { capture.get()->stamp(); }
 };
 
 /// The latest record of an external event, shared by the Event and by every graph that recorded it
-/// (graph_body::event_records), so that a replay can record the event even after the Event object was
+/// (GraphBody::event_records), so that a replay can record the event even after the Event object was
 /// moved. Owns one reference to its capture. Used by one thread at a time, like the Event: a replay of
 /// a graph that records the event is a use of the event.
-class event_slot {
+class EventSlot {
  public:
-  event_slot() noexcept = default;
-  event_slot(const event_slot&) = delete;
-  event_slot& operator=(const event_slot&) = delete;
-  ~event_slot() {
+  EventSlot() noexcept = default;
+  EventSlot(const EventSlot&) = delete;
+  EventSlot& operator=(const EventSlot&) = delete;
+  ~EventSlot() {
     if (capture_ != nullptr) capture_->release();
   }
 
-  [[nodiscard]] event_capture*& latest() noexcept { return capture_; }
-  [[nodiscard]] const event_capture* latest() const noexcept { return capture_; }
+  [[nodiscard]] EventCapture*& latest() noexcept { return capture_; }
+  [[nodiscard]] const EventCapture* latest() const noexcept { return capture_; }
   /// Makes `c` the latest record, taking over one reference to it.
-  void install(event_capture* c) noexcept {
+  void install(EventCapture* c) noexcept {
     if (capture_ != nullptr) capture_->release();
     capture_ = c;
   }
 
  private:
-  event_capture* capture_ = nullptr;
+  EventCapture* capture_ = nullptr;
 };
 
 /// Throws InvalidStateError for `call` ("query", "synchronize", "elapsed_time") on a captured record,
 /// and invalidates its graph capture when that is still in progress.
-[[noreturn]] inline void refuse_captured_event(const event_capture& c, const char* call) {
+[[noreturn]] inline void refuse_captured_event(const EventCapture& c, const char* call) {
   const std::string message =
       std::string("cpu Event::") + call + " on an event recorded during a graph capture on " + c.captured_name() +
       ": a record during a capture marks a point of the graph, not work that runs (CUDA refuses it too: "
       "cudaErrorCapturedEvent); record the event outside the capture, or create it with "
       "EventOptions{.external = true} so that each replay records it";
-  if (const std::shared_ptr<graph_recording> recording = c.active_capture()) {
+  if (const std::shared_ptr<GraphRecording> recording = c.active_capture()) {
     recording->invalidate(message);
     throw InvalidStateError(message + "; the capture is invalidated");
   }
@@ -168,16 +168,16 @@ class event_slot {
 
 /// Makes later work on `s` wait for the record `c` (StreamRef::wait). A captured record is in stream
 /// order already for its own capturing stream; any other wait on it is refused.
-inline void wait_for_event(stream_state& s, const event_capture& c) {
+inline void wait_for_event(StreamState& s, const EventCapture& c) {
   if (!c.in_capture()) {
     c.point.refuse_unless_ran_before_fork("wait on an event", &s);
     s.wait_for(c.point);
     return;
   }
-  const std::shared_ptr<graph_recording> recording = c.active_capture();
+  const std::shared_ptr<GraphRecording> recording = c.active_capture();
   if (recording && s.id() == c.captured_stream()) return;  // an earlier point of the same capture
   if (recording) {
-    if (const std::shared_ptr<graph_recording> own = s.capture()) {  // CUDA: cudaErrorStreamCaptureIsolation
+    if (const std::shared_ptr<GraphRecording> own = s.capture()) {  // CUDA: cudaErrorStreamCaptureIsolation
       const std::string message = s.name() + ": wait on an event recorded during the graph capture on " +
                                   c.captured_name() + " while " + s.name() +
                                   " captures another graph (two captures cannot be merged)";

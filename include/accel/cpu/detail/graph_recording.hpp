@@ -1,6 +1,6 @@
 // accel/cpu/detail/graph_recording.hpp — what a CPU graph capture records.
 //
-// While a stream captures, stream_state::submit appends each task to the capture's graph_body instead
+// While a stream captures, StreamState::submit appends each task to the capture's GraphBody instead
 // of queueing it. Random fills record a GraphDraw (generator, size) instead of reserving offsets, and
 // their task reads its (seed, offset) from the replay running it: each replay reserves the draws from
 // their generators at replay time and passes the positions to its one stream task, which publishes
@@ -27,28 +27,28 @@
 
 namespace accel::cpu::detail {
 
-class event_slot;  // cpu/detail/event_capture.hpp: the record state an external event shares with graphs
+class EventSlot;  // cpu/detail/event_capture.hpp: the record state an external event shares with graphs
 
 /// The recorded work of a graph; immutable once the capture ended (replays share it).
-struct graph_body {
+struct GraphBody {
   int device = 0;
-  std::vector<stream_task> tasks;
+  std::vector<StreamTask> tasks;
   std::vector<GraphDraw> draws;
   /// The external events recorded during the capture, in recording order: the step task of record i
   /// records event_records[i] at its point of each replay.
-  std::vector<std::shared_ptr<event_slot>> event_records;
+  std::vector<std::shared_ptr<EventSlot>> event_records;
 };
 
 /// (seed, offset) of each draw of the replay the calling thread is running; null outside replays.
-using draw_positions = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
-inline const draw_positions*& replay_positions() noexcept {
-  thread_local const draw_positions* positions = nullptr;
+using DrawPositions = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+inline const DrawPositions*& replay_positions() noexcept {
+  thread_local const DrawPositions* positions = nullptr;
   return positions;
 }
 
 /// The position of draw `index` in the replay being run (a recorded fill task calls this).
 [[nodiscard]] inline std::pair<std::uint64_t, std::uint64_t> replay_position(std::size_t index) {
-  const draw_positions* positions = replay_positions();
+  const DrawPositions* positions = replay_positions();
   if (positions == nullptr || index >= positions->size()) {
     throw InvalidStateError("cpu graph: a random fill recorded in a graph ran outside a replay of that graph");
   }
@@ -56,15 +56,15 @@ inline const draw_positions*& replay_positions() noexcept {
 }
 
 /// A capture in progress on one stream. Shared by the stream (which appends to it) and the guard.
-class graph_recording {
+class GraphRecording {
  public:
-  graph_recording(int device, CaptureMode mode)
-      : body_(std::make_shared<graph_body>()), mode_(mode), owner_(std::this_thread::get_id()) {
+  GraphRecording(int device, CaptureMode mode)
+      : body_(std::make_shared<GraphBody>()), mode_(mode), owner_(std::this_thread::get_id()) {
     body_->device = device;
   }
 
   /// Appends a task (the stream calls this with its queue mutex held, which orders the appends).
-  void append(stream_task&& task) { body_->tasks.push_back(std::move(task)); }
+  void append(StreamTask&& task) { body_->tasks.push_back(std::move(task)); }
 
   /// Records a fill; returns its index among the graph's draws.
   std::size_t add_draw(Generator& generator, std::uint64_t n, bool wide) {
@@ -75,14 +75,14 @@ class graph_recording {
 
   /// Records an external event record; returns its index among the graph's event records.
   /// InvalidStateError when the capture has ended meanwhile.
-  std::size_t add_event_record(std::shared_ptr<event_slot> slot) {
+  std::size_t add_event_record(std::shared_ptr<EventSlot> slot) {
     const std::lock_guard lock(mutex_);
     if (!body_ || ended()) throw InvalidStateError("cpu Event::record: the graph capture ended during the record");
     body_->event_records.push_back(std::move(slot));
     return body_->event_records.size() - 1;
   }
 
-  /// The stream stopped capturing into this recording (stream_state::end_capture). Events recorded
+  /// The stream stopped capturing into this recording (StreamState::end_capture). Events recorded
   /// during the capture use it to tell an active capture from an ended one.
   void mark_ended() noexcept { ended_.store(true, std::memory_order_release); }
   [[nodiscard]] bool ended() const noexcept { return ended_.load(std::memory_order_acquire); }
@@ -104,11 +104,11 @@ class graph_recording {
   }
 
   /// The recorded work, handed to the graph when the capture ends.
-  [[nodiscard]] std::shared_ptr<graph_body> take_body() noexcept { return std::move(body_); }
+  [[nodiscard]] std::shared_ptr<GraphBody> take_body() noexcept { return std::move(body_); }
 
  private:
   mutable std::mutex mutex_;
-  std::shared_ptr<graph_body> body_;
+  std::shared_ptr<GraphBody> body_;
   const CaptureMode mode_;
   const std::thread::id owner_;
   std::string failure_;

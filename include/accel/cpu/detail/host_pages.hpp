@@ -142,11 +142,11 @@ inline std::string address_text(const void* p) {
 // on a stream before their blocks were freed: the stream-ordered contract lets a block be freed as
 // soon as its last use is enqueued. cudaFree waits for the device; here the release is deferred,
 // never blocking, until every stream has run the work enqueued before it.
-struct deferred_release {
+struct DeferredRelease {
   void* p;
   std::size_t bytes;
   bool pinned;
-  std::vector<detail::stream_point> frontier;
+  std::vector<detail::StreamPoint> frontier;
 };
 
 inline void release_segment_now(void* p, std::size_t bytes, bool pinned) noexcept {
@@ -158,26 +158,26 @@ inline void release_segment_now(void* p, std::size_t bytes, bool pinned) noexcep
   }
 }
 
-struct deferred_releases {
+struct DeferredReleases {
   std::mutex mutex;
-  std::vector<deferred_release> pending;
+  std::vector<DeferredRelease> pending;
   std::atomic<std::size_t> count{0};
 };
-inline deferred_releases& deferred() {
-  static auto* const instance = new deferred_releases();  // never destroyed: used from exiting threads
+inline DeferredReleases& deferred() {
+  static auto* const instance = new DeferredReleases();  // never destroyed: used from exiting threads
   return *instance;
 }
 
 /// Releases the deferred segments whose streams have caught up. Cheap when there are none.
 inline void reap_deferred_releases() noexcept {
-  deferred_releases& d = deferred();
+  DeferredReleases& d = deferred();
   if (d.count.load(std::memory_order_acquire) == 0) return;
-  std::vector<deferred_release> ready;
+  std::vector<DeferredRelease> ready;
   {
     std::lock_guard<std::mutex> lock(d.mutex);
     for (auto it = d.pending.begin(); it != d.pending.end();) {
       bool done = true;
-      for (const stream_point& point : it->frontier) done = done && point.done();
+      for (const StreamPoint& point : it->frontier) done = done && point.done();
       if (done) {
         ready.push_back(std::move(*it));
         it = d.pending.erase(it);
@@ -193,12 +193,12 @@ inline void reap_deferred_releases() noexcept {
 inline void release_segment(void* p, std::size_t bytes, bool pinned) noexcept {
   reap_deferred_releases();
   try {
-    std::vector<detail::stream_point> frontier = detail::stream_frontier();
+    std::vector<detail::StreamPoint> frontier = detail::stream_frontier();
     if (frontier.empty()) {
       release_segment_now(p, bytes, pinned);
       return;
     }
-    deferred_releases& d = deferred();
+    DeferredReleases& d = deferred();
     std::lock_guard<std::mutex> lock(d.mutex);
     d.pending.push_back({p, bytes, pinned, std::move(frontier)});
     d.count.store(d.pending.size(), std::memory_order_release);

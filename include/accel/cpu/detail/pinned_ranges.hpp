@@ -22,13 +22,13 @@
 
 namespace accel::cpu::detail {
 
-struct pinned_ranges {
+struct PinnedRanges {
   std::mutex mutex;
   std::map<std::uintptr_t, std::size_t> ranges;  // start -> bytes, as the caller gave them
 };
 
-inline pinned_ranges& pinned() {
-  static pinned_ranges* r = new pinned_ranges;
+inline PinnedRanges& pinned() {
+  static PinnedRanges* r = new PinnedRanges;
   return *r;
 }
 

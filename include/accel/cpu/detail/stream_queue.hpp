@@ -16,25 +16,25 @@
 
 namespace accel::cpu::detail {
 
-class stream_queue {
+class StreamQueue {
  public:
   static constexpr std::uint32_t block_tasks = 63;  // 63 * 64 B + header: one 4 KiB block
   static constexpr std::size_t max_cached_blocks = 16;
 
-  struct block {
-    block* next = nullptr;
+  struct Block {
+    Block* next = nullptr;
     std::uint32_t count = 0;
-    alignas(64) unsigned char storage[block_tasks * sizeof(stream_task)];  // one task per cache line
+    alignas(64) unsigned char storage[block_tasks * sizeof(StreamTask)];  // one task per cache line
 
-    [[nodiscard]] stream_task& operator[](std::uint32_t i) noexcept {
-      return *std::launder(reinterpret_cast<stream_task*>(storage + i * sizeof(stream_task)));
+    [[nodiscard]] StreamTask& operator[](std::uint32_t i) noexcept {
+      return *std::launder(reinterpret_cast<StreamTask*>(storage + i * sizeof(StreamTask)));
     }
   };
 
-  stream_queue() noexcept = default;
-  stream_queue(const stream_queue&) = delete;
-  stream_queue& operator=(const stream_queue&) = delete;
-  ~stream_queue() {
+  StreamQueue() noexcept = default;
+  StreamQueue(const StreamQueue&) = delete;
+  StreamQueue& operator=(const StreamQueue&) = delete;
+  ~StreamQueue() {
     destroy_chain(std::exchange(head_, nullptr));
     while (free_ != nullptr) delete std::exchange(free_, free_->next);
   }
@@ -42,22 +42,22 @@ class stream_queue {
   [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
 
   /// Appends a task; on failure (no memory for a new block) nothing changed.
-  void push(stream_task&& task) {
+  void push(StreamTask&& task) {
     if (tail_ == nullptr || tail_->count == block_tasks) append_block();
-    ::new (static_cast<void*>(tail_->storage + tail_->count * sizeof(stream_task))) stream_task(std::move(task));
+    ::new (static_cast<void*>(tail_->storage + tail_->count * sizeof(StreamTask))) StreamTask(std::move(task));
     ++tail_->count;
   }
 
   /// Takes every queued task, in order, as a chain of blocks; the queue is empty afterwards.
-  [[nodiscard]] block* take_all() noexcept {
+  [[nodiscard]] Block* take_all() noexcept {
     tail_ = nullptr;
     return std::exchange(head_, nullptr);
   }
 
   /// Returns a chain from take_all whose tasks were all run and destroyed.
-  void recycle(block* chain) noexcept {
+  void recycle(Block* chain) noexcept {
     while (chain != nullptr) {
-      block* b = std::exchange(chain, chain->next);
+      Block* b = std::exchange(chain, chain->next);
       if (cached_ < max_cached_blocks) {
         b->next = std::exchange(free_, b);
         ++cached_;
@@ -68,22 +68,22 @@ class stream_queue {
   }
 
   /// Destroys the tasks of a chain without running them, and frees it.
-  static void destroy_chain(block* chain) noexcept {
+  static void destroy_chain(Block* chain) noexcept {
     while (chain != nullptr) {
-      block* b = std::exchange(chain, chain->next);
-      for (std::uint32_t i = 0; i < b->count; ++i) (*b)[i].~stream_task();
+      Block* b = std::exchange(chain, chain->next);
+      for (std::uint32_t i = 0; i < b->count; ++i) (*b)[i].~StreamTask();
       delete b;
     }
   }
 
  private:
   void append_block() {
-    block* b = free_;
+    Block* b = free_;
     if (b != nullptr) {
       free_ = b->next;
       --cached_;
     } else {
-      b = new block;
+      b = new Block;
     }
     b->next = nullptr;
     b->count = 0;
@@ -91,9 +91,9 @@ class stream_queue {
     tail_ = b;
   }
 
-  block* head_ = nullptr;
-  block* tail_ = nullptr;
-  block* free_ = nullptr;
+  Block* head_ = nullptr;
+  Block* tail_ = nullptr;
+  Block* free_ = nullptr;
   std::size_t cached_ = 0;
 };
 

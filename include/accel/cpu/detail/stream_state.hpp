@@ -1,14 +1,14 @@
 // accel/cpu/detail/stream_state.hpp — the state behind a CPU StreamRef, shared by stream.hpp and
 // event.hpp, and the points (stream, ticket) that order work across streams.
 //
-// A worker stream is a mutex-protected queue of stream_tasks (stream_queue) that its own thread drains
+// A worker stream is a mutex-protected queue of stream_tasks (StreamQueue) that its own thread drains
 // a whole chain at a time; the default stream of a device runs tasks inline in the enqueuing thread.
-// Every piece of work — tasks, timed-event markers, waits — enters through stream_state::submit, the
-// one place where graph capture diverts tasks into a graph_recording instead of queueing them.
+// Every piece of work — tasks, timed-event markers, waits — enters through StreamState::submit, the
+// one place where graph capture diverts tasks into a GraphRecording instead of queueing them.
 //
 // Counters order everything: `submitted_` (written under the queue mutex) numbers the tasks, and
 // `completed_` (written by the worker only, after a task ran and was destroyed) says how many have
-// run. A stream_point — (stream, ticket) — is "the first `ticket` tasks of the stream"; it is done
+// run. A StreamPoint — (stream, ticket) — is "the first `ticket` tasks of the stream"; it is done
 // when completed_ >= ticket. Stream synchronization, event completion and cross-stream waits are all
 // stream_points, so they agree: once an event recorded on s completed, s.query() sees that work too.
 // A task that throws is recorded, not propagated; the next stream or device synchronization reports it.
@@ -16,7 +16,7 @@
 // A task that blocks on another stream (synchronize, an event's synchronize, a stream wait) may close
 // a cycle of waits — a task of A waits for B while a task of B waits for A, or A -> B -> C -> A — that
 // would never return. Each worker thread that blocks registers its edge in the wait-for graph
-// (wait_edge) under one process-wide mutex, after the short spin; the wait that would close a cycle
+// (WaitEdge) under one process-wide mutex, after the short spin; the wait that would close a cycle
 // throws InvalidStateError naming the streams instead (reported as the task's TaskError). Host
 // threads never register: nothing waits for them, so they cannot be part of a cycle, and their waits
 // — the common path — take no extra lock.
@@ -80,10 +80,10 @@ template <class Ready>
   return ready();
 }
 
-class stream_state;
-class stream_point;
+class StreamState;
+class StreamPoint;
 
-/// Guards the wait-for graph: every stream_state's waiting_for_ and waiting_target_. Created on first
+/// Guards the wait-for graph: every StreamState's waiting_for_ and waiting_target_. Created on first
 /// use and never destroyed, so usable from static destructors and exiting threads.
 inline std::mutex& wait_graph_mutex() {
   static std::mutex* const mutex = new std::mutex();
@@ -91,8 +91,8 @@ inline std::mutex& wait_graph_mutex() {
 }
 
 /// The stream whose worker is the calling thread, if any (to refuse self-deadlocking waits).
-inline stream_state*& running_stream() noexcept {
-  thread_local stream_state* running = nullptr;
+inline StreamState*& running_stream() noexcept {
+  thread_local StreamState* running = nullptr;
   return running;
 }
 
@@ -107,21 +107,21 @@ inline stream_state*& running_stream() noexcept {
   }
 }
 
-class stream_state {
+class StreamState {
  public:
   /// A device's default stream: runs tasks inline, never destroyed.
-  stream_state(int device, int priority, bool is_default)
+  StreamState(int device, int priority, bool is_default)
       : device_(device),
         priority_(priority),
         default_(is_default),
         id_(next_stream_id.fetch_add(1, std::memory_order_relaxed)) {}
 
-  stream_state(const stream_state&) = delete;
-  stream_state& operator=(const stream_state&) = delete;
+  StreamState(const StreamState&) = delete;
+  StreamState& operator=(const StreamState&) = delete;
 
   /// A created stream with its worker thread; the caller owns one reference.
-  static stream_state* create_worker(int device, int priority) {
-    std::unique_ptr<stream_state> state(new stream_state(device, priority, false));
+  static StreamState* create_worker(int device, int priority) {
+    std::unique_ptr<StreamState> state(new StreamState(device, priority, false));
     state->refs_.store(2, std::memory_order_relaxed);  // the caller's and the worker's
     state->worker_ = std::thread([s = state.get()] { s->run_worker(); });
     return state.release();
@@ -142,7 +142,7 @@ class stream_state {
 
   /// The single entry point of all work on the stream. Returns the task's ticket: the stream has run
   /// it once completed() >= ticket (0 on the default stream, where it already ran).
-  std::uint64_t submit(stream_task&& task) {
+  std::uint64_t submit(StreamTask&& task) {
     if (orphaned_) {
       throw InvalidStateError(name() + " was created before fork(): its worker thread does not exist in this "
                               "process; create a new stream in the child");
@@ -176,10 +176,10 @@ class stream_state {
   }
 
   /// Later work on this stream runs after `point` (on the default stream: the caller blocks).
-  inline void wait_for(const stream_point& point);
+  inline void wait_for(const StreamPoint& point);
 
   /// Later work on this stream runs after everything enqueued on `other` so far.
-  inline void wait_for_stream(stream_state& other);
+  inline void wait_for_stream(StreamState& other);
 
   /// Tasks enqueued so far (the ticket of the latest one).
   [[nodiscard]] std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
@@ -206,11 +206,11 @@ class stream_state {
     const auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
     if (spin_until(reached)) return;
     if (orphaned_) return;  // the rest runs only in the parent: done, for the backend's own waits
-    stream_state* const waiter = running_stream();
+    StreamState* const waiter = running_stream();
     if (waiter == this) {
       throw InvalidStateError(name() + ": synchronizing a stream from one of its own tasks would never return");
     }
-    const wait_edge edge(waiter, *this, target);  // nothing for a host thread; throws on a cycle
+    const WaitEdge edge(waiter, *this, target);  // nothing for a host thread; throws on a cycle
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       // Publish the target before checking the counter (the worker stores the counter before
@@ -224,14 +224,14 @@ class stream_state {
   // ---- graph capture ---------------------------------------------------------------------------
 
   /// Diverts later submits into `recording` (InvalidStateError if already capturing).
-  void begin_capture(std::shared_ptr<graph_recording> recording) {
+  void begin_capture(std::shared_ptr<GraphRecording> recording) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (capture_) throw InvalidStateError(name() + " is already capturing a graph (one capture per stream at a time)");
     capture_ = std::move(recording);
     capturing_.store(true, std::memory_order_release);
   }
   /// Stops capturing; returns the recording (null when none), marked as ended.
-  std::shared_ptr<graph_recording> end_capture() noexcept {
+  std::shared_ptr<GraphRecording> end_capture() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     capturing_.store(false, std::memory_order_release);
     if (capture_) capture_->mark_ended();
@@ -239,7 +239,7 @@ class stream_state {
   }
   [[nodiscard]] bool is_capturing() const noexcept { return capturing_.load(std::memory_order_acquire); }
   /// The capture in progress, if any.
-  [[nodiscard]] std::shared_ptr<graph_recording> capture() const {
+  [[nodiscard]] std::shared_ptr<GraphRecording> capture() const {
     if (!is_capturing()) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
     return capture_;
@@ -248,7 +248,7 @@ class stream_state {
   /// while it captures: its recorded work never runs, so waiting for it would be meaningless.
   void refuse_while_capturing(const char* operation) const {
     if (!is_capturing()) return;
-    const std::shared_ptr<graph_recording> recording = capture();
+    const std::shared_ptr<GraphRecording> recording = capture();
     if (!recording) return;
     const std::string message = name() + ": " + operation +
                                 "() while the stream is capturing a graph (work enqueued during a capture is "
@@ -310,7 +310,7 @@ class stream_state {
   /// (done, or a wait that returns) would be true here. `call` names the call, made by `caller` when
   /// it is a stream's operation.
   void refuse_unless_ran_before_fork(std::uint64_t ticket, const char* call,
-                                     const stream_state* caller = nullptr) const {
+                                     const StreamState* caller = nullptr) const {
     const std::uint64_t ran = completed();  // frozen at the fork in a child
     if (!orphaned_ || ticket <= ran) return;
     throw InvalidStateError((caller != nullptr ? caller->name() + ": " : std::string()) + call + ": " + name() +
@@ -342,22 +342,22 @@ class stream_state {
   }
 
  private:
-  ~stream_state() = default;
-  friend struct std::default_delete<stream_state>;
+  ~StreamState() = default;
+  friend struct std::default_delete<StreamState>;
 
   /// A worker thread's edge in the wait-for graph while it blocks in wait_until: `waiter` waits for
   /// `target`'s first `ticket` tasks. Refuses (throws) an edge that would close a cycle. Waits of host
   /// threads (waiter == nullptr) are not recorded.
-  class wait_edge {
+  class WaitEdge {
    public:
-    wait_edge(stream_state* waiter, stream_state& target, std::uint64_t ticket) : waiter_(waiter) {
+    WaitEdge(StreamState* waiter, StreamState& target, std::uint64_t ticket) : waiter_(waiter) {
       if (waiter_ == nullptr) return;
       const std::lock_guard<std::mutex> lock(wait_graph_mutex());
       // Follow the waits that still block: `s` blocks its waiter while it has not run `t` tasks, and
       // it cannot run them while its own worker is blocked in turn. Reaching the waiter is a cycle.
       // The graph never holds a blocking cycle (each closing edge is refused), so the walk ends; the
       // bound only guards against a broken invariant.
-      const stream_state* s = &target;
+      const StreamState* s = &target;
       std::uint64_t t = ticket;
       for (int hops = 0; s != nullptr && hops < 1'000'000; ++hops) {
         if (s->completed() >= t) break;  // that wait is satisfied: no cycle through it
@@ -368,9 +368,9 @@ class stream_state {
       waiter_->waiting_for_ = &target;
       waiter_->waiting_target_ = ticket;
     }
-    wait_edge(const wait_edge&) = delete;
-    wait_edge& operator=(const wait_edge&) = delete;
-    ~wait_edge() {
+    WaitEdge(const WaitEdge&) = delete;
+    WaitEdge& operator=(const WaitEdge&) = delete;
+    ~WaitEdge() {
       if (waiter_ == nullptr) return;
       const std::lock_guard<std::mutex> lock(wait_graph_mutex());
       waiter_->waiting_for_ = nullptr;
@@ -378,9 +378,9 @@ class stream_state {
 
    private:
     // With wait_graph_mutex held: the cycle waiter_ -> target -> ... -> waiter_, named stream by stream.
-    [[noreturn]] void throw_cycle(const stream_state& target) const {
+    [[noreturn]] void throw_cycle(const StreamState& target) const {
       std::string cycle = waiter_->name();
-      for (const stream_state* s = &target; s != nullptr && s != waiter_; s = s->waiting_for_) {
+      for (const StreamState* s = &target; s != nullptr && s != waiter_; s = s->waiting_for_) {
         cycle += " -> " + s->name();
       }
       cycle += " -> " + waiter_->name();
@@ -389,10 +389,10 @@ class stream_state {
                               "; each stream's running task waits for the next stream)");
     }
 
-    stream_state* waiter_;
+    StreamState* waiter_;
   };
 
-  void run_one(stream_task& task) noexcept {
+  void run_one(StreamTask& task) noexcept {
     try {
       task();
     } catch (...) {
@@ -430,12 +430,12 @@ class stream_state {
         idle_ = false;
         continue;
       }
-      stream_queue::block* const chain = queue_.take_all();
+      StreamQueue::Block* const chain = queue_.take_all();
       lock.unlock();
-      for (stream_queue::block* b = chain; b != nullptr; b = b->next) {
+      for (StreamQueue::Block* b = chain; b != nullptr; b = b->next) {
         for (std::uint32_t i = 0; i < b->count; ++i) {
           run_one((*b)[i]);
-          (*b)[i].~stream_task();  // what the task captured is released before synchronize() returns
+          (*b)[i].~StreamTask();  // what the task captured is released before synchronize() returns
           const std::uint64_t done = completed_.load(std::memory_order_relaxed) + 1;
           completed_.store(done, std::memory_order_seq_cst);
           // Wake waiters whose target is reached; after the last task of the batch, that is done
@@ -478,8 +478,8 @@ class stream_state {
 
   // producers (under mutex_)
   alignas(line) mutable std::mutex mutex_;  // guards queue_, idle_, stopping_, failure_, more_failures_, capture_
-  stream_queue queue_;
-  std::shared_ptr<graph_recording> capture_;  // the graph being captured, if any
+  StreamQueue queue_;
+  std::shared_ptr<GraphRecording> capture_;  // the graph being captured, if any
   std::atomic<bool> capturing_{false};
   std::atomic<std::uint64_t> submitted_{0};
   bool idle_ = false;
@@ -489,7 +489,7 @@ class stream_state {
   // the worker
   alignas(line) std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> wake_at_{std::numeric_limits<std::uint64_t>::max()};  // least waited-for count
-  stream_state* waiting_for_ = nullptr;  // the stream a task of this one is blocked on (wait_graph_mutex)
+  StreamState* waiting_for_ = nullptr;  // the stream a task of this one is blocked on (wait_graph_mutex)
   std::uint64_t waiting_target_ = 0;     // ... and its ticket (wait_graph_mutex)
 
   alignas(line) std::condition_variable done_cv_;
@@ -499,13 +499,13 @@ class stream_state {
 
 /// "The first `ticket` tasks of a stream": what an event captures and what a wait waits for. Holds a
 /// reference to the stream's state, so it stays valid after the Stream is destroyed (then it is done).
-class stream_point {
+class StreamPoint {
  public:
-  stream_point() noexcept = default;
-  stream_point(stream_state& s, std::uint64_t ticket) noexcept : stream_(&s), ticket_(ticket) { s.retain(); }
-  stream_point(stream_point&& other) noexcept
+  StreamPoint() noexcept = default;
+  StreamPoint(StreamState& s, std::uint64_t ticket) noexcept : stream_(&s), ticket_(ticket) { s.retain(); }
+  StreamPoint(StreamPoint&& other) noexcept
       : stream_(std::exchange(other.stream_, nullptr)), ticket_(std::exchange(other.ticket_, 0)) {}
-  stream_point& operator=(stream_point&& other) noexcept {
+  StreamPoint& operator=(StreamPoint&& other) noexcept {
     if (this != &other) {
       if (stream_ != nullptr) stream_->release();
       stream_ = std::exchange(other.stream_, nullptr);
@@ -513,20 +513,20 @@ class stream_point {
     }
     return *this;
   }
-  stream_point(const stream_point&) = delete;
-  stream_point& operator=(const stream_point&) = delete;
-  ~stream_point() {
+  StreamPoint(const StreamPoint&) = delete;
+  StreamPoint& operator=(const StreamPoint&) = delete;
+  ~StreamPoint() {
     if (stream_ != nullptr) stream_->release();
   }
 
-  [[nodiscard]] stream_point share() const noexcept {
-    return stream_ != nullptr ? stream_point(*stream_, ticket_) : stream_point();
+  [[nodiscard]] StreamPoint share() const noexcept {
+    return stream_ != nullptr ? StreamPoint(*stream_, ticket_) : StreamPoint();
   }
-  [[nodiscard]] stream_state* stream() const noexcept { return stream_; }
+  [[nodiscard]] StreamState* stream() const noexcept { return stream_; }
   /// One atomic load.
   [[nodiscard]] bool done() const noexcept { return stream_ == nullptr || stream_->completed() >= ticket_; }
   /// done() for users: InvalidStateError in a child process when this point's work had not run at
-  /// fork() (stream_state::refuse_unless_ran_before_fork); `call` names the call. Done: one load.
+  /// fork() (StreamState::refuse_unless_ran_before_fork); `call` names the call. Done: one load.
   [[nodiscard]] bool done_checked(const char* call) const {
     const bool done_now = done();
     if (!done_now) [[unlikely]] stream_->refuse_if_lost_in_fork(ticket_, call);
@@ -535,7 +535,7 @@ class stream_point {
   /// done() for the backend's own bookkeeping (the allocator): work lost in a fork counts as done.
   [[nodiscard]] bool done_or_lost_in_fork() const noexcept { return done() || stream_->orphaned(); }
   /// The same check alone, before a wait; `caller` is the stream that waits, if any.
-  void refuse_unless_ran_before_fork(const char* call, const stream_state* caller = nullptr) const {
+  void refuse_unless_ran_before_fork(const char* call, const StreamState* caller = nullptr) const {
     if (stream_ != nullptr && stream_->orphaned()) stream_->refuse_unless_ran_before_fork(ticket_, call, caller);
   }
   /// Blocks until done (short spin, then a condition variable).
@@ -544,25 +544,25 @@ class stream_point {
   }
 
  private:
-  stream_state* stream_ = nullptr;
+  StreamState* stream_ = nullptr;
   std::uint64_t ticket_ = 0;
 };
 
 /// The task a wait enqueues: the stream's later tasks run after `point`.
-struct stream_wait {
-  stream_point point;
+struct StreamWait {
+  StreamPoint point;
   void operator()() const { point.wait(); }
 };
 
-inline void stream_state::wait_for(const stream_point& point) {
+inline void StreamState::wait_for(const StreamPoint& point) {
   if (point.stream() == this || point.done_or_lost_in_fork()) return;  // in stream order already, or satisfied
-  submit(stream_task(stream_wait{point.share()}));
+  submit(StreamTask(StreamWait{point.share()}));
 }
 
-inline void stream_state::wait_for_stream(stream_state& other) {
+inline void StreamState::wait_for_stream(StreamState& other) {
   if (&other == this || other.default_) return;  // the default stream's tasks ran inline
   if (other.orphaned_) other.refuse_unless_ran_before_fork(other.submitted(), "wait_stream()", this);
-  wait_for(stream_point(other, other.submitted()));
+  wait_for(StreamPoint(other, other.submitted()));
 }
 
 }  // namespace accel::cpu::detail

@@ -14,7 +14,7 @@
 
 namespace accel::cpu::detail {
 
-class stream_task {
+class StreamTask {
  public:
   static constexpr std::size_t inline_size = 48;
 
@@ -23,11 +23,11 @@ class stream_task {
   static constexpr bool stored_inline = sizeof(T) <= inline_size && alignof(T) <= alignof(std::max_align_t) &&
                                         std::is_nothrow_move_constructible_v<T>;
 
-  stream_task() noexcept = default;
+  StreamTask() noexcept = default;
 
   template <class F, class T = std::decay_t<F>>
-    requires(!std::is_same_v<T, stream_task> && std::is_invocable_v<T&> && std::is_constructible_v<T, F>)
-  explicit stream_task(F&& fn) {
+    requires(!std::is_same_v<T, StreamTask> && std::is_invocable_v<T&> && std::is_constructible_v<T, F>)
+  explicit StreamTask(F&& fn) {
     if constexpr (stored_inline<T>) {
       ::new (static_cast<void*>(buffer_)) T(std::forward<F>(fn));
       ops_ = &inline_ops<T>;
@@ -39,9 +39,9 @@ class stream_task {
     }
   }
 
-  stream_task(stream_task&& other) noexcept { take(other); }
+  StreamTask(StreamTask&& other) noexcept { take(other); }
 
-  stream_task& operator=(stream_task&& other) noexcept {
+  StreamTask& operator=(StreamTask&& other) noexcept {
     if (this != &other) {
       reset();
       take(other);
@@ -49,9 +49,9 @@ class stream_task {
     return *this;
   }
 
-  stream_task(const stream_task&) = delete;
-  stream_task& operator=(const stream_task&) = delete;
-  ~stream_task() { reset(); }
+  StreamTask(const StreamTask&) = delete;
+  StreamTask& operator=(const StreamTask&) = delete;
+  ~StreamTask() { reset(); }
 
   /// Runs the callable (it must hold one). Exceptions propagate to the caller (the stream).
   void operator()() { ops_->invoke(buffer_); }
@@ -65,14 +65,14 @@ class stream_task {
   explicit operator bool() const noexcept { return ops_ != nullptr; }
 
  private:
-  struct ops_table {
+  struct OpsTable {
     void (*invoke)(void* self);
     void (*relocate)(void* dst, void* src) noexcept;  // move-construct into dst, destroy src
     void (*destroy)(void* self) noexcept;
   };
 
   template <class T>
-  static constexpr ops_table inline_ops{
+  static constexpr OpsTable inline_ops{
       [](void* self) { (*static_cast<T*>(self))(); },
       [](void* dst, void* src) noexcept {
         T* from = static_cast<T*>(src);
@@ -83,13 +83,13 @@ class stream_task {
   };
 
   template <class T>
-  static constexpr ops_table heap_ops{
+  static constexpr OpsTable heap_ops{
       [](void* self) { (**static_cast<T**>(self))(); },
       [](void* dst, void* src) noexcept { ::new (dst) T*(*static_cast<T**>(src)); },
       [](void* self) noexcept { delete *static_cast<T**>(self); },
   };
 
-  void take(stream_task& other) noexcept {  // *this is empty
+  void take(StreamTask& other) noexcept {  // *this is empty
     if (other.ops_ == nullptr) return;
     if (other.trivial_) {
       std::memcpy(buffer_, other.buffer_, inline_size);
@@ -101,10 +101,10 @@ class stream_task {
   }
 
   alignas(std::max_align_t) unsigned char buffer_[inline_size];
-  const ops_table* ops_ = nullptr;
+  const OpsTable* ops_ = nullptr;
   bool trivial_ = false;
 };
 
-static_assert(sizeof(stream_task) == 64, "a stream_task is one cache line");
+static_assert(sizeof(StreamTask) == 64, "a StreamTask is one cache line");
 
 }  // namespace accel::cpu::detail

@@ -27,13 +27,13 @@
 namespace accel::cuda::detail {
 
 /// One capture in progress.
-class capture_record {
+class CaptureRecord {
  public:
   /// Draw slots per chunk of device memory: (seed, offset) as two 64-bit words each.
   static constexpr std::size_t draws_per_chunk = 256;
   static constexpr std::size_t chunk_bytes = draws_per_chunk * 2 * sizeof(std::uint64_t);
 
-  capture_record(int device, std::uint64_t stream_id, CaptureMode mode)
+  CaptureRecord(int device, std::uint64_t stream_id, CaptureMode mode)
       : device_(device), stream_id_(stream_id), mode_(mode), owner_(std::this_thread::get_id()) {}
 
   [[nodiscard]] int device() const noexcept { return device_; }
@@ -98,21 +98,21 @@ class capture_record {
   std::vector<std::unique_ptr<HostTaskBase>> host_tasks_;
 };
 
-class capture_registry {
+class CaptureRegistry {
  public:
-  void add(std::shared_ptr<capture_record> record) {
+  void add(std::shared_ptr<CaptureRecord> record) {
     const std::lock_guard lock(mutex_);
     active_.push_back(std::move(record));
     count_.fetch_add(1, std::memory_order_release);
   }
-  void remove(const capture_record* record) noexcept {
+  void remove(const CaptureRecord* record) noexcept {
     const std::lock_guard lock(mutex_);
     const auto before = active_.size();
-    std::erase_if(active_, [&](const std::shared_ptr<capture_record>& r) { return r.get() == record; });
+    std::erase_if(active_, [&](const std::shared_ptr<CaptureRecord>& r) { return r.get() == record; });
     if (active_.size() != before) count_.fetch_sub(1, std::memory_order_release);
   }
   /// The capture on stream `stream_id`, if any (one atomic load when no capture is in progress).
-  [[nodiscard]] std::shared_ptr<capture_record> find(std::uint64_t stream_id) const {
+  [[nodiscard]] std::shared_ptr<CaptureRecord> find(std::uint64_t stream_id) const {
     if (count_.load(std::memory_order_acquire) == 0) return nullptr;
     const std::lock_guard lock(mutex_);
     for (const auto& r : active_) {
@@ -121,7 +121,7 @@ class capture_registry {
     return nullptr;
   }
   /// A capture on `device` whose mode forbids a device synchronize from the calling thread.
-  [[nodiscard]] std::shared_ptr<capture_record> forbidding_device_sync(int device) const {
+  [[nodiscard]] std::shared_ptr<CaptureRecord> forbidding_device_sync(int device) const {
     if (count_.load(std::memory_order_acquire) == 0) return nullptr;
     const std::lock_guard lock(mutex_);
     for (const auto& r : active_) {
@@ -133,12 +133,12 @@ class capture_registry {
  private:
   mutable std::mutex mutex_;
   std::atomic<int> count_{0};
-  std::vector<std::shared_ptr<capture_record>> active_;
+  std::vector<std::shared_ptr<CaptureRecord>> active_;
 };
 
 /// Created on first use, never destroyed.
-inline capture_registry& captures() {
-  static capture_registry* const registry = new capture_registry;
+inline CaptureRegistry& captures() {
+  static CaptureRegistry* const registry = new CaptureRegistry;
   return *registry;
 }
 
