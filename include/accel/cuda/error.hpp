@@ -18,11 +18,11 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/core/source_location.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
 
 #include <cstdint>
 #include <cstdio>
-#include <accel/core/source_location.hpp>
 #include <string>
 #include <string_view>
 

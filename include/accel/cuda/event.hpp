@@ -30,13 +30,13 @@
 #include <accel/concepts/stream.hpp>
 #include <accel/core/error.hpp>
 #include <accel/core/event_options.hpp>
+#include <accel/core/source_location.hpp>
 #include <accel/cuda/detail/capture_registry.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
 #include <accel/cuda/device.hpp>
 #include <accel/cuda/error.hpp>
 #include <accel/cuda/stream.hpp>
 
-#include <accel/core/source_location.hpp>
 #include <memory>
 #include <string>
 #include <utility>

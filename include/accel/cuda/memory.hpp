@@ -27,6 +27,7 @@
 
 #include <accel/concepts/memory.hpp>
 #include <accel/core/error.hpp>
+#include <accel/core/source_location.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
 #include <accel/cuda/detail/event_pool.hpp>
 #include <accel/cuda/device.hpp>
@@ -45,7 +46,6 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
-#include <accel/core/source_location.hpp>
 #include <string>
 #include <utility>
 

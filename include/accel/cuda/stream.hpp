@@ -26,6 +26,7 @@
 
 #include <accel/concepts/stream.hpp>
 #include <accel/core/error.hpp>
+#include <accel/core/source_location.hpp>
 #include <accel/cuda/detail/capture_registry.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
 #include <accel/cuda/detail/event_pool.hpp>
@@ -43,7 +44,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <accel/core/source_location.hpp>
 #include <string>
 #include <type_traits>
 #include <utility>

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/detail/describe_exception.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -98,7 +99,7 @@ class LazyInit {
         end_pass();
         lock.unlock();
         const std::string message = backend_ + ": lazy_call callback " + std::to_string(position) + " of " +
-                                    std::to_string(count) + " failed during initialisation: " + describe(error) +
+                                    std::to_string(count) + " failed during initialisation: " + describe_exception(error) +
                                     " (the runtime is not marked initialised; the next initialisation runs the "
                                     "queue again from this callback)";
         throw TaskError(message, std::move(error));
@@ -114,16 +115,6 @@ class LazyInit {
     next_ = 0;
     initialized_.store(true, std::memory_order_release);
     end_pass();
-  }
-
-  static std::string describe(const std::exception_ptr& error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      return e.what();
-    } catch (...) {
-      return "an exception not derived from std::exception";
-    }
   }
 
   const std::string backend_;

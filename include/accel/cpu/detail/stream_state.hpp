@@ -40,6 +40,7 @@
 #include <accel/cpu/detail/graph_recording.hpp>
 #include <accel/cpu/detail/stream_queue.hpp>
 #include <accel/cpu/detail/stream_task.hpp>
+#include <accel/detail/describe_exception.hpp>
 #include <accel/cpu/device.hpp>
 
 #include <atomic>
@@ -94,17 +95,6 @@ inline std::mutex& wait_graph_mutex() {
 inline StreamState*& running_stream() noexcept {
   thread_local StreamState* running = nullptr;
   return running;
-}
-
-/// what() of a stored exception, for messages.
-[[nodiscard]] inline std::string describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
 }
 
 class StreamState {
@@ -283,7 +273,7 @@ class StreamState {
       failure_seq_.store(0, std::memory_order_release);
     }
     if (!error) return;  // another thread reported it first
-    std::string message = name() + ": task failed: " + describe(error);
+    std::string message = name() + ": task failed: " + accel::detail::describe_exception(error);
     if (more != 0) message += " (and " + std::to_string(more) + " later task failure(s) on this stream)";
     throw TaskError(message, error, where);
   }
@@ -456,7 +446,7 @@ class StreamState {
       std::lock_guard<std::mutex> guard(mutex_);
       if (failure_) {
         std::fprintf(stderr, "accel: %s destroyed with an unreported task failure: %s\n", name().c_str(),
-                     describe(failure_).c_str());
+                     accel::detail::describe_exception(failure_).c_str());
       }
     }
     release();

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/core/source_location.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
+#include <accel/detail/describe_exception.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -19,7 +21,6 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <accel/core/source_location.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -30,17 +31,6 @@ namespace accel::cuda::detail {
 [[nodiscard]] inline std::string stream_name(int device, std::uint64_t id, bool is_default) {
   std::string name = "cuda:" + std::to_string(device);
   return is_default ? name + " default stream" : name + " stream " + std::to_string(id);
-}
-
-/// what() of a stored exception, for messages.
-[[nodiscard]] inline std::string describe_exception(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
 }
 
 class TaskFailures {
@@ -115,7 +105,7 @@ class TaskFailures {
       if (it == failures_.end()) return;
       std::fprintf(stderr, "accel: %s destroyed with an unreported task failure: %s\n",
                    stream_name(it->second.device, stream, it->second.is_default).c_str(),
-                   describe_exception(it->second.error).c_str());
+                   accel::detail::describe_exception(it->second.error).c_str());
       failures_.erase(it);
       count_.fetch_sub(1, std::memory_order_release);
     } catch (...) {
@@ -125,7 +115,7 @@ class TaskFailures {
  private:
   [[noreturn]] static void throw_failure(std::uint64_t stream, const Failure& failure, source_location where) {
     std::string message = stream_name(failure.device, stream, failure.is_default) +
-                          ": task failed: " + describe_exception(failure.error);
+                          ": task failed: " + accel::detail::describe_exception(failure.error);
     if (failure.more != 0) {
       message += " (and " + std::to_string(failure.more) + " later task failure(s) on this stream)";
     }
