@@ -5,6 +5,7 @@
 // the backend is their composition — empty bases, static functions, no state, no vtable.
 #pragma once
 
+#include <accel/backend/profiling.hpp>
 #include <accel/concepts/accelerator.hpp>
 #include <accel/cpu/device.hpp>
 #include <accel/cpu/dtype.hpp>
@@ -13,7 +14,6 @@
 #include <accel/cpu/graph.hpp>
 #include <accel/cpu/memory.hpp>
 #include <accel/cpu/detail/ops_api.hpp>
-#include <accel/cpu/profile.hpp>
 #include <accel/cpu/random.hpp>
 #include <accel/cpu/stream.hpp>
 
@@ -21,7 +21,7 @@
 
 namespace accel {
 
-struct CpuBackend : cpu::Devices, cpu::Streams, cpu::Memory, cpu::Dtypes, cpu::Profiling, cpu::Environment, cpu::Ops,
+struct CpuBackend : cpu::Devices, cpu::Streams, cpu::Memory, cpu::Dtypes, Profiling, cpu::Environment, cpu::Ops,
                     cpu::Random, cpu::Graphs {
   [[nodiscard]] static constexpr DeviceType device_type() noexcept { return DeviceType::cpu; }
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "cpu"; }

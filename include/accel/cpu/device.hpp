@@ -6,6 +6,7 @@
 // Both are read once, at first use. synchronize() lives with the streams (cpu/stream.hpp).
 #pragma once
 
+#include <accel/backend/devices.hpp>
 #include <accel/concepts/device.hpp>
 #include <accel/core/device.hpp>
 #include <accel/core/error.hpp>
@@ -70,8 +71,9 @@ inline int& current_device_slot() noexcept {
 
 }  // namespace detail
 
-/// Device enumeration and selection for accel::CpuBackend.
-struct Devices {
+/// Device enumeration and selection for accel::CpuBackend; the naming and index checks are shared
+/// (backend/devices.hpp).
+struct Devices : DeviceNames<Devices, DeviceType::cpu> {
   /// Logical CPU devices: 1, or ACCEL_CPU_DEVICE_COUNT filtered by ACCEL_CPU_VISIBLE_DEVICES.
   /// A malformed variable is reported by availability(); device_count() itself never throws.
   [[nodiscard]] static int device_count() noexcept {
@@ -97,36 +99,12 @@ struct Devices {
 
   [[nodiscard]] static bool is_available() noexcept { return device_count() > 0; }
 
-  /// Throws InvalidArgumentError unless 0 <= index < device_count().
-  static void check_device(int index) {
-    const int count = device_count();
-    if (index < 0 || index >= count) {
-      throw InvalidArgumentError("cpu:" + std::to_string(index) + " does not exist (device_count() == " +
-                                 std::to_string(count) + ")");
-    }
-  }
-
-  /// "cpu" for the whole host, "cpu:i" for logical device i.
-  [[nodiscard]] static std::string device_name() { return "cpu"; }
-  [[nodiscard]] static std::string device_name(int index) {
-    check_device(index);
-    return "cpu:" + std::to_string(index);
-  }
-
-  [[nodiscard]] static Device device(int index) {
-    check_device(index);
-    return Device(DeviceType::cpu, index);
-  }
-
   static void set_device(int index) {
     check_device(index);
     detail::current_device_slot() = index;
   }
 
   [[nodiscard]] static int current_device() noexcept { return detail::current_device_slot(); }
-  [[nodiscard]] static std::string current_device_name() {
-    return "cpu:" + std::to_string(current_device());
-  }
 
   /// Makes a device current for the calling thread; restores the previous one when destroyed.
   class DeviceGuard {

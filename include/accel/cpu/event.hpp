@@ -42,6 +42,7 @@
 // record is still queued (then it allocates a new one).
 #pragma once
 
+#include <accel/backend/event_base.hpp>
 #include <accel/concepts/stream.hpp>
 #include <accel/core/error.hpp>
 #include <accel/core/event_options.hpp>
@@ -58,37 +59,11 @@
 
 namespace accel::cpu {
 
-/// A marker in a CPU stream; move-only.
-class Event {
+/// A marker in a CPU stream; move-only. Constructors, flags, record() and the waits: EventBase.
+class Event : public EventBase<Event, Streams> {
  public:
-  /// An event without timing (cheapest: no timestamp is taken).
-  Event() noexcept = default;
-  /// An event that elapsed_time() accepts when `enable_timing` is true.
-  explicit Event(bool enable_timing) noexcept : timing_(enable_timing) {}
-  /// `Event({.enable_timing = true, .external = true})`: see accel/core/event_options.hpp.
-  explicit Event(EventOptions options) noexcept : timing_(options.enable_timing), external_(options.external) {}
-
-  Event(Event&& other) noexcept
-      : capture_(std::exchange(other.capture_, nullptr)),
-        slot_(std::move(other.slot_)),
-        timing_(other.timing_),
-        external_(other.external_) {}
-  Event& operator=(Event&& other) noexcept {
-    if (this != &other) {
-      drop();
-      capture_ = std::exchange(other.capture_, nullptr);
-      slot_ = std::move(other.slot_);
-      timing_ = other.timing_;
-      external_ = other.external_;
-    }
-    return *this;
-  }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event() { drop(); }
-
-  /// Captures the work enqueued so far on the calling thread's current stream.
-  void record() { record(Streams::current_stream()); }
+  using EventBase::EventBase;
+  using EventBase::record;
 
   /// Captures the work enqueued so far on `stream`. Untimed: enqueues nothing (the capture is the
   /// stream's task count). Timed: enqueues a marker that takes the timestamp. On a stream that captures
@@ -97,7 +72,7 @@ class Event {
     detail::StreamState& s = stream.state("Event::record");
     if (s.is_capturing()) {
       if (const std::shared_ptr<detail::GraphRecording> recording = s.capture()) {
-        if (external_) {
+        if (external()) {
           record_into_graph(s, *recording);
         } else {
           record_captured(s, recording);
@@ -114,7 +89,7 @@ class Event {
     latest->clear_captured();
     try {
       const std::uint64_t ticket =
-          timing_ ? s.submit(detail::StreamTask(detail::EventMarker{detail::CaptureRef(latest)})) : s.submitted();
+          timing_enabled() ? s.submit(detail::StreamTask(detail::EventMarker{detail::CaptureRef(latest)})) : s.submitted();
       latest->point = detail::StreamPoint(s, ticket);
     } catch (...) {
       std::exchange(latest, nullptr)->release();  // not recorded after all
@@ -143,10 +118,6 @@ class Event {
     c->point.wait();
   }
 
-  /// Makes later work on `stream` (default: the current stream) wait for this event.
-  void wait(StreamRef stream) const { stream.wait(*this); }
-  void wait() const { wait(Streams::current_stream()); }
-
   /// Milliseconds from this event's marker to `end`'s (negative if `end` ran first).
   [[nodiscard]] float elapsed_time(const Event& end) const {
     check_timed("start", *this);
@@ -155,9 +126,6 @@ class Event {
     return static_cast<float>(static_cast<double>(ns) / 1.0e6);
   }
 
-  [[nodiscard]] bool timing_enabled() const noexcept { return timing_; }
-  /// True when a record during a graph capture is a step of the graph (EventOptions::external).
-  [[nodiscard]] bool external() const noexcept { return external_; }
   /// True once the event was recorded (for an external event recorded only into a graph: once a
   /// replay of that graph was enqueued).
   [[nodiscard]] bool recorded() const noexcept { return current() != nullptr; }
@@ -185,12 +153,12 @@ class Event {
 
   /// The latest record, null when never recorded.
   [[nodiscard]] const detail::EventCapture* current() const noexcept {
-    if (!external_) return capture_;
+    if (!external()) return own_.latest();
     return slot_ ? slot_->latest() : nullptr;
   }
   /// Where the latest record is kept: in the Event, or for an external event in its slot.
   detail::EventCapture*& latest_record() {
-    if (!external_) return capture_;
+    if (!external()) return own_.latest();
     if (!slot_) slot_ = std::make_shared<detail::EventSlot>();
     return slot_->latest();
   }
@@ -204,17 +172,14 @@ class Event {
 
   // A record of an event that is not external on a capturing stream: a point of the capture.
   void record_captured(detail::StreamState& s, const std::shared_ptr<detail::GraphRecording>& recording) {
-    if (capture_ == nullptr || !capture_->exclusive()) {
-      detail::EventCapture* fresh = detail::EventCapture::create();
-      drop_capture();
-      capture_ = fresh;
-    }
-    capture_->set_captured(recording, s);
+    detail::EventCapture*& capture = own_.latest();
+    if (capture == nullptr || !capture->exclusive()) own_.install(detail::EventCapture::create());
+    capture->set_captured(recording, s);
   }
 
   static void check_timed(const char* role, const Event& e) {
     const std::string which = std::string("cpu Event::elapsed_time: the ") + role + " event ";
-    if (!e.timing_) throw InvalidStateError(which + "was created without timing (use Event{true})");
+    if (!e.timing_enabled()) throw InvalidStateError(which + "was created without timing (use Event{true})");
     const detail::EventCapture* c = e.current();
     if (c == nullptr) throw InvalidStateError(which + "was never recorded");
     if (c->in_capture()) detail::refuse_captured_event(*c, "elapsed_time");
@@ -223,18 +188,8 @@ class Event {
     }
   }
 
-  void drop_capture() noexcept {
-    if (capture_ != nullptr) std::exchange(capture_, nullptr)->release();
-  }
-  void drop() noexcept {
-    drop_capture();
-    slot_.reset();
-  }
-
-  detail::EventCapture* capture_ = nullptr;      // the latest record (an event that is not external)
-  std::shared_ptr<detail::EventSlot> slot_;      // the latest record of an external event, shared with graphs
-  bool timing_ = false;
-  bool external_ = false;
+  detail::EventSlot own_;                    // the latest record (an event that is not external)
+  std::shared_ptr<detail::EventSlot> slot_;  // the latest record of an external event, shared with graphs
 };
 
 }  // namespace accel::cpu

@@ -6,8 +6,8 @@
 //   accel::cpu::GraphCapture  the guard capture_to_graph returns; while it lives, tasks enqueued on
 //                             the stream are recorded (StreamState::submit diverts them) and
 //                             allocations on the stream come from the graph's pool
-//   accel::cpu::Graphs        create_graph / capture_to_graph / replay_graph / graph_pool_handle,
-//                             inherited by accel::CpuBackend
+//   accel::cpu::Graphs        create_graph / capture_to_graph / replay_graph / graph_pool_handle /
+//                             is_current_stream_capturing (backend/graphs.hpp), inherited by accel::CpuBackend
 //
 // A replay is one task on the replay stream that runs the recorded tasks in order, so its cost does
 // not grow with what the tasks captured. Replays of one graph are ordered: a replay on another stream
@@ -28,6 +28,7 @@
 // the capture is NotSupportedError (CUDA would capture that stream into the same graph).
 #pragma once
 
+#include <accel/backend/graphs.hpp>
 #include <accel/core/capture_mode.hpp>
 #include <accel/core/error.hpp>
 #include <accel/core/graph_pool_id.hpp>
@@ -252,29 +253,7 @@ class GraphCapture {
   int exceptions_at_start_ = std::uncaught_exceptions();
 };
 
-/// GraphApi for accel::CpuBackend: every function is static.
-struct Graphs {
-  [[nodiscard]] static Graph create_graph() noexcept { return Graph{}; }
-
-  /// Records the work enqueued on the current stream while the guard lives.
-  [[nodiscard]] static GraphCapture capture_to_graph(Graph& graph) {
-    return GraphCapture(graph, Streams::current_stream());
-  }
-  /// Records the work enqueued on `stream` while the guard lives; allocations on it come from `pool`
-  /// (a handle shared with other graphs) or, by default, from a pool of the graph's own.
-  [[nodiscard]] static GraphCapture capture_to_graph(Graph& graph, StreamRef stream, GraphPoolId pool = {},
-                                                     CaptureMode mode = CaptureMode::global) {
-    return GraphCapture(graph, stream, pool, mode);
-  }
-
-  static void replay_graph(Graph& graph) { graph.replay(); }
-  static void replay_graph(Graph& graph, StreamRef stream) { graph.replay(stream); }
-
-  /// A memory pool id to share between graphs (torch.cuda.graph_pool_handle()).
-  [[nodiscard]] static GraphPoolId graph_pool_handle() noexcept { return GraphPoolId::make(); }
-
-  /// Whether the calling thread's current stream is capturing (torch.cuda.is_current_stream_capturing).
-  [[nodiscard]] static bool is_current_stream_capturing() { return Streams::current_stream().is_capturing(); }
-};
+/// GraphApi for accel::CpuBackend (backend/graphs.hpp), over the graph types above.
+using Graphs = accel::Graphs<Graph, GraphCapture, Streams>;
 
 }  // namespace accel::cpu

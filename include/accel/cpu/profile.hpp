@@ -1,19 +1,11 @@
-// accel/cpu/profile.hpp — the CPU backend's profiler ranges (NVTX3 when built in; see profile/ranges.hpp).
+// accel/cpu/profile.hpp — deprecated: the profiler ranges are the same on every backend,
+// accel::Profiling (backend/profiling.hpp), which accel::CpuBackend inherits.
 #pragma once
 
-#include <accel/profile/ranges.hpp>
-
-#include <string_view>
+#include <accel/backend/profiling.hpp>
 
 namespace accel::cpu {
 
-struct Profiling {
-  static int range_push(std::string_view message) { return profile::range_push(message); }
-  static int range_push(std::string_view message, std::string_view domain) {
-    return profile::range_push(message, domain);
-  }
-  static int range_pop() { return profile::range_pop(); }
-  static int range_pop(std::string_view domain) { return profile::range_pop(domain); }
-};
+using Profiling [[deprecated("the ranges are shared by every backend: use accel::Profiling")]] = accel::Profiling;
 
 }  // namespace accel::cpu

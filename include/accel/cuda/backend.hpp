@@ -7,6 +7,7 @@
 // Including this header in a build without CUDA (no ACCEL_HAS_CUDA) is a compile-time #error.
 #pragma once
 
+#include <accel/backend/profiling.hpp>
 #include <accel/concepts/accelerator.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
 #include <accel/cuda/device.hpp>
@@ -17,7 +18,6 @@
 #include <accel/cuda/graph.hpp>
 #include <accel/cuda/memory.hpp>
 #include <accel/cuda/ops.hpp>
-#include <accel/cuda/profile.hpp>
 #include <accel/cuda/random.hpp>
 #include <accel/cuda/stream.hpp>
 
@@ -25,7 +25,7 @@
 
 namespace accel {
 
-struct CudaBackend : cuda::Devices, cuda::Streams, cuda::Memory, cuda::Dtypes, cuda::Profiling, cuda::Environment,
+struct CudaBackend : cuda::Devices, cuda::Streams, cuda::Memory, cuda::Dtypes, Profiling, cuda::Environment,
                      cuda::Ops, cuda::Random, cuda::Graphs {
   [[nodiscard]] static constexpr DeviceType device_type() noexcept { return DeviceType::cuda; }
   [[nodiscard]] static constexpr std::string_view name() noexcept { return "cuda"; }

@@ -14,6 +14,7 @@
 // synchronize() lives with the streams (cuda/stream.hpp), since it reports their host-task failures.
 #pragma once
 
+#include <accel/backend/devices.hpp>
 #include <accel/concepts/device.hpp>
 #include <accel/core/device.hpp>
 #include <accel/core/error.hpp>
@@ -84,8 +85,9 @@ inline bool has_primary_context(int device) noexcept {
 
 }  // namespace detail
 
-/// Device enumeration and selection for accel::CudaBackend.
-struct Devices {
+/// Device enumeration and selection for accel::CudaBackend; the naming and index checks are shared
+/// (backend/devices.hpp: check_device throws BackendUnavailableError when there is no device).
+struct Devices : DeviceNames<Devices, DeviceType::cuda> {
   /// CUDA devices visible to this process (honours CUDA_VISIBLE_DEVICES); 0 when unavailable.
   [[nodiscard]] static int device_count() noexcept { return detail::detection().count; }
 
@@ -102,26 +104,8 @@ struct Devices {
     if (!is_available()) [[unlikely]] detail::throw_unavailable();
   }
 
-  /// Throws BackendUnavailableError when unavailable, InvalidArgumentError unless 0 <= index < count.
-  static void check_device(int index) {
-    const int count = device_count();
-    if (index >= 0 && index < count) [[likely]] return;
-    if (count == 0) detail::throw_unavailable();
-    throw InvalidArgumentError("cuda:" + std::to_string(index) + " does not exist (device_count() == " +
-                               std::to_string(count) + ")");
-  }
-
-  /// "cuda", and "cuda:i" for device i.
-  [[nodiscard]] static std::string device_name() { return "cuda"; }
-  [[nodiscard]] static std::string device_name(int index) {
-    check_device(index);
-    return "cuda:" + std::to_string(index);
-  }
-
-  [[nodiscard]] static Device device(int index) {
-    check_device(index);
-    return Device(DeviceType::cuda, index);
-  }
+  /// BackendUnavailableError with the reason; check_device() throws it when there is no device.
+  [[noreturn]] static void throw_unavailable() { detail::throw_unavailable(); }
 
   /// Makes `index` the calling thread's current device (cudaSetDevice: creates its primary context).
   static void set_device(int index) {
@@ -138,8 +122,6 @@ struct Devices {
     ACCEL_CUDA_CHECK(cudaGetDevice(&runtime));
     return detail::logical_device(runtime);
   }
-
-  [[nodiscard]] static std::string current_device_name() { return "cuda:" + std::to_string(current_device()); }
 
   /// The driver's CUDA version as 1000 * major + 10 * minor (13000 for 13.0); 0 without a driver.
   /// Read without initialising CUDA.

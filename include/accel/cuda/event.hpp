@@ -27,6 +27,7 @@
 // An Event is used by one thread at a time; it is recorded on streams of one device only.
 #pragma once
 
+#include <accel/backend/event_base.hpp>
 #include <accel/concepts/stream.hpp>
 #include <accel/core/error.hpp>
 #include <accel/core/event_options.hpp>
@@ -43,51 +44,24 @@
 
 namespace accel::cuda {
 
-/// A marker in a CUDA stream; move-only.
-class Event {
+/// A marker in a CUDA stream; move-only. Constructors, flags, record() and the waits: EventBase; the
+/// cudaEvent_t is destroyed with the Event (never throws; destroying an event whose work is pending is
+/// safe: CUDA releases it later).
+class Event : public EventBase<Event, Streams> {
  public:
-  /// An event without timing (cudaEventDisableTiming: the cheapest to record and wait on).
-  Event() noexcept = default;
-  /// An event that elapsed_time() accepts when `enable_timing` is true.
-  explicit Event(bool enable_timing) noexcept : timing_(enable_timing) {}
-  /// `Event({.enable_timing = true, .external = true})`: see accel/core/event_options.hpp.
-  explicit Event(EventOptions options) noexcept : timing_(options.enable_timing), external_(options.external) {}
-
-  Event(Event&& other) noexcept
-      : event_(std::exchange(other.event_, nullptr)),
-        captured_(std::move(other.captured_)),
-        device_(other.device_),
-        timing_(other.timing_),
-        external_(other.external_) {}
-  Event& operator=(Event&& other) noexcept {
-    if (this != &other) {
-      destroy();
-      event_ = std::exchange(other.event_, nullptr);
-      captured_ = std::move(other.captured_);
-      device_ = other.device_;
-      timing_ = other.timing_;
-      external_ = other.external_;
-    }
-    return *this;
-  }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  /// Never throws; destroying an event whose work is pending is safe (CUDA releases it later).
-  ~Event() { destroy(); }
-
-  /// Captures the work enqueued so far on the calling thread's current stream.
-  void record() { record(Streams::current_stream()); }
+  using EventBase::EventBase;
+  using EventBase::record;
 
   /// Captures the work enqueued so far on `stream`; on a capturing stream, a point of the capture or
   /// (external event) a node of the graph.
   void record(StreamRef stream) {
     stream.check_valid("Event::record");
-    if (event_ != nullptr && device_ != stream.device_) {
+    if (event_.get() != nullptr && device_ != stream.device_) {
       throw InvalidArgumentError("cuda Event::record: the event belongs to cuda:" + std::to_string(device_) +
                                  " and cannot be recorded on " + stream.name());
     }
     const bool default_stream = stream.handle_ == nullptr || stream.handle_ == cudaStreamPerThread;
-    if (event_ == nullptr || default_stream) {
+    if (event_.get() == nullptr || default_stream) {
       Devices::DeviceGuard guard(stream.device_);
       create_on(stream.device_);
       record_on(stream);
@@ -99,9 +73,9 @@ class Event {
   /// True when the recorded work has completed, or when the event was never recorded. Never blocks.
   /// InvalidStateError for a record made during a graph capture (unless the event is external).
   [[nodiscard]] bool query() const {
-    if (event_ == nullptr) return true;
+    if (event_.get() == nullptr) return true;
     if (captured_) [[unlikely]] refuse_captured("query");
-    const cudaError_t status = cudaEventQuery(event_);
+    const cudaError_t status = cudaEventQuery(event_.get());
     if (status == cudaSuccess) return true;
     if (status != cudaErrorNotReady) detail::throw_error(status, "cudaEventQuery(event)", source_location::current());
     (void)cudaGetLastError();
@@ -111,14 +85,10 @@ class Event {
   /// Blocks until the recorded work has completed (returns at once if never recorded).
   /// InvalidStateError for a record made during a graph capture (unless the event is external).
   void synchronize() const {
-    if (event_ == nullptr) return;
+    if (event_.get() == nullptr) return;
     if (captured_) [[unlikely]] refuse_captured("synchronize");
-    ACCEL_CUDA_CHECK(cudaEventSynchronize(event_));
+    ACCEL_CUDA_CHECK(cudaEventSynchronize(event_.get()));
   }
-
-  /// Makes later work on `stream` (default: the current stream) wait for this event.
-  void wait(StreamRef stream) const { stream.wait(*this); }
-  void wait() const { wait(Streams::current_stream()); }
 
   /// Milliseconds from this event to `end` (negative if `end` completed first).
   [[nodiscard]] float elapsed_time(const Event& end) const {
@@ -131,17 +101,14 @@ class Event {
                                  std::to_string(device_) + " and cuda:" + std::to_string(end.device_));
     }
     float ms = 0.0F;
-    ACCEL_CUDA_CHECK(cudaEventElapsedTime(&ms, event_, end.event_));
+    ACCEL_CUDA_CHECK(cudaEventElapsedTime(&ms, event_.get(), end.event_.get()));
     return ms;
   }
 
-  [[nodiscard]] bool timing_enabled() const noexcept { return timing_; }
-  /// True when a record during a graph capture is a node of the graph (EventOptions::external).
-  [[nodiscard]] bool external() const noexcept { return external_; }
   /// True once record() was called.
-  [[nodiscard]] bool recorded() const noexcept { return event_ != nullptr; }
+  [[nodiscard]] bool recorded() const noexcept { return event_.get() != nullptr; }
   /// The native event (nullptr until the first record).
-  [[nodiscard]] cudaEvent_t get() const noexcept { return event_; }
+  [[nodiscard]] cudaEvent_t get() const noexcept { return event_.get(); }
   /// The device the event was recorded on (-1 until the first record).
   [[nodiscard]] int device_index() const noexcept { return device_; }
 
@@ -156,14 +123,14 @@ class Event {
   };
 
   void record_on(StreamRef stream) {
-    if (external_) {
-      ACCEL_CUDA_CHECK(cudaEventRecordWithFlags(event_, stream.handle_, cudaEventRecordExternal));
+    if (external()) {
+      ACCEL_CUDA_CHECK(cudaEventRecordWithFlags(event_.get(), stream.handle_, cudaEventRecordExternal));
       return;
     }
     // One atomic load when no capture is in progress. Captures made with the raw API are not known
     // here; CUDA refuses those records itself (cudaErrorCapturedEvent).
     std::shared_ptr<detail::CaptureRecord> capture = detail::captures().find(stream.id_);
-    ACCEL_CUDA_CHECK(cudaEventRecord(event_, stream.handle_));
+    ACCEL_CUDA_CHECK(cudaEventRecord(event_.get(), stream.handle_));
     if (capture) [[unlikely]] {
       captured_ = std::make_unique<CapturedRecord>(CapturedRecord{capture, stream.name()});
     } else if (captured_) [[unlikely]] {
@@ -205,29 +172,48 @@ class Event {
   }
 
   void create_on(int device) {
-    if (event_ != nullptr) return;
+    if (event_.get() != nullptr) return;
     cudaEvent_t event = nullptr;
-    ACCEL_CUDA_CHECK(cudaEventCreateWithFlags(&event, timing_ ? cudaEventDefault : cudaEventDisableTiming));
-    event_ = event;
+    ACCEL_CUDA_CHECK(cudaEventCreateWithFlags(&event, timing_enabled() ? cudaEventDefault : cudaEventDisableTiming));
+    event_.adopt(event);
     device_ = device;
-  }
-
-  void destroy() noexcept {
-    if (event_ != nullptr) (void)ACCEL_CUDA_CHECK_NOTHROW(cudaEventDestroy(std::exchange(event_, nullptr)));
   }
 
   static void check_timed(const char* role, const Event& e) {
     const std::string which = std::string("cuda Event::elapsed_time: the ") + role + " event ";
-    if (!e.timing_) throw InvalidStateError(which + "was created without timing (use Event{true})");
-    if (e.event_ == nullptr) throw InvalidStateError(which + "was never recorded");
+    if (!e.timing_enabled()) throw InvalidStateError(which + "was created without timing (use Event{true})");
+    if (e.event_.get() == nullptr) throw InvalidStateError(which + "was never recorded");
     if (!e.query()) throw InvalidStateError(which + "has not completed yet (synchronize() it first)");
   }
 
-  cudaEvent_t event_ = nullptr;
+  // The cudaEvent_t (null until the first record), destroyed with its owner; moves take it.
+  class NativeEvent {
+   public:
+    NativeEvent() noexcept = default;
+    NativeEvent(NativeEvent&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    NativeEvent& operator=(NativeEvent&& other) noexcept {
+      if (this != &other) {
+        destroy();
+        handle_ = std::exchange(other.handle_, nullptr);
+      }
+      return *this;
+    }
+    NativeEvent(const NativeEvent&) = delete;
+    NativeEvent& operator=(const NativeEvent&) = delete;
+    ~NativeEvent() { destroy(); }
+    [[nodiscard]] cudaEvent_t get() const noexcept { return handle_; }
+    void adopt(cudaEvent_t event) noexcept { handle_ = event; }  // while empty
+
+   private:
+    void destroy() noexcept {
+      if (handle_ != nullptr) (void)ACCEL_CUDA_CHECK_NOTHROW(cudaEventDestroy(std::exchange(handle_, nullptr)));
+    }
+    cudaEvent_t handle_ = nullptr;
+  };
+
+  NativeEvent event_;
   std::unique_ptr<CapturedRecord> captured_;  // set while the latest record is a captured one
   int device_ = -1;
-  bool timing_ = false;
-  bool external_ = false;
 };
 
 }  // namespace accel::cuda

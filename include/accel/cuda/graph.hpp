@@ -5,8 +5,8 @@
 //                              pool, and the random fills recorded in it
 //   accel::cuda::GraphCapture  the guard capture_to_graph returns: cudaStreamBeginCapture on
 //                              construction, cudaStreamEndCapture + cudaGraphInstantiate on end()
-//   accel::cuda::Graphs        create_graph / capture_to_graph / replay_graph / graph_pool_handle,
-//                              inherited by accel::CudaBackend
+//   accel::cuda::Graphs        create_graph / capture_to_graph / replay_graph / graph_pool_handle /
+//                              is_current_stream_capturing (backend/graphs.hpp), inherited by accel::CudaBackend
 //
 // While the capture lives, the caching allocator gives allocations on the capturing stream from the
 // graph's private pool (its new segments are cudaMalloc'ed in relaxed capture mode, as torch does), so
@@ -25,6 +25,7 @@
 // Including this header in a build without CUDA (no ACCEL_HAS_CUDA) is a compile-time #error.
 #pragma once
 
+#include <accel/backend/graphs.hpp>
 #include <accel/core/capture_mode.hpp>
 #include <accel/core/error.hpp>
 #include <accel/core/graph_pool_id.hpp>
@@ -312,30 +313,8 @@ class GraphCapture {
   int exceptions_at_start_ = std::uncaught_exceptions();
 };
 
-/// GraphApi for accel::CudaBackend: every function is static.
-struct Graphs {
-  [[nodiscard]] static Graph create_graph() noexcept { return Graph{}; }
-
-  /// Captures the work enqueued on the current stream while the guard lives.
-  [[nodiscard]] static GraphCapture capture_to_graph(Graph& graph) {
-    return GraphCapture(graph, Streams::current_stream());
-  }
-  /// Captures the work enqueued on `stream` while the guard lives; allocations on it come from `pool`
-  /// (a handle shared with other graphs) or, by default, from a pool of the graph's own.
-  [[nodiscard]] static GraphCapture capture_to_graph(Graph& graph, StreamRef stream, GraphPoolId pool = {},
-                                                     CaptureMode mode = CaptureMode::global) {
-    return GraphCapture(graph, stream, pool, mode);
-  }
-
-  static void replay_graph(Graph& graph) { graph.replay(); }
-  static void replay_graph(Graph& graph, StreamRef stream) { graph.replay(stream); }
-
-  /// A memory pool id to share between graphs (torch.cuda.graph_pool_handle()).
-  [[nodiscard]] static GraphPoolId graph_pool_handle() noexcept { return GraphPoolId::make(); }
-
-  /// Whether the calling thread's current stream is capturing (torch.cuda.is_current_stream_capturing).
-  [[nodiscard]] static bool is_current_stream_capturing() { return Streams::current_stream().is_capturing(); }
-};
+/// GraphApi for accel::CudaBackend (backend/graphs.hpp), over the graph types above.
+using Graphs = accel::Graphs<Graph, GraphCapture, Streams>;
 
 namespace detail {
 

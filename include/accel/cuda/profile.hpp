@@ -1,20 +1,11 @@
-// accel/cuda/profile.hpp — the CUDA backend's profiler ranges: NVTX3, with domains
-// (see profile/ranges.hpp). Nsight Systems shows them on the CPU timeline above the CUDA work.
+// accel/cuda/profile.hpp — deprecated: the profiler ranges are the same on every backend,
+// accel::Profiling (backend/profiling.hpp), which accel::CudaBackend inherits.
 #pragma once
 
-#include <accel/profile/ranges.hpp>
-
-#include <string_view>
+#include <accel/backend/profiling.hpp>
 
 namespace accel::cuda {
 
-struct Profiling {
-  static int range_push(std::string_view message) { return profile::range_push(message); }
-  static int range_push(std::string_view message, std::string_view domain) {
-    return profile::range_push(message, domain);
-  }
-  static int range_pop() { return profile::range_pop(); }
-  static int range_pop(std::string_view domain) { return profile::range_pop(domain); }
-};
+using Profiling [[deprecated("the ranges are shared by every backend: use accel::Profiling")]] = accel::Profiling;
 
 }  // namespace accel::cuda

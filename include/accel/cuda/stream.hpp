@@ -137,10 +137,10 @@ class StreamRef {
     requires std::same_as<E, Event>
   void wait(const E& event) const {
     check_valid("wait");
-    if (event.event_ == nullptr) return;
+    if (event.event_.get() == nullptr) return;
     event.check_waitable();
     const detail::LegacyStreamScope scope(handle_, device_);
-    ACCEL_CUDA_CHECK(cudaStreamWaitEvent(handle_, event.event_, 0));
+    ACCEL_CUDA_CHECK(cudaStreamWaitEvent(handle_, event.event_.get(), 0));
   }
 
   /// Work enqueued on this stream after the call waits for everything enqueued on `other` so far.

@@ -126,13 +126,19 @@ struct EventMarker {
   void operator()() const noexcept { capture.get()->stamp(); }
 };
 
-/// The latest record of an external event, shared by the Event and by every graph that recorded it
+/// The latest record of an event: one reference to its capture, released when replaced or destroyed.
+/// An Event keeps its own in one; an external event's is shared with every graph that recorded it
 /// (GraphBody::event_records), so that a replay can record the event even after the Event object was
-/// moved. Owns one reference to its capture. Used by one thread at a time, like the Event: a replay of
+/// moved. Used by one thread at a time, like the Event: a replay of
 /// a graph that records the event is a use of the event.
 class EventSlot {
  public:
   EventSlot() noexcept = default;
+  EventSlot(EventSlot&& other) noexcept : capture_(std::exchange(other.capture_, nullptr)) {}
+  EventSlot& operator=(EventSlot&& other) noexcept {
+    if (this != &other) install(std::exchange(other.capture_, nullptr));
+    return *this;
+  }
   EventSlot(const EventSlot&) = delete;
   EventSlot& operator=(const EventSlot&) = delete;
   ~EventSlot() {
