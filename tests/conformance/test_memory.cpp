@@ -108,6 +108,31 @@ TEST_CASE_TEMPLATE_DEFINE("memory: bad frees and bad sizes are typed errors that
 // neighbours on either side, a merged or split free block is re-sorted when its new size passes
 // another free block's, and the next request still gets the best fit (smallest size, then lowest
 // address) on its stream. Addresses are relative to the first block: one small-pool segment.
+TEST_CASE_TEMPLATE_DEFINE("memory: try_raw_delete frees what the backend holds and reports the rest", B,
+                          memory_try_raw_delete) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const auto s = b.current_stream();
+  const std::size_t allocated0 = b.memory_allocated();
+  void* p = b.raw_alloc(3000, s);
+  REQUIRE(p != nullptr);
+  CHECK(b.memory_allocated() == allocated0 + 3072);
+  CHECK(b.try_raw_delete(p));
+  CHECK(b.memory_allocated() == allocated0);
+  // Freed already, inside a segment but not a live block, and memory no allocator holds: false, and
+  // nothing changes.
+  const auto allocations = stat_of(b, "allocation.all.current");
+  CHECK_FALSE(b.try_raw_delete(p));
+  void* q = b.raw_alloc(4096, s);
+  CHECK_FALSE(b.try_raw_delete(static_cast<char*>(q) + 512));
+  int on_stack = 0;
+  CHECK_FALSE(b.try_raw_delete(&on_stack));
+  CHECK(stat_of(b, "allocation.all.current") == allocations + 1);
+  CHECK(b.try_raw_delete(nullptr));
+  CHECK(b.try_raw_delete(q));
+  CHECK(b.memory_allocated() == allocated0);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("memory: blocks split, merge and are reused best-fit", B, memory_best_fit) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B b;
@@ -304,6 +329,7 @@ TEST_CASE_TEMPLATE_APPLY(memory_copy, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_counts, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_peaks, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_errors, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_try_raw_delete, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_record_stream, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_best_fit, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_fraction, ConformanceBackends);

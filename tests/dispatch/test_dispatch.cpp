@@ -161,7 +161,7 @@ TEST_CASE("selection: get_accelerator() reads DS_ACCELERATOR, alone or beside AC
   std::string valid;
   bool known = ds_value.empty();
   for (std::size_t i = 0; i < std::variant_size_v<accel::AnyBackend::variant_type>; ++i) {
-    const std::string name(accel::AnyBackend(i, 0).name());
+    const std::string name(accel::AnyBackend(accel::BackendIndex{i}).name());
     valid += (valid.empty() ? "" : ", ") + name;
     known = known || name == ds_value;
   }
@@ -212,6 +212,42 @@ TEST_CASE("handles of different backends do not mix") {
   Two::Event event{false};
   event.record(cpu.current_stream());
   CHECK_THROWS_AS(fake_stream.wait(event), accel::InvalidArgumentError);
+}
+
+TEST_CASE("BackendIndex names a backend of the list by position; the int-tag constructor is deprecated") {
+  using Two = accel::BasicAnyBackend<accel::CpuBackend, mock::Backend>;
+  CHECK(Two(accel::BackendIndex{0}).name() == "cpu");
+  CHECK(Two(accel::BackendIndex{1}).name() == "mock");
+  CHECK(Two(accel::BackendIndex{1}) == Two{mock::Backend{}});
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+  CHECK(Two(1, 0) == Two(accel::BackendIndex{1}));
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+  // The forwarding parts are empty bases: AnyBackend is its variant and nothing more.
+  static_assert(sizeof(accel::AnyBackend) == sizeof(accel::AnyBackend::variant_type));
+  static_assert(std::is_trivially_copyable_v<accel::AnyBackend>);
+}
+
+TEST_CASE("raw_delete frees through the backend that holds the pointer, the active one first") {
+  using Two = accel::BasicAnyBackend<accel::CpuBackend, mock::Backend>;
+  const Two cpu{accel::CpuBackend{}};
+  const Two fake{mock::Backend{}};
+  // The CPU backend is active. Its own memory is freed by its try_raw_delete; the mock backend's, which
+  // it does not hold, by the mock (which has no try_raw_delete: on_accelerator, then raw_delete).
+  const std::size_t before = accel::CpuBackend{}.memory_allocated();
+  void* own = cpu.raw_alloc(2048, cpu.current_stream());
+  CHECK(accel::CpuBackend{}.memory_allocated() == before + 2048);
+  CHECK(cpu.try_raw_delete(own));
+  CHECK(accel::CpuBackend{}.memory_allocated() == before);
+  void* foreign = cpu.raw_alloc(64, fake.current_stream());
+  CHECK(mock::live_blocks().count(foreign) == 1);
+  CHECK_FALSE(accel::CpuBackend{}.try_raw_delete(foreign));
+  CHECK(cpu.try_raw_delete(foreign));  // found through the mock backend
+  CHECK(mock::live_blocks().count(foreign) == 0);
 }
 
 TEST_CASE("the process can fork after selection and the child uses the CPU backend") {

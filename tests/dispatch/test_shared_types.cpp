@@ -54,8 +54,8 @@ void exercise(const SharedTypes& any, Expect expect) {
   CHECK(any.holds<DelegatingBackend>() == (expect.index == 0));
   CHECK(any.holds<accel::CpuBackend>() == (expect.index == 1));
   CHECK(any.device_type() == accel::DeviceType::cpu);
-  CHECK(any == SharedTypes(expect.index, 0));
-  CHECK_FALSE(any == SharedTypes(1 - expect.index, 0));
+  CHECK(any == SharedTypes(accel::BackendIndex{expect.index}));
+  CHECK_FALSE(any == SharedTypes(accel::BackendIndex{1 - expect.index}));
 
   // ---- devices ----
   const int count = accel::CpuBackend::device_count();
@@ -107,7 +107,7 @@ void exercise(const SharedTypes& any, Expect expect) {
   }
   CHECK(any.current_stream() == dflt);
   // A stream of the other alternative is another backend's, though of the same C++ type.
-  const SharedTypes other(1 - expect.index, 0);
+  const SharedTypes other(accel::BackendIndex{1 - expect.index});
   CHECK_THROWS_AS(other.set_stream(ref), accel::InvalidArgumentError);
   CHECK_THROWS_AS(ref.wait_stream(other.create_stream()), accel::InvalidArgumentError);
 

@@ -8,6 +8,8 @@
 //                                    nullptr; throws OutOfMemoryError (after freeing the cache and retrying)
 //   b.raw_delete(p)                  returns p to the cache; p must come from raw_alloc (else
 //                                    InvalidArgumentError, and nothing changes); nullptr is a no-op
+//   b.try_raw_delete(p) -> bool      optional: raw_delete that returns false instead of throwing (one
+//                                    lookup; AnyBackend uses it where present, else on_accelerator first)
 //   b.copy_async(s, dst, src, bytes) copies in s's order (host<->device, device<->device); returns at once
 //   b.record_stream(p, s)            p is also used on s: it is not reused until s's work enqueued
 //                                    before the free has finished

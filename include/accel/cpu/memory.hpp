@@ -277,14 +277,27 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
     raw_delete_elsewhere(p, current);
   }
 
+  /// raw_delete that reports instead of throwing: true when p (or nullptr) was freed; false, changing
+  /// nothing, when no device's allocator holds it as a live allocation. One lookup, where asking
+  /// on_accelerator(p) first would make two (AnyBackend frees through it).
+  [[nodiscard]] static bool try_raw_delete(void* p) {
+    if (p == nullptr) return true;
+    const int current = Devices::current_device();
+    if (auto* a = detail::existing_host_allocator(current); a != nullptr && a->try_free(p)) [[likely]] return true;
+    return try_raw_delete_elsewhere(p, current);
+  }
+
   // raw_delete of memory that is not the current device's: the other devices' allocators, in turn.
   [[gnu::noinline]] static void raw_delete_elsewhere(void* p, int current) {
+    if (!try_raw_delete_elsewhere(p, current)) throw not_allocated(p, "raw_delete");
+  }
+  [[gnu::noinline]] static bool try_raw_delete_elsewhere(void* p, int current) {
     const int count = detail::host_allocators().count;
     for (int d = 0; d < count; ++d) {
       if (d == current) continue;
-      if (auto* a = detail::existing_host_allocator(d); a != nullptr && a->try_free(p)) return;
+      if (auto* a = detail::existing_host_allocator(d); a != nullptr && a->try_free(p)) return true;
     }
-    throw not_allocated(p, "raw_delete");
+    return false;
   }
 
   /// Copies `bytes` from src to dst in `stream` order (a memcpy task on the stream); returns at once.

@@ -233,6 +233,16 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     raw_delete_elsewhere(p, first);
   }
 
+  /// raw_delete that reports instead of throwing: true when p (or nullptr) was freed; false, changing
+  /// nothing, when no device's allocator holds it as a live allocation. No CUDA call; one lookup, where
+  /// asking on_accelerator(p) first would make two (AnyBackend frees through it).
+  [[nodiscard]] static bool try_raw_delete(void* p) {
+    if (p == nullptr) return true;
+    const int first = last_device();
+    if (DeviceAllocator* a = existing(first); a != nullptr && a->try_free(p)) [[likely]] return true;
+    return try_raw_delete_elsewhere(p, first);
+  }
+
  private:
   [[gnu::noinline]] static DeviceAllocator& create_allocator(int device) {
     Devices::check_device(device);
@@ -268,15 +278,18 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
   }
 
   [[gnu::noinline]] static void raw_delete_elsewhere(void* p, int tried) {
+    if (!try_raw_delete_elsewhere(p, tried)) throw not_allocated(p, "raw_delete");
+  }
+  [[gnu::noinline]] static bool try_raw_delete_elsewhere(void* p, int tried) {
     const int count = Devices::device_count();
     for (int d = 0; d < count; ++d) {
       if (d == tried) continue;
       if (DeviceAllocator* a = existing(d); a != nullptr && a->try_free(p)) {
         last_device() = d;
-        return;
+        return true;
       }
     }
-    throw not_allocated(p, "raw_delete");
+    return false;
   }
 
  public:
