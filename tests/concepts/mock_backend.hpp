@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace mock {
@@ -45,6 +46,26 @@ struct Devices {
     explicit DeviceGuard(int) {}
     DeviceGuard(const DeviceGuard&) = delete;
   };
+  // torch.accelerator's names (accel::DeviceNames has them for a backend that derives from it).
+  static std::optional<accel::Device> current_accelerator(bool = false) { return accel::Device(accel::DeviceType::cpu); }
+  static int current_device_index() { return 0; }
+  static void set_device_index(int) {}
+};
+
+// The same devices as written before DeviceApi took torch.accelerator's names.
+struct OldDevices {
+  static int device_count() { return 1; }
+  static bool is_available() { return true; }
+  static accel::Availability availability() { return {true, {}}; }
+  static std::string device_name() { return "mock"; }
+  static std::string device_name(int i) { return "mock:" + std::to_string(i); }
+  static accel::Device device(int i) { return accel::Device(accel::DeviceType::cpu, i); }
+  static void set_device(int) {}
+  static int current_device() { return 0; }
+  static std::string current_device_name() { return "mock:0"; }
+  static void synchronize() {}
+  static void synchronize(int) {}
+  using DeviceGuard = Devices::DeviceGuard;
 };
 
 // While a graph captures, enqueued work is recorded here instead of run.
@@ -162,6 +183,7 @@ struct Dtypes {
   static bool is_fp16_supported() { return false; }
   static bool is_bf16_supported() { return false; }
   static std::vector<accel::Dtype> supported_dtypes() { return {accel::Dtype::float32}; }
+  static bool is_triton_supported() { return false; }
 };
 
 struct Profiling {
@@ -260,6 +282,7 @@ struct Graphs {
   }
   static void replay_graph(Graph& g, StreamRef = {}) { g.replay(); }
   static accel::GraphPoolId graph_pool_handle() { return accel::GraphPoolId::make(); }
+  static bool is_current_stream_capturing() { return capturing_into() != nullptr; }
 };
 
 // A user's backend with no ops of its own borrows the CPU backend's op builders.
@@ -287,6 +310,10 @@ struct NoGraphs : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environmen
 };
 struct NoDeviceGuard : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random, Graphs {
   using DeviceGuard = void;
+};
+// A backend written against the concept before it took torch.accelerator's names.
+struct OldBackend : Flags, OldDevices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random, Graphs {
+  using DeviceGuard = OldDevices::DeviceGuard;
 };
 
 }  // namespace mock

@@ -14,6 +14,7 @@ static_assert(!accel::FlagsApi<mock::NoFlags> && !accel::Accelerator<mock::NoFla
 static_assert(!accel::DeviceApi<mock::NoDeviceGuard> && !accel::Accelerator<mock::NoDeviceGuard>);
 static_assert(!accel::OpApi<mock::NoOps> && !accel::Accelerator<mock::NoOps>);
 static_assert(!accel::GraphApi<mock::NoGraphs> && !accel::Accelerator<mock::NoGraphs>);
+static_assert(!accel::DeviceApi<mock::OldBackend> && !accel::Accelerator<mock::OldBackend>);
 static_assert(!accel::Accelerator<int>);
 
 // A policy must be a trivially copyable value.

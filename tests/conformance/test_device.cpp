@@ -1,6 +1,7 @@
 // DeviceApi conformance: every backend enumerates, names, selects and guards devices the same way.
 #include "backends.hpp"
 
+#include <optional>
 #include <string>
 
 TEST_CASE_TEMPLATE_DEFINE("devices: count, names, selection", B, device_names) {
@@ -63,6 +64,39 @@ TEST_CASE_TEMPLATE_DEFINE("devices: DeviceGuard restores the previous device", B
   b.synchronize(last);
 }
 
+TEST_CASE_TEMPLATE_DEFINE("devices: torch.accelerator's names select the same device", B, device_torch_names) {
+  const B b;
+  // current_accelerator() answers without a device (torch: the build's accelerator, no index).
+  const std::optional<accel::Device> accelerator = b.current_accelerator();
+  REQUIRE(accelerator.has_value());
+  CHECK(*accelerator == accel::Device(b.device_type()));
+  CHECK_FALSE(accelerator->has_index());
+  CHECK(b.current_accelerator(true).has_value() == b.is_available());
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const int before = b.current_device();
+  const int last = b.device_count() - 1;
+  CHECK(b.current_device_index() == before);
+  b.set_device_index(last);
+  CHECK(b.current_device() == last);
+  CHECK(b.current_device_index() == last);
+  b.set_device_index(-1);  // torch: a negative index does nothing
+  CHECK(b.current_device_index() == last);
+  CHECK_THROWS_AS(b.set_device_index(b.device_count()), accel::InvalidArgumentError);
+  CHECK(b.current_device_index() == last);
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+  b.set_device_idx(0);  // torch 2.6's spellings
+  CHECK(b.current_device_idx() == 0);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+  b.set_device_index(before);
+  CHECK(b.current_device() == before);
+}
+
 TEST_CASE_TEMPLATE_APPLY(device_names, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(device_torch_names, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(device_errors, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(device_guard, ConformanceBackends);

@@ -64,9 +64,16 @@ TEST_CASE_TEMPLATE_DEFINE("graph: capture records without running; each replay r
   Log log;
   auto g = b.create_graph();
   CHECK_FALSE(g.captured());
+  CHECK_FALSE(b.is_current_stream_capturing());
   {
     auto capture = b.capture_to_graph(g, s);
     CHECK(typename B::StreamRef(s).is_capturing());
+    CHECK_FALSE(b.is_current_stream_capturing());  // s is not the calling thread's current stream
+    {
+      const typename B::StreamGuard current = b.stream(s);
+      CHECK(b.is_current_stream_capturing());
+    }
+    CHECK_FALSE(b.is_current_stream_capturing());
     for (int i = 1; i <= 3; ++i) typename B::StreamRef(s).enqueue([&log, i] { log.add(i); });
     capture.end();
   }

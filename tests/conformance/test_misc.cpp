@@ -14,6 +14,13 @@ TEST_CASE_TEMPLATE_DEFINE("dtypes: supported_dtypes agrees with the fp16/bf16 an
   CHECK(has(accel::Dtype::float32));
   CHECK(has(accel::Dtype::float16) == b.is_fp16_supported());
   CHECK(has(accel::Dtype::bfloat16) == b.is_bf16_supported());
+  // DeepSpeed's rule: Triton on a CUDA device of compute capability >= 8.0 (where bfloat16 is computed
+  // too), never on the CPU.
+  if (b.device_type() == accel::DeviceType::cpu) {
+    CHECK_FALSE(b.is_triton_supported());
+  } else {
+    CHECK(b.is_triton_supported() == b.is_bf16_supported());
+  }
 }
 
 TEST_CASE_TEMPLATE_DEFINE("profile: ranges nest per thread and per domain", B, ranges) {

@@ -4,13 +4,15 @@
 // A backend's Devices derives from DeviceNames<Devices, DeviceType::...> and defines what differs:
 // device_count(), current_device(), set_device(i) and, when a backend can be unavailable with a
 // reason, `[[noreturn]] static void throw_unavailable()` (check_device throws it when there is no
-// device at all). This gives check_device, device_name(), device_name(i), device(i) and
-// current_device_name().
+// device at all). This gives check_device, device_name(), device_name(i), device(i),
+// current_device_name(), and torch.accelerator's names: current_accelerator(), current_device_index(),
+// set_device_index(i) (and their deprecated spellings current_device_idx, set_device_idx).
 #pragma once
 
 #include <accel/core/device.hpp>
 #include <accel/core/error.hpp>
 
+#include <optional>
 #include <string>
 
 namespace accel {
@@ -45,6 +47,32 @@ struct DeviceNames {
   [[nodiscard]] static std::string current_device_name() {
     return std::string(to_string(Type)) + ":" + std::to_string(Devices::current_device());
   }
+
+  // ---- torch.accelerator's names ----------------------------------------------------------------
+
+  /// The backend's device without an index ("cuda"), as torch.accelerator.current_accelerator()
+  /// answers; with check_available, std::nullopt when the backend is not available here. Never
+  /// creates a context (is_available() does not).
+  [[nodiscard]] static std::optional<Device> current_accelerator(bool check_available = false) {
+    if (check_available && !Devices::is_available()) return std::nullopt;
+    return Device(Type);
+  }
+
+  /// The calling thread's current device: current_device() under torch.accelerator's name.
+  [[nodiscard]] static int current_device_index() { return Devices::current_device(); }
+
+  /// Makes `index` the calling thread's current device, as set_device() does; a negative index does
+  /// nothing (torch.accelerator.set_device_index returns early on one).
+  static void set_device_index(int index) {
+    if (index < 0) return;
+    Devices::set_device(index);
+  }
+
+  /// torch 2.6's names, deprecated there since 2.7.
+  [[deprecated("use current_device_index()")]] [[nodiscard]] static int current_device_idx() {
+    return current_device_index();
+  }
+  [[deprecated("use set_device_index(index)")]] static void set_device_idx(int index) { set_device_index(index); }
 };
 
 }  // namespace accel

@@ -13,6 +13,11 @@
 //                                      rethrows the first failure of a task on one of those streams
 //   B::DeviceGuard{i}                  makes i current; its destructor restores the previous device
 //                                      (torch.accelerator.device_index)
+// torch.accelerator's names (backend/devices.hpp supplies them from the ones above):
+//   b.current_accelerator(check_available = false) -> std::optional<Device>   "cuda" without an index;
+//                                      nullopt when check_available and the backend is unavailable
+//   b.current_device_index() -> int    current_device()
+//   b.set_device_index(i)              set_device(i); a negative i does nothing
 // Any index outside [0, device_count()) throws InvalidArgumentError naming it:
 // "cpu:3 does not exist (device_count() == 1)".
 #pragma once
@@ -20,6 +25,7 @@
 #include <accel/core/device.hpp>
 
 #include <concepts>
+#include <optional>
 #include <string>
 
 namespace accel {
@@ -47,6 +53,11 @@ concept DeviceApi = requires(const B b, int i) {
   typename B::DeviceGuard;
   requires std::constructible_from<typename B::DeviceGuard, int>;
   requires !std::copyable<typename B::DeviceGuard>;
+  // torch.accelerator's names: accel::DeviceNames<Devices, DeviceType> (backend/devices.hpp) has them.
+  { b.current_device_index() } -> std::same_as<int>;  // derive Devices from accel::DeviceNames, or add it
+  b.set_device_index(i);                               // derive Devices from accel::DeviceNames, or add it
+  { b.current_accelerator() } -> std::same_as<std::optional<Device>>;  // derive Devices from accel::DeviceNames
+  { b.current_accelerator(true) } -> std::same_as<std::optional<Device>>;
 };
 
 }  // namespace accel

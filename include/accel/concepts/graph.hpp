@@ -15,6 +15,8 @@
 //   b.graph_pool_handle() -> GraphPoolId       a pool to share between graphs
 //   g.reset()          drops the recorded work (after replays in flight finished) and releases the pool
 //   g.captured() -> bool, g.pool() -> GraphPoolId, s.is_capturing() -> bool
+//   b.is_current_stream_capturing() -> bool   the calling thread's current stream is capturing
+//                                             (torch.cuda.is_current_stream_capturing)
 // Random numbers drawn inside a graph are fresh on every replay and equal to what the same calls
 // would draw eagerly at that point: each replay reserves the generator offsets the recorded fills use.
 // Illegal during capture (an error naming the call, which also invalidates the capture): s.synchronize(),
@@ -47,6 +49,7 @@ concept GraphApi =
       { cg.captured() } -> std::same_as<bool>;
       { cg.pool() } -> std::same_as<GraphPoolId>;
       { s.is_capturing() } -> std::same_as<bool>;
+      { b.is_current_stream_capturing() } -> std::same_as<bool>;  // accel::Graphs (backend/graphs.hpp) has it
     };
 
 }  // namespace accel

@@ -4,6 +4,7 @@
 //   float16  — F16C (hardware half<->float conversion) or AVX-512 FP16 / AMX-FP16 (native arithmetic)
 //   bfloat16 — AVX-512 BF16 / AMX-BF16 (native dot products) or AVX-512 BW+VL (oneDNN's bf16 path)
 // DeepSpeed's CPU accelerator hard-codes bf16 = True and can return None for fp16; these are answers.
+// is_triton_supported() is false, as there.
 #pragma once
 
 #include <accel/core/cpu_features.hpp>
@@ -23,6 +24,9 @@ struct Dtypes {
     const auto& f = cpu_features();
     return f.avx512_bf16 || f.amx_bf16 || (f.avx512bw && f.avx512vl);
   }
+
+  /// False, as DeepSpeed's CPU accelerator answers: its Triton kernels are written for GPUs.
+  [[nodiscard]] static constexpr bool is_triton_supported() noexcept { return false; }
 
   /// Every integer and IEEE type, plus float16/bfloat16 when the instruction set has them.
   /// The float8 types are storage-only on CPUs and are not listed.

@@ -3,6 +3,7 @@
 //   float16  — compute capability >= 7.0 (tensor cores with fp16 accumulate, as DeepSpeed expects)
 //   bfloat16 — >= 8.0 (Ampere)
 //   float8_e4m3 / float8_e5m2 — >= 8.9 (Ada, Hopper)
+//   is_triton_supported()      — >= 8.0, DeepSpeed's rule
 // float32, float64 and the integer types and bool are always listed. The answers are for the current
 // device unless a device is given. The capability is read with cudaDeviceGetAttribute (no context is
 // created) and cached per device. When CUDA is unavailable the is_*_supported() answers are false
@@ -47,6 +48,9 @@ struct Dtypes {
   [[nodiscard]] static bool is_fp16_supported() noexcept { return current_at_least({7, 0}); }
   [[nodiscard]] static bool is_bf16_supported() noexcept { return current_at_least({8, 0}); }
   [[nodiscard]] static bool is_fp8_supported() noexcept { return current_at_least({8, 9}); }
+  /// DeepSpeed's answer: the current device's compute capability is at least 8.0 (Triton's kernels
+  /// there need Ampere); false without a device.
+  [[nodiscard]] static bool is_triton_supported() noexcept { return current_at_least({8, 0}); }
   [[nodiscard]] static bool is_fp16_supported(int device) { return compute_capability(device) >= ComputeCapability{7, 0}; }
   [[nodiscard]] static bool is_bf16_supported(int device) { return compute_capability(device) >= ComputeCapability{8, 0}; }
   [[nodiscard]] static bool is_fp8_supported(int device) { return compute_capability(device) >= ComputeCapability{8, 9}; }

@@ -6,6 +6,7 @@
 #include <accel/core/device.hpp>
 #include <accel/dispatch/detail/forward.hpp>
 
+#include <optional>
 #include <string>
 
 namespace accel {
@@ -31,6 +32,19 @@ struct AnyDeviceApi {
   }
   void synchronize() const { detail::on_active(*this, [](auto b) { b.synchronize(); }); }
   void synchronize(int i) const { detail::on_active(*this, [&](auto b) { b.synchronize(i); }); }
+
+  // torch.accelerator's names
+  [[nodiscard]] std::optional<Device> current_accelerator(bool check_available = false) const {
+    return detail::on_active(*this, [&](auto b) { return b.current_accelerator(check_available); });
+  }
+  [[nodiscard]] int current_device_index() const {
+    return detail::on_active(*this, [](auto b) { return b.current_device_index(); });
+  }
+  void set_device_index(int i) const { detail::on_active(*this, [&](auto b) { b.set_device_index(i); }); }
+  [[deprecated("use current_device_index()")]] [[nodiscard]] int current_device_idx() const {
+    return current_device_index();
+  }
+  [[deprecated("use set_device_index(index)")]] void set_device_idx(int i) const { set_device_index(i); }
 };
 
 }  // namespace accel

@@ -20,6 +20,9 @@ struct AnyDtypeApi {
   [[nodiscard]] std::vector<Dtype> supported_dtypes() const {
     return detail::on_active(*this, [](auto b) { return b.supported_dtypes(); });
   }
+  [[nodiscard]] bool is_triton_supported() const {
+    return detail::on_active(*this, [](auto b) { return b.is_triton_supported(); });
+  }
 };
 
 }  // namespace accel
