@@ -70,7 +70,7 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cpu_memory test_conformance test_dispatch
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
               test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas)
-asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add)$'
+asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add)$'
 tsan_targets=(test_cpu_stream test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator test_stress_streams test_stress_events
               test_jit_reliability)
 tsan_tests='^(test_cpu_stream(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability)$'

@@ -3,7 +3,7 @@
 //   - N tiny kernels, N = 100, 1000: a kernel that adds 1 to 4 floats (one block of 32 threads),
 //     compiled with NVRTC when the program starts (accel::ops::nvrtc_compile; a cubin for the device,
 //     or PTX for the newest architecture NVRTC knows) and launched with cuLaunchKernel through the
-//     driver entry points accel already loads (accel/cuda/ops.hpp) — no nvcc-compiled code. The same
+//     driver entry points accel already loads (cuda/detail/module_api.hpp) — no nvcc-compiled code. The same
 //     launches are captured by both graph paths, so the rows differ only in how the graph is made
 //     and launched. Before the runs, a check launches the kernel eagerly and from both kinds of graph
 //     and reads the floats back (the program exits 1 if they are wrong).
@@ -15,6 +15,7 @@
 #include "../bench_support.hpp"
 
 #include <accel/cuda/backend.hpp>
+#include <accel/cuda/detail/module_api.hpp>
 #include <accel/ops/nvrtc.hpp>
 
 #include <benchmark/benchmark.h>

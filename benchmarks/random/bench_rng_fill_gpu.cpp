@@ -13,6 +13,7 @@
 #include "../bench_support.hpp"
 
 #include <accel/cuda/backend.hpp>
+#include <accel/op_builders.hpp>  // get_op_builder (opt-in)
 
 #include <benchmark/benchmark.h>
 

@@ -1,7 +1,7 @@
-# Compiles SOURCE and succeeds only if compilation fails with EXPECT (and EXPECT_ALSO, when given) in
-# the diagnostic.
+# Compiles SOURCE (with FLAGS, a ;-list, when given) and succeeds only if compilation fails with EXPECT
+# (and EXPECT_ALSO, when given) in the diagnostic.
 execute_process(
-  COMMAND ${COMPILER} -std=c++20 -fsyntax-only -I${INCLUDE} -I${TESTS} ${SOURCE}
+  COMMAND ${COMPILER} -std=c++20 -fsyntax-only -I${INCLUDE} -I${TESTS} ${FLAGS} ${SOURCE}
   RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(result EQUAL 0)
   message(FATAL_ERROR "${SOURCE} compiled, but it must be rejected")

@@ -7,6 +7,7 @@
 
 #include <accel/cpu/backend.hpp>
 #include <accel/cuda/backend.hpp>
+#include <accel/op_builders.hpp>  // the op table (create_op_builder) is opt-in
 #include <accel/random/fill.hpp>
 
 #include <doctest/doctest.h>

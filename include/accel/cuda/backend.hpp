@@ -10,6 +10,7 @@
 #include <accel/backend/profiling.hpp>
 #include <accel/concepts/accelerator.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
+#include <accel/cuda/detail/ops_api.hpp>
 #include <accel/cuda/device.hpp>
 #include <accel/cuda/dtype.hpp>
 #include <accel/cuda/env.hpp>
@@ -17,7 +18,6 @@
 #include <accel/cuda/event.hpp>
 #include <accel/cuda/graph.hpp>
 #include <accel/cuda/memory.hpp>
-#include <accel/cuda/ops.hpp>
 #include <accel/cuda/random.hpp>
 #include <accel/cuda/stream.hpp>
 

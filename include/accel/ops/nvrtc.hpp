@@ -5,7 +5,7 @@
 // /usr/local/cuda/lib64), so this header needs no CUDA header and a program that includes it starts
 // on machines without the CUDA toolkit; nvrtc().loaded says whether it was found, and why not.
 // NVRTC needs no GPU and no driver: a cubin for any architecture it supports is built on any machine
-// (OpBuilder::set_arch(90)); only loading the cubin needs a device (accel/cuda/ops.hpp).
+// (OpBuilder::set_arch(90)); only loading the cubin needs a device (cuda/detail/nvrtc_toolchain.hpp).
 //
 // Options of every op compile: --gpu-architecture=sm_XY -std=c++17 --fmad=false -DACCEL_NVRTC=1
 // -I<kernel dir>/<include dirs> <op flags> <extra flags>. --fmad=false keeps a*b+c unfused unless the
@@ -23,7 +23,7 @@
 // backend also loads it as a module on the device, through nvrtc_build's `check`), so an output that
 // cannot load commits nothing. A cached cubin whose header is wrong is evicted and compiled once more.
 //   nvrtc_toolchain                  a Toolchain that builds for OpBuilder::arch() and cannot load
-//                                    (the CUDA backend's toolchain in accel/cuda/ops.hpp loads)
+//                                    (the CUDA backend's, cuda/detail/nvrtc_toolchain.hpp, loads)
 #pragma once
 
 #include <accel/core/error.hpp>

@@ -8,7 +8,7 @@
 //   OpKind::host   the host C++ compiler ($CXX, else c++, g++, clang++ on PATH) with
 //                  -O3 -march=native -fopenmp -shared -fPIC, loaded with dlopen (ops/host_compiler.hpp)
 //   OpKind::cuda   NVRTC to a cubin for the device's sm_XY, loaded with cuModuleLoadData
-//                  (ops/nvrtc.hpp compiles, accel/cuda/ops.hpp loads)
+//                  (ops/nvrtc.hpp compiles, cuda/detail/nvrtc_toolchain.hpp loads)
 //
 //   is_compatible()   yes/no with reasons (no compiler, no NVRTC, compute capability too low) and notes
 //                     (which SIMD path a CPU kernel takes: AVX-512, else AVX2, else scalar — a missing
