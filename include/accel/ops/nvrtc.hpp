@@ -1,8 +1,8 @@
 // accel/ops/nvrtc.hpp — NVRTC: CUDA C++ to PTX or a cubin at run time, through the JIT cache.
 //
-// NVRTC is loaded with dlopen on first use (libnvrtc.so.<major> of the toolkit accel was built with,
-// then other majors, then $ACCEL_NVRTC_LIBRARY, $CUDA_HOME/lib64, $CUDA_PATH/lib64 and
-// /usr/local/cuda/lib64), so this header needs no CUDA header and a program that includes it starts
+// NVRTC is loaded at run time on first use (detail/dynamic_library.hpp: $ACCEL_NVRTC_LIBRARY, then
+// libnvrtc.so.13, .12, .11.2 and libnvrtc.so, then under $CUDA_HOME, $CUDA_PATH and
+// /usr/local/cuda), so this header needs no CUDA header and a program that includes it starts
 // on machines without the CUDA toolkit; nvrtc().loaded says whether it was found, and why not.
 // NVRTC needs no GPU and no driver: a cubin for any architecture it supports is built on any machine
 // (OpBuilder::set_arch(90)); only loading the cubin needs a device (cuda/detail/nvrtc_toolchain.hpp).
@@ -27,6 +27,7 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/detail/dynamic_library.hpp>
 #include <accel/ops/abi.hpp>
 #include <accel/ops/detail/files.hpp>
 #include <accel/ops/detail/sha256.hpp>
@@ -45,7 +46,6 @@
 #include <string_view>
 #include <vector>
 
-#include <dlfcn.h>
 
 namespace accel::ops {
 
@@ -88,11 +88,6 @@ struct NvrtcApi {
 
 namespace detail {
 
-template <class F>
-void nvrtc_symbol(void* lib, const char* name, F& out) {
-  out = reinterpret_cast<F>(::dlsym(lib, name));
-}
-
 inline NvrtcApi load_nvrtc() {
   NvrtcApi api;
   std::vector<std::string> names;
@@ -103,38 +98,31 @@ inline NvrtcApi load_nvrtc() {
   }
   names.emplace_back("/usr/local/cuda/lib64/libnvrtc.so");
   names.emplace_back("/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so");
-  void* lib = nullptr;
-  std::string errors;
-  for (const auto& n : names) {
-    ::dlerror();
-    lib = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) {
-      api.library = n;
-      break;
-    }
-    if (const char* why = ::dlerror(); why != nullptr && errors.size() < 400) errors += std::string("\n  ") + why;
-  }
-  if (lib == nullptr) {
+  // Never closed: compiles may run from static destructors.
+  static const auto* const library =
+      new accel::detail::DynamicLibrary(accel::detail::DynamicLibrary::try_open(names.begin(), names.end()));
+  if (!*library) {
     api.error = "NVRTC is missing: libnvrtc.so could not be loaded (install the CUDA toolkit's NVRTC, or set "
-                "ACCEL_NVRTC_LIBRARY):" + errors;
+                "ACCEL_NVRTC_LIBRARY): " + library->error();
     return api;
   }
-  nvrtc_symbol(lib, "nvrtcVersion", api.version);
-  nvrtc_symbol(lib, "nvrtcGetErrorString", api.get_error_string);
-  nvrtc_symbol(lib, "nvrtcCreateProgram", api.create_program);
-  nvrtc_symbol(lib, "nvrtcDestroyProgram", api.destroy_program);
-  nvrtc_symbol(lib, "nvrtcCompileProgram", api.compile_program);
-  nvrtc_symbol(lib, "nvrtcGetPTXSize", api.get_ptx_size);
-  nvrtc_symbol(lib, "nvrtcGetPTX", api.get_ptx);
-  nvrtc_symbol(lib, "nvrtcGetCUBINSize", api.get_cubin_size);
-  nvrtc_symbol(lib, "nvrtcGetCUBIN", api.get_cubin);
-  nvrtc_symbol(lib, "nvrtcGetProgramLogSize", api.get_log_size);
-  nvrtc_symbol(lib, "nvrtcGetProgramLog", api.get_log);
-  nvrtc_symbol(lib, "nvrtcGetNumSupportedArchs", api.get_num_supported_archs);
-  nvrtc_symbol(lib, "nvrtcGetSupportedArchs", api.get_supported_archs);
-  if (api.version == nullptr || api.create_program == nullptr || api.compile_program == nullptr ||
-      api.get_ptx == nullptr || api.get_cubin == nullptr || api.get_log == nullptr || api.destroy_program == nullptr) {
-    api.error = api.library + " lacks the NVRTC entry points accel needs (NVRTC 11.2 or newer is required)";
+  api.library = library->name();
+  accel::detail::SymbolTable table(*library);
+  table.require(api.version, "nvrtcVersion")
+      .optional(api.get_error_string, "nvrtcGetErrorString")
+      .require(api.create_program, "nvrtcCreateProgram")
+      .require(api.destroy_program, "nvrtcDestroyProgram")
+      .require(api.compile_program, "nvrtcCompileProgram")
+      .require(api.get_ptx_size, "nvrtcGetPTXSize")
+      .require(api.get_ptx, "nvrtcGetPTX")
+      .require(api.get_cubin_size, "nvrtcGetCUBINSize")
+      .require(api.get_cubin, "nvrtcGetCUBIN")
+      .require(api.get_log_size, "nvrtcGetProgramLogSize")
+      .require(api.get_log, "nvrtcGetProgramLog")
+      .optional(api.get_num_supported_archs, "nvrtcGetNumSupportedArchs")
+      .optional(api.get_supported_archs, "nvrtcGetSupportedArchs");
+  if (!table.complete()) {
+    api.error = table.error() + " (NVRTC 11.2 or newer is required)";
     return api;
   }
   (void)api.version(&api.major, &api.minor);

@@ -4,13 +4,14 @@
 // an NVIDIA driver ("libcuda.so.1: cannot open shared object file") — the machine on which the CPU
 // backend is most needed. The runtime (cudart) loads the driver the same way. The few driver and
 // NVML entry points the backend needs to *detect* devices without creating a context are looked up
-// here once; the handles are never closed (they must outlive static destruction).
+// here once; the handles are never closed (they must outlive static destruction). libcuda is opened
+// once, by driver_library(), which the module and launch calls (cuda/detail/module_api.hpp) share.
 #pragma once
 
 #include <accel/cuda/detail/cuda_api.hpp>
+#include <accel/detail/dynamic_library.hpp>
 
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <string>
 
@@ -40,29 +41,30 @@ struct DriverApi {
   }
 };
 
-template <class F>
-inline void load_symbol(void* library, const char* name, F& out) noexcept {
-  out = reinterpret_cast<F>(dlsym(library, name));
+/// libcuda.so.1, opened on first use (thread-safe) and never closed; empty, with error(), when the
+/// machine has no driver.
+inline const accel::detail::DynamicLibrary& driver_library() {
+  static const auto* const library = new accel::detail::DynamicLibrary(accel::detail::DynamicLibrary::try_open({"libcuda.so.1"}));
+  return *library;
 }
 
 inline DriverApi load_driver() {
   DriverApi api;
-  dlerror();
-  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* why = dlerror();
-    api.error = std::string("libcuda.so.1 cannot be loaded: ") + (why != nullptr ? why : "unknown dlopen error");
+  const accel::detail::DynamicLibrary& library = driver_library();
+  if (!library) {
+    api.error = "libcuda.so.1 cannot be loaded: " + library.error();
     return api;
   }
-  load_symbol(library, "cuInit", api.init);
-  load_symbol(library, "cuDriverGetVersion", api.driver_get_version);
-  load_symbol(library, "cuDeviceGetCount", api.device_get_count);
-  load_symbol(library, "cuDeviceGet", api.device_get);
-  load_symbol(library, "cuDevicePrimaryCtxGetState", api.primary_ctx_get_state);
-  load_symbol(library, "cuGetErrorName", api.get_error_name);
-  load_symbol(library, "cuGetErrorString", api.get_error_string);
-  if (api.init == nullptr || api.driver_get_version == nullptr || api.device_get_count == nullptr) {
-    api.error = "libcuda.so.1 lacks cuInit/cuDriverGetVersion/cuDeviceGetCount (a stub or broken driver)";
+  accel::detail::SymbolTable table(library);
+  table.require(api.init, "cuInit")
+      .require(api.driver_get_version, "cuDriverGetVersion")
+      .require(api.device_get_count, "cuDeviceGetCount")
+      .optional(api.device_get, "cuDeviceGet")
+      .optional(api.primary_ctx_get_state, "cuDevicePrimaryCtxGetState")
+      .optional(api.get_error_name, "cuGetErrorName")
+      .optional(api.get_error_string, "cuGetErrorString");
+  if (!table.complete()) {
+    api.error = table.error() + " (a stub or broken driver)";
     return api;
   }
   api.loaded = true;
@@ -96,21 +98,20 @@ struct NvmlApi {
 
 inline NvmlApi load_nvml() {
   NvmlApi api;
-  dlerror();
-  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* why = dlerror();
-    api.error = std::string("libnvidia-ml.so.1 cannot be loaded: ") + (why != nullptr ? why : "unknown");
+  // Never closed, like the driver: NVML stays initialised for the life of the process.
+  static const auto* const library = new accel::detail::DynamicLibrary(accel::detail::DynamicLibrary::try_open({"libnvidia-ml.so.1"}));
+  if (!*library) {
+    api.error = "libnvidia-ml.so.1 cannot be loaded: " + library->error();
     return api;
   }
-  load_symbol(library, "nvmlInit_v2", api.init);
-  load_symbol(library, "nvmlDeviceGetCount_v2", api.device_get_count);
-  load_symbol(library, "nvmlDeviceGetHandleByIndex_v2", api.device_get_handle_by_index);
-  load_symbol(library, "nvmlDeviceGetUUID", api.device_get_uuid);
-  load_symbol(library, "nvmlDeviceGetMigMode", api.device_get_mig_mode);
-  if (api.init == nullptr || api.device_get_count == nullptr || api.device_get_handle_by_index == nullptr ||
-      api.device_get_uuid == nullptr) {
-    api.error = "libnvidia-ml.so.1 lacks the entry points accel needs";
+  accel::detail::SymbolTable table(*library);
+  table.require(api.init, "nvmlInit_v2")
+      .require(api.device_get_count, "nvmlDeviceGetCount_v2")
+      .require(api.device_get_handle_by_index, "nvmlDeviceGetHandleByIndex_v2")
+      .require(api.device_get_uuid, "nvmlDeviceGetUUID")
+      .optional(api.device_get_mig_mode, "nvmlDeviceGetMigMode");
+  if (!table.complete()) {
+    api.error = table.error() + " (accel needs these NVML entry points)";
     return api;
   }
   if (const NvmlReturn status = api.init(); status != nvml_success) {

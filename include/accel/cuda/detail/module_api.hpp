@@ -8,12 +8,13 @@
 
 #include <accel/core/error.hpp>
 #include <accel/cuda/detail/cuda_api.hpp>
+#include <accel/cuda/detail/driver.hpp>
 #include <accel/cuda/error.hpp>
 #include <accel/cuda/stream.hpp>
+#include <accel/detail/dynamic_library.hpp>
 #include <accel/ops/op_builder.hpp>
 
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <cstdint>
 #include <string>
@@ -32,6 +33,8 @@ struct ModuleApi {
   CUresult (*memset_d32_async)(CUdeviceptr, unsigned, std::size_t, CUstream) = nullptr;
   CUresult (*get_error_string)(CUresult, const char**) = nullptr;
   CUresult (*occupancy_max_active_blocks)(int*, CUfunction, int, std::size_t) = nullptr;  // optional
+  // cuModuleUnload and cuGetErrorString are optional too: a module is then never unloaded, an error
+  // shows as its number.
 
   [[nodiscard]] std::string describe(CUresult r) const {
     const char* s = nullptr;
@@ -40,31 +43,24 @@ struct ModuleApi {
   }
 };
 
-template <class F>
-void module_symbol(void* lib, const char* name, F& out) {
-  out = reinterpret_cast<F>(::dlsym(lib, name));
-}
-
 inline const ModuleApi& module_api() {
   static const ModuleApi* const api = [] {
     auto* a = new ModuleApi;
-    ::dlerror();
-    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      const char* why = ::dlerror();
-      a->error = std::string("libcuda.so.1 cannot be loaded: ") + (why != nullptr ? why : "unknown");
+    const accel::detail::DynamicLibrary& library = driver_library();  // opened once, with detection's
+    if (!library) {
+      a->error = "libcuda.so.1 cannot be loaded: " + library.error();
       return a;
     }
-    module_symbol(lib, "cuModuleLoadData", a->module_load_data);
-    module_symbol(lib, "cuModuleUnload", a->module_unload);
-    module_symbol(lib, "cuModuleGetFunction", a->module_get_function);
-    module_symbol(lib, "cuLaunchKernel", a->launch_kernel);
-    module_symbol(lib, "cuMemsetD32Async", a->memset_d32_async);
-    module_symbol(lib, "cuGetErrorString", a->get_error_string);
-    module_symbol(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", a->occupancy_max_active_blocks);
-    if (a->module_load_data == nullptr || a->module_get_function == nullptr || a->launch_kernel == nullptr ||
-        a->memset_d32_async == nullptr) {
-      a->error = "libcuda.so.1 lacks cuModuleLoadData/cuModuleGetFunction/cuLaunchKernel";
+    accel::detail::SymbolTable table(library);
+    table.require(a->module_load_data, "cuModuleLoadData")
+        .optional(a->module_unload, "cuModuleUnload")
+        .require(a->module_get_function, "cuModuleGetFunction")
+        .require(a->launch_kernel, "cuLaunchKernel")
+        .require(a->memset_d32_async, "cuMemsetD32Async")
+        .optional(a->get_error_string, "cuGetErrorString")
+        .optional(a->occupancy_max_active_blocks, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (!table.complete()) {
+      a->error = table.error();
       return a;
     }
     a->loaded = true;
