@@ -14,7 +14,7 @@
 namespace accel::cpu {
 
 struct Environment {
-  /// Collectives on CPU go through MPI (comm/mpi.hpp).
+  /// The library the CPU backend's collectives use: MPI.
   [[nodiscard]] static constexpr std::string_view communication_backend_name() noexcept { return "mpi"; }
 
   /// Prefixes a multi-node launcher forwards: accel's own settings, OpenMP threading, Open MPI tuning.

@@ -242,9 +242,8 @@ A& create_once(std::atomic<A*>& slot, Make make) {
 }  // namespace detail
 
 /// MemoryApi for accel::CpuBackend: every function is static. Use it as accel::cpu::Memory. A class
-/// template only so that its function bodies, and the allocator code they call, are compiled in the
-/// translation units that call them: g++ instantiates every template that a non-template inline
-/// function uses, called or not, which made including the backend cost ~0.4 G compiler instructions.
+/// template only so that its function bodies, and the allocator code they call, are compiled where they
+/// are called: g++ instantiates every template a non-template inline function uses, called or not.
 template <class Unused = void>
 struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
   // ---- allocators -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@
 namespace accel::cuda {
 
 struct Environment {
-  /// Collectives on CUDA go through NCCL (comm/nccl.hpp).
+  /// The library the CUDA backend's collectives use: NCCL, as DeepSpeed's CUDA accelerator.
   [[nodiscard]] static constexpr std::string_view communication_backend_name() noexcept { return "nccl"; }
 
   /// Prefixes a multi-node launcher forwards (DeepSpeed's CUDA accelerator: NCCL and CUDA).

@@ -30,8 +30,7 @@ namespace accel::cuda {
 /// One entry of CUDA_VISIBLE_DEVICES: a device ordinal, or a UUID string kept verbatim
 /// ("GPU-8932f937-..." or an abbreviation of it, "MIG-..."). Converts implicitly from either, so a
 /// list reads like the variable: std::vector<VisibleDevice>{0, std::string("GPU-5d1a")}.
-/// (A plain class rather than std::variant<int, std::string>: the variant's instantiations were
-/// 2 % of nvcc's front-end work on <accel/accel.hpp>.)
+/// A plain class, not std::variant<int, std::string>, whose instantiations every includer would parse.
 class VisibleDevice {
  public:
   VisibleDevice(int ordinal) noexcept : ordinal_(ordinal) {}              // NOLINT: implicit by design

@@ -2,9 +2,8 @@
 // the ACCEL_KERNEL_DIR macro the CMake target defines, else "".
 //
 // Every backend's op_builder_dir() returns this, so every translation unit that includes a backend
-// parses this header: it needs <string> only (not <filesystem>, which with its locale and stream
-// headers costs a CPU-only TU about a fifth of its compile time). The op builders proper take it as a
-// std::filesystem::path (ops/op_builder.hpp: default_kernel_dir()).
+// parses this header: it needs <string> only, not <filesystem> (which brings locales and streams). The
+// op builders proper take it as a std::filesystem::path (ops/op_builder.hpp: default_kernel_dir()).
 #pragma once
 
 #include <cstdlib>
