@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 bash scripts/install-deps.sh
+bash scripts/check-layering.sh  # no header includes one from a higher floor (docs/ARCHITECTURE.md)
 preset="${ACCEL_PRESET:-default}"
 cmake --preset "$preset" -DACCEL_BUILD_TESTS=ON >/dev/null
 cmake --build "build/$preset" -j "$(nproc)"
