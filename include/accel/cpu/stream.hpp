@@ -99,6 +99,28 @@ class StreamRef {
     s.submit(detail::StreamTask(std::forward<F>(fn)));
   }
 
+  /// Runs `fn()` in stream order, like enqueue, but on the calling thread before returning when the
+  /// stream is idle (everything enqueued so far has run, no graph capture, no other inline run), which
+  /// saves the hand-off to the worker thread; on the default stream always. Returns true when `fn` ran
+  /// here: then an exception from it reaches the caller (it is not a task failure of the stream), and
+  /// work that other threads enqueue meanwhile runs after it. Otherwise `fn` is enqueued (recorded
+  /// while capturing) and false returned. `fn` must not wait for this stream's own later work.
+  template <class F>
+    requires std::invocable<std::decay_t<F>&> && std::constructible_from<std::decay_t<F>, F>
+  bool run_or_enqueue(F&& fn) const {
+    detail::StreamState& s = state("run_or_enqueue");
+    if (!s.try_begin_inline()) {
+      s.submit(detail::StreamTask(std::forward<F>(fn)));
+      return false;
+    }
+    struct end_claim {
+      detail::StreamState& s;
+      ~end_claim() { s.end_inline(); }
+    } const claim{s};
+    fn();
+    return true;
+  }
+
   [[nodiscard]] int device_index() const { return state("device_index").device(); }
   /// Unique among all streams this process ever created; stable for the stream's lifetime.
   [[nodiscard]] std::uint64_t id() const { return state("id").id(); }

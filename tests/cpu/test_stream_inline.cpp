@@ -1,0 +1,171 @@
+// CPU streams: run_or_enqueue — work run by the caller, in stream order, when the stream is idle.
+#include <accel/cpu/backend.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <latch>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using accel::CpuBackend;
+using accel::cpu::Event;
+using accel::cpu::Stream;
+using namespace std::chrono_literals;
+
+TEST_CASE("run_or_enqueue on an idle worker stream runs on the calling thread before returning") {
+  Stream s;
+  s.synchronize();
+  std::thread::id ran_on;
+  int runs = 0;
+  const bool inline_run = s.run_or_enqueue([&] {
+    ran_on = std::this_thread::get_id();
+    ++runs;
+  });
+  CHECK(inline_run);
+  CHECK(runs == 1);
+  CHECK(ran_on == std::this_thread::get_id());
+  CHECK(s.query());
+  // The claimed ticket completed: an event recorded now is done, and later work still runs in order.
+  Event e(true);
+  e.record(s);
+  e.synchronize();
+  CHECK(e.query());
+  std::vector<int> order;
+  s.enqueue([&] { order.push_back(1); });
+  s.synchronize();
+  CHECK(order == std::vector<int>{1});
+}
+
+TEST_CASE("run_or_enqueue on a busy stream queues the work behind what is pending, on the worker") {
+  Stream s;
+  std::latch release(1);
+  std::vector<int> order;
+  s.enqueue([&] {
+    release.wait();
+    order.push_back(1);
+  });
+  std::thread::id ran_on;
+  const bool inline_run = s.run_or_enqueue([&] {
+    ran_on = std::this_thread::get_id();
+    order.push_back(2);
+  });
+  CHECK_FALSE(inline_run);
+  CHECK(order.empty());
+  release.count_down();
+  s.synchronize();
+  CHECK(order == std::vector<int>{1, 2});
+  CHECK(ran_on != std::this_thread::get_id());
+}
+
+TEST_CASE("work enqueued by another thread during an inline run waits for it; synchronize waits for it") {
+  Stream s;
+  s.synchronize();
+  std::atomic<int> step{0};
+  std::atomic<bool> other_ran{false};
+  std::atomic<bool> other_ran_early{false};
+  std::atomic<bool> synchronized_early{false};
+  std::thread other;
+  std::thread syncer;
+  const bool inline_run = s.run_or_enqueue([&] {
+    other = std::thread([&] {
+      s.enqueue([&] { other_ran = true; });
+      step = 1;
+    });
+    syncer = std::thread([&] {
+      while (step.load() < 1) std::this_thread::yield();
+      s.synchronize();  // waits for the inline run and the other thread's task
+      if (step.load() < 2) synchronized_early = true;
+    });
+    while (step.load() < 1) std::this_thread::yield();
+    std::this_thread::sleep_for(20ms);  // the worker had time to run the task, were it allowed to
+    if (other_ran) other_ran_early = true;
+    CHECK_FALSE(s.query());
+    step = 2;
+  });
+  other.join();
+  syncer.join();
+  CHECK(inline_run);
+  CHECK_FALSE(other_ran_early.load());
+  CHECK_FALSE(synchronized_early.load());
+  s.synchronize();
+  CHECK(other_ran.load());
+}
+
+TEST_CASE("an exception from an inline run reaches the caller and leaves the stream healthy") {
+  Stream s;
+  s.synchronize();
+  CHECK_THROWS_WITH_AS(s.run_or_enqueue([] { throw std::runtime_error("inline failure"); }), "inline failure",
+                       std::runtime_error);
+  CHECK(s.query());
+  CHECK_NOTHROW(s.synchronize());  // not a task failure of the stream
+  int runs = 0;
+  CHECK(s.run_or_enqueue([&] { ++runs; }));
+  CHECK(runs == 1);
+}
+
+TEST_CASE("run_or_enqueue on the default stream runs inline; its exceptions reach the caller") {
+  const auto d = CpuBackend{}.default_stream();
+  int runs = 0;
+  CHECK(d.run_or_enqueue([&] { ++runs; }));
+  CHECK(runs == 1);
+  CHECK_THROWS_AS(d.run_or_enqueue([] { throw std::logic_error("x"); }), std::logic_error);
+  CHECK_NOTHROW(d.synchronize());
+}
+
+TEST_CASE("run_or_enqueue on a capturing stream records the work; it runs at each replay") {
+  CpuBackend b;
+  Stream s;
+  s.synchronize();
+  auto g = b.create_graph();
+  int runs = 0;
+  {
+    auto capture = b.capture_to_graph(g, s);
+    CHECK_FALSE(s.run_or_enqueue([&] { ++runs; }));
+    CHECK(runs == 0);
+  }
+  b.replay_graph(g, s);
+  b.replay_graph(g, s);
+  s.synchronize();
+  CHECK(runs == 2);
+}
+
+TEST_CASE("inline runs and queued tasks from several threads never overlap and keep each thread's order") {
+  Stream s;
+  std::atomic<int> running{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> inline_runs{0};
+  constexpr int per_thread = 2000;
+  std::vector<std::vector<int>> seen(2);
+  auto body = [&](int who) {
+    return [&, who](int i) {
+      if (running.fetch_add(1) != 0) ++overlaps;
+      seen[static_cast<std::size_t>(who)].push_back(i);
+      running.fetch_sub(1);
+    };
+  };
+  std::vector<std::thread> threads;
+  for (int who = 0; who < 2; ++who) {
+    threads.emplace_back([&, who] {
+      auto f = body(who);
+      for (int i = 0; i < per_thread; ++i) {
+        if (i % 16 == 0) {
+          s.enqueue([f, i] { f(i); });
+        } else if (s.run_or_enqueue([f, i] { f(i); })) {
+          ++inline_runs;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  s.synchronize();
+  CHECK(overlaps.load() == 0);
+  for (const auto& v : seen) {
+    REQUIRE(v.size() == per_thread);
+    for (int i = 0; i < per_thread; ++i) CHECK(v[static_cast<std::size_t>(i)] == i);
+  }
+  MESSAGE("inline runs: " << inline_runs.load() << " of " << 2 * per_thread * 15 / 16);
+}
