@@ -4,7 +4,8 @@
 #
 # ACCEL_TARGET names the target to attach to (`accel` in the tree, `accel::accel` when installed).
 # Inputs (cache variables, AUTO|ON|OFF): ACCEL_ENABLE_CUDA, ACCEL_ENABLE_NVTX, ACCEL_ENABLE_MPI,
-# ACCEL_ENABLE_NCCL (and ACCEL_ENABLE_ALGO, ACCEL_ENABLE_BLAS for the opt-in parts below). ON makes a missing part a configure error naming the package to install.
+# ACCEL_ENABLE_NCCL (MPI and NCCL make the opt-in target accel::comm; ACCEL_ENABLE_ALGO, ACCEL_ENABLE_BLAS for
+# the other opt-in parts below). ON makes a missing part a configure error naming the package to install.
 include_guard(GLOBAL)
 
 set(ACCEL_ENABLE_CUDA "AUTO" CACHE STRING "CUDA backend: AUTO, ON or OFF")
@@ -68,6 +69,7 @@ endif()
 
 set(ACCEL_HAS_MPI OFF)
 if(NOT ACCEL_ENABLE_MPI STREQUAL "OFF")
+  set(MPI_CXX_SKIP_MPICXX ON)  # accel/comm calls MPI's C API; the deprecated C++ bindings are not linked
   find_package(MPI QUIET COMPONENTS CXX)
   if(MPI_CXX_FOUND)
     set(ACCEL_HAS_MPI ON)
@@ -79,12 +81,12 @@ endif()
 
 set(ACCEL_HAS_NCCL OFF)
 if(ACCEL_HAS_CUDA AND NOT ACCEL_ENABLE_NCCL STREQUAL "OFF")
-  find_library(ACCEL_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  # Only the header is needed to build: accel/comm loads libnccl with dlopen when first used.
   find_path(ACCEL_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-  if(ACCEL_NCCL_LIBRARY AND ACCEL_NCCL_INCLUDE_DIR)
+  if(ACCEL_NCCL_INCLUDE_DIR)
     set(ACCEL_HAS_NCCL ON)
   elseif(ACCEL_ENABLE_NCCL STREQUAL "ON")
-    message(FATAL_ERROR "ACCEL_ENABLE_NCCL=ON but NCCL was not found (libnccl-dev, or the CUDA toolkit's NCCL).")
+    message(FATAL_ERROR "ACCEL_ENABLE_NCCL=ON but nccl.h was not found (libnccl-dev, or the CUDA toolkit's NCCL).")
   endif()
 endif()
 
@@ -141,5 +143,23 @@ if(NOT ACCEL_ENABLE_BLAS STREQUAL "OFF")
   elseif(ACCEL_ENABLE_BLAS STREQUAL "ON")
     message(FATAL_ERROR "ACCEL_ENABLE_BLAS=ON but oneDNN (oneapi/dnnl/dnnl.h, libdnnl) was not found. On "
                         "Debian/Ubuntu: apt-get install libdnnl-dev; or pass -DACCEL_ENABLE_BLAS=OFF.")
+# accel/comm (collectives over MPI for CpuBackend and NCCL for CudaBackend; target accel::comm): where
+# MPI or NCCL was found. MPI is linked; NCCL only needs its header here (the toolkit's nccl.h): libnccl is
+# loaded with dlopen on first use, so programs built with it start, and report NCCL unavailable, without
+# it. Like accel::algo it is a separate target, so that MPI reaches only the programs that ask for it.
+set(ACCEL_HAS_COMM OFF)
+if(ACCEL_HAS_MPI OR ACCEL_HAS_NCCL)
+  set(ACCEL_HAS_COMM ON)
+  if(NOT TARGET accel::comm)
+    add_library(accel::comm INTERFACE IMPORTED GLOBAL)
+    target_link_libraries(accel::comm INTERFACE accel::accel)
+    if(ACCEL_HAS_MPI)
+      target_link_libraries(accel::comm INTERFACE MPI::MPI_CXX)
+      target_compile_definitions(accel::comm INTERFACE ACCEL_HAS_MPI=1)
+    endif()
+    if(ACCEL_HAS_NCCL)
+      target_include_directories(accel::comm SYSTEM INTERFACE ${ACCEL_NCCL_INCLUDE_DIR})
+      target_compile_definitions(accel::comm INTERFACE ACCEL_HAS_NCCL=1)
+    endif()
   endif()
 endif()

@@ -1,0 +1,516 @@
+// accel/comm/detail/mpi_engine.hpp — how MpiCommunicator runs an operation: the MPI_I* call, then
+// MPI_Test polled against the communicator's timeout, on whichever thread the CPU stream runs the
+// operation on (the caller's when the stream was idle, else its worker).
+//
+// Polling: MPI_Test in a tight loop (Open MPI progresses only inside MPI calls), the clock read every 32
+// tests; after 100 ms of waiting every 32nd test also yields the core, after 2 s the loop sleeps 100 us
+// between rounds (by then a peer is late, not the network).
+//
+// Who fell behind: an operation that has waited half its timeout (at most 5 s) tells every peer
+// "I am waiting in #seq" once, on a duplicate of the communicator kept for this (`monitor`), and from
+// then on reads what the peers told it. At the timeout (after a short grace for messages in flight),
+// the ranks that were not seen waiting in this operation or a later one are the ones that did not
+// arrive; the CommError names them. Operations that finish in time send nothing.
+// Compiled only where accel has MPI.
+#pragma once
+
+#if defined(ACCEL_HAS_MPI)
+
+#include <accel/comm/comm_error.hpp>
+#include <accel/comm/detail/config.hpp>
+#include <accel/comm/detail/mpi_error.hpp>
+#include <accel/comm/detail/mpi_types.hpp>
+#include <accel/comm/detail/op.hpp>
+#include <accel/comm/detail/op_log.hpp>
+#include <accel/comm/detail/runtime.hpp>
+#include <accel/comm/flight_recorder.hpp>
+
+#include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace accel::comm::detail {
+
+using steady = std::chrono::steady_clock;
+
+inline constexpr int monitor_tag = 0x4acc;  // "I am waiting in #seq" messages on the monitor communicator
+inline constexpr int p2p_tag = 0x4acd;      // send / recv
+
+/// True once MPI_Finalize ran (then nothing may call MPI).
+[[nodiscard]] inline bool mpi_finalized() noexcept {
+  int done = 0;
+  MPI_Finalized(&done);
+  return done != 0;
+}
+
+/// One communicator's shared state: owned by its MpiCommunicator and by every operation in flight.
+struct MpiState {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm monitor = MPI_COMM_NULL;
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  std::vector<int> world_ranks;  // world rank of each rank
+  std::string name;              // "world", "split of world (color 1, key 0)", ...
+  std::atomic<std::int64_t> timeout_ns{0};
+  std::atomic<std::uint64_t> next_seq{0};
+  FlightRecorder recorder;
+  bool log = false;
+
+  std::atomic<bool> failed{false};
+  std::mutex mutex;  // guards the fields below
+  std::string failure;       // what() of the first failure
+  std::uint64_t failed_seq = 0;
+  std::vector<std::uint64_t> peer_seq;  // the latest operation each rank was seen waiting in
+  std::uint64_t announced = 0;          // the latest operation this rank announced
+  struct PendingSend {
+    MPI_Request request;
+    std::unique_ptr<std::uint64_t[]> message;
+  };
+  std::vector<PendingSend> sends;
+
+  MpiState(MPI_Comm c, MPI_Comm m, std::string n, std::size_t trace)
+      : comm(c), monitor(m), name(std::move(n)), recorder(trace) {
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    peer_seq.assign(static_cast<std::size_t>(size), 0);
+    timeout_ns = timeout_from_env().count();
+    log = op_log().enabled();
+  }
+  MpiState(const MpiState&) = delete;
+  MpiState& operator=(const MpiState&) = delete;
+
+  ~MpiState() {
+    if (mpi_finalized()) return;  // MPI_Finalize freed everything
+    for (PendingSend& s : sends) {
+      int done = 0;
+      MPI_Test(&s.request, &done, MPI_STATUS_IGNORE);
+      if (done == 0) {  // a peer never took it: let MPI finish it, and leave it its buffer
+        MPI_Request_free(&s.request);
+        (void)s.message.release();
+      }
+    }
+    if (monitor != MPI_COMM_NULL) MPI_Comm_free(&monitor);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+
+  [[nodiscard]] std::chrono::nanoseconds timeout() const noexcept {
+    return std::chrono::nanoseconds(timeout_ns.load(std::memory_order_relaxed));
+  }
+  [[nodiscard]] std::string describe() const {
+    return "mpi, " + name + ", rank " + std::to_string(rank) + " of " + std::to_string(size);
+  }
+  /// "rank 2" or, on a sub-communicator, "rank 2 (world rank 5)".
+  [[nodiscard]] std::string rank_name(int r) const {
+    std::string out = "rank " + std::to_string(r);
+    if (name != "world" && static_cast<std::size_t>(r) < world_ranks.size() &&
+        world_ranks[static_cast<std::size_t>(r)] != r) {
+      out += " (world rank " + std::to_string(world_ranks[static_cast<std::size_t>(r)]) + ")";
+    }
+    return out;
+  }
+};
+
+[[nodiscard]] inline std::string op_text(const Op& op, std::uint64_t seq) {
+  std::string out = std::string(name(op.kind)) + " #" + std::to_string(seq);
+  if (op.kind == OpKind::barrier) return out;
+  out += " (" + std::to_string(op.count) + " x " + std::string(name(op.dtype));
+  if (is_reduction(op.kind)) out += ", " + std::string(name(op.reduce));
+  if (has_root(op.kind)) out += ", root " + std::to_string(op.root);
+  if (op.kind == OpKind::send) out += ", to " + std::to_string(op.root);
+  if (op.kind == OpKind::recv) out += ", from " + std::to_string(op.root);
+  return out + ")";
+}
+
+/// The CommError of `op` #seq, with the fields filled from the state; `what` follows the prefix.
+[[nodiscard]] inline CommError make_error(const MpiState& s, const Op& op, std::uint64_t seq, const std::string& what,
+                                          CommError::Info info = {}) {
+  info.engine = "mpi";
+  info.communicator = s.name;
+  info.op = std::string(name(op.kind));
+  info.count = op.count;
+  if (op.kind != OpKind::barrier) info.dtype = op.dtype;
+  info.peer = op.root;
+  info.rank = s.rank;
+  info.size = s.size;
+  info.seq = seq;
+  std::string message = "accel::comm (" + s.describe() + "): " + op_text(op, seq) + " " + what;
+  if (!info.hint.empty()) message += ". Hint: " + info.hint;
+  return CommError(std::move(info), message);
+}
+
+/// Marks the communicator failed (later operations are refused), writes its flight recorder to stderr
+/// and throws `error`.
+[[noreturn]] inline void fail(MpiState& s, std::uint64_t seq, const CommError& error) {
+  {
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.failed.load()) {
+      s.failure = error.what();
+      s.failed_seq = seq;
+      s.failed.store(true);
+    }
+  }
+  note_failure(error.what());
+  s.recorder.failed(seq, error.timed_out());
+  const std::string dump =
+      s.recorder.dump("accel::comm flight recorder (" + s.describe() + ", pid " + std::to_string(::getpid()) + "), after " +
+                      error.info().op + " #" + std::to_string(seq) + (error.timed_out() ? " timed out:" : " failed:"));
+  std::fprintf(stderr, "%s\n%s", error.what(), dump.c_str());
+  std::fflush(stderr);
+  throw error;
+}
+
+/// An MPI call of `op` returned `code`.
+[[noreturn]] inline void fail_mpi(MpiState& s, const Op& op, std::uint64_t seq, const char* call, int code) {
+  CommError::Info info;
+  info.engine_code = mpi_error_class(code);
+  info.engine_string = mpi_error_string(code);
+  info.hint = mpi_hint(info.engine_code);
+  fail(s, seq, make_error(s, op, seq, std::string("failed: ") + call + ": " + info.engine_string, std::move(info)));
+}
+
+/// Refuses an operation on a communicator that failed before.
+inline void throw_if_failed(MpiState& s, const Op& op, std::uint64_t seq) {
+  if (!s.failed.load(std::memory_order_acquire)) [[likely]] return;
+  std::string first;
+  std::uint64_t first_seq = 0;
+  {
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    first = s.failure;
+    first_seq = s.failed_seq;
+  }
+  throw make_error(s, op, seq,
+                   "refused: this communicator failed at operation #" + std::to_string(first_seq) +
+                       " and cannot be used again (create a new one, or end the job). The first failure: " + first);
+}
+
+// ---- who fell behind -------------------------------------------------------------------------------
+
+/// Reads the "waiting in #seq" messages that arrived. With s.mutex held.
+inline void drain_announcements(MpiState& s) {
+  for (;;) {
+    int flag = 0;
+    MPI_Message message;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, monitor_tag, s.monitor, &flag, &message, &status) != MPI_SUCCESS || flag == 0) return;
+    std::uint64_t body[2] = {0, 0};
+    if (MPI_Mrecv(body, 2, MPI_UINT64_T, &message, &status) != MPI_SUCCESS) return;
+    const auto from = static_cast<std::size_t>(status.MPI_SOURCE);
+    if (from < s.peer_seq.size()) s.peer_seq[from] = std::max(s.peer_seq[from], body[0]);
+  }
+}
+
+/// Tells every peer that this rank waits in operation #seq (once per operation), and reads theirs.
+inline void announce(MpiState& s, std::uint64_t seq, OpKind kind) {
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.announced < seq) {
+    s.announced = seq;
+    std::erase_if(s.sends, [](MpiState::PendingSend& p) {
+      int done = 0;
+      MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
+      return done != 0;
+    });
+    for (int peer = 0; peer < s.size; ++peer) {
+      if (peer == s.rank) continue;
+      MpiState::PendingSend p{MPI_REQUEST_NULL, std::make_unique<std::uint64_t[]>(2)};
+      p.message[0] = seq;
+      p.message[1] = static_cast<std::uint64_t>(kind);
+      if (MPI_Isend(p.message.get(), 2, MPI_UINT64_T, peer, monitor_tag, s.monitor, &p.request) == MPI_SUCCESS) {
+        s.sends.push_back(std::move(p));
+      }
+    }
+  }
+  drain_announcements(s);
+}
+
+// ---- starting and finishing an operation ---------------------------------------------------------
+
+/// An operation in flight.
+struct Pending {
+  std::shared_ptr<MpiState> state;
+  Op op;
+  std::uint64_t seq = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  steady::time_point started{};
+  bool done = false;
+  bool announced = false;
+};
+
+[[nodiscard]] inline int checked_count(MpiState& s, const Op& op, std::uint64_t seq, std::size_t count) {
+  if (count > static_cast<std::size_t>(INT_MAX)) {
+    CommError::Info info;
+    info.hint = "MPI 3.1 counts are int; split the operation into parts of at most 2^31 - 1 elements";
+    throw make_error(s, op, seq, "refused: " + std::to_string(count) + " elements exceed MPI's int count",
+                     std::move(info));
+  }
+  return static_cast<int>(count);
+}
+
+/// Issues the MPI_I* call of p.op.
+inline void start(Pending& p) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  const MPI_Datatype type = mpi_datatype(op.dtype);
+  const std::size_t esize = size_of(op.dtype);
+  const int n = checked_count(s, op, p.seq, op.count);
+  // The rank's block of an n x count buffer: where NCCL's in-place forms put this rank's part.
+  const auto block = [&](const void* base, int r) {
+    return static_cast<const char*>(base) + static_cast<std::size_t>(r) * op.count * esize;
+  };
+  const bool in_place = op.send == op.recv;
+  int rc = MPI_SUCCESS;
+  const char* call = "";
+  p.started = steady::now();
+  switch (op.kind) {
+    case OpKind::all_reduce:
+      call = "MPI_Iallreduce";
+      rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : op.send, op.recv, n, type, mpi_op(op.reduce, op.dtype), s.comm,
+                          &p.request);
+      break;
+    case OpKind::broadcast:
+      call = "MPI_Ibcast";
+      if (s.rank == op.root && !in_place && op.count > 0) std::memcpy(op.recv, op.send, op.count * esize);
+      rc = MPI_Ibcast(op.recv, n, type, op.root, s.comm, &p.request);
+      break;
+    case OpKind::reduce: {
+      call = "MPI_Ireduce";
+      const bool root = s.rank == op.root;
+      rc = MPI_Ireduce(root && in_place ? MPI_IN_PLACE : op.send, root ? op.recv : nullptr, n, type,
+                       mpi_op(op.reduce, op.dtype), op.root, s.comm, &p.request);
+      break;
+    }
+    case OpKind::all_gather:
+      call = "MPI_Iallgather";
+      rc = MPI_Iallgather(op.send == block(op.recv, s.rank) ? MPI_IN_PLACE : op.send, n, type, op.recv, n, type, s.comm,
+                          &p.request);
+      break;
+    case OpKind::reduce_scatter: {
+      call = "MPI_Ireduce_scatter_block";
+      // In place (the output at this rank's block of the input): MPI's in-place form leaves the result
+      // at the start of the buffer; finish() moves it to the rank's block.
+      const bool inplace = op.recv == block(op.send, s.rank);
+      rc = MPI_Ireduce_scatter_block(inplace ? MPI_IN_PLACE : op.send, inplace ? const_cast<void*>(op.send) : op.recv,
+                                     n, type, mpi_op(op.reduce, op.dtype), s.comm, &p.request);
+      break;
+    }
+    case OpKind::all_to_all:
+      call = "MPI_Ialltoall";
+      rc = MPI_Ialltoall(op.send, n, type, op.recv, n, type, s.comm, &p.request);
+      break;
+    case OpKind::gather: {
+      call = "MPI_Igather";
+      const bool root = s.rank == op.root;
+      rc = MPI_Igather(root && op.send == block(op.recv, s.rank) ? MPI_IN_PLACE : op.send, n, type,
+                       root ? op.recv : nullptr, n, type, op.root, s.comm, &p.request);
+      break;
+    }
+    case OpKind::scatter: {
+      call = "MPI_Iscatter";
+      const bool root = s.rank == op.root;
+      rc = MPI_Iscatter(root ? op.send : nullptr, n, type,
+                        root && op.recv == block(op.send, s.rank) ? MPI_IN_PLACE : op.recv, n, type, op.root, s.comm,
+                        &p.request);
+      break;
+    }
+    case OpKind::send:
+      call = "MPI_Isend";
+      rc = MPI_Isend(op.send, n, type, op.root, p2p_tag, s.comm, &p.request);
+      break;
+    case OpKind::recv:
+      call = "MPI_Irecv";
+      rc = MPI_Irecv(op.recv, n, type, op.root, p2p_tag, s.comm, &p.request);
+      break;
+    case OpKind::barrier:
+      call = "MPI_Ibarrier";
+      rc = MPI_Ibarrier(s.comm, &p.request);
+      break;
+  }
+  if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, call, rc);
+}
+
+/// What follows completion: avg's division, the in-place reduce_scatter's move, a recv's count check.
+inline void finish(Pending& p, const MPI_Status& status) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  const std::size_t esize = size_of(op.dtype);
+  if (op.kind == OpKind::recv) {
+    int received = 0;
+    MPI_Get_count(&status, mpi_datatype(op.dtype), &received);
+    if (static_cast<std::size_t>(received) != op.count) {
+      CommError::Info info;
+      info.hint = "the two ranks passed different counts (or dtypes) to send and recv";
+      fail(s, p.seq,
+           make_error(s, op, p.seq,
+                      "failed: received " + std::to_string(received) + " element(s) from " + s.rank_name(op.root) +
+                          ", but expected " + std::to_string(op.count),
+                      std::move(info)));
+    }
+  }
+  if (op.kind == OpKind::reduce_scatter && s.rank != 0 &&
+      op.recv == static_cast<const char*>(op.send) + static_cast<std::size_t>(s.rank) * op.count * esize) {
+    std::memmove(op.recv, op.send, op.count * esize);
+  }
+  if (op.reduce == ReduceOp::avg && is_reduction(op.kind) && (op.kind != OpKind::reduce || s.rank == op.root)) {
+    divide_by(op.dtype, op.recv, op.count, s.size);
+  }
+  if (s.log) op_log().record("mpi", op, s.size, std::chrono::duration<double>(steady::now() - p.started).count());
+  s.recorder.completed(p.seq);
+}
+
+/// The timeout of p: names who did not arrive, marks the communicator failed, throws.
+[[noreturn]] inline void time_out(Pending& p) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  const auto timeout = s.timeout();
+  // Let announcements in flight arrive (peers announce after half the timeout, at most 5 s).
+  announce(s, p.seq, op.kind);
+  const auto grace = std::clamp<steady::duration>(timeout / 20, std::chrono::milliseconds(20), std::chrono::seconds(1));
+  const steady::time_point grace_end = steady::now() + grace;
+  while (steady::now() < grace_end) {
+    {
+      const std::lock_guard<std::mutex> lock(s.mutex);
+      drain_announcements(s);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CommError::Info info;
+  info.timed_out = true;
+  info.waited_seconds = std::chrono::duration<double>(steady::now() - p.started).count();
+  std::string who;
+  std::vector<std::uint64_t> seen;
+  {
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    drain_announcements(s);
+    seen = s.peer_seq;
+  }
+  const auto seen_text = [&](int r) {
+    const std::uint64_t q = seen[static_cast<std::size_t>(r)];
+    return q == 0 ? std::string("never seen waiting in any operation")
+                  : "last seen waiting in operation #" + std::to_string(q);
+  };
+  if (has_peer(op.kind)) {
+    info.missing_ranks.push_back(op.root);
+    who = s.rank_name(op.root) + (op.kind == OpKind::recv ? " did not send the matching message" :
+                                                           " did not receive it (the message was not taken)") +
+          " (" + seen_text(op.root) + ")";
+  } else {
+    std::vector<int> present;
+    for (int r = 0; r < s.size; ++r) {
+      if (r == s.rank) continue;
+      if (seen[static_cast<std::size_t>(r)] >= p.seq) {
+        present.push_back(r);
+      } else {
+        info.missing_ranks.push_back(r);
+      }
+    }
+    for (std::size_t i = 0; i < info.missing_ranks.size(); ++i) {
+      who += (i ? "; " : "") + s.rank_name(info.missing_ranks[i]) + " has not arrived (" +
+             seen_text(info.missing_ranks[i]) + ")";
+    }
+    if (info.missing_ranks.empty()) {
+      who = "every rank was seen waiting in it (a deadlock across streams or communicators, or the engine is stuck)";
+    } else if (!present.empty()) {
+      who += "; waiting in it too:";
+      for (const int r : present) who += " " + std::to_string(r);
+    }
+  }
+  info.hint = "a rank that never arrives is stuck in a computation, blocked on another operation, or dead; compare "
+              "the flight recorders every rank wrote to stderr; ACCEL_COMM_TIMEOUT sets the timeout";
+  char waited[64];
+  std::snprintf(waited, sizeof waited, "%.3f s", info.waited_seconds);
+  fail(s, p.seq, make_error(s, op, p.seq, std::string("timed out after ") + waited + ": " + who, std::move(info)));
+}
+
+/// Polls the operations until all completed; throws CommError on an engine error or a timeout.
+inline void wait_all(std::span<Pending> ops) {
+  std::size_t remaining = 0;
+  for (const Pending& p : ops) remaining += p.done ? 0 : 1;
+  unsigned spins = 0;
+  steady::time_point first = ops.empty() ? steady::now() : ops.front().started;
+  steady::time_point next_drain{};
+  while (remaining > 0) {
+    for (Pending& p : ops) {
+      if (p.done) continue;
+      int flag = 0;
+      MPI_Status status;
+      const int rc = MPI_Test(&p.request, &flag, &status);
+      if (rc != MPI_SUCCESS) fail_mpi(*p.state, p.op, p.seq, "MPI_Test", rc);
+      if (flag != 0) {
+        p.done = true;
+        --remaining;
+        finish(p, status);
+      }
+    }
+    if (remaining == 0 || (++spins & 31u) != 0) continue;
+    const steady::time_point now = steady::now();
+    const auto waited = now - first;
+    if (waited < std::chrono::milliseconds(1)) continue;
+    for (Pending& p : ops) {
+      if (p.done) continue;
+      const auto timeout = p.state->timeout();
+      const auto age = now - p.started;
+      if (age >= timeout) time_out(p);
+      if (age >= std::min<steady::duration>(timeout / 2, std::chrono::seconds(5))) {
+        if (!p.announced) {
+          p.announced = true;
+          announce(*p.state, p.seq, p.op.kind);
+        } else if (now >= next_drain) {
+          const std::lock_guard<std::mutex> lock(p.state->mutex);
+          drain_announcements(*p.state);
+        }
+      }
+    }
+    if (now >= next_drain) next_drain = now + std::chrono::milliseconds(10);
+    if (waited >= std::chrono::seconds(2)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    } else if (waited >= std::chrono::milliseconds(100)) {
+      sched_yield();
+    }
+  }
+}
+
+/// Assigns the sequence number of an operation that a graph replay runs (it had none at capture).
+inline void number_replayed(Pending& p, std::uint64_t stream_id) {
+  if (p.seq != 0) return;
+  p.seq = p.state->next_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  p.state->recorder.enqueued(p.seq, p.op, stream_id, true);
+}
+
+/// Runs one operation to completion on the calling thread.
+inline void execute(Pending p, std::uint64_t stream_id) {
+  number_replayed(p, stream_id);
+  throw_if_failed(*p.state, p.op, p.seq);
+  p.state->recorder.started(p.seq);
+  start(p);
+  wait_all(std::span<Pending>(&p, 1));
+}
+
+/// Runs the operations of a group: all started, in order, then waited for together.
+inline void execute_group(std::vector<Pending> ops, std::uint64_t stream_id) {
+  for (Pending& p : ops) {
+    number_replayed(p, stream_id);
+    throw_if_failed(*p.state, p.op, p.seq);
+  }
+  for (Pending& p : ops) {
+    p.state->recorder.started(p.seq);
+    start(p);
+  }
+  wait_all(ops);
+}
+
+}  // namespace accel::comm::detail
+
+#endif  // ACCEL_HAS_MPI

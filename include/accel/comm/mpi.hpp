@@ -1,0 +1,361 @@
+// accel/comm/mpi.hpp — accel::comm::MpiCommunicator: CpuBackend's communicator, over MPI.
+//
+// Every operation of accel::comm::CommunicatorOps (comm/communicator.hpp) on CPU streams, in stream
+// order: when the stream is idle the MPI call runs on the calling thread before the operation returns
+// (no hand-off to the stream's worker); otherwise it is queued behind the stream's work and runs on the
+// worker; while the stream captures a graph it is recorded and runs at each replay. MPI_I* calls
+// polled against the timeout (ACCEL_COMM_TIMEOUT, default 10 minutes; set_timeout()). Errors:
+//   - a bad argument: InvalidArgumentError / NotSupportedError from the call, nothing enqueued;
+//   - a failed or timed-out operation: CommError (comm_error.hpp) — thrown by the call when it ran on
+//     the calling thread, else by the stream's next synchronize() as a TaskError whose original() is
+//     the CommError. The flight recorder goes to stderr, the communicator is failed (later operations
+//     are refused with a CommError quoting the first), and at exit the job ends with MPI_Abort.
+//
+//   world<CpuBackend>() (comm/launch.hpp)      MPI_COMM_WORLD's copy, rank = the launcher's rank
+//   MpiCommunicator::from_native(comm)         a copy of a program's own MPI communicator
+//   c.split(color, key), c.new_group(ranks)    sub-communicators (collective over c, from one thread,
+//                                              while none of c's operations is in flight); a rank with
+//                                              a negative color, or not in `ranks`, gets an empty one
+//   auto g = c.group(); ...; g.end();          the operations issued meanwhile (any MPI communicator,
+//                                              one stream) start together and complete together
+//   c.native_handle() -> MPI_Comm, c.flight_recorder(), c.timeout(), c.set_timeout(d)
+//
+// Every rank must issue a communicator's operations in the same order (on one stream, or streams
+// ordered by events). half and bfloat16 are reduced by MPI through user-defined ops (mpi_types.hpp).
+#pragma once
+
+#include <accel/comm/communicator.hpp>
+#include <accel/comm/detail/mpi_runtime.hpp>
+#include <accel/concepts/comm.hpp>
+#include <accel/cpu/backend.hpp>
+
+#if defined(ACCEL_HAS_MPI)
+
+#include <accel/comm/detail/config.hpp>
+#include <accel/comm/detail/mpi_engine.hpp>
+#include <accel/comm/flight_recorder.hpp>
+#include <accel/core/error.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::comm {
+
+class MpiCommunicator;
+
+namespace detail {
+
+/// The operations issued on this thread while an MpiGroup is open.
+struct MpiGroupContext {
+  int depth = 0;
+  std::vector<Pending> ops;
+  std::optional<cpu::StreamRef> stream;
+};
+inline MpiGroupContext& mpi_group_context() noexcept {
+  thread_local MpiGroupContext context;
+  return context;
+}
+
+/// The task that runs one operation (queued, or run by the caller on an idle stream).
+struct MpiTask {
+  Pending pending;
+  std::uint64_t stream_id;
+  void operator()() const { execute(pending, stream_id); }
+};
+struct MpiGroupTask {
+  std::vector<Pending> ops;
+  std::uint64_t stream_id;
+  void operator()() const { execute_group(ops, stream_id); }
+};
+
+/// Waits for a request of communicator creation against the timeout.
+inline void wait_creation(MPI_Request& request, const std::string& what) {
+  const auto timeout = timeout_from_env();
+  const steady::time_point start = steady::now();
+  unsigned spins = 0;
+  for (;;) {
+    int done = 0;
+    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      CommError::Info info;
+      info.engine = "mpi";
+      info.engine_code = mpi_error_class(rc);
+      info.engine_string = mpi_error_string(rc);
+      info.hint = mpi_hint(info.engine_code);
+      throw CommError(std::move(info), "accel::comm (mpi): " + what + " failed: " + mpi_error_string(rc));
+    }
+    if (done != 0) return;
+    if ((++spins & 31u) == 0 && steady::now() - start >= timeout) {
+      CommError::Info info;
+      info.engine = "mpi";
+      info.timed_out = true;
+      info.waited_seconds = std::chrono::duration<double>(steady::now() - start).count();
+      info.hint = "creating a communicator is collective: every rank of the parent must call it";
+      throw CommError(std::move(info), "accel::comm (mpi): " + what + " timed out after " +
+                                           std::to_string(info.waited_seconds) + " s: a rank did not arrive. Hint: " +
+                                           info.hint);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// The operations issued on this thread while it lives run as one launch: started together when the
+/// outermost group ends, completed together (NCCL's ncclGroupStart/End; DeepSpeed's coalesced calls).
+/// end() launches them with run_or_enqueue (errors are thrown by end() when they ran there); the
+/// destructor of a group not ended enqueues them (errors reach the stream's next synchronize()).
+class MpiGroup {
+ public:
+  MpiGroup() { ++detail::mpi_group_context().depth; }
+  MpiGroup(const MpiGroup&) = delete;
+  MpiGroup& operator=(const MpiGroup&) = delete;
+  ~MpiGroup() {
+    if (ended_) return;
+    try {
+      close(false);
+    } catch (const std::exception& e) {  // a destructor does not throw; a stream refused the task
+      std::fprintf(stderr, "accel::comm: a group of operations could not be launched: %s\n", e.what());
+    }
+  }
+
+  /// Ends the group (the outermost one launches the operations); throws what they threw when they ran
+  /// on this thread.
+  void end() {
+    if (ended_) throw InvalidStateError("accel::comm::MpiGroup::end(): the group was already ended");
+    close(true);
+  }
+
+ private:
+  void close(bool may_throw) {
+    ended_ = true;
+    detail::MpiGroupContext& g = detail::mpi_group_context();
+    if (--g.depth > 0) return;
+    std::vector<detail::Pending> ops = std::move(g.ops);
+    g.ops.clear();
+    const std::optional<cpu::StreamRef> stream = std::exchange(g.stream, std::nullopt);
+    if (ops.empty()) return;
+    detail::MpiGroupTask task{std::move(ops), stream->id()};
+    if (may_throw) {
+      stream->run_or_enqueue(std::move(task));
+    } else {
+      stream->enqueue(std::move(task));
+    }
+  }
+
+  bool ended_ = false;
+};
+
+class MpiCommunicator : public CommunicatorOps<MpiCommunicator, CpuBackend> {
+ public:
+  using Group = MpiGroup;
+
+  /// An empty communicator (what a rank outside a new group gets); operations on it throw.
+  MpiCommunicator() noexcept = default;
+  MpiCommunicator(MpiCommunicator&&) noexcept = default;
+  MpiCommunicator& operator=(MpiCommunicator&&) noexcept = default;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+  ~MpiCommunicator() = default;  // operations in flight keep the MPI communicator until they end
+
+  /// A communicator over a copy of `comm` (collective over it; MPI must be initialised with
+  /// MPI_THREAD_MULTIPLE).
+  [[nodiscard]] static MpiCommunicator from_native(MPI_Comm comm, std::string name = "user communicator") {
+    detail::mpi_ensure_initialized(detail::runtime(), nullptr, nullptr);
+    MPI_Comm copy = MPI_COMM_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = MPI_Comm_idup(comm, &copy, &request);
+    if (rc != MPI_SUCCESS) {
+      throw InvalidArgumentError("accel::comm::MpiCommunicator::from_native: MPI_Comm_idup failed: " +
+                                 detail::mpi_error_string(rc));
+    }
+    detail::wait_creation(request, "copying " + name);
+    return adopt(copy, std::move(name));
+  }
+
+  [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+
+  /// This rank (-1 for an empty communicator), the number of ranks (0 when empty), and the rank and
+  /// number of ranks on this node (MPI_COMM_TYPE_SHARED).
+  [[nodiscard]] int rank() const noexcept { return state_ ? state_->rank : -1; }
+  [[nodiscard]] int size() const noexcept { return state_ ? state_->size : 0; }
+  [[nodiscard]] int local_rank() const noexcept { return state_ ? state_->local_rank : -1; }
+  [[nodiscard]] int local_size() const noexcept { return state_ ? state_->local_size : 0; }
+  /// "world", "split of world (color 1, key 0)", "group [0, 2] of world".
+  [[nodiscard]] std::string name() const { return state_ ? state_->name : std::string("empty"); }
+  [[nodiscard]] static constexpr std::string_view engine() noexcept { return "mpi"; }
+  [[nodiscard]] MPI_Comm native_handle() const noexcept { return state_ ? state_->comm : MPI_COMM_NULL; }
+
+  /// The timeout of each operation issued from now on (ACCEL_COMM_TIMEOUT when created).
+  [[nodiscard]] std::chrono::nanoseconds timeout() const { return checked("timeout").timeout(); }
+  void set_timeout(std::chrono::nanoseconds timeout) {
+    if (timeout.count() <= 0) throw InvalidArgumentError("accel::comm::MpiCommunicator::set_timeout: not positive");
+    checked("set_timeout").timeout_ns = timeout.count();
+  }
+  /// The last operations (ACCEL_COMM_TRACE_SIZE), for a dump of one's own.
+  [[nodiscard]] const FlightRecorder& flight_recorder() const { return checked("flight_recorder").recorder; }
+  /// True once an operation failed or timed out (later operations are refused).
+  [[nodiscard]] bool failed() const noexcept { return state_ && state_->failed.load(); }
+
+  /// Ranks with the same color form a new communicator, ordered by key (then by rank here); a negative
+  /// color gives this rank an empty one. Collective over this communicator.
+  [[nodiscard]] MpiCommunicator split(int color, int key) const {
+    return split_impl(color, key, "split of " + checked("split").name + " (color " + std::to_string(color) + ")");
+  }
+
+  /// A communicator of `ranks` (ranks of this one; the new ranks follow their order); the other ranks
+  /// get an empty one. Every rank of this communicator calls it with the same list (torch's new_group).
+  [[nodiscard]] MpiCommunicator new_group(std::span<const int> ranks) const {
+    const detail::MpiState& s = checked("new_group");
+    std::vector<bool> seen(static_cast<std::size_t>(s.size), false);
+    std::string list;
+    int position = -1;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const int r = ranks[i];
+      if (r < 0 || r >= s.size) {
+        throw InvalidArgumentError("accel::comm::new_group (" + s.describe() + "): rank " + std::to_string(r) +
+                                   " is out of range 0.." + std::to_string(s.size - 1));
+      }
+      if (seen[static_cast<std::size_t>(r)]) {
+        throw InvalidArgumentError("accel::comm::new_group (" + s.describe() + "): rank " + std::to_string(r) +
+                                   " is listed twice");
+      }
+      seen[static_cast<std::size_t>(r)] = true;
+      if (r == s.rank) position = static_cast<int>(i);
+      list += (i ? ", " : "") + std::to_string(r);
+    }
+    if (ranks.empty()) throw InvalidArgumentError("accel::comm::new_group (" + s.describe() + "): no rank listed");
+    return split_impl(position >= 0 ? 0 : -1, position, "group [" + list + "] of " + s.name);
+  }
+
+  /// Opens a group on this thread (see MpiGroup).
+  [[nodiscard]] MpiGroup group() const { return MpiGroup(); }
+
+  // ---- for CommunicatorOps ---------------------------------------------------------------------
+
+  [[nodiscard]] detail::CallSite call_site(const char* op) const noexcept {
+    return {op, state_.get(), [](const void* s) {
+              return s != nullptr ? static_cast<const detail::MpiState*>(s)->describe() : std::string("mpi, empty");
+            }};
+  }
+
+  void launch(cpu::StreamRef s, const detail::Op& op, const detail::CallSite& call) {
+    if (!state_) {
+      throw InvalidStateError(call.prefix() + ": an empty communicator (this rank is not in the group, or it was "
+                                              "moved from)");
+    }
+    detail::MpiState& st = *state_;
+    detail::throw_if_failed(st, op, 0);
+    detail::MpiGroupContext& g = detail::mpi_group_context();
+    const bool capturing = s.is_capturing();
+    const std::uint64_t seq = capturing ? 0 : st.next_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (seq != 0) st.recorder.enqueued(seq, op, s.id());
+    detail::Pending p{state_, op, seq};
+    if (g.depth > 0) {
+      if (g.stream && !(*g.stream == s)) {
+        call.invalid("the operations of a group run on one stream: this one is on stream " + std::to_string(s.id()) +
+                     ", the group's on stream " + std::to_string(g.stream->id()));
+      }
+      g.stream = s;
+      g.ops.push_back(std::move(p));
+      return;
+    }
+    s.run_or_enqueue(detail::MpiTask{std::move(p), s.id()});
+  }
+
+  /// MPI_COMM_WORLD's copy (comm::world<CpuBackend>() keeps one per process).
+  [[nodiscard]] static MpiCommunicator create_world() {
+    detail::Runtime& r = detail::runtime();
+    if (r.launch.launcher == Launcher::environment && r.launch.world_size > 1) {
+      throw BackendUnavailableError(
+          "accel::comm::world<CpuBackend>: RANK/WORLD_SIZE say " + std::to_string(r.launch.world_size) +
+          " ranks started by a torchrun-style launcher, but CPU ranks communicate through MPI, which cannot join "
+          "processes it did not launch: start them with mpirun -np " + std::to_string(r.launch.world_size));
+    }
+    detail::mpi_ensure_initialized(r, nullptr, nullptr);
+    MPI_Comm copy = MPI_COMM_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Comm_idup(MPI_COMM_WORLD, &copy, &request);
+    detail::wait_creation(request, "copying MPI_COMM_WORLD");
+    return adopt(copy, "world");
+  }
+
+ private:
+  [[nodiscard]] detail::MpiState& checked(const char* what) const {
+    if (!state_) {
+      throw InvalidStateError(std::string("accel::comm::MpiCommunicator::") + what +
+                              "(): an empty communicator (this rank is not in the group, or it was moved from)");
+    }
+    return *state_;
+  }
+
+  /// Takes `comm` (just created, every rank of it here): a control copy, the node split, the state.
+  [[nodiscard]] static MpiCommunicator adopt(MPI_Comm comm, std::string name) {
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm control = MPI_COMM_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Comm_idup(comm, &control, &request);
+    detail::wait_creation(request, "creating " + name);
+    MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
+    MpiCommunicator out;
+    out.state_ = std::make_shared<detail::MpiState>(comm, control, std::move(name), detail::trace_size_from_env());
+    detail::MpiState& s = *out.state_;
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(control, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL, &node);
+    if (node != MPI_COMM_NULL) {
+      MPI_Comm_rank(node, &s.local_rank);
+      MPI_Comm_size(node, &s.local_size);
+      MPI_Comm_free(&node);
+    }
+    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> ranks(static_cast<std::size_t>(s.size));
+    for (int i = 0; i < s.size; ++i) ranks[static_cast<std::size_t>(i)] = i;
+    s.world_ranks.assign(static_cast<std::size_t>(s.size), -1);
+    MPI_Group_translate_ranks(group, s.size, ranks.data(), world, s.world_ranks.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return out;
+  }
+
+  [[nodiscard]] MpiCommunicator split_impl(int color, int key, std::string name) const {
+    detail::MpiState& s = checked("split");
+    // MPI_Comm_split blocks until every rank arrives: a non-blocking barrier first bounds the wait.
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Ibarrier(s.monitor, &request);
+    detail::wait_creation(request, "creating " + name + " (every rank of " + s.name + " must call it)");
+    MPI_Comm comm = MPI_COMM_NULL;
+    const int rc = MPI_Comm_split(s.monitor, color < 0 ? MPI_UNDEFINED : color, key, &comm);
+    if (rc != MPI_SUCCESS) {
+      throw InvalidArgumentError("accel::comm: creating " + name + ": MPI_Comm_split failed: " +
+                                 detail::mpi_error_string(rc));
+    }
+    if (comm == MPI_COMM_NULL) return MpiCommunicator();
+    return adopt(comm, std::move(name));
+  }
+
+  std::shared_ptr<detail::MpiState> state_;
+};
+
+static_assert(accel::Communicator<MpiCommunicator>);
+
+}  // namespace accel::comm
+
+template <>
+struct accel::communicator_traits<accel::CpuBackend> {
+  using type = accel::comm::MpiCommunicator;
+};
+
+static_assert(accel::Collectives<accel::CpuBackend>);
+
+#endif  // ACCEL_HAS_MPI

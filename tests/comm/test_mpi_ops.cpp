@@ -1,0 +1,222 @@
+// accel/comm over MPI, run by every rank (mpirun -np 2 and -np 3): every operation x every element
+// type x every reduce op against a reference computed here from what each rank contributes.
+#include "comm_test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+using namespace comm_test;
+
+TEST_CASE_TEMPLATE("all_reduce in place and out of place, every reduce op, Buffers and spans", T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}}) {
+    for (const ReduceOp op : accel::all_reduce_ops) {
+      CAPTURE(count);
+      CAPTURE(accel::name(op));
+      const std::vector<T> expected = reduced<T>(op, count, c.size());
+      Buf<T> buf = filled<T>(count, c.rank(), op, s);
+      c.all_reduce(s, buf, op);
+      Buf<T> in = filled<T>(count, c.rank(), op, s);
+      Buf<T> out(count, s);
+      c.all_reduce(s, std::span<const T>(in.data(), in.size()), std::span<T>(out.data(), out.size()), op);
+      s.synchronize();
+      CHECK(bits(buf) == bits(expected));
+      CHECK(bits(out) == bits(expected));
+      CHECK(bits(in) == bits(contribution<T>(count, c.rank(), op)));  // the input is not written
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("reduce to every root, in place and out of place", T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  const std::size_t count = 29;
+  for (const ReduceOp op : accel::all_reduce_ops) {
+    for (int root = 0; root < c.size(); ++root) {
+      CAPTURE(accel::name(op));
+      CAPTURE(root);
+      const std::vector<T> expected = reduced<T>(op, count, c.size());
+      Buf<T> buf = filled<T>(count, c.rank(), op, s);
+      c.reduce(s, buf, root, op);
+      Buf<T> in = filled<T>(count, c.rank(), op, s);
+      Buf<T> out(c.rank() == root ? count : 0, s);
+      c.reduce(s, in, out, root, op);
+      s.synchronize();
+      if (c.rank() == root) {
+        CHECK(bits(buf) == bits(expected));
+        CHECK(bits(out) == bits(expected));
+      }
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("reduce_scatter out of place and in place (the output at the rank's block)", T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  const std::size_t block = 13;
+  const auto n = static_cast<std::size_t>(c.size());
+  for (const ReduceOp op : accel::all_reduce_ops) {
+    CAPTURE(accel::name(op));
+    const std::vector<T> all = reduced<T>(op, block * n, c.size());
+    const std::vector<T> mine(all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(c.rank())),
+                              all.begin() + static_cast<std::ptrdiff_t>(block * static_cast<std::size_t>(c.rank() + 1)));
+    Buf<T> in = filled<T>(block * n, c.rank(), op, s);
+    Buf<T> out(block, s);
+    c.reduce_scatter(s, in, out, op);
+    Buf<T> inplace = filled<T>(block * n, c.rank(), op, s);
+    T* my_block = inplace.data() + block * static_cast<std::size_t>(c.rank());
+    c.reduce_scatter(s, inplace.data(), my_block, block, accel::dtype_of<T>, op);
+    s.synchronize();
+    CHECK(bits(out) == bits(mine));
+    CHECK(bits(std::vector<T>(my_block, my_block + block)) == bits(mine));
+  }
+}
+
+TEST_CASE_TEMPLATE("broadcast from every root, in place and out of place", T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  const std::size_t count = 41;
+  for (int root = 0; root < c.size(); ++root) {
+    CAPTURE(root);
+    const std::vector<T> expected = contribution<T>(count, root, ReduceOp::sum);
+    Buf<T> buf = filled<T>(count, c.rank(), ReduceOp::sum, s);
+    c.broadcast(s, buf, root);
+    Buf<T> in = filled<T>(count, c.rank(), ReduceOp::sum, s);
+    Buf<T> out(count, s);
+    c.broadcast(s, in, out, root);
+    s.synchronize();
+    CHECK(bits(buf) == bits(expected));
+    CHECK(bits(out) == bits(expected));
+  }
+}
+
+TEST_CASE_TEMPLATE("all_gather into one buffer, out of place and in place", T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  const std::size_t count = 17;
+  const auto n = static_cast<std::size_t>(c.size());
+  std::vector<T> expected;
+  for (int r = 0; r < c.size(); ++r) {
+    const std::vector<T> part = contribution<T>(count, r, ReduceOp::sum);
+    expected.insert(expected.end(), part.begin(), part.end());
+  }
+  Buf<T> in = filled<T>(count, c.rank(), ReduceOp::sum, s);
+  Buf<T> out(count * n, s);
+  c.all_gather(s, in, out);
+  Buf<T> inplace(count * n, s);
+  const std::vector<T> mine = contribution<T>(count, c.rank(), ReduceOp::sum);
+  T* my_block = inplace.data() + count * static_cast<std::size_t>(c.rank());
+  std::copy(mine.begin(), mine.end(), my_block);
+  c.all_gather(s, my_block, inplace.data(), count, accel::dtype_of<T>);
+  s.synchronize();
+  CHECK(bits(out) == bits(expected));
+  CHECK(bits(inplace) == bits(expected));
+}
+
+TEST_CASE_TEMPLATE("all_to_all: block j goes to rank j", T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  const std::size_t block = 7;
+  const auto n = static_cast<std::size_t>(c.size());
+  // Element i of block j on rank r is r * 100 + j * 10 + i % 10 (small enough for every type).
+  const auto value = [](int r, std::size_t j, std::size_t i) {
+    return static_cast<int>((static_cast<std::size_t>(r) * 30 + j * 10 + i % 10) % 100);
+  };
+  Buf<T> in(block * n, s), out(block * n, s);
+  std::vector<T> expected(block * n);
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t i = 0; i < block; ++i) {
+      in.data()[j * block + i] = from_int<T>(value(c.rank(), j, i));
+      expected[j * block + i] = from_int<T>(value(static_cast<int>(j), static_cast<std::size_t>(c.rank()), i));
+    }
+  }
+  c.all_to_all(s, in, out);
+  s.synchronize();
+  CHECK(bits(out) == bits(expected));
+}
+
+TEST_CASE_TEMPLATE("gather and scatter with every root, and their in-place forms", T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  const std::size_t count = 11;
+  const auto n = static_cast<std::size_t>(c.size());
+  std::vector<T> everyone;
+  for (int r = 0; r < c.size(); ++r) {
+    const std::vector<T> part = contribution<T>(count, r, ReduceOp::sum);
+    everyone.insert(everyone.end(), part.begin(), part.end());
+  }
+  for (int root = 0; root < c.size(); ++root) {
+    CAPTURE(root);
+    const bool is_root = c.rank() == root;
+    Buf<T> in = filled<T>(count, c.rank(), ReduceOp::sum, s);
+    Buf<T> gathered(is_root ? count * n : 0, s);
+    c.gather(s, in, gathered, root);
+    // Scatter root's `everyone` back: rank r gets block r.
+    Buf<T> source(is_root ? count * n : 0, s);
+    if (is_root) std::copy(everyone.begin(), everyone.end(), source.data());
+    Buf<T> part(count, s);
+    c.scatter(s, source, part, root);
+    // In place at the root: its own block stays where it is.
+    Buf<T> g2(count * n, s);
+    T* own = g2.data() + count * static_cast<std::size_t>(c.rank());
+    const std::vector<T> mine = contribution<T>(count, c.rank(), ReduceOp::sum);
+    std::copy(mine.begin(), mine.end(), own);
+    c.gather(s, own, g2.data(), count, accel::dtype_of<T>, root);
+    s.synchronize();
+    CHECK(bits(part) == bits(contribution<T>(count, c.rank(), ReduceOp::sum)));
+    if (is_root) {
+      CHECK(bits(gathered) == bits(everyone));
+      CHECK(bits(g2) == bits(everyone));
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("send and recv: pairs in order, and a ring inside a group", T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  const std::size_t count = 23;
+  // Pairs (0, 1): 0 sends then receives, 1 receives then sends.
+  if (c.rank() < 2) {
+    const int peer = 1 - c.rank();
+    Buf<T> mine = filled<T>(count, c.rank(), ReduceOp::sum, s);
+    Buf<T> theirs(count, s);
+    if (c.rank() == 0) {
+      c.send(s, mine, peer);
+      c.recv(s, theirs, peer);
+    } else {
+      c.recv(s, theirs, peer);
+      c.send(s, mine, peer);
+    }
+    s.synchronize();
+    CHECK(bits(theirs) == bits(contribution<T>(count, peer, ReduceOp::sum)));
+  }
+  // A ring: everyone sends to the next rank and receives from the previous one, in one group.
+  const int next = (c.rank() + 1) % c.size(), prev = (c.rank() + c.size() - 1) % c.size();
+  Buf<T> out = filled<T>(count, c.rank(), ReduceOp::sum, s);
+  Buf<T> in(count, s);
+  {
+    auto group = c.group();
+    c.send(s, out, next);
+    c.recv(s, in, prev);
+    group.end();
+  }
+  s.synchronize();
+  CHECK(bits(in) == bits(contribution<T>(count, prev, ReduceOp::sum)));
+}
+
+TEST_CASE("barrier orders the ranks: what a rank wrote before it is seen after it") {
+  auto& c = world();
+  Stream s;
+  // Each rank writes its file, the barrier, then each reads everyone's (shared memory through files).
+  const std::string dir = shared_tmp_dir(c, s);
+  write_file(dir + "/rank" + std::to_string(c.rank()), std::to_string(c.rank() * 7));
+  c.barrier(s);
+  s.synchronize();
+  for (int r = 0; r < c.size(); ++r) CHECK(read_file(dir + "/rank" + std::to_string(r)) == std::to_string(r * 7));
+  c.barrier(s);
+  s.synchronize();
+}
