@@ -1,0 +1,110 @@
+// accel/comm over MPI: bad arguments are refused at the call (nothing enqueued, the communicator
+// stays usable), and what one rank cannot see — another rank's different count — is a CommError.
+#include "comm_test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace comm_test;
+
+TEST_CASE("a root or peer out of range is an InvalidArgumentError naming it") {
+  auto& c = world();
+  Stream s;
+  Buf<float> buf(4, s), out(4 * static_cast<std::size_t>(c.size()), s);
+  const int bad = c.size() + 3;
+  CHECK_THROWS_WITH_AS(c.broadcast(s, buf, bad), doctest::Contains(("root " + std::to_string(bad) + " is out of range").c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.reduce(s, buf, -1), doctest::Contains("root -1 is out of range"), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(c.gather(s, buf, out, bad), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(c.scatter(s, out, buf, bad), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.send(s, buf, bad), doctest::Contains(("peer " + std::to_string(bad)).c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.recv(s, buf, -2), doctest::Contains("accel::comm::recv (mpi, world, rank"),
+                       accel::InvalidArgumentError);
+  // Nothing was enqueued: the communicator and the stream are fine.
+  for (std::size_t i = 0; i < 4; ++i) buf.data()[i] = 2;
+  c.all_reduce(s, buf);
+  s.synchronize();
+  CHECK(buf.data()[0] == 2.0f * static_cast<float>(c.size()));
+}
+
+TEST_CASE("mismatched sizes are refused, saying what was expected") {
+  auto& c = world();
+  Stream s;
+  const auto n = static_cast<std::size_t>(c.size());
+  Buf<float> in(6, s), small(6 * n - 1, s), out(5, s);
+  CHECK_THROWS_WITH_AS(c.all_gather(s, in, small),
+                       doctest::Contains(("out holds " + std::to_string(6 * n - 1) + " elements but must hold in's 6 "
+                                          "elements x " + std::to_string(n) + " ranks").c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_AS(c.reduce_scatter(s, small, in), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.all_reduce(s, in, out), doctest::Contains("mismatched sizes: out holds 5 elements and in 6"),
+                       accel::InvalidArgumentError);
+  Buf<float> odd(n * 2 + 1, s), odd_out(n * 2 + 1, s);
+  CHECK_THROWS_WITH_AS(c.all_to_all(s, odd, odd_out), doctest::Contains("not a multiple"), accel::InvalidArgumentError);
+}
+
+TEST_CASE("a buffer of another device than the stream's is refused") {
+  if (B::device_count() < 2) {
+    MESSAGE("skipped: needs ACCEL_CPU_DEVICE_COUNT=2 (the CTest entries set it)");
+    return;
+  }
+  auto& c = world();
+  Stream s0(0), s1(1);
+  Buf<float> on1(8, s1), on0(8, s0);
+  CHECK_THROWS_WITH_AS(c.all_reduce(s0, on1), doctest::Contains("memory of device 1, but the stream is on device 0"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.all_reduce(s0, on0, on1), doctest::Contains("out is memory of device 1"),
+                       accel::InvalidArgumentError);
+}
+
+TEST_CASE("raw forms: a dtype no engine carries, null memory, overlap other than in place") {
+  auto& c = world();
+  Stream s;
+  Buf<std::uint8_t> buf(64, s);
+  CHECK_THROWS_WITH_AS(c.all_reduce(s, buf.data(), buf.data(), 8, accel::Dtype::boolean, ReduceOp::sum),
+                       doctest::Contains("dtype bool is not carried"), accel::NotSupportedError);
+  CHECK_THROWS_AS(c.broadcast(s, buf.data(), buf.data(), 8, accel::Dtype::float8_e4m3, 0), accel::NotSupportedError);
+  CHECK_THROWS_WITH_AS(c.all_reduce(s, nullptr, buf.data(), 4, accel::Dtype::float32, ReduceOp::sum),
+                       doctest::Contains("the input is a null pointer with 4 elements"), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.all_reduce(s, buf.data(), buf.data() + 4, 4, accel::Dtype::float32, ReduceOp::sum),
+                       doctest::Contains("overlap"), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.all_to_all(s, buf.data(), buf.data(), 1, accel::Dtype::float32),
+                       doctest::Contains("all_to_all has no in-place form"), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(c.all_reduce(s, buf.data(), buf.data(), 1, accel::Dtype::float32, static_cast<ReduceOp>(9)),
+                  accel::InvalidArgumentError);
+}
+
+TEST_CASE("a recv of another count than the send is a CommError; the communicator then refuses work") {
+  auto& w = world();
+  accel::comm::MpiCommunicator c = w.split(0, w.rank());
+  Stream s;
+  if (c.rank() == 0) {
+    Buf<std::int32_t> five(5, s);
+    for (std::size_t i = 0; i < 5; ++i) five.data()[i] = 9;
+    c.send(s, five, 1);
+    s.synchronize();
+  } else if (c.rank() == 1) {
+    Buf<std::int32_t> eight(8, s);
+    try {
+      c.recv(s, eight, 0);
+      FAIL("the recv of 8 elements completed with 5 sent");
+    } catch (const accel::comm::CommError& e) {
+      const std::string what = e.what();
+      CHECK(what.find("recv #1") != std::string::npos);
+      CHECK(what.find("received 5 element(s) from rank 0, but expected 8") != std::string::npos);
+      CHECK(e.info().rank == 1);
+      CHECK(e.info().peer == 0);
+      CHECK(e.info().seq == 1);
+      CHECK(e.info().dtype == accel::Dtype::int32);
+      CHECK_FALSE(e.timed_out());
+    }
+    CHECK(c.failed());
+    CHECK_THROWS_WITH_AS(c.barrier(s), doctest::Contains("refused: this communicator failed at operation #1"),
+                         accel::comm::CommError);
+  }
+  w.barrier(s);  // world is still fine
+  s.synchronize();
+}

@@ -92,7 +92,7 @@ class CommunicatorOps {
     requires detail::RangeOf<In, B> && detail::OutputRangeOf<Out, B>
   void all_reduce(StreamRef s, const In& in, Out&& out, ReduceOp op = ReduceOp::sum) {
     const auto call = check_two<In, Out>("all_reduce", in, out, s);
-    same_size(call, in.size(), out.size(), "out", "in");
+    same_size(call, out.size(), in.size(), "out", "in");
     run(s, typed_op<Out>(detail::OpKind::all_reduce, op, -1, in.data(), out.data(), in.size()), call);
   }
 
@@ -106,7 +106,7 @@ class CommunicatorOps {
     requires detail::RangeOf<In, B> && detail::OutputRangeOf<Out, B>
   void broadcast(StreamRef s, const In& in, Out&& out, int root) {
     const auto call = check_two<In, Out>("broadcast", in, out, s);
-    if (root == self().rank()) same_size(call, in.size(), out.size(), "out", "in");
+    if (root == self().rank()) same_size(call, out.size(), in.size(), "out", "in");
     run(s, typed_op<Out>(detail::OpKind::broadcast, ReduceOp::sum, root, in.data(), out.data(), out.size()), call);
   }
 
@@ -120,7 +120,7 @@ class CommunicatorOps {
     requires detail::RangeOf<In, B> && detail::OutputRangeOf<Out, B>
   void reduce(StreamRef s, const In& in, Out&& out, int root, ReduceOp op = ReduceOp::sum) {
     const auto call = check_two<In, Out>("reduce", in, out, s);
-    if (root == self().rank()) same_size(call, in.size(), out.size(), "out", "in");
+    if (root == self().rank()) same_size(call, out.size(), in.size(), "out", "in");
     run(s, typed_op<Out>(detail::OpKind::reduce, op, root, in.data(), out.data(), in.size()), call);
   }
 
@@ -144,7 +144,7 @@ class CommunicatorOps {
     requires detail::RangeOf<In, B> && detail::OutputRangeOf<Out, B>
   void all_to_all(StreamRef s, const In& in, Out&& out) {
     const auto call = check_two<In, Out>("all_to_all", in, out, s);
-    same_size(call, in.size(), out.size(), "out", "in");
+    same_size(call, out.size(), in.size(), "out", "in");
     const auto n = static_cast<std::size_t>(self().size());
     if (in.size() % n != 0) {
       call.invalid("in holds " + detail::elements(in.size()) + ", not a multiple of the " + std::to_string(n) +
@@ -205,6 +205,7 @@ class CommunicatorOps {
   detail::CallSite check_one(const char* op, const char* what, const R& range, StreamRef s) const {
     detail::check_element_type<detail::element_t<R>>();
     detail::CallSite call = self().call_site(op);
+    self().require_valid(call);
     detail::check_device(call, what, range, s);
     return call;
   }
@@ -216,6 +217,7 @@ class CommunicatorOps {
     detail::check_element_type<TO>();
     static_assert(std::is_same_v<TI, TO>, "accel::comm: the input and output element types differ");
     detail::CallSite call = self().call_site(op);
+    self().require_valid(call);
     detail::check_device(call, "in", in, s);
     detail::check_device(call, "out", out, s);
     return call;
@@ -237,6 +239,7 @@ class CommunicatorOps {
 
   void run(StreamRef s, const detail::Op& op) { run(s, op, self().call_site(detail::name(op.kind).data())); }
   void run(StreamRef s, const detail::Op& op, const detail::CallSite& call) {
+    self().require_valid(call);
     detail::check_op(call, op, self().rank(), self().size());
     self().launch(s, op, call);
   }

@@ -248,11 +248,16 @@ class MpiCommunicator : public CommunicatorOps<MpiCommunicator, CpuBackend> {
             }};
   }
 
-  void launch(cpu::StreamRef s, const detail::Op& op, const detail::CallSite& call) {
-    if (!state_) {
+  /// An empty communicator refuses every operation.
+  void require_valid(const detail::CallSite& call) const {
+    if (!state_) [[unlikely]] {
       throw InvalidStateError(call.prefix() + ": an empty communicator (this rank is not in the group, or it was "
                                               "moved from)");
     }
+  }
+
+  void launch(cpu::StreamRef s, const detail::Op& op, const detail::CallSite& call) {
+    require_valid(call);
     detail::MpiState& st = *state_;
     detail::throw_if_failed(st, op, 0);
     detail::MpiGroupContext& g = detail::mpi_group_context();

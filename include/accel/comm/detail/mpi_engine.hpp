@@ -153,7 +153,8 @@ struct MpiState {
 }
 
 /// Marks the communicator failed (later operations are refused), writes its flight recorder to stderr
-/// and throws `error`.
+/// and throws `error`. A timeout leaves MPI requests that will never complete, so the job must then end
+/// with MPI_Abort (runtime.hpp); an error the engine reported leaves none.
 [[noreturn]] inline void fail(MpiState& s, std::uint64_t seq, const CommError& error) {
   {
     const std::lock_guard<std::mutex> lock(s.mutex);
@@ -163,7 +164,7 @@ struct MpiState {
       s.failed.store(true);
     }
   }
-  note_failure(error.what());
+  if (error.timed_out()) note_failure(error.what());
   s.recorder.failed(seq, error.timed_out());
   const std::string dump =
       s.recorder.dump("accel::comm flight recorder (" + s.describe() + ", pid " + std::to_string(::getpid()) + "), after " +

@@ -28,6 +28,7 @@ class OpLog {
 
   [[nodiscard]] bool enabled() const noexcept { return enabled_.load(std::memory_order_relaxed); }
   void enable() noexcept { enabled_.store(true, std::memory_order_relaxed); }
+  void disable() noexcept { enabled_.store(false, std::memory_order_relaxed); }
 
   void record(const char* engine, const Op& op, int size, double seconds) {
     const auto bytes = static_cast<std::uint64_t>(algbw_bytes(op, size));
