@@ -1,8 +1,11 @@
 # Runs a program under mpiexec for CTest, and checks what it printed, not only its exit status.
-#   -DMPIEXEC=... -DNP=N -DPROGRAM=... [-DARGS="a;b"] [-DOPENMPI=ON] [-DEXPECT="regex;regex"]
+#   -DMPIEXEC=... -DNP=N -DPROGRAM=... [-DARGS=a@@b] (lists joined by @@) [-DOPENMPI=ON] [-DEXPECT="regex;regex"]
 #   [-DREJECT="regex;..."] [-DEXIT=zero|nonzero] [-DENV="A=1;B=2"] [-DMAX_SECONDS=s]
 # Open MPI's --oversubscribe (more ranks than cores) and --allow-run-as-root (CI runs as root; only
 # when root) are added here.
+foreach(list_var ARGS ENV EXPECT REJECT)
+  string(REPLACE "@@" ";" ${list_var} "${${list_var}}")
+endforeach()
 set(flags)
 if(OPENMPI)
   list(APPEND flags --oversubscribe --bind-to none)

@@ -424,8 +424,8 @@ inline void finish(Pending& p, const MPI_Status& status) {
     if (info.missing_ranks.empty()) {
       who = "every rank was seen waiting in it (a deadlock across streams or communicators, or the engine is stuck)";
     } else if (!present.empty()) {
-      who += "; waiting in it too:";
-      for (const int r : present) who += " " + std::to_string(r);
+      who += std::string("; waiting in it too: rank") + (present.size() > 1 ? "s" : "");
+      for (std::size_t i = 0; i < present.size(); ++i) who += (i ? ", " : " ") + std::to_string(present[i]);
     }
   }
   info.hint = "a rank that never arrives is stuck in a computation, blocked on another operation, or dead; compare "

@@ -1,0 +1,106 @@
+// Failures that must be loud and bounded, one scenario per run (CTest checks what is printed):
+//   late-rank   3+ ranks, ACCEL_COMM_TIMEOUT short: the last rank sleeps past the timeout before an
+//               all_reduce; the others get a CommError naming it (and the flight recorder); the job
+//               then ends with MPI_Abort (a clean MPI_Finalize would wait for the late rank)
+//   p2p-silent  2 ranks: rank 0 waits for a message rank 1 never sends; the CommError names rank 1
+//   death       a rank dies (SIGKILL) in the middle of a run under plain mpirun: the job ends non-zero,
+//               long before the (default, 10-minute) timeout
+//   log         ACCEL_COMM_LOG=1: the summary table at exit, from rank 0
+// Each rank prints "rank R: ..." lines that CTest matches.
+#include <accel/comm.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+namespace {
+
+using B = accel::CpuBackend;
+
+int late_rank() {
+  auto& c = accel::comm::world<B>();
+  accel::cpu::Stream s;
+  accel::Buffer<float, B> buf(1000, s);
+  for (int i = 0; i < 3; ++i) c.all_reduce(s, buf);  // operations #1..#3 complete everywhere
+  s.synchronize();
+  const int late = c.size() - 1;
+  if (c.rank() == late) std::this_thread::sleep_for(std::chrono::seconds(6));
+  try {
+    c.all_reduce(s, buf);  // #4: the late rank arrives after the others timed out
+    s.synchronize();
+    std::printf("rank %d: all_reduce #4 completed\n", c.rank());
+  } catch (const accel::comm::CommError& e) {
+    std::string missing;
+    for (const int r : e.missing_ranks()) missing += " " + std::to_string(r);
+    std::printf("rank %d: caught CommError seq=%llu timed_out=%d missing=[%s ] op=%s rank=%d size=%d\n", c.rank(),
+                static_cast<unsigned long long>(e.seq()), e.timed_out() ? 1 : 0, missing.c_str(),
+                e.info().op.c_str(), e.info().rank, e.info().size);
+    std::fflush(stdout);
+  } catch (const accel::TaskError& e) {
+    std::printf("rank %d: caught TaskError: %s\n", c.rank(), e.what());
+  }
+  return 0;
+}
+
+int p2p_silent() {
+  auto& c = accel::comm::world<B>();
+  accel::cpu::Stream s;
+  accel::Buffer<std::int64_t, B> buf(16, s);
+  if (c.rank() == 0) {
+    try {
+      c.recv(s, buf, 1);
+      std::printf("rank 0: recv completed\n");
+    } catch (const accel::comm::CommError& e) {
+      std::printf("rank 0: caught CommError timed_out=%d peer=%d: %s\n", e.timed_out() ? 1 : 0, e.info().peer,
+                  e.what());
+    }
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(4));  // never sends
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+int death() {
+  auto& c = accel::comm::world<B>();
+  accel::cpu::Stream s;
+  accel::Buffer<double, B> buf(100, s);
+  for (int i = 0; i < 5; ++i) {
+    if (i == 3 && c.rank() == c.size() - 1) {
+      std::printf("rank %d: dying\n", c.rank());
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
+    c.all_reduce(s, buf);
+    s.synchronize();
+  }
+  std::printf("rank %d: finished all operations\n", c.rank());
+  return 0;
+}
+
+int log_summary() {
+  auto& c = accel::comm::world<B>();
+  accel::cpu::Stream s;
+  accel::Buffer<float, B> buf(256, s);
+  for (int i = 0; i < 4; ++i) c.all_reduce(s, buf);
+  accel::Buffer<float, B> out(256 * static_cast<std::size_t>(c.size()), s);
+  c.all_gather(s, buf, out);
+  s.synchronize();
+  std::printf("rank %d: done\n", c.rank());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  accel::comm::init(argc, argv);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "late-rank") return late_rank();
+  if (mode == "p2p-silent") return p2p_silent();
+  if (mode == "death") return death();
+  if (mode == "log") return log_summary();
+  std::fprintf(stderr, "usage: comm_failures late-rank|p2p-silent|death|log\n");
+  return 2;
+}
