@@ -143,6 +143,9 @@ if(NOT ACCEL_ENABLE_BLAS STREQUAL "OFF")
   elseif(ACCEL_ENABLE_BLAS STREQUAL "ON")
     message(FATAL_ERROR "ACCEL_ENABLE_BLAS=ON but oneDNN (oneapi/dnnl/dnnl.h, libdnnl) was not found. On "
                         "Debian/Ubuntu: apt-get install libdnnl-dev; or pass -DACCEL_ENABLE_BLAS=OFF.")
+  endif()
+endif()
+
 # accel/comm (collectives over MPI for CpuBackend and NCCL for CudaBackend; target accel::comm): where
 # MPI or NCCL was found. MPI is linked; NCCL only needs its header here (the toolkit's nccl.h): libnccl is
 # loaded with dlopen on first use, so programs built with it start, and report NCCL unavailable, without

@@ -4,6 +4,9 @@
 //   accel-report --json    the same facts as one JSON object
 #include <accel/accel.hpp>
 #include <accel/op_builders.hpp>  // op_table() and format_op_table(): the op builders are opt-in
+#if defined(ACCEL_HAS_MPI) || defined(ACCEL_HAS_NCCL)
+#include <accel/comm.hpp>  // communication_backend_version(): the engines' versions come with accel/comm
+#endif
 
 #include <boost/version.hpp>
 
@@ -64,6 +67,7 @@ struct BackendFacts {
   bool fp16 = false, bf16 = false;
   bool flags[4] = {};
   std::string communication_backend;
+  std::string communication_backend_version;
   std::vector<std::string> visible_devices_envs;
   std::vector<accel::ops::OpStatus> ops;
 };
@@ -82,6 +86,7 @@ BackendFacts probe(B backend) {
   facts.flags[2] = B::resolves_data_dependency;
   facts.flags[3] = B::handles_memory_backpressure;
   facts.communication_backend = std::string(backend.communication_backend_name());
+  facts.communication_backend_version = backend.communication_backend_version();
   facts.visible_devices_envs = backend.visible_devices_envs();
   facts.ops = backend.op_table();
   if (!facts.available) return facts;
@@ -139,7 +144,7 @@ void print_text(const std::vector<BackendFacts>& all, const accel::BackendSelect
       std::cout << "  " << flag_names[f] << std::string(28 - std::strlen(flag_names[f]), ' ')
                 << (b.flags[f] ? "true" : "false") << "\n";
     }
-    std::cout << "  communication ..... " << b.communication_backend << "\n";
+    std::cout << "  communication ..... " << b.communication_backend << ": " << b.communication_backend_version << "\n";
     std::cout << "  visible devices ... ";
     for (const auto& v : b.visible_devices_envs) std::cout << v << " ";
     std::cout << "\n  op builders:\n" << accel::ops::format_op_table(b.ops);
@@ -168,7 +173,8 @@ void print_json(const std::vector<BackendFacts>& all, const accel::BackendSelect
     for (std::size_t d = 0; d < b.dtypes.size(); ++d) os << (d ? "," : "") << quoted(b.dtypes[d]);
     os << "],\"flags\":{";
     for (int f = 0; f < 4; ++f) os << (f ? "," : "") << quoted(flag_names[f]) << ":" << (b.flags[f] ? "true" : "false");
-    os << "},\"communication_backend\":" << quoted(b.communication_backend) << ",\"ops\":[";
+    os << "},\"communication_backend\":" << quoted(b.communication_backend)
+       << ",\"communication_backend_version\":" << quoted(b.communication_backend_version) << ",\"ops\":[";
     for (std::size_t o = 0; o < b.ops.size(); ++o) {
       const auto& op = b.ops[o];
       os << (o ? "," : "") << "{\"name\":" << quoted(op.name) << ",\"class\":" << quoted(op.class_name)

@@ -195,6 +195,7 @@ struct Profiling {
 
 struct Environment {
   static std::string_view communication_backend_name() { return "none"; }
+  static std::string communication_backend_version() { return "unavailable: the mock has no engine"; }
   static std::vector<std::string> export_envs() { return {}; }
   static std::vector<std::string> visible_devices_envs() { return {}; }
   static void set_visible_devices_envs(accel::EnvMap&, std::span<const int>) {}

@@ -38,6 +38,8 @@ TEST_CASE_TEMPLATE_DEFINE("profile: ranges nest per thread and per domain", B, r
 TEST_CASE_TEMPLATE_DEFINE("env: launcher variables and lazy_call", B, env) {
   const B b;
   CHECK_FALSE(std::string_view(b.communication_backend_name()).empty());
+  // This program does not include accel/comm, so the engine's version says where it comes from.
+  CHECK(b.communication_backend_version().rfind("unavailable in this program: communication goes through accel/comm", 0) == 0);
   const auto names = b.visible_devices_envs();
   REQUIRE_FALSE(names.empty());
   accel::EnvMap env{{"PATH", "/usr/bin"}};

@@ -92,6 +92,7 @@ inline void finalize() noexcept {
     } catch (...) {
     }
   }
+  if (r.nccl_shutdown != nullptr) r.nccl_shutdown();
   if (r.mpi_finalize != nullptr) r.mpi_finalize(r);
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <accel/concepts/env.hpp>
+#include <accel/detail/comm_engine.hpp>
 #include <accel/detail/visible_devices.hpp>
 
 #include <concepts>
@@ -16,6 +17,11 @@ namespace accel::cpu {
 struct Environment {
   /// The library the CPU backend's collectives use: MPI.
   [[nodiscard]] static constexpr std::string_view communication_backend_name() noexcept { return "mpi"; }
+  /// The MPI library's version ("Open MPI v4.1.4 (MPI 3.1)"), or "unavailable: <why>" (a build without
+  /// MPI, a program without accel/comm).
+  [[nodiscard]] static std::string communication_backend_version() {
+    return accel::detail::comm_engine_version(accel::detail::CommEngine::mpi);
+  }
 
   /// Prefixes a multi-node launcher forwards: accel's own settings, OpenMP threading, Open MPI tuning.
   [[nodiscard]] static std::vector<std::string> export_envs() { return {"ACCEL_", "OMP_", "OMPI_MCA_"}; }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <accel/concepts/env.hpp>
+#include <accel/detail/comm_engine.hpp>
 #include <accel/cuda/detail/visible_devices.hpp>
 #include <accel/cuda/device.hpp>
 #include <accel/detail/visible_devices.hpp>
@@ -27,6 +28,11 @@ namespace accel::cuda {
 struct Environment {
   /// The library the CUDA backend's collectives use: NCCL, as DeepSpeed's CUDA accelerator.
   [[nodiscard]] static constexpr std::string_view communication_backend_name() noexcept { return "nccl"; }
+  /// NCCL's version ("NCCL 2.28.9 (libnccl.so.2)"), or "unavailable: <why>" (a build without NCCL, no
+  /// libnccl, a program without accel/comm).
+  [[nodiscard]] static std::string communication_backend_version() {
+    return accel::detail::comm_engine_version(accel::detail::CommEngine::nccl);
+  }
 
   /// Prefixes a multi-node launcher forwards (DeepSpeed's CUDA accelerator: NCCL and CUDA).
   [[nodiscard]] static std::vector<std::string> export_envs() { return {"NCCL", "CUDA"}; }

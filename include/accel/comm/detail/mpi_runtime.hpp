@@ -8,6 +8,7 @@
 
 #if defined(ACCEL_HAS_MPI)
 
+#include <accel/comm/detail/config.hpp>
 #include <accel/comm/detail/runtime.hpp>
 #include <accel/core/error.hpp>
 #include <accel/detail/comm_engine.hpp>
@@ -15,6 +16,7 @@
 #include <mpi.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -93,10 +95,32 @@ inline void mpi_finalize(Runtime& r) {
   return clean + " (MPI " + std::to_string(major) + "." + std::to_string(minor) + ")";
 }
 
+/// `bytes` of world rank 0 into every rank's `data` (MPI_Ibcast on MPI_COMM_WORLD, waited for against
+/// ACCEL_COMM_TIMEOUT): how NCCL's unique id reaches the ranks under mpirun.
+inline void mpi_broadcast(void* data, int bytes) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = MPI_Ibcast(data, bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+  const auto timeout = timeout_from_env();
+  const auto start = std::chrono::steady_clock::now();
+  int done = 0;
+  while (rc == MPI_SUCCESS && done == 0) {
+    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done == 0 && std::chrono::steady_clock::now() - start > timeout) {
+      throw InvalidStateError("accel::comm: broadcasting NCCL's unique id over MPI timed out: a rank did not call "
+                              "world<CudaBackend>()");
+    }
+  }
+  if (rc != MPI_SUCCESS) {
+    throw InvalidStateError("accel::comm: broadcasting NCCL's unique id over MPI failed (error " + std::to_string(rc) +
+                            ")");
+  }
+}
+
 inline const bool mpi_hooks_installed = [] {
   Runtime& r = runtime();
   r.mpi_init = &mpi_ensure_initialized;
   r.mpi_finalize = &mpi_finalize;
+  r.mpi_broadcast = &mpi_broadcast;
   accel::detail::comm_version_probe(accel::detail::CommEngine::mpi).store(&mpi_version);
   return true;
 }();

@@ -102,8 +102,12 @@ inline const MpiTypes& mpi_types() {
 [[nodiscard]] inline MPI_Op mpi_op(ReduceOp op, Dtype d) {
   const int index = op == ReduceOp::avg ? 0 : static_cast<int>(op);
   if (d == Dtype::float16 || d == Dtype::bfloat16) return mpi_types().ops[index];
-  constexpr MPI_Op predefined[4] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
-  return predefined[index];
+  switch (index) {
+    case 1: return MPI_PROD;
+    case 2: return MPI_MIN;
+    case 3: return MPI_MAX;
+    default: return MPI_SUM;
+  }
 }
 
 /// out[i] /= n in T's arithmetic (ReduceOp::avg after MPI_SUM); integers truncate toward zero.

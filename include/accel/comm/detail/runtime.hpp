@@ -28,6 +28,9 @@ struct Runtime {
   // MPI's hooks, set by accel/comm/mpi.hpp where accel has MPI.
   void (*mpi_init)(Runtime&, int*, char***) = nullptr;  // MPI_Init_thread when a launcher started us
   void (*mpi_finalize)(Runtime&) = nullptr;             // MPI_Finalize, or MPI_Abort after a failure
+  void (*mpi_broadcast)(void*, int) = nullptr;          // bytes from world rank 0 to all (NCCL's unique id)
+  // NCCL's, set by accel/comm/nccl.hpp: stops its watchdog thread before CUDA unloads.
+  void (*nccl_shutdown)() = nullptr;
 };
 
 inline Runtime& runtime() {

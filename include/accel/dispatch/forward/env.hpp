@@ -18,6 +18,9 @@ struct AnyEnvApi {
   [[nodiscard]] std::string_view communication_backend_name() const {
     return detail::on_active(*this, [](auto b) { return std::string_view(b.communication_backend_name()); });
   }
+  [[nodiscard]] std::string communication_backend_version() const {
+    return detail::on_active(*this, [](auto b) { return std::string(b.communication_backend_version()); });
+  }
   [[nodiscard]] std::vector<std::string> export_envs() const {
     return detail::on_active(*this, [](auto b) { return b.export_envs(); });
   }

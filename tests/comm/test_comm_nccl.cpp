@@ -1,0 +1,200 @@
+// accel/comm over NCCL, one rank (NCCL refuses two ranks on one GPU): every operation x element type x
+// reduce op on a GPU, graph capture, the memory and device checks, abort. Without a GPU the device cases
+// skip, saying why; what needs no GPU (loading NCCL, its version, a missing library) runs everywhere.
+#include <accel/comm.hpp>
+#include <accel/cuda/backend.hpp>
+
+#include <doctest/doctest.h>
+
+#include "cuda/cuda_test_support.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#define COMM_TYPES float, double, accel::half, accel::bfloat16, std::int8_t, std::uint8_t, std::int32_t, std::int64_t
+
+namespace {
+
+using accel::ReduceOp;
+using CB = accel::CudaBackend;
+template <class T>
+using DBuf = accel::Buffer<T, CB>;
+
+template <class T>
+T from_int(int v) {
+  if constexpr (std::is_same_v<T, accel::half> || std::is_same_v<T, accel::bfloat16>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <class T>
+std::vector<T> values(std::size_t n, int salt) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = from_int<T>(static_cast<int>((i * 7 + static_cast<std::size_t>(salt)) % 5) + 1);
+  return v;
+}
+
+template <class T>
+DBuf<T> upload(const std::vector<T>& v, accel::cuda::StreamRef s) {
+  DBuf<T> d(v.size(), s);
+  CB{}.copy_async(s, d.data(), v.data(), v.size() * sizeof(T));
+  return d;
+}
+
+template <class T>
+std::vector<T> download(const DBuf<T>& d, accel::cuda::StreamRef s) {
+  std::vector<T> v(d.size());
+  CB{}.copy_async(s, v.data(), d.data(), d.size() * sizeof(T));
+  s.synchronize();
+  return v;
+}
+
+template <class T>
+std::vector<std::uint64_t> bits(const std::vector<T>& v) {
+  std::vector<std::uint64_t> out(v.size(), 0);
+  for (std::size_t i = 0; i < v.size(); ++i) std::memcpy(&out[i], &v[i], sizeof(T));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL loads without a GPU and reports its version; a missing library is reported, not fatal") {
+  const std::string version = CB{}.communication_backend_version();
+  const auto& api = accel::comm::detail::nccl();
+  if (api.loaded()) {
+    CHECK(version.rfind("NCCL 2.", 0) == 0);
+    CHECK(api.version >= 21400);
+    CHECK(version.find(api.version_string()) != std::string::npos);
+  } else {
+    CHECK(version.rfind("unavailable: NCCL cannot be loaded", 0) == 0);
+  }
+  ::setenv("ACCEL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+  const accel::comm::detail::NcclApi* missing = accel::comm::detail::load_nccl();
+  ::unsetenv("ACCEL_NCCL_LIBRARY");
+  CHECK_FALSE(missing->loaded());
+  CHECK(missing->error.find("/nonexistent/libnccl.so.2") != std::string::npos);
+  delete missing;
+}
+
+TEST_CASE("NCCL's result codes have names and hints") {
+  using accel::comm::detail::NcclApi;
+  CHECK(NcclApi::result_name(ncclSystemError) == "ncclSystemError");
+  CHECK(NcclApi::hint(ncclSystemError).find("NCCL_SOCKET_IFNAME") != std::string::npos);
+  CHECK(NcclApi::hint(ncclInvalidUsage).find("two ranks on one GPU") != std::string::npos);
+  CHECK(NcclApi::hint(ncclRemoteError).find("remote peer") != std::string::npos);
+}
+
+TEST_CASE("world<CudaBackend> without a GPU is a clear BackendUnavailableError") {
+  if (CB::is_available()) return;
+  CHECK_THROWS_AS((void)accel::comm::world<CB>(), accel::BackendUnavailableError);
+}
+
+TEST_CASE_TEMPLATE("NCCL, one rank: every operation of every type and reduce op", T, COMM_TYPES) {
+  SKIP_WITHOUT_GPU();
+  auto& c = accel::comm::world<CB>();
+  REQUIRE(c.size() == 1);
+  REQUIRE(c.rank() == 0);
+  accel::cuda::Stream s(c.device());
+  const std::size_t n = 1031;
+  const std::vector<T> x = values<T>(n, 3);
+  for (const ReduceOp op : accel::all_reduce_ops) {
+    CAPTURE(accel::name(op));
+    DBuf<T> a = upload(x, s);
+    c.all_reduce(s, a, op);  // one rank: the result is the input (avg divides by 1)
+    DBuf<T> out(n, s);
+    c.all_reduce(s, upload(x, s), out, op);
+    DBuf<T> r = upload(x, s);
+    c.reduce(s, r, 0, op);
+    DBuf<T> rs(n, s);
+    c.reduce_scatter(s, upload(x, s), rs, op);
+    CHECK(bits(download(a, s)) == bits(x));
+    CHECK(bits(download(out, s)) == bits(x));
+    CHECK(bits(download(r, s)) == bits(x));
+    CHECK(bits(download(rs, s)) == bits(x));
+  }
+  DBuf<T> b = upload(x, s), g(n, s), t(n, s), sc(n, s), ga(n, s), recv(n, s);
+  c.broadcast(s, b, 0);
+  c.all_gather(s, b, g);
+  c.all_to_all(s, g, t);
+  c.scatter(s, t, sc, 0);
+  c.gather(s, sc, ga, 0);
+  {
+    auto group = c.group();  // a send to oneself needs its recv in the same group
+    c.send(s, ga, 0);
+    c.recv(s, recv, 0);
+    group.end();
+  }
+  c.barrier(s);
+  CHECK(bits(download(b, s)) == bits(x));
+  CHECK(bits(download(g, s)) == bits(x));
+  CHECK(bits(download(t, s)) == bits(x));
+  CHECK(bits(download(sc, s)) == bits(x));
+  CHECK(bits(download(ga, s)) == bits(x));
+  CHECK(bits(download(recv, s)) == bits(x));
+  s.synchronize();
+  const auto entries = c.flight_recorder().entries();
+  REQUIRE_FALSE(entries.empty());
+  CHECK(entries.back().op() == "barrier");
+}
+
+TEST_CASE("NCCL: a collective captured into a CUDA graph runs at each launch") {
+  SKIP_WITHOUT_GPU();
+  auto& c = accel::comm::world<CB>();
+  CB b;
+  accel::cuda::Stream s(c.device());
+  const std::vector<float> ones(256, 1.0f);
+  DBuf<float> x = upload(ones, s);
+  DBuf<float> y(256, s);
+  s.synchronize();
+  auto graph = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(graph, s);
+    c.all_reduce(s, x, y, ReduceOp::max);
+  }
+  for (int i = 0; i < 3; ++i) b.replay_graph(graph, s);
+  CHECK(download(y, s) == ones);
+}
+
+TEST_CASE("NCCL refuses host memory, memory of another device and streams of another device") {
+  SKIP_WITHOUT_GPU();
+  auto& c = accel::comm::world<CB>();
+  accel::cuda::Stream s(c.device());
+  std::vector<float> host(16, 1.0f);
+  CHECK_THROWS_WITH_AS(c.all_reduce(s, host.data(), host.data(), host.size(), accel::Dtype::float32, ReduceOp::sum),
+                       doctest::Contains("host memory"), accel::InvalidArgumentError);
+  if (CB::device_count() > 1) {
+    const int other = c.device() == 0 ? 1 : 0;
+    accel::cuda::Stream elsewhere(other);
+    DBuf<float> far(16, elsewhere);
+    CHECK_THROWS_WITH_AS(c.all_reduce(elsewhere, far), doctest::Contains("the communicator's device is cuda:"),
+                         accel::InvalidArgumentError);
+    CHECK_THROWS_WITH_AS(c.all_reduce(s, far.data(), far.data(), 16, accel::Dtype::float32, ReduceOp::sum),
+                         doctest::Contains("is memory of cuda:"), accel::InvalidArgumentError);
+  }
+}
+
+TEST_CASE("NCCL: split, then abort — later operations are refused with a CommError") {
+  SKIP_WITHOUT_GPU();
+  auto& w = accel::comm::world<CB>();
+  if (accel::comm::detail::nccl().comm_split == nullptr) {
+    MESSAGE("SKIPPED: this NCCL has no ncclCommSplit (NCCL < 2.18)");
+    return;
+  }
+  accel::comm::NcclCommunicator c = w.split(0, 0);
+  REQUIRE(c.valid());
+  CHECK(c.size() == 1);
+  CHECK(c.local_rank() == 0);
+  CHECK(c.local_size() == 1);
+  accel::cuda::Stream s(c.device());
+  DBuf<std::int32_t> buf(4, s);
+  c.all_reduce(s, buf);
+  s.synchronize();
+  c.abort();
+  CHECK(c.failed());
+  CHECK_THROWS_WITH_AS(c.all_reduce(s, buf), doctest::Contains("refused"), accel::comm::CommError);
+}
