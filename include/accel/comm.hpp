@@ -12,6 +12,7 @@
 // (comm/detail/config.hpp), ACCEL_COMM_INIT_FILE (comm/nccl.hpp).
 #pragma once
 
+#include <accel/comm/any_communicator.hpp>
 #include <accel/comm/comm_error.hpp>
 #include <accel/comm/communicator.hpp>
 #include <accel/comm/flight_recorder.hpp>

@@ -107,6 +107,12 @@ template <class R, class S>
 void check_device(const CallSite& call, const char* what, const R& range, const S& stream) {
   if constexpr (is_buffer<std::remove_cvref_t<R>>) {
     if (range.data() == nullptr) return;
+    if constexpr (requires { stream.index(); range.stream().index(); }) {  // AnyBackend: the same backend first
+      if (range.stream().index() != stream.index()) {
+        call.invalid(std::string(what) + " is memory of the " + std::string(range.stream().backend_name()) +
+                     " backend, but the stream is a " + std::string(stream.backend_name()) + " stream");
+      }
+    }
     const int device = range.device_index();
     if (device != stream.device_index()) {
       call.invalid(std::string(what) + " is memory of device " + std::to_string(device) + ", but the stream is on device " +

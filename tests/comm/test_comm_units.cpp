@@ -1,0 +1,263 @@
+// accel/comm's pieces that need no second rank: the environment variables, launch detection, the id
+// file exchange (between forked processes), the flight recorder, the byte counts and busbw factors,
+// the argument checks of the raw forms, ReduceOp names, the MPI types' reduction of half/bfloat16.
+#include <accel/comm.hpp>
+#include <accel/comm/detail/arguments.hpp>
+#include <accel/comm/detail/config.hpp>
+#include <accel/comm/detail/id_file.hpp>
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+namespace d = accel::comm::detail;
+
+namespace {
+/// Sets environment variables for one scope, restoring them after.
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::string>> saved;
+  std::vector<std::string> unset_after;
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [k, v] : vars) {
+      if (const char* old = std::getenv(k)) {
+        saved.emplace_back(k, old);
+      } else {
+        unset_after.emplace_back(k);
+      }
+      if (v == nullptr) {
+        ::unsetenv(k);
+      } else {
+        ::setenv(k, v, 1);
+      }
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved) ::setenv(k.c_str(), v.c_str(), 1);
+    for (const auto& k : unset_after) ::unsetenv(k.c_str());
+  }
+};
+}  // namespace
+
+TEST_CASE("ACCEL_COMM_TIMEOUT: seconds or a unit; anything else names the variable") {
+  CHECK(d::parse_timeout("600", "X") == 600s);
+  CHECK(d::parse_timeout("1.5", "X") == 1500ms);
+  CHECK(d::parse_timeout("500ms", "X") == 500ms);
+  CHECK(d::parse_timeout("90s", "X") == 90s);
+  CHECK(d::parse_timeout("10m", "X") == 600s);
+  for (const char* bad : {"", "0", "-1", "abc", "1h", "1e3", "nan", "5 s", "ms"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS((void)d::parse_timeout(bad, "ACCEL_COMM_TIMEOUT"), doctest::Contains("ACCEL_COMM_TIMEOUT='"),
+                         accel::InvalidArgumentError);
+  }
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TIMEOUT", nullptr}};
+    CHECK(d::timeout_from_env() == std::chrono::minutes(10));
+  }
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TIMEOUT", "2"}};
+    CHECK(d::timeout_from_env() == 2s);
+  }
+}
+
+TEST_CASE("ACCEL_COMM_TRACE_SIZE and ACCEL_COMM_LOG are read strictly") {
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TRACE_SIZE", nullptr}, {"ACCEL_COMM_LOG", nullptr}};
+    CHECK(d::trace_size_from_env() == 256);
+    CHECK(d::log_mode_from_env() == d::LogMode::off);
+  }
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TRACE_SIZE", "0"}, {"ACCEL_COMM_LOG", "all"}};
+    CHECK(d::trace_size_from_env() == 0);
+    CHECK(d::log_mode_from_env() == d::LogMode::all);
+  }
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TRACE_SIZE", "-3"}, {"ACCEL_COMM_LOG", "yes"}};
+    CHECK_THROWS_WITH_AS((void)d::trace_size_from_env(), doctest::Contains("ACCEL_COMM_TRACE_SIZE='-3'"),
+                         accel::InvalidArgumentError);
+    CHECK_THROWS_WITH_AS((void)d::log_mode_from_env(), doctest::Contains("ACCEL_COMM_LOG='yes'"),
+                         accel::InvalidArgumentError);
+  }
+}
+
+TEST_CASE("launch detection: mpirun's variables, torchrun's, neither; inconsistent ones are refused") {
+  const ScopedEnv clean{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"OMPI_COMM_WORLD_RANK", nullptr},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
+                        {"PMI_SIZE", nullptr}, {"PMI_RANK", nullptr}, {"RANK", nullptr}, {"WORLD_SIZE", nullptr},
+                        {"LOCAL_RANK", nullptr}, {"LOCAL_WORLD_SIZE", nullptr}};
+  accel::comm::LaunchInfo l = accel::comm::detect_launch();
+  CHECK(l.launcher == accel::comm::Launcher::single);
+  CHECK(l.world_size == 1);
+  {
+    const ScopedEnv env{{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}};
+    l = accel::comm::detect_launch();
+    CHECK(l.launcher == accel::comm::Launcher::environment);
+    CHECK(l.rank == 3);
+    CHECK(l.world_size == 8);
+    CHECK(l.local_rank == 1);
+    CHECK(l.local_world_size == 2);
+  }
+  {
+    const ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+    l = accel::comm::detect_launch();
+    CHECK(l.launcher == accel::comm::Launcher::mpi);
+    CHECK(l.rank == 2);
+    CHECK(l.world_size == 4);
+    CHECK(l.local_world_size == 2);
+  }
+  {
+    const ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"}, {"RANK", "1"}, {"WORLD_SIZE", "4"}};
+    CHECK_THROWS_WITH_AS((void)accel::comm::detect_launch(), doctest::Contains("disagree with the MPI launcher"),
+                         accel::InvalidArgumentError);
+  }
+  {
+    const ScopedEnv env{{"RANK", "8"}, {"WORLD_SIZE", "8"}};
+    CHECK_THROWS_WITH_AS((void)accel::comm::detect_launch(), doctest::Contains("RANK='8' is not an integer in 0..7"),
+                         accel::InvalidArgumentError);
+  }
+  {
+    const ScopedEnv env{{"RANK", "1"}};
+    CHECK_THROWS_WITH_AS((void)accel::comm::detect_launch(), doctest::Contains("only RANK is set"),
+                         accel::InvalidArgumentError);
+  }
+}
+
+TEST_CASE("the id file: rank 0 publishes, three other processes read the same bytes; stale files are refused") {
+  char dir_template[] = "/tmp/accel-id-file-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string path = std::string(dir_template) + "/id";
+  std::vector<unsigned char> id(128);
+  for (std::size_t i = 0; i < id.size(); ++i) id[i] = static_cast<unsigned char>(i * 37 + 11);
+  // Readers start first and wait; the publisher comes 50 ms later.
+  std::vector<pid_t> readers;
+  for (int r = 1; r <= 3; ++r) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      try {
+        const std::vector<unsigned char> got = d::read_id_file(path, id.size(), 10s);
+        ::_exit(got == id ? 0 : 1);
+      } catch (...) {
+        ::_exit(2);
+      }
+    }
+    readers.push_back(pid);
+  }
+  std::this_thread::sleep_for(50ms);
+  d::publish_id_file(path, id);
+  for (const pid_t pid : readers) {
+    int status = -1;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  // The file is still there: a second rank 0 (a stale file) is refused; the file is kept as it was.
+  CHECK_THROWS_WITH_AS(d::publish_id_file(path, id), doctest::Contains("already exists"), accel::InvalidStateError);
+  CHECK(d::read_id_file(path, id.size(), 1s) == id);
+  // A reader of another size, and a file that is not an id file, are errors, not garbage ids.
+  CHECK_THROWS_WITH_AS((void)d::read_id_file(path, 64, 1s), doctest::Contains("not an id file of accel"),
+                       accel::InvalidStateError);
+  d::remove_id_file(path);
+  CHECK_THROWS_WITH_AS((void)d::read_id_file(path, id.size(), 30ms), doctest::Contains("did not publish"),
+                       accel::InvalidStateError);
+  ::rmdir(dir_template);
+}
+
+TEST_CASE("the flight recorder keeps the newest N operations, oldest first, with their states") {
+  accel::comm::FlightRecorder r(4);
+  d::Op op{d::OpKind::all_reduce, accel::Dtype::float16, accel::ReduceOp::max, -1, nullptr, nullptr, 10};
+  for (std::uint64_t seq = 1; seq <= 6; ++seq) {
+    op.count = seq * 10;
+    r.enqueued(seq, op, 7);
+    r.started(seq);
+    if (seq != 6) r.completed(seq);
+  }
+  r.failed(6, true);
+  r.completed(1);  // overwritten long ago: ignored
+  const auto e = r.entries();
+  REQUIRE(e.size() == 4);
+  CHECK(e.front().seq == 3);
+  CHECK(e.back().seq == 6);
+  CHECK(e.back().count == 60);
+  CHECK(e.back().state == accel::comm::FlightRecorder::State::timed_out);
+  CHECK(e[1].state == accel::comm::FlightRecorder::State::completed);
+  const std::string dump = r.dump("H");
+  CHECK(dump.find("#6") != std::string::npos);
+  CHECK(dump.find("TIMED OUT") != std::string::npos);
+  CHECK(dump.find("all_reduce(max)") != std::string::npos);
+  CHECK(dump.find("#2 ") == std::string::npos);
+  accel::comm::FlightRecorder off(0);
+  off.enqueued(1, op, 0);
+  CHECK(off.entries().empty());
+  CHECK(off.dump("H").find("ACCEL_COMM_TRACE_SIZE=0") != std::string::npos);
+}
+
+TEST_CASE("nccl-tests' bytes and bus-bandwidth factors") {
+  d::Op op{d::OpKind::all_reduce, accel::Dtype::float32, accel::ReduceOp::sum, -1, nullptr, nullptr, 1024};
+  CHECK(d::algbw_bytes(op, 4) == 4096);
+  CHECK(d::busbw_factor(d::OpKind::all_reduce, 4) == doctest::Approx(1.5));
+  CHECK(d::busbw_factor(d::OpKind::all_reduce, 1) == 0);
+  op.kind = d::OpKind::all_gather;
+  CHECK(d::algbw_bytes(op, 4) == 4 * 4096);
+  CHECK(d::busbw_factor(d::OpKind::all_gather, 4) == doctest::Approx(0.75));
+  CHECK(d::busbw_factor(d::OpKind::reduce_scatter, 2) == doctest::Approx(0.5));
+  CHECK(d::busbw_factor(d::OpKind::broadcast, 8) == 1);
+}
+
+TEST_CASE("ReduceOp names, and torch's spellings") {
+  CHECK(accel::name(accel::ReduceOp::avg) == "avg");
+  CHECK(accel::parse_reduce_op("max") == accel::ReduceOp::max);
+  CHECK(accel::parse_reduce_op("PRODUCT") == accel::ReduceOp::prod);
+  CHECK_THROWS_WITH_AS((void)accel::parse_reduce_op("mean"), doctest::Contains("unknown reduce op 'mean'"),
+                       accel::InvalidArgumentError);
+}
+
+TEST_CASE("the raw forms' checks: in-place positions NCCL defines are accepted, other overlaps refused") {
+  const d::CallSite call{"test"};
+  std::vector<float> buf(64);
+  float* p = buf.data();
+  using K = d::OpKind;
+  const auto op = [&](K k, const void* in, void* out, std::size_t count, int root = -1) {
+    return d::Op{k, accel::Dtype::float32, accel::ReduceOp::sum, root, in, out, count};
+  };
+  // rank 1 of 4
+  CHECK_NOTHROW(d::check_op(call, op(K::all_gather, p + 4, p, 4), 1, 4));
+  CHECK_THROWS_AS(d::check_op(call, op(K::all_gather, p + 5, p, 4), 1, 4), accel::InvalidArgumentError);
+  CHECK_NOTHROW(d::check_op(call, op(K::reduce_scatter, p, p + 4, 4), 1, 4));
+  CHECK_THROWS_AS(d::check_op(call, op(K::reduce_scatter, p, p, 4), 1, 4), accel::InvalidArgumentError);
+  CHECK_NOTHROW(d::check_op(call, op(K::scatter, p, p + 4, 4, 1), 1, 4));
+  CHECK_NOTHROW(d::check_op(call, op(K::scatter, nullptr, p, 4, 0), 1, 4));  // not the root: no input
+  CHECK_THROWS_AS(d::check_op(call, op(K::scatter, nullptr, p, 4, 1), 1, 4), accel::InvalidArgumentError);
+  CHECK_NOTHROW(d::check_op(call, op(K::reduce, p, nullptr, 4, 0), 1, 4));  // not the root: no output
+  CHECK_NOTHROW(d::check_op(call, op(K::broadcast, nullptr, p, 4, 0), 1, 4));
+  CHECK_NOTHROW(d::check_op(call, op(K::all_reduce, nullptr, nullptr, 0), 1, 4));  // nothing to move
+}
+
+TEST_CASE("half and bfloat16 are reduced through MPI's user-defined ops in float, rounded each step") {
+#if defined(ACCEL_HAS_MPI)
+  std::vector<accel::half> a{accel::half(1.0f), accel::half(2048.0f), accel::half(-3.0f)};
+  std::vector<accel::half> b{accel::half(2.0f), accel::half(1.0f), accel::half(5.0f)};
+  d::reduce_small_floats<accel::half, accel::ReduceOp::sum>(a.data(), b.data(), 3);
+  CHECK(static_cast<float>(b[0]) == 3.0f);
+  CHECK(static_cast<float>(b[1]) == 2048.0f);  // 2049 rounds to even in half
+  CHECK(static_cast<float>(b[2]) == 2.0f);
+  std::vector<accel::bfloat16> x{accel::bfloat16(3.0f), accel::bfloat16(-1.0f)};
+  std::vector<accel::bfloat16> y{accel::bfloat16(2.0f), accel::bfloat16(4.0f)};
+  d::reduce_small_floats<accel::bfloat16, accel::ReduceOp::min>(x.data(), y.data(), 2);
+  CHECK(static_cast<float>(y[0]) == 2.0f);
+  CHECK(static_cast<float>(y[1]) == -1.0f);
+  std::vector<std::int8_t> i8{-7, 9};
+  d::divide_by(accel::Dtype::int8, i8.data(), 2, 2);
+  CHECK(i8 == std::vector<std::int8_t>{-3, 4});  // truncation toward zero, as NCCL's avg
+#else
+  MESSAGE("skipped: accel was built without MPI");
+#endif
+}
