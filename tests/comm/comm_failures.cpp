@@ -6,6 +6,8 @@
 //   death       a rank dies (SIGKILL) in the middle of a run under plain mpirun: the job ends non-zero,
 //               long before the (default, 10-minute) timeout
 //   log         ACCEL_COMM_LOG=1: the summary table at exit, from rank 0
+//   mismatch    ACCEL_COMM_CHECK=1: the last rank passes another count to an all_reduce; every rank gets a
+//               CommError naming the count, before any data moved
 // Each rank prints "rank R: ..." lines that CTest matches.
 #include <accel/comm.hpp>
 
@@ -92,6 +94,22 @@ int log_summary() {
   return 0;
 }
 
+int mismatch() {
+  auto& c = accel::comm::world<B>();
+  accel::cpu::Stream s;
+  accel::Buffer<float, B> buf(8, s);
+  c.all_reduce(s, buf);  // #1 agrees
+  const std::size_t count = c.rank() == c.size() - 1 ? 5 : 8;
+  try {
+    c.all_reduce(s, buf.data(), buf.data(), count, accel::Dtype::float32, accel::ReduceOp::sum);  // #2 does not
+    std::printf("rank %d: all_reduce #2 completed\n", c.rank());
+  } catch (const accel::comm::CommError& e) {
+    std::printf("rank %d: caught CommError seq=%llu: %s\n", c.rank(), static_cast<unsigned long long>(e.seq()), e.what());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,6 +119,7 @@ int main(int argc, char** argv) {
   if (mode == "p2p-silent") return p2p_silent();
   if (mode == "death") return death();
   if (mode == "log") return log_summary();
-  std::fprintf(stderr, "usage: comm_failures late-rank|p2p-silent|death|log\n");
+  if (mode == "mismatch") return mismatch();
+  std::fprintf(stderr, "usage: comm_failures late-rank|p2p-silent|death|log|mismatch\n");
   return 2;
 }

@@ -7,6 +7,10 @@
 //   ACCEL_COMM_TRACE_SIZE   operations kept by each communicator's flight recorder; default 256, 0: off
 //   ACCEL_COMM_LOG          1: a per-operation summary (count, sizes, latency, algbw/busbw) on stderr at
 //                           exit, from rank 0; "all": from every rank; 0 or unset: none
+//   ACCEL_COMM_CHECK        1: before each collective the ranks compare what they pass (operation, count,
+//                           dtype, reduce op, root) and fail together, naming what differs, instead of
+//                           reducing garbage (MPI; one extra small all_reduce per collective, as torch's
+//                           TORCH_DISTRIBUTED_DEBUG=DETAIL); 0 or unset: off
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -81,6 +85,15 @@ enum class LogMode { off, rank0, all };
   if (text == "all") return LogMode::all;
   throw InvalidArgumentError("ACCEL_COMM_LOG='" + std::string(text) +
                              "' is not valid: use 1 (summary from rank 0 at exit), all (from every rank) or 0");
+}
+
+/// ACCEL_COMM_CHECK: unset, "" or "0" off; "1" on.
+[[nodiscard]] inline bool check_from_env() {
+  const char* value = std::getenv("ACCEL_COMM_CHECK");
+  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
+  if (std::string_view(value) == "1") return true;
+  throw InvalidArgumentError("ACCEL_COMM_CHECK='" + std::string(value) + "' is not valid: use 1 (compare every "
+                             "collective's arguments across the ranks first) or 0");
 }
 
 }  // namespace accel::comm::detail

@@ -69,6 +69,7 @@ struct MpiState {
   std::atomic<std::uint64_t> next_seq{0};
   FlightRecorder recorder;
   bool log = false;
+  bool check = false;  // ACCEL_COMM_CHECK: compare the ranks' arguments before each collective
 
   std::atomic<bool> failed{false};
   std::mutex mutex;  // guards the fields below
@@ -89,6 +90,7 @@ struct MpiState {
     peer_seq.assign(static_cast<std::size_t>(size), 0);
     timeout_ns = timeout_from_env().count();
     log = op_log().enabled();
+    check = check_from_env();
   }
   MpiState(const MpiState&) = delete;
   MpiState& operator=(const MpiState&) = delete;
@@ -248,6 +250,7 @@ struct Pending {
   steady::time_point started{};
   bool done = false;
   bool announced = false;
+  bool probe = false;  // ACCEL_COMM_CHECK's comparison before `op`: nothing to finish
 };
 
 [[nodiscard]] inline int checked_count(MpiState& s, const Op& op, std::uint64_t seq, std::size_t count) {
@@ -344,6 +347,7 @@ inline void start(Pending& p) {
 
 /// What follows completion: avg's division, the in-place reduce_scatter's move, a recv's count check.
 inline void finish(Pending& p, const MPI_Status& status) {
+  if (p.probe) return;
   MpiState& s = *p.state;
   const Op& op = p.op;
   const std::size_t esize = size_of(op.dtype);
@@ -490,10 +494,55 @@ inline void number_replayed(Pending& p, std::uint64_t stream_id) {
   p.state->recorder.enqueued(p.seq, p.op, stream_id, true);
 }
 
+/// ACCEL_COMM_CHECK: the ranks compare operation, dtype, count, reduce op and root (an all_reduce of
+/// each field and its negation, MPI_MAX: the largest and smallest value every rank passed) and all fail
+/// together, naming what differs, when they do not agree.
+inline void check_arguments(Pending& p) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  if (has_peer(op.kind)) return;  // a send meets a recv: checked by the recv (its count)
+  const bool reduction = is_reduction(op.kind);
+  const std::int64_t fields[5] = {static_cast<std::int64_t>(op.kind), op.kind == OpKind::barrier ? -1 : static_cast<std::int64_t>(op.dtype),
+                                  static_cast<std::int64_t>(op.count), reduction ? static_cast<std::int64_t>(op.reduce) : -1,
+                                  has_root(op.kind) ? op.root : -1};
+  std::int64_t both[10];
+  for (int i = 0; i < 5; ++i) {
+    both[i] = fields[i];
+    both[5 + i] = -fields[i];
+  }
+  Pending fingerprint{p.state, Op{OpKind::all_reduce, Dtype::int64, ReduceOp::max, -1, nullptr, nullptr, 10}, p.seq};
+  fingerprint.started = steady::now();
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, both, 10, MPI_INT64_T, MPI_MAX, s.comm, &fingerprint.request);
+  if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, "MPI_Iallreduce (ACCEL_COMM_CHECK)", rc);
+  fingerprint.op = op;  // a timeout names the operation being checked
+  fingerprint.probe = true;
+  wait_all(std::span<Pending>(&fingerprint, 1));
+  static constexpr const char* names[5] = {"operation", "dtype", "count", "reduce op", "root"};
+  std::string differ;
+  for (int i = 0; i < 5; ++i) {
+    const std::int64_t most = both[i], least = -both[5 + i];
+    if (most == least) continue;
+    const auto text = [&](std::int64_t v) -> std::string {
+      if (i == 0) return std::string(name(static_cast<OpKind>(v)));
+      if (i == 1) return v < 0 ? "none" : std::string(name(static_cast<Dtype>(v)));
+      if (i == 3) return v < 0 ? "none" : std::string(name(static_cast<ReduceOp>(v)));
+      return std::to_string(v);
+    };
+    differ += (differ.empty() ? "" : "; ") + std::string(names[i]) + ": this rank passed " + text(fields[i]) +
+              ", the ranks passed " + text(least) + " to " + text(most);
+  }
+  if (differ.empty()) return;
+  CommError::Info info;
+  info.hint = "every rank must issue the same collectives in the same order, with the same count, dtype, reduce op "
+              "and root (ACCEL_COMM_CHECK found this before any data moved)";
+  fail(s, p.seq, make_error(s, op, p.seq, "refused: the ranks disagree (" + differ + ")", std::move(info)));
+}
+
 /// Runs one operation to completion on the calling thread.
 inline void execute(Pending p, std::uint64_t stream_id) {
   number_replayed(p, stream_id);
   throw_if_failed(*p.state, p.op, p.seq);
+  if (p.state->check) check_arguments(p);
   p.state->recorder.started(p.seq);
   start(p);
   wait_all(std::span<Pending>(&p, 1));
