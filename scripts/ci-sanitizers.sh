@@ -18,7 +18,8 @@
 #               graphs (test_cpu_graph: capture, replay, pools, invalidated captures),
 #               the JIT's failure paths and its process helper (test_jit_reliability: one-line ops and
 #               shell-script compilers, a few seconds),
-#               GEMM (test_blas[_2dev]: argument checks, buffer spans, oneDNN on CPU streams)
+#               GEMM (test_blas[_2dev]: argument checks, buffer spans, oneDNN on CPU streams),
+#               collectives (test_comm_units; test_comm_mpi_np2/np3: every operation under mpirun)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
 #               header hygiene (accel_header_check, test_odr, test_concepts and the readable-error
@@ -31,7 +32,8 @@
 #               conformance (test_conformance), the JIT's process helper and failure paths
 #               (test_jit_reliability: compilers run from several threads, forks, SIGCHLD handlers),
 #               memory, stream and event stress (test_stress_allocator, test_stress_streams,
-#               test_stress_events at ACCEL_STRESS_SCALE=0.25: TSan is 5-15x slower)
+#               test_stress_events at ACCEL_STRESS_SCALE=0.25: TSan is 5-15x slower), collectives
+#               (test_comm_mpi_np2: MPI called from stream workers and host threads at once)
 #               -> data races in the stream queues, event captures and the allocator's locking.
 # Not under TSan: test_blas (oneDNN runs on OpenMP, whose runtime is not built for ThreadSanitizer).
 # Not under a sanitizer here: test_ops (it compiles every real kernel with -O3: half a minute of
@@ -41,7 +43,9 @@
 # case (RLIMIT_AS; it skips itself, saying why: the sanitizer runtimes need that address space). A suite missing from this checkout is
 # skipped with a note, so the script runs while areas are still landing.
 #
-# Suppressions: none. Options below only make reports fatal and complete.
+# Suppressions: none. Options below only make reports fatal and complete. For the MPI ranks of the comm
+# tests, tests/comm/run_mpi.cmake turns off LeakSanitizer (Open MPI's libraries leak at exit) and TSan's
+# lock-order report (Open MPI's own locks inside MPI_Init); memory errors, UB and races stay fatal.
 #
 # Usage: scripts/ci-sanitizers.sh [asan|tsan ...]   (default: both)
 #   ACCEL_JOBS=N              parallel build jobs and tests (default: nproc)
@@ -69,11 +73,12 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 
 asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cpu_memory test_conformance test_dispatch
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
-              test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas)
-asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add)$'
+              test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas test_comm_units
+              test_comm_mpi)
+asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23])$'
 tsan_targets=(test_cpu_stream test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator test_stress_streams test_stress_events
-              test_jit_reliability)
-tsan_tests='^(test_cpu_stream(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability)$'
+              test_jit_reliability test_comm_mpi)
+tsan_tests='^(test_cpu_stream(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
 
 run_preset() {
   local preset="$1"

@@ -42,7 +42,7 @@ TEST_CASE("AnyBackend: world() is the selected backend's; operations forward to 
   auto half = w.split(w.rank() % 2, 0);
   CHECK(half.valid());
   CHECK(half.size() == (n + 1 - w.rank() % 2) / 2);
-  accel::comm::AnyCommunicator<accel::CudaBackend, accel::CpuBackend> empty;
+  accel::communicator_t<accel::AnyBackend> empty;
   CHECK_FALSE(empty.valid());
   CHECK_THROWS_AS(empty.barrier(s), accel::InvalidStateError);
 }

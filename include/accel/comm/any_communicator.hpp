@@ -92,8 +92,8 @@ class AnyCommunicator : public CommunicatorOps<AnyCommunicator<Bs...>, BasicAnyB
   AnyCommunicator(std::in_place_index_t<I>, detail::alternative_t<accel::detail::backend_at<I, Bs...>>&& c)
       : comm_(std::in_place_index<I + 1>, std::move(c)) {}
   /// A backend's communicator, where exactly one backend of the list has its type.
-  template <class C>
-    requires(Communicator<C> && accel::detail::count_of<C, detail::alternative_t<Bs>...> == 1)
+  template <class C>  // the count first: it is false for AnyCommunicator itself, before Communicator<C> recurses
+    requires(accel::detail::count_of<C, detail::alternative_t<Bs>...> == 1 && Communicator<C>)
   AnyCommunicator(C&& c)  // NOLINT(google-explicit-constructor): wraps any backend's communicator
       : comm_(std::in_place_index<accel::detail::index_of<C, detail::alternative_t<Bs>...>() + 1>, std::move(c)) {}
 
