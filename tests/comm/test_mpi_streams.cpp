@@ -104,7 +104,23 @@ TEST_CASE("a collective captured into a graph runs at each replay, with a new se
   if (!before.empty()) CHECK(last[0].seq == before.back().seq + 1);
 }
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define COMM_TEST_UNDER_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define COMM_TEST_UNDER_TSAN 1
+#endif
+
 TEST_CASE("two streams on two threads, each with its own communicator, at once (MPI_THREAD_MULTIPLE)") {
+#if defined(COMM_TEST_UNDER_TSAN)
+  // Open MPI completes one thread's request inside another thread's MPI_Test (its memcpy into the
+  // first thread's buffer), synchronised inside the uninstrumented library: TSan would report a race
+  // that MPI's completion rules exclude. Every rank skips it alike (the collectives stay matched).
+  MESSAGE("skipped under ThreadSanitizer: MPI's cross-thread progress is invisible to it");
+  return;
+#endif
   auto& w = world();
   accel::comm::MpiCommunicator a = w.split(0, w.rank());
   accel::comm::MpiCommunicator b = w.split(0, w.rank());
