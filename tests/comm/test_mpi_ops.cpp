@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 using namespace comm_test;
@@ -13,7 +14,8 @@ using namespace comm_test;
 TEST_CASE_TEMPLATE("all_reduce in place and out of place, every reduce op, Buffers and spans", T, COMM_TYPES) {
   auto& c = world();
   Stream s;
-  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}}) {
+  // 20011 elements: at least 16 KiB in every type, where 2 or 3 ranks take libnbc's ring (mpi_tuning.hpp).
+  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}, std::size_t{20011}}) {
     for (const ReduceOp op : accel::all_reduce_ops) {
       CAPTURE(count);
       CAPTURE(accel::name(op));
@@ -219,4 +221,11 @@ TEST_CASE("barrier orders the ranks: what a rank wrote before it is seen after i
   for (int r = 0; r < c.size(); ++r) CHECK(read_file(dir + "/rank" + std::to_string(r)) == std::to_string(r * 7));
   c.barrier(s);
   s.synchronize();
+}
+
+TEST_CASE("Open MPI: accel may select libnbc's ring for 2 or 3 ranks (mpi_tuning.hpp); elsewhere it does not") {
+  const std::string version = B{}.communication_backend_version();
+  const bool open_mpi = version.rfind("Open MPI", 0) == 0;
+  CHECK(accel::comm::detail::iallreduce_tuning().usable() == open_mpi);
+  CHECK(accel::comm::detail::IallreduceTuning::min_bytes == 16 * 1024);
 }

@@ -19,6 +19,7 @@
 #include <accel/comm/comm_error.hpp>
 #include <accel/comm/detail/config.hpp>
 #include <accel/comm/detail/mpi_error.hpp>
+#include <accel/comm/detail/mpi_tuning.hpp>
 #include <accel/comm/detail/mpi_types.hpp>
 #include <accel/comm/detail/op.hpp>
 #include <accel/comm/detail/op_log.hpp>
@@ -281,8 +282,10 @@ inline void start(Pending& p) {
   switch (op.kind) {
     case OpKind::all_reduce:
       call = "MPI_Iallreduce";
-      rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : op.send, op.recv, n, type, mpi_op(op.reduce, op.dtype), s.comm,
-                          &p.request);
+      rc = iallreduce_tuning().start(s.size, op.count, op.count * esize, [&] {
+        return MPI_Iallreduce(in_place ? MPI_IN_PLACE : op.send, op.recv, n, type, mpi_op(op.reduce, op.dtype), s.comm,
+                              &p.request);
+      });
       break;
     case OpKind::broadcast:
       call = "MPI_Ibcast";

@@ -1,0 +1,85 @@
+// accel/comm/detail/mpi_tuning.hpp — which of Open MPI's own MPI_Iallreduce algorithms accel asks for.
+//
+// accel's operations are non-blocking MPI calls (they must time out), which Open MPI 4 serves with its
+// libnbc component. For fewer than 4 ranks libnbc always builds a binomial tree (reduce to rank 0, then
+// broadcast: the data crosses twice, one direction at a time), which measured 2-8x slower than the
+// blocking MPI_Allreduce from 4 KiB to 4 MiB on 2 ranks here, while libnbc's ring (both directions at
+// once; for 2 or 3 ranks no more steps than the tree) was as fast as or faster than the blocking call at
+// every size from 4 KiB up (benchmarks/RESULTS.md, "Collectives"). So for communicators of 2 or 3 ranks
+// accel selects the ring for its own MPI_Iallreduce calls, through MPI's tool interface (the control
+// variable coll_libnbc_iallreduce_algorithm, set just before the call and restored after, under a lock).
+// Still MPI's algorithm and MPI on the wire; nothing changes where:
+//   - the MPI library is not Open MPI (no such variable), or the variable cannot be written;
+//   - the program chose an algorithm itself (OMPI_MCA_coll_libnbc_iallreduce_algorithm, or the variable
+//     is not at its default when accel first looks);
+//   - ACCEL_COMM_MPI_TUNING=0;
+//   - 4 or more ranks (libnbc's own choice, Rabenseifner's algorithm for large messages, is good there).
+// Compiled only where accel has MPI.
+#pragma once
+
+#if defined(ACCEL_HAS_MPI)
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+namespace accel::comm::detail {
+
+class IallreduceTuning {
+ public:
+  /// Calls `start()` (an MPI_Iallreduce) with libnbc's ring selected when that helps (see above).
+  /// From 16 KiB: below it the two algorithms measured alike, and the switch itself costs ~0.4 us.
+  static constexpr std::size_t min_bytes = 16 * 1024;
+
+  template <class Start>
+  int start(int ranks, std::size_t count, std::size_t bytes, Start&& start_call) {
+    if (ranks < 2 || ranks > 3 || bytes < min_bytes || count < static_cast<std::size_t>(ranks) || !usable()) {
+      return start_call();
+    }
+    const std::lock_guard<std::mutex> lock(mutex_);
+    int ring = 1;
+    if (MPI_T_cvar_write(handle_, &ring) != MPI_SUCCESS) return start_call();
+    const int rc = start_call();
+    MPI_T_cvar_write(handle_, &previous_);
+    return rc;
+  }
+
+  /// True when accel may select the algorithm (first call looks it up; thread-safe).
+  [[nodiscard]] bool usable() {
+    std::call_once(once_, [this] { usable_ = look_up(); });
+    return usable_;
+  }
+
+ private:
+  bool look_up() noexcept {
+    if (const char* v = std::getenv("ACCEL_COMM_MPI_TUNING"); v != nullptr && std::string_view(v) == "0") return false;
+    if (std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != nullptr) return false;  // the program's choice
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return false;
+    int index = -1;
+    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS || index < 0) return false;
+    int count = 0;
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle_, &count) != MPI_SUCCESS || count != 1) return false;
+    if (MPI_T_cvar_read(handle_, &previous_) != MPI_SUCCESS || previous_ != 0) return false;  // not the default
+    return true;
+  }
+
+  std::once_flag once_;
+  bool usable_ = false;
+  std::mutex mutex_;
+  MPI_T_cvar_handle handle_ = MPI_T_CVAR_HANDLE_NULL;
+  int previous_ = 0;
+};
+
+/// The process's instance: created on first use, never destroyed (MPI_T's handle lives until exit).
+inline IallreduceTuning& iallreduce_tuning() {
+  static IallreduceTuning* const instance = new IallreduceTuning();
+  return *instance;
+}
+
+}  // namespace accel::comm::detail
+
+#endif  // ACCEL_HAS_MPI
