@@ -273,6 +273,8 @@ class Report {
   }
 
   void set_device(std::string d) { device_ = std::move(d); }
+  /// What ran the program, before its own command line (a launcher: "mpirun -np 2 --bind-to none").
+  void prefix_command(const std::string& launcher) { command_ = launcher + " " + command_; }
   void set_rounds(int r) { rounds_ = r; }
   void note(const std::string& key, const std::string& value) { notes_.emplace_back(key, value); }
 

@@ -35,8 +35,10 @@ FAMILIES = {
     "dispatch": dict(title="dependent chain of mixed calls (current_device, alloc, enqueue, record, query, free)",
                      ylabel="ns per chain step (thread CPU time)", metric="ns per chain step"),
     "jit_cold": dict(title="cold JIT build + load of CPU Adam, one process", ylabel="seconds", logy=True),
-    # Later families: "collectives": dict(xlabel="bytes", ylabel="busbw GB/s", logx=True, xfmt="bytes"),
-    #                 "engine": dict(xlabel="seconds", ylabel="loss", bars=False),
+    "collectives": dict(title="collectives, float32, busbw (nccl-tests' definition)", xlabel="S (bytes)",
+                        ylabel="busbw GB/s (median, min-max)", logx=True, logy=True, xfmt="bytes", bars=False,
+                        metric="busbw GB/s", series_order=["MPI", "MPI_I*", "accel", "accel queued"]),
+    # Later families: "engine": dict(xlabel="seconds", ylabel="loss", bars=False),
 }
 
 

@@ -2,9 +2,10 @@
 //
 //   mpirun -np 2 --bind-to none build/default/benchmarks/comm/bench_comm --rounds=7 --json=benchmarks/results/collectives.json
 //
-// For all_reduce, all_gather and reduce_scatter of floats (out of place), sizes S = 8 B ... 256 MiB (x4;
-// S is nccl-tests' size: the per-rank buffer for all_reduce, the whole n x count buffer for all_gather
-// and reduce_scatter), each round times every candidate once, in an order rotated from round to round:
+// For all_reduce, all_gather and reduce_scatter of floats (out of place), sizes S = 8 B, 32 B, ... 128 MiB (x4)
+// and 256 MiB (--max-bytes=B stops lower; each rank holds two buffers of the largest size). S is
+// nccl-tests' size: the per-rank buffer for all_reduce, the whole n x count buffer for all_gather and
+// reduce_scatter. Each round times every candidate once, in an order rotated from round to round:
 //   MPI          the blocking MPI call (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block) — the baseline
 //   MPI_I*       the non-blocking call polled with MPI_Test, raw: the engine accel uses, without accel
 //   accel        comm.all_reduce(stream, in, out) etc. on an idle worker stream: it runs on the calling thread
@@ -13,13 +14,15 @@
 // A sample is a barrier, then `iters` back-to-back calls (iters fixed per size, the same on every rank),
 // timed on each rank and averaged over the ranks (nccl-tests' default). Figures: time per call (median,
 // min-max over the rounds), algbw = S / t and busbw = algbw x 2(n-1)/n (all_reduce) or (n-1)/n, and the
-// ratio raw time / accel time round by round (> 1: accel faster). The first call of each candidate is
-// checked against the expected sum (nccl-tests' #wrong).
+// ratio raw time / accel time (> 1: accel faster) and the time accel adds to the raw call, both round by
+// round. The first call of each candidate is checked against the expected sum (nccl-tests' #wrong).
 #include <accel/comm.hpp>
 
 #include "../bench_support.hpp"
 
 #include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -53,6 +56,15 @@ double rank_average(double x, MPI_Comm comm) {
 int iterations(double bytes) {
   const double estimate = 2e-6 + bytes / 1e9;
   return static_cast<int>(std::clamp(0.02 / estimate, 3.0, 4000.0));
+}
+
+/// Whether this rank may run on every online CPU (mpirun --bind-to none) rather than being pinned (Open
+/// MPI binds each of <= 2 ranks to one core by default, which halves what a 2-core machine can do).
+bool unbound() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return true;
+  return CPU_COUNT(&set) >= sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 std::string size_name(double bytes) {
@@ -104,6 +116,13 @@ int main(int argc, char** argv) {
   const int n = comm.size(), rank = comm.rank();
   const int rounds_here = smoke ? 1 : rounds;
   report.set_rounds(rounds_here);
+  // The command as run: the launcher is outside argv, so it is rebuilt from what the ranks see.
+  int bound_here = unbound() ? 0 : 1, bound_any = 0;
+  MPI_Allreduce(&bound_here, &bound_any, 1, MPI_INT, MPI_MAX, raw);
+  report.prefix_command("mpirun -np " + std::to_string(n) + (bound_any != 0 ? "" : " --bind-to none"));
+  if (bound_any != 0 && rank == 0) {
+    std::fprintf(stderr, "bench_comm: ranks are bound to fewer CPUs than the machine has; run with --bind-to none\n");
+  }
   report.note("ranks", std::to_string(n));
   report.note("engine", B{}.communication_backend_version());
   report.note("timing", "per call, averaged over the ranks; a sample = barrier + iters back-to-back calls");
@@ -126,7 +145,10 @@ int main(int argc, char** argv) {
     }
     const bool all_reduce = op == "all_reduce";
     const double factor = all_reduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
-    for (double bytes = 8; bytes <= max_bytes; bytes *= 4) {
+    std::vector<double> sizes;
+    for (double b = 8; b <= max_bytes; b *= 4) sizes.push_back(b);
+    if (sizes.back() < max_bytes) sizes.push_back(max_bytes);  // 256 MiB is not 8 x 4^k
+    for (const double bytes : sizes) {
       // S: the per-rank buffer (all_reduce), the whole buffer (all_gather, reduce_scatter); floats per rank.
       const auto total = static_cast<std::size_t>(bytes / 4);
       if (!all_reduce && total < static_cast<std::size_t>(n)) continue;
@@ -212,6 +234,14 @@ int main(int argc, char** argv) {
       const Summary ratio = accel_bench::ratio_per_round(cands[0].seconds, cands[2].seconds);
       const Summary ratio_queued = accel_bench::ratio_per_round(cands[0].seconds, cands[3].seconds);
       const Summary ratio_nb = accel_bench::ratio_per_round(cands[1].seconds, cands[2].seconds);
+      // The latency accel adds to the raw call, round by round (the target: within 2 us idle).
+      const auto added_us = [&](const Candidate& c) {
+        std::vector<double> d;
+        for (std::size_t r = 0; r < c.seconds.size(); ++r) d.push_back((c.seconds[r] - cands[0].seconds[r]) * 1e6);
+        return accel_bench::summarize(d);
+      };
+      report.point("accel", op, bytes, "us added to MPI", added_us(cands[2]));
+      report.point("accel queued", op, bytes, "us added to MPI", added_us(cands[3]));
       report.ratio("accel", "MPI", op, bytes, ratio);
       report.ratio("accel queued", "MPI", op, bytes, ratio_queued);
       report.ratio("accel", "MPI_I*", op, bytes, ratio_nb);
