@@ -28,6 +28,9 @@ int late_rank() {
   for (int i = 0; i < 3; ++i) c.all_reduce(s, buf);  // operations #1..#3 complete everywhere
   s.synchronize();
   const int late = c.size() - 1;
+  // The ranks on time meet again after the failure (their own communicator, made while all were there):
+  // the first to return would otherwise end the job with MPI_Abort before the others printed.
+  auto on_time = c.split(c.rank() == late ? 1 : 0, c.rank());
   if (c.rank() == late) std::this_thread::sleep_for(std::chrono::seconds(6));
   try {
     c.all_reduce(s, buf);  // #4: the late rank arrives after the others timed out
@@ -42,6 +45,10 @@ int late_rank() {
     std::fflush(stdout);
   } catch (const accel::TaskError& e) {
     std::printf("rank %d: caught TaskError: %s\n", c.rank(), e.what());
+  }
+  if (c.rank() != late) {
+    on_time.barrier(s);
+    s.synchronize();
   }
   return 0;
 }
