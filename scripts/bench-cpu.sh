@@ -4,9 +4,11 @@
 # plots (scripts/plots.sh: benchmarks/plots/ for benchmarks/results, else RESULTS_DIR/plots). Prints the load average before each family: take final figures on a quiet
 # machine (load < 0.5) and quote the load with them.
 #   scripts/bench-cpu.sh [BUILD_DIR] [RESULTS_DIR] [family...]
-# families: alloc dispatch cpu_adam_kernels cpu_adam jit_cold rng_fill graph compile_cost (default: all)
+# families: alloc dispatch cpu_adam_kernels cpu_adam jit_cold rng_fill graph compile_cost collectives
+# (default: all)
 # Needs the benchmarks built (cmake --build BUILD_DIR --target bench_alloc bench_dispatch
-# dispatch_instructions bench_adam_cpu accel_capi bench_rng_fill_native bench_graph); cpu_adam and
+# dispatch_instructions bench_adam_cpu accel_capi bench_rng_fill_native bench_graph bench_comm); collectives
+# runs 2 ranks under Open MPI's mpirun (libopenmpi-dev, openmpi-bin; --allow-run-as-root as root); cpu_adam and
 # jit_cold need torch and deepspeed (pip), alloc's jemalloc/mimalloc rows libjemalloc-dev and
 # libmimalloc-dev (Debian). cpu_adam also runs the CPU Adam kernel of commit $BEFORE (default 90ffd2f, the
 # kernel before issue 24) as a candidate "accel@<commit>", compiled here with the op builder's flags.
@@ -16,7 +18,7 @@ build=${1:-build/default}
 out=${2:-benchmarks/results}
 shift 2 2>/dev/null || shift $#
 families=("$@")
-((${#families[@]})) || families=(alloc dispatch cpu_adam_kernels cpu_adam jit_cold rng_fill graph compile_cost)
+((${#families[@]})) || families=(alloc dispatch cpu_adam_kernels cpu_adam jit_cold rng_fill graph compile_cost collectives)
 mkdir -p "$out/logs"
 before=${BEFORE:-90ffd2f}
 before_args=()
@@ -44,6 +46,9 @@ for f in "${families[@]}"; do
     rng_fill) cmd=("$b/random/bench_rng_fill_native" --rounds=7 "--json=$out/rng_fill_native.json") ;;
     graph) cmd=("$b/cpu/bench_graph" --rounds=7 "--json=$out/graph.json") ;;
     compile_cost) cmd=(bash benchmarks/compile/compile_cost.sh 5 "$out/compile_cost.json") ;;
+    collectives)
+      root=(); [[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
+      cmd=(mpirun -np 2 --bind-to none "${root[@]}" "$b/comm/bench_comm" --rounds=7 "--json=$out/collectives.json") ;;
     *) echo "unknown family $f"; status=2; continue ;;
   esac
   echo "\$ ${cmd[*]}" > "$log"
