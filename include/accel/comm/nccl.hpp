@@ -473,10 +473,10 @@ class NcclCommunicator : public CommunicatorOps<NcclCommunicator, CudaBackend> {
     std::uint64_t* d = nullptr;
     cudaStream_t stream = nullptr;
     ACCEL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d), all.size() * sizeof(std::uint64_t)));
-    struct cleanup {
+    struct Cleanup {
       std::uint64_t* d;
       cudaStream_t& stream;
-      ~cleanup() {
+      ~Cleanup() {
         if (stream != nullptr) (void)cudaStreamDestroy(stream);
         (void)cudaFree(d);
       }

@@ -113,9 +113,9 @@ class StreamRef {
       s.submit(detail::StreamTask(std::forward<F>(fn)));
       return false;
     }
-    struct end_claim {
+    struct EndClaim {
       detail::StreamState& s;
-      ~end_claim() { s.end_inline(); }
+      ~EndClaim() { s.end_inline(); }
     } const claim{s};
     fn();
     return true;
