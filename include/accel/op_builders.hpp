@@ -1,7 +1,7 @@
 // accel/op_builders.hpp — the op builders of every enabled backend (DeepSpeed's op_builder): opt-in.
 //
 // Every backend declares the OpApi members (op_builder_dir, create_op_builder, get_op_builder<Op>,
-// build_extension, op_names, op_table) and accel/accel.hpp gives them all, but what they run — the op
+// build_extension, op_names, op_table, launch_kernel) and accel/accel.hpp gives them all, but what they run — the op
 // registries, the host-compiler and NVRTC toolchains, the on-disk JIT cache, SHA-256 keys, process
 // spawning, the typed ops (FusedAdamOp, TensorOpsOp) — is defined here, so that a translation unit
 // that builds no op does not compile it. Include this header where ops are built or reported:
@@ -19,6 +19,7 @@
 #include <accel/ops/fused_adam.hpp>
 #include <accel/ops/host_compiler.hpp>
 #include <accel/ops/jit_cache.hpp>
+#include <accel/ops/launch.hpp>
 #include <accel/ops/op_builder.hpp>
 #include <accel/ops/registry.hpp>
 #include <accel/ops/tensor_ops.hpp>

@@ -16,11 +16,19 @@
 //                                                 NVRTC options, architecture, cache key and entry)
 //   b.op_names() -> std::vector<std::string>      the backend's ops, in table order
 //   b.op_table() -> std::vector<ops::OpStatus>    ds_report's table: compatible (with reasons), cached
+//   b.create_op_builder(spec) -> ops::OpBuilder   a builder for a user's own op (an ops::OpSpec), with the
+//                                                 backend's toolchain for spec.kind; a kind the backend
+//                                                 does not build throws InvalidArgumentError
+//   b.launch_kernel(s, kernel, shape, args, bytes)   runs one entry point of a loaded op (ops::Kernel)
+//                                                 on stream s with `bytes` bytes of arguments (copied at
+//                                                 the call); b.launch_kernel(s, kernel, shape, args_struct)
+//                                                 the same for a trivially copyable struct (ops/launch.hpp)
 // A builder's is_compatible(), build_command(), load() and is_cached() are described in
 // ops/op_builder.hpp; every backend offers fused_adam, cpu_adam and tensor_ops.
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -33,11 +41,24 @@ namespace accel::ops {
 class OpBuilder;     // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
+struct OpSpec;
+struct LaunchShape;
+class Kernel;
 struct FusedAdam;
 struct TensorOps;
 }  // namespace accel::ops
 
 namespace accel {
+
+namespace detail {
+// launch_kernel takes the backend's StreamRef: checked where B has stream types (a backend; the
+// backends' Ops parts are also checked on their own, before they are combined with their streams).
+template <class B>
+concept LaunchesOnItsStreams =
+    !requires { typename B::StreamRef; } ||
+    requires(const B b, typename B::StreamRef s, const ops::Kernel& kernel, const ops::LaunchShape& shape,
+             const void* args, std::size_t bytes) { b.launch_kernel(s, kernel, shape, args, bytes); };
+}  // namespace detail
 
 template <class B>
 concept OpApi = requires(const B b, std::string_view name) {
@@ -49,6 +70,8 @@ concept OpApi = requires(const B b, std::string_view name) {
   requires std::same_as<decltype(b.build_extension(name)), ops::BuildCommand>;
   { b.op_names() } -> std::same_as<std::vector<std::string>>;
   requires std::same_as<decltype(b.op_table()), std::vector<ops::OpStatus>>;
-};
+} && requires(const B b, const ops::OpSpec& spec) {
+  requires std::same_as<decltype(b.create_op_builder(spec)), ops::OpBuilder>;
+} && detail::LaunchesOnItsStreams<B>;
 
 }  // namespace accel

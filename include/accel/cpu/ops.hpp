@@ -25,11 +25,14 @@
 #include <accel/cpu/stream.hpp>
 #include <accel/ops/fused_adam.hpp>
 #include <accel/ops/host_compiler.hpp>
+#include <accel/ops/launch.hpp>
 #include <accel/ops/op_builder.hpp>
 #include <accel/ops/registry.hpp>
 #include <accel/ops/tensor_ops.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -155,6 +158,45 @@ struct OpsImpl {
   [[nodiscard]] static ops::OpBuilder create_op_builder(std::string_view name) { return registry().create(name); }
   [[nodiscard]] static std::vector<std::string> op_names() { return registry().names(); }
   [[nodiscard]] static std::vector<ops::OpStatus> op_table() { return ops::op_table(registry()); }
+
+  /// A user's own op: host ops only.
+  [[nodiscard]] static ops::OpBuilder create_op_builder_for(const ops::OpSpec& spec) {
+    if (spec.kind != ops::OpKind::host) throw ops::detail::spec_kind_error("cpu", spec);
+    return ops::OpBuilder(spec, &ops::host_toolchain, "cpu");
+  }
+
+  /// entry(args, threads) as a stream task; a copy of the arguments travels with it.
+  static void launch_kernel(StreamRef s, const ops::Kernel& k, const ops::LaunchShape& shape, const void* args,
+                            std::size_t bytes) {
+    if (!k.valid() || k.kind() != ops::OpKind::host) throw ops::detail::launch_kind_error("cpu", k, ops::OpKind::host);
+    if (args == nullptr && bytes != 0) {
+      throw InvalidArgumentError("cpu: launch_kernel of " + k.describe() + ": args is null but bytes is " +
+                                 std::to_string(bytes));
+    }
+    std::unique_ptr<std::byte[]> copy;
+    if (bytes != 0) {
+      copy.reset(new std::byte[bytes]);
+      std::memcpy(copy.get(), args, bytes);
+    }
+    s.enqueue(HostLaunch{reinterpret_cast<ops::Kernel::HostFn*>(k.address()), shape.threads, std::move(copy), &k});
+  }
+
+ private:
+  // The task of one host launch: 32 bytes, stored in the stream task without another allocation.
+  struct HostLaunch {
+    ops::Kernel::HostFn* fn;
+    int threads;
+    std::unique_ptr<std::byte[]> args;
+    std::shared_ptr<const std::string> name;  // only read when the kernel refuses its arguments
+
+    HostLaunch(ops::Kernel::HostFn* f, int t, std::unique_ptr<std::byte[]> a, const ops::Kernel* k)
+        : fn(f), threads(t), args(std::move(a)), name(k->shared_description()) {}
+    void operator()() const {
+      if (const int rc = fn(args.get(), threads); rc != 0) {
+        throw InvalidArgumentError("cpu: " + *name + " refused its arguments (code " + std::to_string(rc) + ")");
+      }
+    }
+  };
 };
 
 }  // namespace detail

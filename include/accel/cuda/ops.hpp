@@ -34,6 +34,7 @@
 #include <accel/ops/abi.hpp>
 #include <accel/ops/fused_adam.hpp>
 #include <accel/ops/host_compiler.hpp>
+#include <accel/ops/launch.hpp>
 #include <accel/ops/op_builder.hpp>
 #include <accel/ops/registry.hpp>
 #include <accel/ops/tensor_ops.hpp>
@@ -48,6 +49,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 namespace accel::cuda {
 
@@ -270,6 +273,30 @@ struct OpsImpl {
   [[nodiscard]] static ops::OpBuilder create_op_builder(std::string_view name) { return registry().create(name); }
   [[nodiscard]] static std::vector<std::string> op_names() { return registry().names(); }
   [[nodiscard]] static std::vector<ops::OpStatus> op_table() { return ops::op_table(registry()); }
+
+  /// A user's own op: NVRTC for OpKind::cuda, the host compiler for OpKind::host.
+  [[nodiscard]] static ops::OpBuilder create_op_builder_for(const ops::OpSpec& spec) {
+    return ops::OpBuilder(spec, spec.kind == ops::OpKind::cuda ? &nvrtc_driver_toolchain : &ops::host_toolchain, "cuda");
+  }
+
+  /// cuLaunchKernel of a cuda kernel on s (the driver copies the arguments at the call).
+  static void launch_kernel(StreamRef s, const ops::Kernel& k, const ops::LaunchShape& shape, const void* args,
+                            std::size_t bytes) {
+    if (!k.valid() || k.kind() != ops::OpKind::cuda) throw ops::detail::launch_kind_error("cuda", k, ops::OpKind::cuda);
+    if (args == nullptr && bytes != 0) {
+      throw InvalidArgumentError("cuda: launch_kernel of " + k.describe() + ": args is null but bytes is " +
+                                 std::to_string(bytes));
+    }
+    if (s.device_index() != k.device()) {
+      throw InvalidArgumentError("cuda: " + k.describe() + " was loaded on cuda:" + std::to_string(k.device()) +
+                                 ", the stream is on cuda:" + std::to_string(s.device_index()));
+    }
+    void* params[] = {const_cast<void*>(args)};
+    check_cu(module_api().launch_kernel(static_cast<CUfunction>(k.address()), shape.grid[0], shape.grid[1], shape.grid[2],
+                                        shape.block[0], shape.block[1], shape.block[2], shape.shared_bytes,
+                                        reinterpret_cast<CUstream>(s.get()), bytes != 0 ? params : nullptr, nullptr),
+             "cuLaunchKernel(" + k.describe() + ")");
+  }
 };
 
 }  // namespace detail

@@ -14,6 +14,7 @@
 
 #include <accel/ops/detail/kernel_dir.hpp>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -23,6 +24,9 @@ namespace accel::ops {
 class OpBuilder;     // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
+struct OpSpec;
+struct LaunchShape;
+class Kernel;
 template <class Loaded>
 class TypedOpBuilder;  // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 class Registry;
@@ -33,6 +37,7 @@ struct TensorOps;
 
 namespace accel::cpu {
 
+class StreamRef;    // <accel/cpu/stream.hpp>
 class FusedAdamOp;  // <accel/cpu/ops.hpp>
 class TensorOpsOp;  // <accel/cpu/ops.hpp>
 
@@ -67,7 +72,7 @@ inline constexpr bool ops_defined = requires { sizeof(Impl); };
 
 #define ACCEL_CPU_OPS_OPT_IN_MESSAGE                                                                     \
   "accel: the op builders are opt-in: #include <accel/op_builders.hpp> (or <accel/cpu/ops.hpp>) before calling " \
-  "create_op_builder, get_op_builder, build_extension, op_names or op_table"
+  "create_op_builder, get_op_builder, build_extension, op_names, op_table or launch_kernel"
 
 /// accel::OpApi for the CPU backend; accel::CpuBackend inherits these. Ops: fused_adam
 /// (FusedAdamBuilder), cpu_adam (CPUAdamBuilder: the same kernel under DeepSpeed's CPU name) and
@@ -89,6 +94,32 @@ struct Ops {
   [[nodiscard]] static ops::detail::after_t<Impl, ops::OpBuilder> create_op_builder(std::string_view name) {
     static_assert(detail::ops_defined<Impl>, ACCEL_CPU_OPS_OPT_IN_MESSAGE);
     return Impl::create_op_builder(name);
+  }
+
+  /// A builder for a user's own op (ops/launch.hpp): spec.kind must be OpKind::host, built with the
+  /// host compiler; another kind throws InvalidArgumentError.
+  template <class Spec, class Impl = detail::OpsImpl>
+    requires std::is_same_v<std::remove_cvref_t<Spec>, ops::OpSpec>
+  [[nodiscard]] static ops::detail::after_t<Impl, ops::OpBuilder> create_op_builder(const Spec& spec) {
+    static_assert(detail::ops_defined<Impl>, ACCEL_CPU_OPS_OPT_IN_MESSAGE);
+    return Impl::create_op_builder_for(spec);
+  }
+
+  /// Runs a host kernel (ops/launch.hpp) in `s`'s order with a copy of `bytes` bytes at `args`:
+  /// entry(args, shape.threads) on the stream's worker (inline on the default stream).
+  template <class Impl = detail::OpsImpl>
+  static void launch_kernel(ops::detail::after_t<Impl, StreamRef> s, const ops::Kernel& kernel,
+                            const ops::LaunchShape& shape, const void* args, std::size_t bytes) {
+    static_assert(detail::ops_defined<Impl>, ACCEL_CPU_OPS_OPT_IN_MESSAGE);
+    Impl::launch_kernel(s, kernel, shape, args, bytes);
+  }
+  /// The same with a trivially copyable argument struct.
+  template <class Args, class Impl = detail::OpsImpl>
+    requires(std::is_trivially_copyable_v<Args> && !std::is_pointer_v<Args>)
+  static void launch_kernel(ops::detail::after_t<Impl, StreamRef> s, const ops::Kernel& kernel,
+                            const ops::LaunchShape& shape, const Args& args) {
+    static_assert(detail::ops_defined<Impl>, ACCEL_CPU_OPS_OPT_IN_MESSAGE);
+    Impl::launch_kernel(s, kernel, shape, &args, sizeof(Args));
   }
 
   /// The builder of op tag Op, whose load() returns the typed op (FusedAdamOp, TensorOpsOp).

@@ -15,6 +15,7 @@
 
 #include <accel/ops/detail/kernel_dir.hpp>
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -24,6 +25,9 @@ namespace accel::ops {
 class OpBuilder;      // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 struct BuildCommand;  // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 struct OpStatus;      // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
+struct OpSpec;
+struct LaunchShape;
+class Kernel;
 template <class Loaded>
 class TypedOpBuilder;  // incomplete here? the op builders are opt-in: #include <accel/op_builders.hpp>
 class Registry;
@@ -39,6 +43,7 @@ namespace accel::cuda {
 class FusedAdamOp;   // <accel/cuda/ops.hpp>
 class TensorOpsOp;   // <accel/cuda/ops.hpp>
 class RandomFillOp;  // cuda/detail/random_fill.hpp
+class StreamRef;     // <accel/cuda/stream.hpp>
 
 /// The typed op each tag loads as on the CUDA backend.
 template <class Op>
@@ -75,7 +80,7 @@ inline constexpr bool cuda_ops_defined = requires { sizeof(Impl); };
 
 #define ACCEL_CUDA_OPS_OPT_IN_MESSAGE                                                                              \
   "accel: the op builders are opt-in: #include <accel/op_builders.hpp> (or <accel/cuda/ops.hpp>) before calling " \
-  "create_op_builder, get_op_builder, build_extension, op_names or op_table"
+  "create_op_builder, get_op_builder, build_extension, op_names, op_table or launch_kernel"
 
 /// accel::OpApi for the CUDA backend; accel::CudaBackend inherits these. Ops: fused_adam, tensor_ops
 /// and random_fill (NVRTC), cpu_adam (the host compiler: ZeRO-Offload's CPU optimizer).
@@ -96,6 +101,33 @@ struct Ops {
   [[nodiscard]] static ops::detail::after_t<Impl, ops::OpBuilder> create_op_builder(std::string_view name) {
     static_assert(detail::cuda_ops_defined<Impl>, ACCEL_CUDA_OPS_OPT_IN_MESSAGE);
     return Impl::create_op_builder(name);
+  }
+
+  /// A builder for a user's own op (ops/launch.hpp): NVRTC for OpKind::cuda, the host compiler for
+  /// OpKind::host (a host op runs on the host: call its functions; launch_kernel runs cuda kernels).
+  template <class Spec, class Impl = detail::OpsImpl>
+    requires std::is_same_v<std::remove_cvref_t<Spec>, ops::OpSpec>
+  [[nodiscard]] static ops::detail::after_t<Impl, ops::OpBuilder> create_op_builder(const Spec& spec) {
+    static_assert(detail::cuda_ops_defined<Impl>, ACCEL_CUDA_OPS_OPT_IN_MESSAGE);
+    return Impl::create_op_builder_for(spec);
+  }
+
+  /// Launches a cuda kernel (ops/launch.hpp) on `s` with the argument struct at `args` (`bytes`
+  /// bytes; the driver copies it now): cuLaunchKernel(grid, block, shape.shared_bytes). No host
+  /// synchronisation; captured by a graph capture on `s`.
+  template <class Impl = detail::OpsImpl>
+  static void launch_kernel(ops::detail::after_t<Impl, StreamRef> s, const ops::Kernel& kernel,
+                            const ops::LaunchShape& shape, const void* args, std::size_t bytes) {
+    static_assert(detail::cuda_ops_defined<Impl>, ACCEL_CUDA_OPS_OPT_IN_MESSAGE);
+    Impl::launch_kernel(s, kernel, shape, args, bytes);
+  }
+  /// The same with a trivially copyable argument struct.
+  template <class Args, class Impl = detail::OpsImpl>
+    requires(std::is_trivially_copyable_v<Args> && !std::is_pointer_v<Args>)
+  static void launch_kernel(ops::detail::after_t<Impl, StreamRef> s, const ops::Kernel& kernel,
+                            const ops::LaunchShape& shape, const Args& args) {
+    static_assert(detail::cuda_ops_defined<Impl>, ACCEL_CUDA_OPS_OPT_IN_MESSAGE);
+    Impl::launch_kernel(s, kernel, shape, &args, sizeof(Args));
   }
 
   /// The builder of op tag Op, whose load() returns the typed op (FusedAdamOp, TensorOpsOp, RandomFillOp,

@@ -5,11 +5,15 @@
 // op_type<T> is T, named dependently so that it need be complete only where a call instantiates it.
 #pragma once
 
+#include <accel/dispatch/any_stream.hpp>
 #include <accel/dispatch/detail/forward.hpp>
 #include <accel/ops/detail/kernel_dir.hpp>
 
+#include <concepts>
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace accel {
@@ -18,6 +22,9 @@ namespace ops {
 class OpBuilder;
 struct BuildCommand;
 struct OpStatus;
+struct OpSpec;
+struct LaunchShape;
+class Kernel;
 }  // namespace ops
 
 template <class... Bs>
@@ -45,6 +52,25 @@ struct AnyOpApi {
   }
   [[nodiscard]] op_type<std::vector<ops::OpStatus>> op_table() const {
     return detail::on_active(*this, [](auto b) { return b.op_table(); });
+  }
+  /// A user's own op, built by the active backend's toolchain for spec.kind.
+  template <class Spec>
+    requires std::same_as<std::remove_cvref_t<Spec>, ops::OpSpec>
+  [[nodiscard]] op_type<ops::OpBuilder> create_op_builder(const Spec& spec) const {
+    return detail::on_active(*this, [&](auto b) -> op_type<ops::OpBuilder> { return b.create_op_builder(spec); });
+  }
+  // Launches go to the stream's backend, like memory and fills.
+  template <class Kernel = ops::Kernel>
+  void launch_kernel(AnyStreamRef<Bs...> s, const Kernel& kernel, const op_type<ops::LaunchShape>& shape,
+                     const void* args, std::size_t bytes) const {
+    detail::on_stream_backend(*this, s, [&](auto b, auto ref) { b.launch_kernel(ref, kernel, shape, args, bytes); });
+  }
+  template <class Args, class Kernel = ops::Kernel>
+    requires(std::is_trivially_copyable_v<Args> && !std::is_pointer_v<Args>)
+  void launch_kernel(AnyStreamRef<Bs...> s, const Kernel& kernel, const op_type<ops::LaunchShape>& shape,
+                     const Args& args) const {
+    detail::on_stream_backend(*this, s,
+                              [&](auto b, auto ref) { b.launch_kernel(ref, kernel, shape, &args, sizeof(Args)); });
   }
 };
 
