@@ -1,9 +1,9 @@
 # accel_build_ops_aot(<target> [CUDA_ARCHS <sm>...]): ahead-of-time builds of accel's ops.
 #
 # Builds, into $<TARGET_FILE_DIR>-independent directory ${CMAKE_BINARY_DIR}/accel_ops:
-#   fused_adam.so, cpu_adam.so, tensor_ops.so    from kernels/cpu (host compiler, -O3 -march=native
+#   fused_adam.so, cpu_adam.so, tensor_ops.so, nn_ops.so   from kernels/cpu (host compiler, -O3 -march=native
 #                                               -fopenmp: the JIT's flags; so the build machine's CPU)
-#   fused_adam.sm_XY.cubin, tensor_ops.sm_XY.cubin, random_fill.sm_XY.cubin
+#   fused_adam.sm_XY.cubin, tensor_ops.sm_XY.cubin, random_fill.sm_XY.cubin, nn_ops.sm_XY.cubin
 #                                               from kernels/cuda with nvcc, for each CUDA_ARCHS
 #                                               (random_fill also includes accel's include/)
 # and points <target> (an INTERFACE library such as accel) at them with ACCEL_OPS_AOT_DIR, so the op
@@ -22,7 +22,7 @@ function(accel_build_ops_aot target)
   set(_out ${CMAKE_BINARY_DIR}/accel_ops)
   find_package(OpenMP REQUIRED COMPONENTS CXX)
   set(_outputs)
-  foreach(_pair fused_adam:fused_adam cpu_adam:fused_adam tensor_ops:tensor_ops)
+  foreach(_pair fused_adam:fused_adam cpu_adam:fused_adam tensor_ops:tensor_ops nn_ops:nn_ops)
     string(REPLACE ":" ";" _pair ${_pair})
     list(GET _pair 0 _name)
     list(GET _pair 1 _src)
@@ -40,8 +40,9 @@ function(accel_build_ops_aot target)
     set(_random ${_kernels}/../include/accel/random)
     set(_deps_fused_adam ${_kernels}/cuda/cuda_common.cuh ${_kernels}/common/accel_ops_abi.h)
     set(_deps_tensor_ops ${_deps_fused_adam})
+    set(_deps_nn_ops ${_deps_fused_adam} ${_kernels}/common/accel_nn_abi.h)
     set(_deps_random_fill ${_random}/detail/block_fill.hpp ${_random}/distributions.hpp ${_random}/philox.hpp)
-    foreach(_op fused_adam tensor_ops random_fill)
+    foreach(_op fused_adam tensor_ops random_fill nn_ops)
       foreach(_sm IN LISTS ARG_CUDA_ARCHS)
         set(_cubin ${_out}/${_op}.sm_${_sm}.cubin)
         add_custom_command(OUTPUT ${_cubin}

@@ -20,6 +20,7 @@
 #include <accel/ops/host_compiler.hpp>
 #include <accel/ops/jit_cache.hpp>
 #include <accel/ops/launch.hpp>
+#include <accel/ops/nn_ops.hpp>
 #include <accel/ops/op_builder.hpp>
 #include <accel/ops/registry.hpp>
 #include <accel/ops/tensor_ops.hpp>

@@ -45,7 +45,7 @@ TEST_CASE("NVRTC compiles every CUDA kernel to a cubin for sm_80 and sm_90, once
   if (!have_nvrtc()) return;
   MESSAGE(accel::ops::nvrtc().identity() << " from " << accel::ops::nvrtc().library);
   for (const auto& spec : {accel::ops::specs::cuda_fused_adam(), accel::ops::specs::cuda_tensor_ops(),
-                           accel::ops::specs::cuda_random_fill()}) {
+                           accel::ops::specs::cuda_random_fill(), accel::ops::specs::cuda_nn_ops()}) {
     for (const int sm : {80, 90}) {
       CAPTURE(spec.name);
       CAPTURE(sm);
@@ -186,7 +186,7 @@ static_assert(accel::OpApi<accel::cuda::Ops>);
 
 TEST_CASE("cuda op builders: the table, and what happens without a device") {
   using accel::cuda::Ops;
-  CHECK(Ops::op_names() == std::vector<std::string>{"fused_adam", "cpu_adam", "tensor_ops", "random_fill"});
+  CHECK(Ops::op_names() == std::vector<std::string>{"fused_adam", "cpu_adam", "tensor_ops", "random_fill", "nn_ops"});
   CHECK(Ops::create_op_builder("RandomFillBuilder").name() == "random_fill");
   CHECK(Ops::create_op_builder("fused_adam").kind() == accel::ops::OpKind::cuda);
   CHECK(Ops::create_op_builder("CPUAdamBuilder").kind() == accel::ops::OpKind::host);

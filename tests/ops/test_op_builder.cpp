@@ -4,7 +4,9 @@
 
 #include <accel/concepts/ops.hpp>
 #include <accel/cpu/ops.hpp>
+#include <accel/ops/nn_abi.hpp>
 
+#include "accel_nn_abi.h"
 #include "accel_ops_abi.h"
 
 #include <doctest/doctest.h>
@@ -62,11 +64,26 @@ static_assert(offsetof(accel_adam_hparams, inv_bc2_sqrt) == offsetof(accel::ops:
 static_assert(offsetof(accel_adam_tensor, numel) == offsetof(accel::ops::abi::AdamTensor, numel));
 static_assert(offsetof(accel_adam_launch, t) == offsetof(accel::ops::abi::AdamLaunch, t));
 static_assert(offsetof(accel_tensor_list, t) == offsetof(accel::ops::abi::TensorList, t));
+// nn_ops' argument structs (kernels/common/accel_nn_abi.h vs ops/nn_abi.hpp).
+static_assert(sizeof(accel_nn_embedding_forward_args) == sizeof(accel::ops::abi::NnEmbeddingForward));
+static_assert(sizeof(accel_nn_embedding_backward_args) == sizeof(accel::ops::abi::NnEmbeddingBackward));
+static_assert(sizeof(accel_nn_layernorm_forward_args) == sizeof(accel::ops::abi::NnLayerNormForward));
+static_assert(offsetof(accel_nn_layernorm_forward_args, eps) == offsetof(accel::ops::abi::NnLayerNormForward, eps));
+static_assert(sizeof(accel_nn_layernorm_backward_args) == sizeof(accel::ops::abi::NnLayerNormBackward));
+static_assert(offsetof(accel_nn_layernorm_backward_args, N) == offsetof(accel::ops::abi::NnLayerNormBackward, N));
+static_assert(sizeof(accel_nn_gelu_forward_args) == sizeof(accel::ops::abi::NnGeluForward));
+static_assert(sizeof(accel_nn_gelu_backward_args) == sizeof(accel::ops::abi::NnGeluBackward));
+static_assert(sizeof(accel_nn_cross_entropy_args) == sizeof(accel::ops::abi::NnCrossEntropy));
+static_assert(offsetof(accel_nn_cross_entropy_args, write_grad) == offsetof(accel::ops::abi::NnCrossEntropy, write_grad));
+static_assert(sizeof(accel_nn_dropout_args) == sizeof(accel::ops::abi::NnDropout));
+static_assert(offsetof(accel_nn_dropout_args, scale) == offsetof(accel::ops::abi::NnDropout, scale));
+static_assert(sizeof(accel_nn_clip_args) == sizeof(accel::ops::abi::NnClip));
+static_assert(ACCEL_NN_LN_CHUNK == accel::ops::abi::nn_ln_chunk);
 static_assert(ACCEL_OPS_ABI_VERSION == accel::ops::abi_version);
 static_assert(ACCEL_MT_MAX_TENSORS == accel::ops::abi::mt_max_tensors);
 
 TEST_CASE("cpu op table: names, class names, and unknown names listing the known ones") {
-  CHECK(Ops::op_names() == std::vector<std::string>{"fused_adam", "cpu_adam", "tensor_ops"});
+  CHECK(Ops::op_names() == std::vector<std::string>{"fused_adam", "cpu_adam", "tensor_ops", "nn_ops"});
   CHECK(Ops::create_op_builder("FusedAdamBuilder").name() == "fused_adam");
   CHECK(Ops::create_op_builder("CPUAdamBuilder").name() == "cpu_adam");
   CHECK(Ops::create_op_builder("tensor_ops").spec().class_name == "TensorOpsBuilder");
@@ -247,10 +264,12 @@ TEST_CASE("load: an ahead-of-time build is used when present and compatible") {
 TEST_CASE("op_table: ds_report's rows") {
   (void)ops_test::tensor_ops();
   const auto rows = Ops::op_table();
-  REQUIRE(rows.size() == 3);
+  REQUIRE(rows.size() == 4);
   for (const auto& r : rows) CHECK(r.compatible.ok);
   CHECK(rows[2].name == "tensor_ops");
   CHECK(rows[2].cached);  // loaded above
+  CHECK(rows[3].name == "nn_ops");
+  CHECK(rows[3].class_name == "NNOpsBuilder");
   const std::string text = accel::ops::format_op_table(rows);
   CHECK(text.find("fused_adam") != std::string::npos);
   CHECK(text.find("[OKAY]") != std::string::npos);

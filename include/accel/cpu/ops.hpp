@@ -144,7 +144,7 @@ class TensorOpsOp {
 
 namespace detail {
 
-/// The CPU backend's op registry: fused_adam, cpu_adam, tensor_ops — all host ops.
+/// The CPU backend's op registry: fused_adam, cpu_adam, tensor_ops, nn_ops — all host ops.
 struct OpsImpl {
   [[nodiscard]] static const ops::Registry& registry() {
     static const ops::Registry registry("cpu", {
@@ -152,6 +152,7 @@ struct OpsImpl {
                                                    {ops::specs::host_fused_adam("cpu_adam", "CPUAdamBuilder"),
                                                     &ops::host_toolchain},
                                                    {ops::specs::host_tensor_ops(), &ops::host_toolchain},
+                                                   {ops::specs::host_nn_ops(), &ops::host_toolchain},
                                                });
     return registry;
   }

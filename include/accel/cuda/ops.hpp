@@ -258,7 +258,7 @@ class TensorOpsOp {
 
 namespace detail {
 
-/// The CUDA backend's op registry: fused_adam, tensor_ops and random_fill (NVRTC), cpu_adam (host compiler).
+/// The CUDA backend's op registry: fused_adam, tensor_ops, random_fill and nn_ops (NVRTC), cpu_adam (host compiler).
 struct OpsImpl {
   [[nodiscard]] static const ops::Registry& registry() {
     static const ops::Registry registry("cuda", {
@@ -267,6 +267,7 @@ struct OpsImpl {
                                                      &ops::host_toolchain},
                                                     {ops::specs::cuda_tensor_ops(), &nvrtc_driver_toolchain},
                                                     {ops::specs::cuda_random_fill(), &nvrtc_driver_toolchain},
+                                                    {ops::specs::cuda_nn_ops(), &nvrtc_driver_toolchain},
                                                 });
     return registry;
   }

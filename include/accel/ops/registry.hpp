@@ -10,6 +10,9 @@
 //   cpu_adam     host / host                the CPU kernel under DeepSpeed's CPUAdam name; on the CUDA
 //                                           backend this is the host optimizer for ZeRO-Offload
 //   tensor_ops   host / cuda (NVRTC)        fill, cast, scale, multi-tensor L2 norm and isfinite
+//   nn_ops       host / cuda (NVRTC)        embedding, LayerNorm (+ residual), GELU, cross-entropy,
+//                                           dropout, clipping: forward and backward, launched through
+//                                           ops/launch.hpp (ops/nn_ops.hpp: NnKernels<B>)
 //   random_fill  - / cuda (NVRTC)           Philox4x32-10 fills (bits, uniform, normal) behind the
 //                                           CUDA backend's RngApi; the CPU backend's fills are the
 //                                           header-only random/fill.hpp, no op
@@ -69,6 +72,41 @@ inline OpSpec host_tensor_ops() {
   s.include_dirs = {"cpu", "common"};
   s.flags = {"-mprefer-vector-width=512"};
   s.entry_points = {"accel_fill", "accel_cast", "accel_scale", "accel_l2norm", "accel_isfinite"};
+  return s;
+}
+
+inline OpSpec host_nn_ops() {
+  OpSpec s;
+  s.name = "nn_ops";
+  s.class_name = "NNOpsBuilder";
+  s.description = "embedding, LayerNorm, GELU, softmax cross-entropy, dropout, clipping on the CPU (float32)";
+  s.kind = OpKind::host;
+  s.sources = {"cpu/nn_ops.cpp"};
+  s.headers = {"cpu/cpu_common.h", "common/accel_ops_abi.h", "common/accel_nn_abi.h"};
+  s.include_dirs = {"cpu", "common"};
+  s.flags = {"-mprefer-vector-width=512"};
+  for (const char* k : {"embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward",
+                        "gelu_forward", "gelu_backward", "cross_entropy", "dropout", "clip"}) {
+    s.entry_points.push_back(std::string("accel_nn_") + k + "_f32");
+  }
+  return s;
+}
+
+inline OpSpec cuda_nn_ops() {
+  OpSpec s;
+  s.name = "nn_ops";
+  s.class_name = "NNOpsBuilder";
+  s.description = "embedding, LayerNorm, GELU, softmax cross-entropy, dropout, clipping on CUDA (float32, bfloat16)";
+  s.kind = OpKind::cuda;
+  s.sources = {"cuda/nn_ops.cu"};
+  s.headers = {"cuda/cuda_common.cuh", "common/accel_ops_abi.h", "common/accel_nn_abi.h"};
+  s.include_dirs = {"cuda", "common"};
+  s.min_compute_capability = 70;
+  for (const char* k : {"embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward",
+                        "layernorm_backward_reduce", "gelu_forward", "gelu_backward", "cross_entropy", "dropout",
+                        "clip"}) {
+    for (const char* d : {"_f32", "_bf16"}) s.entry_points.push_back(std::string("accel_nn_") + k + d);
+  }
   return s;
 }
 

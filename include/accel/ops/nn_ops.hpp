@@ -1,0 +1,176 @@
+// accel/ops/nn_ops.hpp — accel::ops::NnKernels<B>: the nn_ops kernels (embedding, LayerNorm with a
+// fused residual add, GELU, softmax cross-entropy, dropout, clipping), forward and backward, on a
+// stream of any backend.
+//
+//   accel::ops::NnKernels<B> nn(b);                 loads b.create_op_builder("nn_ops") (JIT-cached)
+//   nn.layernorm_forward(s, out, mean, rstd, x, w, bias, N, C);
+//
+// Every call checks its arguments (InvalidArgumentError naming the kernel), then launches through
+// b.launch_kernel (ops/launch.hpp): the same code on CpuBackend, CudaBackend and AnyBackend; the host
+// kernels run in stream order with shape.threads = set_num_threads()'s value, the CUDA kernels with
+// the grid each call computes here. Pointers are device memory of s's device; tensors are row-major
+// [N x C]. Activations and weights are float32, or bfloat16 on CUDA (NnKernels(b, Dtype::bfloat16));
+// statistics (mean, rstd, losses, norms) are float32, token ids int32. What each kernel computes is
+// written in kernels/common/accel_nn_abi.h; the CPU and CUDA kernels agree within float32 rounding.
+// Results do not depend on the thread count or the grid: row sums have a fixed order.
+#pragma once
+
+#include <accel/core/dtype.hpp>
+#include <accel/core/error.hpp>
+#include <accel/ops/launch.hpp>
+#include <accel/ops/nn_abi.hpp>
+#include <accel/ops/op_builder.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace accel::ops {
+
+/// The op tag of nn_ops (B::create_op_builder(NnOps::name)).
+struct NnOps {
+  static constexpr std::string_view name = "nn_ops";
+};
+
+template <class B>
+class NnKernels {
+ public:
+  using StreamRef = typename B::StreamRef;
+
+  /// Loads nn_ops on `b` (compiling it on first use) for activations and weights of `dtype`.
+  explicit NnKernels(B b, Dtype dtype = Dtype::float32) : NnKernels(b, b.create_op_builder(NnOps::name).load(), dtype) {}
+  /// With an op already loaded (e.g. from a builder with its own cache or kernel directory).
+  NnKernels(B b, LoadedOp op, Dtype dtype) : b_(b), dtype_(dtype) {
+    if (dtype != Dtype::float32 && dtype != Dtype::bfloat16) {
+      throw InvalidArgumentError("nn_ops: activations must be float32 or bfloat16, got " + std::string(name(dtype)));
+    }
+    const std::string suffix = dtype == Dtype::float32 ? "_f32" : "_bf16";
+    if (op.find_symbol("accel_nn_gelu_forward" + suffix) == nullptr) {
+      throw InvalidArgumentError("nn_ops on " + std::string(b.name()) + " has no " + std::string(accel::name(dtype)) +
+                                 " kernels (the CPU kernels are float32)");
+    }
+    const auto k = [&](const char* entry) { return Kernel(op, entry + suffix); };
+    embedding_forward_ = k("accel_nn_embedding_forward");
+    embedding_backward_ = k("accel_nn_embedding_backward");
+    layernorm_forward_ = k("accel_nn_layernorm_forward");
+    layernorm_backward_ = k("accel_nn_layernorm_backward");
+    if (op.kind() == OpKind::cuda) layernorm_backward_reduce_ = k("accel_nn_layernorm_backward_reduce");
+    gelu_forward_ = k("accel_nn_gelu_forward");
+    gelu_backward_ = k("accel_nn_gelu_backward");
+    cross_entropy_ = k("accel_nn_cross_entropy");
+    dropout_ = k("accel_nn_dropout");
+    clip_ = k("accel_nn_clip");
+  }
+
+  [[nodiscard]] Dtype dtype() const noexcept { return dtype_; }
+  /// Host kernels: OpenMP threads per launch (0: all cores). Results do not depend on it.
+  void set_num_threads(int n) noexcept { threads_ = n < 0 ? 0 : n; }
+  [[nodiscard]] int num_threads() const noexcept { return threads_; }
+
+  /// out[n] = wte[tokens[n]] + wpe[n % T] for N rows of C; tokens in [0, V).
+  void embedding_forward(StreamRef s, void* out, const std::int32_t* tokens, const void* wte, const void* wpe,
+                         std::int64_t N, std::int64_t T, std::int64_t C, std::int64_t V) const {
+    check("embedding_forward", N >= 0 && T > 0 && C > 0 && V > 0 && (N == 0 || (out && tokens && wte && wpe)));
+    const abi::NnEmbeddingForward a{out, tokens, wte, wpe, N, T, C, V};
+    b_.launch_kernel(s, embedding_forward_, with_threads(LaunchShape::linear(N * C, 256)), a);
+  }
+  /// dwte[tokens[n]] += dout[n]; dwpe[n % T] += dout[n] (sums in row order).
+  void embedding_backward(StreamRef s, void* dwte, void* dwpe, const void* dout, const std::int32_t* tokens,
+                          std::int64_t N, std::int64_t T, std::int64_t C, std::int64_t V) const {
+    check("embedding_backward", N >= 0 && T > 0 && C > 0 && V > 0 && (N == 0 || (dwte && dwpe && dout && tokens)));
+    const abi::NnEmbeddingBackward a{dwte, dwpe, dout, tokens, N, T, C, V};
+    LaunchShape shape = with_threads(LaunchShape::blocks(static_cast<std::uint32_t>((C + 255) / 256), 256));
+    shape.grid[1] = static_cast<std::uint32_t>(V + T);  // CUDA: one block row per vocabulary row, then per position
+    b_.launch_kernel(s, embedding_backward_, shape, a);
+  }
+  /// x = inp (+ residual), residual_out = x (when given), out = LayerNorm(x) * weight + bias; mean and
+  /// rstd per row. With a residual, residual_out is required (the sum is the next block's input).
+  void layernorm_forward(StreamRef s, void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                         const void* bias, std::int64_t N, std::int64_t C, float eps = 1e-5f,
+                         const void* residual = nullptr, void* residual_out = nullptr) const {
+    check("layernorm_forward", N >= 0 && C > 0 && (N == 0 || (out && mean && rstd && inp && weight && bias)) &&
+                                   (residual == nullptr || residual_out != nullptr) && eps >= 0);
+    const abi::NnLayerNormForward a{out, mean, rstd, residual_out, inp, residual, weight, bias, N, C, eps, 0};
+    b_.launch_kernel(s, layernorm_forward_, with_threads(rows_shape(N)), a);
+  }
+  /// dinp += dx, dweight += sum dout * xhat, dbias += sum dout; scratch holds
+  /// layernorm_scratch_floats(N, C) floats (abi::nn_layernorm_scratch_floats).
+  void layernorm_backward(StreamRef s, void* dinp, void* dweight, void* dbias, float* scratch, const void* dout,
+                          const void* inp, const void* weight, const float* mean, const float* rstd, std::int64_t N,
+                          std::int64_t C) const {
+    check("layernorm_backward",
+          N >= 0 && C > 0 && (N == 0 || (dinp && dweight && dbias && scratch && dout && inp && weight && mean && rstd)));
+    const abi::NnLayerNormBackward a{dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C};
+    const std::int64_t chunks = (N + abi::nn_ln_chunk - 1) / abi::nn_ln_chunk;
+    b_.launch_kernel(s, layernorm_backward_,
+                     with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(chunks > 0 ? chunks : 1), 256)), a);
+    if (layernorm_backward_reduce_.valid()) {  // CUDA: the chunks' partial sums, in order, in a second kernel
+      b_.launch_kernel(s, layernorm_backward_reduce_, LaunchShape::linear(C, 256), a);
+    }
+  }
+  [[nodiscard]] static constexpr std::int64_t layernorm_scratch_floats(std::int64_t N, std::int64_t C) noexcept {
+    return abi::nn_layernorm_scratch_floats(N, C);
+  }
+  /// out = GELU(inp) (tanh approximation), n elements.
+  void gelu_forward(StreamRef s, void* out, const void* inp, std::int64_t n) const {
+    check("gelu_forward", n >= 0 && (n == 0 || (out && inp)));
+    b_.launch_kernel(s, gelu_forward_, with_threads(elementwise_shape(n)), abi::NnGeluForward{out, inp, n});
+  }
+  /// dinp = dout * GELU'(inp); dinp may be dout.
+  void gelu_backward(StreamRef s, void* dinp, const void* inp, const void* dout, std::int64_t n) const {
+    check("gelu_backward", n >= 0 && (n == 0 || (dinp && inp && dout)));
+    b_.launch_kernel(s, gelu_backward_, with_threads(elementwise_shape(n)), abi::NnGeluBackward{dinp, inp, dout, n});
+  }
+  /// losses[n] = cross-entropy of row n's first V logits (rows of Vp) against targets[n]; with
+  /// write_grad the logits become d(dloss * sum of losses)/d(logits) (0 in the padding columns).
+  void cross_entropy(StreamRef s, void* logits, float* losses, const std::int32_t* targets, std::int64_t N,
+                     std::int64_t V, std::int64_t Vp, float dloss, bool write_grad) const {
+    check("cross_entropy", N >= 0 && V > 0 && Vp >= V && (N == 0 || (logits && losses && targets)));
+    const abi::NnCrossEntropy a{logits, losses, targets, N, V, Vp, dloss, write_grad ? 1 : 0};
+    b_.launch_kernel(s, cross_entropy_, with_threads(rows_shape(N)), a);
+  }
+  /// out = bits >= p * 2^32 ? inp / (1 - p) : 0 (0 <= p < 1); out may be inp. The backward is the same
+  /// call on the gradient with the same bits.
+  void dropout(StreamRef s, void* out, const void* inp, const std::uint32_t* bits, std::int64_t n, float p) const {
+    check("dropout", n >= 0 && p >= 0 && p < 1 && (n == 0 || (out && inp && bits)));
+    const double t = std::ldexp(static_cast<double>(p), 32);
+    const abi::NnDropout a{out, inp, bits, n, static_cast<std::uint32_t>(t >= 4294967295.0 ? 4294967295.0 : t),
+                           static_cast<float>(1.0 / (1.0 - static_cast<double>(p)))};
+    b_.launch_kernel(s, dropout_, with_threads(elementwise_shape(n)), a);
+  }
+  /// data *= max_norm / (*norm + 1e-6) where that is below 1; *norm is read when the kernel runs.
+  void clip(StreamRef s, void* data, std::int64_t n, const float* norm, float max_norm) const {
+    check("clip", n >= 0 && norm != nullptr && max_norm > 0 && (n == 0 || data));
+    b_.launch_kernel(s, clip_, with_threads(elementwise_shape(n)), abi::NnClip{data, norm, n, max_norm, 0});
+  }
+
+ private:
+  static void check(const char* kernel, bool ok) {
+    if (!ok) {
+      throw InvalidArgumentError(std::string("nn_ops ") + kernel +
+                                 ": invalid arguments (a null pointer, a negative size or an out-of-range parameter)");
+    }
+  }
+  [[nodiscard]] LaunchShape with_threads(LaunchShape s) const noexcept {
+    s.threads = threads_;
+    return s;
+  }
+  // CUDA: one warp per row, 8 rows per 256-thread block.
+  [[nodiscard]] static LaunchShape rows_shape(std::int64_t N) noexcept {
+    return LaunchShape::blocks(static_cast<std::uint32_t>(N > 0 ? (N + 7) / 8 : 1), 256);
+  }
+  // CUDA: a grid-stride loop over at most 2^16 blocks of 256 threads.
+  [[nodiscard]] static LaunchShape elementwise_shape(std::int64_t n) noexcept {
+    const std::int64_t blocks = n > 0 ? (n + 255) / 256 : 1;
+    return LaunchShape::blocks(static_cast<std::uint32_t>(blocks < 65536 ? blocks : 65536), 256);
+  }
+
+  B b_;
+  Dtype dtype_;
+  int threads_ = 0;
+  Kernel embedding_forward_, embedding_backward_, layernorm_forward_, layernorm_backward_, layernorm_backward_reduce_,
+      gelu_forward_, gelu_backward_, cross_entropy_, dropout_, clip_;
+};
+
+}  // namespace accel::ops

@@ -1,0 +1,326 @@
+// nn_ops.cpp — accel's neural-network kernels for the CPU (the "nn_ops" op): embedding, LayerNorm
+// with the residual add fused in, GELU (tanh), softmax cross-entropy with its gradient in one pass,
+// dropout and clipping. Float32. Arguments: kernels/common/accel_nn_abi.h; launched through
+// accel/ops/launch.hpp as int entry(const void* args, int num_threads).
+//
+// Rows are split statically over the OpenMP threads; reductions across rows (LayerNorm's weight and
+// bias gradients, the embedding gradients) run in a fixed order that does not depend on the thread
+// count. exp and tanh are vectorisable forms (Cephes' expf polynomial: under 2 ulp), inlined into
+// `omp simd` loops: libm's scalar calls would cost more than the rest of these kernels together.
+#include "cpu_common.h"
+
+#include "accel_nn_abi.h"
+
+#include <cstdlib>
+
+namespace {
+
+using namespace accel_kernels;
+
+// e^x for x in float's range (clamped below at -87.3: the result is then ~1e-38, not a subnormal).
+inline float exp_f(float x) {
+  x = x < 88.3762626647949f ? x : 88.3762626647949f;
+  x = x > -87.3365447505531f ? x : -87.3365447505531f;
+  const float n = floorf(fmaf(x, 1.44269504088896341f, 0.5f));
+  float r = fmaf(n, -0.693359375f, x);
+  r = fmaf(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = fmaf(p, r, 1.3981999507e-3f);
+  p = fmaf(p, r, 8.3334519073e-3f);
+  p = fmaf(p, r, 4.1665795894e-2f);
+  p = fmaf(p, r, 1.6666665459e-1f);
+  p = fmaf(p, r, 5.0000001201e-1f);
+  const float y = fmaf(p, r * r, r) + 1.0f;
+  const int e = static_cast<int>(n) + 127;
+  return y * bits_to_float(static_cast<std::uint32_t>(e) << 23);
+}
+
+// tanh(u) = sign(u) (1 - 2 / (e^{2|u|} + 1)): absolute error ~1e-7, all GELU needs (it adds tanh to 1).
+inline float tanh_f(float u) {
+  const float a = u < 0 ? -u : u;
+  const float t = 1.0f - 2.0f / (exp_f(2.0f * a) + 1.0f);
+  return u < 0 ? -t : t;
+}
+
+constexpr float gelu_k = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float gelu_c = 0.044715f;
+
+// Thread t's share [begin, end) of n rows split T ways (contiguous, sizes differing by at most one).
+inline void row_range(long long n, int t, int T, long long* begin, long long* end) {
+  *begin = n * t / T;
+  *end = n * (t + 1) / T;
+}
+
+}  // namespace
+
+ACCEL_EXPORT int accel_nn_embedding_forward_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_embedding_forward_args*>(p);
+  if (a.N < 0 || a.T <= 0 || a.C <= 0 || a.V <= 0) return 1;
+  for (long long n = 0; n < a.N; ++n) {
+    if (a.tokens[n] < 0 || a.tokens[n] >= a.V) return 2;
+  }
+  float* out = static_cast<float*>(a.out);
+  const float* wte = static_cast<const float*>(a.wte);
+  const float* wpe = static_cast<const float*>(a.wpe);
+  const long long C = a.C;
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long begin, end;
+    row_range(a.N, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+    for (long long n = begin; n < end; ++n) {
+      const float* te = wte + a.tokens[n] * C;
+      const float* pe = wpe + (n % a.T) * C;
+      float* o = out + n * C;
+#pragma omp simd
+      for (long long c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+    }
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_embedding_backward_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_embedding_backward_args*>(p);
+  if (a.N < 0 || a.T <= 0 || a.C <= 0 || a.V <= 0) return 1;
+  for (long long n = 0; n < a.N; ++n) {
+    if (a.tokens[n] < 0 || a.tokens[n] >= a.V) return 2;
+  }
+  float* dwte = static_cast<float*>(a.dwte);
+  float* dwpe = static_cast<float*>(a.dwpe);
+  const float* dout = static_cast<const float*>(a.dout);
+  const long long C = a.C;
+  // Columns are split over the threads; each thread walks every row in order, so each element's sum
+  // has the same order whatever the thread count.
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long c0, c1;
+    static_range(C, omp_get_thread_num(), omp_get_num_threads(), &c0, &c1);
+    if (c0 < c1) {
+      for (long long n = 0; n < a.N; ++n) {
+        const float* d = dout + n * C;
+        float* te = dwte + a.tokens[n] * C;
+        float* pe = dwpe + (n % a.T) * C;
+#pragma omp simd
+        for (long long c = c0; c < c1; ++c) {
+          te[c] += d[c];
+          pe[c] += d[c];
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_layernorm_forward_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_layernorm_forward_args*>(p);
+  if (a.N < 0 || a.C <= 0) return 1;
+  const long long C = a.C;
+  const float inv_c = 1.0f / static_cast<float>(C);
+  const float* w = static_cast<const float*>(a.weight);
+  const float* b = static_cast<const float*>(a.bias);
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long begin, end;
+    row_range(a.N, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+    for (long long n = begin; n < end; ++n) {
+      const float* x = static_cast<const float*>(a.inp) + n * C;
+      if (a.residual != nullptr) {
+        const float* r = static_cast<const float*>(a.residual) + n * C;
+        float* xo = static_cast<float*>(a.residual_out) + n * C;  // the host wrapper requires it with residual
+#pragma omp simd
+        for (long long c = 0; c < C; ++c) xo[c] = x[c] + r[c];
+        x = xo;
+      } else if (a.residual_out != nullptr) {
+        float* xo = static_cast<float*>(a.residual_out) + n * C;
+        if (xo != x) std::memcpy(xo, x, static_cast<std::size_t>(C) * 4);
+      }
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (long long c = 0; c < C; ++c) sum += x[c];
+      const float m = sum * inv_c;
+      float var = 0;
+#pragma omp simd reduction(+ : var)
+      for (long long c = 0; c < C; ++c) {
+        const float d = x[c] - m;
+        var = fmaf(d, d, var);
+      }
+      const float s = 1.0f / sqrtf(fmaf(var, inv_c, a.eps));
+      float* o = static_cast<float*>(a.out) + n * C;
+#pragma omp simd
+      for (long long c = 0; c < C; ++c) o[c] = fmaf((x[c] - m) * s, w[c], b[c]);
+      a.mean[n] = m;
+      a.rstd[n] = s;
+    }
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_layernorm_backward_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_layernorm_backward_args*>(p);
+  if (a.N < 0 || a.C <= 0) return 1;
+  const long long C = a.C;
+  const long long chunks = (a.N + ACCEL_NN_LN_CHUNK - 1) / ACCEL_NN_LN_CHUNK;
+  const float inv_c = 1.0f / static_cast<float>(C);
+  const float* w = static_cast<const float*>(a.weight);
+  float* dw = static_cast<float*>(a.dweight);
+  float* db = static_cast<float*>(a.dbias);
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    const int T = omp_get_num_threads(), t = omp_get_thread_num();
+    long long k0, k1;
+    row_range(chunks, t, T, &k0, &k1);
+    for (long long k = k0; k < k1; ++k) {
+      float* pw = a.scratch + k * 2 * C;  // this chunk's partial dweight, then dbias
+      float* pb = pw + C;
+#pragma omp simd
+      for (long long c = 0; c < C; ++c) {
+        pw[c] = 0;
+        pb[c] = 0;
+      }
+      const long long n1 = (k + 1) * ACCEL_NN_LN_CHUNK < a.N ? (k + 1) * ACCEL_NN_LN_CHUNK : a.N;
+      for (long long n = k * ACCEL_NN_LN_CHUNK; n < n1; ++n) {
+        const float* x = static_cast<const float*>(a.inp) + n * C;
+        const float* dy = static_cast<const float*>(a.dout) + n * C;
+        float* dx = static_cast<float*>(a.dinp) + n * C;
+        const float m = a.mean[n], s = a.rstd[n];
+        float sum_g = 0, sum_gx = 0;  // sums of dnorm = dy * w and of dnorm * xhat
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+        for (long long c = 0; c < C; ++c) {
+          const float xhat = (x[c] - m) * s;
+          const float g = dy[c] * w[c];
+          sum_g += g;
+          sum_gx = fmaf(g, xhat, sum_gx);
+        }
+        const float mean_g = sum_g * inv_c, mean_gx = sum_gx * inv_c;
+#pragma omp simd
+        for (long long c = 0; c < C; ++c) {
+          const float xhat = (x[c] - m) * s;
+          const float g = dy[c] * w[c];
+          dx[c] += (g - mean_g - xhat * mean_gx) * s;
+          pw[c] = fmaf(dy[c], xhat, pw[c]);
+          pb[c] += dy[c];
+        }
+      }
+    }
+#pragma omp barrier
+    long long c0, c1;
+    static_range(C, t, T, &c0, &c1);
+    for (long long k = 0; k < chunks; ++k) {
+      const float* pw = a.scratch + k * 2 * C;
+      const float* pb = pw + C;
+#pragma omp simd
+      for (long long c = c0; c < c1; ++c) {
+        dw[c] += pw[c];
+        db[c] += pb[c];
+      }
+    }
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_gelu_forward_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_gelu_forward_args*>(p);
+  if (a.n < 0) return 1;
+  float* out = static_cast<float*>(a.out);
+  const float* x = static_cast<const float*>(a.inp);
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long begin, end;
+    static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+#pragma omp simd
+    for (long long i = begin; i < end; ++i) {
+      const float xi = x[i];
+      const float u = gelu_k * fmaf(gelu_c * xi, xi * xi, xi);
+      out[i] = 0.5f * xi * (1.0f + tanh_f(u));
+    }
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_gelu_backward_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_gelu_backward_args*>(p);
+  if (a.n < 0) return 1;
+  float* dx = static_cast<float*>(a.dinp);
+  const float* x = static_cast<const float*>(a.inp);
+  const float* dy = static_cast<const float*>(a.dout);
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long begin, end;
+    static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+#pragma omp simd
+    for (long long i = begin; i < end; ++i) {
+      const float xi = x[i];
+      const float x2 = xi * xi;
+      const float u = gelu_k * fmaf(gelu_c * xi, x2, xi);
+      const float th = tanh_f(u);
+      const float sech2 = fmaf(-th, th, 1.0f);
+      const float du = gelu_k * fmaf(3.0f * gelu_c, x2, 1.0f);
+      const float grad = fmaf(0.5f * xi * sech2, du, 0.5f * (1.0f + th));
+      dx[i] = grad * dy[i];
+    }
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_cross_entropy_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_cross_entropy_args*>(p);
+  if (a.N < 0 || a.V <= 0 || a.Vp < a.V) return 1;
+  for (long long n = 0; n < a.N; ++n) {
+    if (a.targets[n] < 0 || a.targets[n] >= a.V) return 2;
+  }
+  const long long V = a.V, Vp = a.Vp;
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long begin, end;
+    row_range(a.N, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+    for (long long n = begin; n < end; ++n) {
+      float* z = static_cast<float*>(a.logits) + n * Vp;
+      float mx = z[0];
+#pragma omp simd reduction(max : mx)
+      for (long long v = 0; v < V; ++v) mx = z[v] > mx ? z[v] : mx;
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (long long v = 0; v < V; ++v) sum += exp_f(z[v] - mx);
+      const int target = a.targets[n];
+      a.losses[n] = logf(sum) + mx - z[target];
+      if (a.write_grad != 0) {
+        const float scale = a.dloss / sum;
+#pragma omp simd
+        for (long long v = 0; v < V; ++v) z[v] = exp_f(z[v] - mx) * scale;
+        z[target] -= a.dloss;
+        for (long long v = V; v < Vp; ++v) z[v] = 0;
+      }
+    }
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_dropout_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_dropout_args*>(p);
+  if (a.n < 0) return 1;
+  float* out = static_cast<float*>(a.out);
+  const float* x = static_cast<const float*>(a.inp);
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long begin, end;
+    static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+#pragma omp simd
+    for (long long i = begin; i < end; ++i) out[i] = a.bits[i] >= a.threshold ? x[i] * a.scale : 0.0f;
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_clip_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_clip_args*>(p);
+  if (a.n < 0) return 1;
+  const float coef = a.max_norm / (*a.norm + 1e-6f);
+  if (!(coef < 1.0f)) return 0;
+  float* d = static_cast<float*>(a.data);
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long begin, end;
+    static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+#pragma omp simd
+    for (long long i = begin; i < end; ++i) d[i] *= coef;
+  }
+  return 0;
+}
