@@ -1,0 +1,523 @@
+// engine.hpp — Engine<B>: nanoGPT's GPT trained on a text, written only against accel::Accelerator.
+//
+// One stream carries all the work: the nn_ops kernels and the engine's attention (through
+// b.launch_kernel), the matrix products (accel::blas), fused AdamW and the L2 norm (the typed ops of
+// b.get_op_builder), random dropout masks (b.fill_bits). The host only draws batches, copies them in,
+// and reads the losses back once per step. With --graph the forward, backward, norm and clipping of a
+// step are captured once and replayed (CUDA graphs; the CPU backend's recorded tasks); the optimizer
+// launches follow each replay eagerly, because the learning rate changes every step and the fused
+// Adam op takes it as a launch argument.
+//
+// Numbers: float32 everywhere on the CPU; with --dtype bf16 (CUDA) weights, activations and gradients
+// are bfloat16 and the optimizer keeps fp32 master weights and moments, writing the bf16 weights in the
+// same pass (the fused op's model copy). The layouts are in layout.hpp, checkpoints in checkpoint.hpp.
+#pragma once
+
+#include "blas.hpp"
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "corpus.hpp"
+#include "gpt_kernels.hpp"
+#include "layout.hpp"
+#include "report.hpp"
+
+#include <accel/accel.hpp>
+#include <accel/ops.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace engine {
+
+/// Set by SIGINT/SIGTERM: the engine finishes the step, writes a checkpoint and exits.
+inline std::atomic<int>& stop_signal() {
+  static std::atomic<int> s{0};
+  return s;
+}
+
+inline void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) { stop_signal().store(sig); };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+/// What a run needs, computed before anything is allocated.
+struct Plan {
+  std::int64_t vocab = 0, vocab_padded = 0;
+  std::int64_t params = 0;         // trained parameters
+  std::int64_t flops_per_step = 0;  // nanoGPT's estimate: (6 N + 12 L C T) per token
+  std::size_t bytes = 0;            // device memory the run allocates
+  std::string bytes_breakdown;
+};
+
+template <class B, class T>
+class Trainer {
+  static constexpr bool bf16 = std::is_same_v<T, accel::bfloat16>;
+  static constexpr accel::Dtype act_dtype = bf16 ? accel::Dtype::bfloat16 : accel::Dtype::float32;
+  using Trans = accel::blas::Trans;
+
+ public:
+  Trainer(B b, const Config& cfg, const Corpus& corpus, const Plan& plan)
+      : b_(b),
+        cfg_(cfg),
+        corpus_(corpus),
+        plan_(plan),
+        stream_(),
+        P_(cfg.shape, plan.vocab_padded),
+        A_(cfg.shape, cfg.batch, plan.vocab_padded, cfg.accum, cfg.dropout > 0),
+        nn_(b, act_dtype),
+        attn_(b, act_dtype),
+        adam_(b.template get_op_builder<accel::ops::FusedAdam>().load()),
+        tensor_ops_(b.template get_op_builder<accel::ops::TensorOps>().load()),
+        train_sampler_(corpus.train(), cfg.batch, cfg.shape.block),
+        val_sampler_(corpus.val(), cfg.batch, cfg.shape.block),
+        data_gen_(cfg.seed) {
+    if (cfg.threads > 0) {
+      nn_.set_num_threads(cfg.threads);
+      attn_.set_num_threads(cfg.threads);
+      if constexpr (requires { adam_.set_num_threads(1); }) adam_.set_num_threads(cfg.threads);
+      if constexpr (requires { tensor_ops_.set_num_threads(1); }) tensor_ops_.set_num_threads(cfg.threads);
+    }
+    accel::blas::set_num_threads(cfg.threads);
+    const std::size_t np = static_cast<std::size_t>(P_.total);
+    params_ = accel::Buffer<T, B>(np, stream_);
+    grads_ = accel::Buffer<T, B>(np, stream_);
+    exp_avg_ = accel::Buffer<float, B>(np, stream_);
+    exp_avg_sq_ = accel::Buffer<float, B>(np, stream_);
+    if constexpr (bf16) master_ = accel::Buffer<float, B>(np, stream_);
+    act_ = accel::Buffer<T, B>(static_cast<std::size_t>(A_.act), stream_);
+    f32_ = accel::Buffer<float, B>(static_cast<std::size_t>(A_.f32), stream_);
+    if (A_.bits > 0) bits_ = accel::Buffer<std::uint32_t, B>(static_cast<std::size_t>(A_.bits), stream_);
+    const std::size_t tokens = static_cast<std::size_t>(cfg.batch) * cfg.shape.block * cfg.accum;
+    inputs_ = accel::Buffer<std::int32_t, B>(tokens, stream_);
+    targets_ = accel::Buffer<std::int32_t, B>(tokens, stream_);
+    host_inputs_.resize(tokens);
+    host_targets_.resize(tokens);
+    host_losses_.resize(static_cast<std::size_t>(cfg.batch) * cfg.shape.block * cfg.accum);
+    // Validation batches: fixed for the run (their own generator), drawn once.
+    accel::Generator val_gen(cfg.seed ^ 0x9E3779B97F4A7C15ULL);
+    const std::size_t bt = static_cast<std::size_t>(cfg.batch) * cfg.shape.block;
+    val_inputs_.resize(bt * static_cast<std::size_t>(cfg.eval_batches));
+    val_targets_.resize(val_inputs_.size());
+    for (int i = 0; i < cfg.eval_batches; ++i) {
+      val_sampler_.next(val_gen, val_inputs_.data() + bt * i, val_targets_.data() + bt * i);
+    }
+  }
+
+  /// Weights from the seed (nanoGPT's init: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)),
+  /// LayerNorm 1 and 0), Adam's moments zero.
+  void init_weights() {
+    b_.manual_seed(cfg_.seed);
+    float* w = master_or_params();
+    const double scaled = 0.02 / std::sqrt(2.0 * cfg_.shape.layers);
+    tensor_ops_.fill(stream_, w, accel::Dtype::float32, P_.total, 0.0f);  // the padding between views too
+    for (const auto& v : P_.views) {
+      float* p = w + v.offset;
+      switch (v.init) {
+        case TensorView::Init::normal: b_.fill_normal(stream_, p, static_cast<std::size_t>(v.numel), 0.0f, 0.02f); break;
+        case TensorView::Init::normal_scaled:
+          b_.fill_normal(stream_, p, static_cast<std::size_t>(v.numel), 0.0f, static_cast<float>(scaled));
+          break;
+        case TensorView::Init::ones: tensor_ops_.fill(stream_, p, accel::Dtype::float32, v.numel, 1.0f); break;
+        case TensorView::Init::zeros: break;
+      }
+    }
+    tensor_ops_.fill(stream_, exp_avg_.data(), accel::Dtype::float32, P_.total, 0.0f);
+    tensor_ops_.fill(stream_, exp_avg_sq_.data(), accel::Dtype::float32, P_.total, 0.0f);
+    if constexpr (bf16) tensor_ops_.cast(stream_, params_.data(), act_dtype, master_.data(), accel::Dtype::float32, P_.total);
+    step_ = 0;
+  }
+
+  /// Restores a checkpoint (read and checked by the caller).
+  void load_state(const CheckpointState& st) {
+    b_.copy_async(stream_, master_or_params(), st.params.data(), st.params.size() * 4);
+    b_.copy_async(stream_, exp_avg_.data(), st.exp_avg.data(), st.exp_avg.size() * 4);
+    b_.copy_async(stream_, exp_avg_sq_.data(), st.exp_avg_sq.data(), st.exp_avg_sq.size() * 4);
+    if constexpr (bf16) tensor_ops_.cast(stream_, params_.data(), act_dtype, master_.data(), accel::Dtype::float32, P_.total);
+    stream_.synchronize();
+    step_ = st.step;
+    data_gen_.set_state(state_bytes(detail::unhex(st.values.at("data_rng"))));
+    b_.set_rng_state(state_bytes(detail::unhex(st.values.at("device_rng"))));
+  }
+
+  /// The state a checkpoint holds (synchronises the stream).
+  CheckpointState save_state() {
+    CheckpointState st;
+    st.step = step_;
+    const std::size_t n = static_cast<std::size_t>(P_.total);
+    st.params.resize(n);
+    st.exp_avg.resize(n);
+    st.exp_avg_sq.resize(n);
+    b_.copy_async(stream_, st.params.data(), master_or_params(), n * 4);
+    b_.copy_async(stream_, st.exp_avg.data(), exp_avg_.data(), n * 4);
+    b_.copy_async(stream_, st.exp_avg_sq.data(), exp_avg_sq_.data(), n * 4);
+    stream_.synchronize();
+    const auto gs = data_gen_.get_state();
+    const auto ds = b_.get_rng_state();
+    st.values["data_rng"] = detail::hex(std::string(reinterpret_cast<const char*>(gs.data()), gs.size()));
+    st.values["device_rng"] = detail::hex(std::string(reinterpret_cast<const char*>(ds.data()), ds.size()));
+    st.values["vocabulary"] = detail::hex(corpus_.vocabulary());
+    st.values["shape"] = shape_string(cfg_);
+    st.values["dtype"] = cfg_.dtype;
+    st.values["seed"] = std::to_string(cfg_.seed);
+    return st;
+  }
+
+  /// The CPU's float32 FMA peak (FLOP/s) on the run's threads; 0 on other backends.
+  double measure_peak(double seconds) { return attn_.measure_peak(stream_, seconds, cfg_.threads); }
+
+  [[nodiscard]] std::int64_t step() const noexcept { return step_; }
+  [[nodiscard]] const ParamLayout& layout() const noexcept { return P_; }
+  [[nodiscard]] typename B::StreamRef stream() const { return stream_; }
+
+  /// The learning rate of optimizer step `it` (0-based): nanoGPT's linear warmup, then cosine to
+  /// min_lr at the last step (or constant).
+  [[nodiscard]] double lr_at(std::int64_t it) const {
+    if (it < cfg_.warmup) return cfg_.lr * static_cast<double>(it + 1) / static_cast<double>(cfg_.warmup + 1);
+    if (cfg_.schedule == "constant") return cfg_.lr;
+    if (it >= cfg_.steps) return cfg_.min_lr;
+    const double ratio = static_cast<double>(it - cfg_.warmup) / static_cast<double>(std::max<std::int64_t>(1, cfg_.steps - cfg_.warmup));
+    const double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+    return cfg_.min_lr + coeff * (cfg_.lr - cfg_.min_lr);
+  }
+
+  struct StepResult {
+    double loss = 0;       // mean over the step's tokens
+    double grad_norm = 0;  // before clipping
+    double lr = 0;
+  };
+
+  /// One optimizer step: accum micro-batches forward and backward, norm, clip, AdamW.
+  /// grads_out (optional): the step's gradients before clipping, as float32 (for --dump).
+  StepResult train_step(std::vector<float>* grads_out = nullptr) {
+    const std::int64_t bt = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block;
+    for (int m = 0; m < cfg_.accum; ++m) {
+      train_sampler_.next(data_gen_, host_inputs_.data() + bt * m, host_targets_.data() + bt * m);
+    }
+    if (batch_hook_) batch_hook_(host_inputs_, host_targets_);
+    const std::size_t tok_bytes = host_inputs_.size() * sizeof(std::int32_t);
+    b_.copy_async(stream_, inputs_.data(), host_inputs_.data(), tok_bytes);
+    b_.copy_async(stream_, targets_.data(), host_targets_.data(), tok_bytes);
+    if (grads_out != nullptr) {  // --dump: the gradients before clipping, so eagerly
+      enqueue_gradients();
+      grads_out->resize(static_cast<std::size_t>(P_.total));
+      if constexpr (bf16) {
+        std::vector<T> g(static_cast<std::size_t>(P_.total));
+        b_.copy_async(stream_, g.data(), grads_.data(), g.size() * sizeof(T));
+        stream_.synchronize();
+        for (std::size_t i = 0; i < g.size(); ++i) (*grads_out)[i] = static_cast<float>(g[i]);
+      } else {
+        b_.copy_async(stream_, grads_out->data(), grads_.data(), grads_out->size() * 4);
+      }
+      enqueue_clip();
+    } else if (cfg_.graph) {
+      if (!graph_) {
+        graph_.emplace(b_.create_graph());
+        auto capture = b_.capture_to_graph(*graph_, stream_);
+        enqueue_gradients();
+        enqueue_clip();
+        capture.end();
+      }
+      b_.replay_graph(*graph_, stream_);
+    } else {
+      enqueue_gradients();
+      enqueue_clip();
+    }
+    StepResult r;
+    r.lr = lr_at(step_);
+    enqueue_adam(r.lr, step_ + 1);
+    float norm = 0;
+    b_.copy_async(stream_, host_losses_.data(), f32_.data() + A_.losses, host_losses_.size() * 4);
+    b_.copy_async(stream_, &norm, f32_.data() + A_.norm, 4);
+    stream_.synchronize();
+    double sum = 0;
+    for (const float l : host_losses_) sum += l;
+    r.loss = sum / static_cast<double>(host_losses_.size());
+    r.grad_norm = norm;
+    ++step_;
+    return r;
+  }
+
+  /// Mean loss over the fixed validation batches (no dropout).
+  double eval_loss() {
+    const std::int64_t bt = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block;
+    double sum = 0;
+    std::vector<float> losses(static_cast<std::size_t>(bt));
+    for (int i = 0; i < cfg_.eval_batches; ++i) {
+      b_.copy_async(stream_, inputs_.data(), val_inputs_.data() + bt * i, static_cast<std::size_t>(bt) * 4);
+      b_.copy_async(stream_, targets_.data(), val_targets_.data() + bt * i, static_cast<std::size_t>(bt) * 4);
+      forward(0, false, cfg_.batch, cfg_.shape.block);
+      b_.copy_async(stream_, losses.data(), f32_.data() + A_.losses, losses.size() * 4);
+      stream_.synchronize();
+      for (const float l : losses) sum += l;
+    }
+    return sum / (static_cast<double>(bt) * cfg_.eval_batches);
+  }
+
+  /// `count` characters generated after a newline: the model's distribution at `temperature`,
+  /// restricted to the top_k most likely (0: all), drawn with Philox (seeded by the run's seed).
+  std::string sample(int count, double temperature, int top_k) {
+    const int block = cfg_.shape.block;
+    std::vector<std::int32_t> ctx;
+    const int nl = corpus_.encode('\n');
+    ctx.push_back(nl >= 0 ? nl : 0);
+    std::string out;
+    accel::Generator g(cfg_.seed + 7);
+    const std::int64_t Vp = plan_.vocab_padded, V = plan_.vocab;
+    std::vector<T> row(static_cast<std::size_t>(Vp));
+    std::vector<std::int32_t> no_targets(static_cast<std::size_t>(block), 0);
+    for (int i = 0; i < count; ++i) {
+      const int t = static_cast<int>(std::min<std::size_t>(ctx.size(), static_cast<std::size_t>(block)));
+      const std::int32_t* window = ctx.data() + (ctx.size() - static_cast<std::size_t>(t));
+      b_.copy_async(stream_, inputs_.data(), window, static_cast<std::size_t>(t) * 4);
+      b_.copy_async(stream_, targets_.data(), no_targets.data(), static_cast<std::size_t>(t) * 4);
+      forward(0, false, 1, t, /*loss=*/false);
+      b_.copy_async(stream_, row.data(), act_.data() + A_.logits + static_cast<std::int64_t>(t - 1) * Vp,
+                    static_cast<std::size_t>(Vp) * sizeof(T));
+      stream_.synchronize();
+      std::vector<std::pair<double, int>> logits;
+      for (std::int64_t v = 0; v < V; ++v) logits.emplace_back(static_cast<double>(static_cast<float>(row[v])) / temperature, static_cast<int>(v));
+      std::sort(logits.begin(), logits.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+      if (top_k > 0 && static_cast<std::size_t>(top_k) < logits.size()) logits.resize(static_cast<std::size_t>(top_k));
+      double total = 0;
+      for (auto& [l, v] : logits) total += std::exp(l - logits.front().first);
+      std::uint32_t word = 0;
+      const auto [seed, offset] = g.reserve_position(1);
+      accel::rng::fill_bits(std::span<std::uint32_t>(&word, 1), seed, offset);
+      double u = (static_cast<double>(word) + 0.5) / 4294967296.0 * total;
+      int next = logits.back().second;
+      for (auto& [l, v] : logits) {
+        u -= std::exp(l - logits.front().first);
+        if (u <= 0) {
+          next = v;
+          break;
+        }
+      }
+      ctx.push_back(next);
+      out += corpus_.decode(next);
+    }
+    return out;
+  }
+
+  /// Called with each step's batches before they are copied in (--dump).
+  void set_batch_hook(std::function<void(const std::vector<std::int32_t>&, const std::vector<std::int32_t>&)> f) {
+    batch_hook_ = std::move(f);
+  }
+
+ private:
+  static accel::Generator::State state_bytes(const std::string& s) {
+    accel::Generator::State st{};
+    if (s.size() != st.size()) throw UsageError("checkpoint: a generator state is not 16 bytes");
+    std::memcpy(st.data(), s.data(), st.size());
+    return st;
+  }
+
+  float* master_or_params() {
+    if constexpr (bf16) {
+      return master_.data();
+    } else {
+      return params_.data();
+    }
+  }
+
+  T* act(std::int64_t off) { return act_.data() + off; }
+  float* f32(std::int64_t off) { return f32_.data() + off; }
+  std::uint32_t* bits(std::int64_t off) { return off < 0 ? nullptr : bits_.data() + off; }
+  T* w(int view) { return params_.data() + P_.offset(view); }
+  T* g(int view) { return grads_.data() + P_.offset(view); }
+
+  void gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
+            const T* bm, std::int64_t ldb, float beta, T* c, std::int64_t ldc) {
+    accel::blas::gemm(b_, typename B::StreamRef(stream_), ta, tb, m, n, k, 1.0f, a, lda, bm, ldb, beta, c, ldc);
+  }
+
+  void dropout(T* out, const T* in, std::int64_t bits_off, std::int64_t n, bool fresh) {
+    std::uint32_t* mask = bits(bits_off);
+    if (fresh) b_.fill_bits(stream_, mask, static_cast<std::size_t>(n));
+    nn_.dropout(stream_, out, in, mask, n, static_cast<float>(cfg_.dropout));
+  }
+
+  /// Forward pass of micro-batch m (inputs/targets slice m) over Bn sequences of Tn tokens.
+  void forward(int m, bool train, std::int64_t Bn, std::int64_t Tn, bool loss = true) {
+    const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, N = Bn * Tn, Vp = plan_.vocab_padded;
+    const bool drop = train && cfg_.dropout > 0;
+    const std::int32_t* in = inputs_.data() + static_cast<std::int64_t>(m) * N;
+    const std::int32_t* tg = targets_.data() + static_cast<std::int64_t>(m) * N;
+    nn_.embedding_forward(stream_, act(A_.encoded), in, w(P_.wte), w(P_.wpe), N, Tn, C, Vp);
+    if (drop) dropout(act(A_.encoded), act(A_.encoded), A_.bits_emb, N * C, true);
+    for (std::size_t l = 0; l < A_.layers.size(); ++l) {
+      const auto& L = A_.layers[l];
+      const auto& W = P_.layers[l];
+      if (l == 0) {
+        nn_.layernorm_forward(stream_, act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(L.res_in), w(W.ln1_w),
+                              w(W.ln1_b), N, C);
+      } else {  // the previous block's MLP residual add, fused
+        const auto& prev = A_.layers[l - 1];
+        nn_.layernorm_forward(stream_, act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(prev.res2), w(W.ln1_w),
+                              w(W.ln1_b), N, C, 1e-5f, act(prev.fcproj), act(prev.res_out));
+      }
+      gemm(Trans::no, Trans::yes, N, 3 * C, C, act(L.ln1), C, w(W.qkv_w), C, 0.0f, act(L.qkv), 3 * C);
+      if (drop) b_.fill_bits(stream_, bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
+      attn_.forward(stream_, act(L.atty), f32(L.att), act(L.qkv), drop ? bits(L.bits_att) : nullptr,
+                    static_cast<float>(cfg_.dropout), Bn, Tn, C, NH);
+      gemm(Trans::no, Trans::yes, N, C, C, act(L.atty), C, w(W.proj_w), C, 0.0f, act(L.attproj), C);
+      if (drop) dropout(act(L.attproj), act(L.attproj), L.bits_proj, N * C, true);
+      nn_.layernorm_forward(stream_, act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
+                            w(W.ln2_b), N, C, 1e-5f, act(L.attproj), act(L.res2));
+      gemm(Trans::no, Trans::yes, N, 4 * C, C, act(L.ln2), C, w(W.fc_w), C, 0.0f, act(L.fch), 4 * C);
+      nn_.gelu_forward(stream_, act(L.gelu), act(L.fch), N * 4 * C);
+      gemm(Trans::no, Trans::yes, N, C, 4 * C, act(L.gelu), 4 * C, w(W.fcproj_w), 4 * C, 0.0f, act(L.fcproj), C);
+      if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true);
+    }
+    const auto& last = A_.layers.back();
+    nn_.layernorm_forward(stream_, act(A_.lnf), f32(A_.lnf_mean), f32(A_.lnf_rstd), act(last.res2), w(P_.lnf_w),
+                          w(P_.lnf_b), N, C, 1e-5f, act(last.fcproj), act(last.res_out));
+    gemm(Trans::no, Trans::yes, N, Vp, C, act(A_.lnf), C, w(P_.wte), C, 0.0f, act(A_.logits), Vp);
+    if (loss) {
+      const float dloss = 1.0f / static_cast<float>(N * cfg_.accum);
+      nn_.cross_entropy(stream_, act(A_.logits), f32(A_.losses) + static_cast<std::int64_t>(m) * N, tg, N, plan_.vocab,
+                        Vp, dloss, train);
+    }
+  }
+
+  /// Backward pass of micro-batch m (after forward(m, true)): accumulates into the gradients.
+  void backward(int m) {
+    const std::int64_t Bn = cfg_.batch, Tn = cfg_.shape.block, C = cfg_.shape.width, NH = cfg_.shape.heads,
+                       N = Bn * Tn, Vp = plan_.vocab_padded;
+    const bool drop = cfg_.dropout > 0;
+    const std::int32_t* in = inputs_.data() + static_cast<std::int64_t>(m) * N;
+    T* dlogits = act(A_.logits);
+    gemm(Trans::no, Trans::no, N, C, Vp, dlogits, Vp, w(P_.wte), C, 0.0f, act(A_.dln), C);
+    gemm(Trans::yes, Trans::no, Vp, C, N, dlogits, Vp, act(A_.lnf), C, 1.0f, g(P_.wte), C);
+    tensor_ops_.fill(stream_, act(A_.dres), act_dtype, N * C, 0.0f);
+    const auto& last = A_.layers.back();
+    nn_.layernorm_backward(stream_, act(A_.dres), g(P_.lnf_w), g(P_.lnf_b), f32(A_.ln_scratch), act(A_.dln),
+                           act(last.res_out), w(P_.lnf_w), f32(A_.lnf_mean), f32(A_.lnf_rstd), N, C);
+    for (std::size_t li = A_.layers.size(); li-- > 0;) {
+      const auto& L = A_.layers[li];
+      const auto& W = P_.layers[li];
+      // res_out = res2 + dropout(fcproj)
+      T* dfc = act(A_.dres);
+      if (drop) {
+        dropout(act(A_.dtmp), act(A_.dres), L.bits_fc, N * C, false);
+        dfc = act(A_.dtmp);
+      }
+      gemm(Trans::no, Trans::no, N, 4 * C, C, dfc, C, w(W.fcproj_w), 4 * C, 0.0f, act(A_.dbig), 4 * C);
+      gemm(Trans::yes, Trans::no, C, 4 * C, N, dfc, C, act(L.gelu), 4 * C, 1.0f, g(W.fcproj_w), 4 * C);
+      nn_.gelu_backward(stream_, act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
+      gemm(Trans::no, Trans::no, N, C, 4 * C, act(A_.dbig), 4 * C, w(W.fc_w), C, 0.0f, act(A_.dln), C);
+      gemm(Trans::yes, Trans::no, 4 * C, C, N, act(A_.dbig), 4 * C, act(L.ln2), C, 1.0f, g(W.fc_w), C);
+      nn_.layernorm_backward(stream_, act(A_.dres), g(W.ln2_w), g(W.ln2_b), f32(A_.ln_scratch), act(A_.dln),
+                             act(L.res2), w(W.ln2_w), f32(L.ln2_mean), f32(L.ln2_rstd), N, C);
+      // res2 = res_in + dropout(attproj)
+      T* dap = act(A_.dres);
+      if (drop) {
+        dropout(act(A_.dtmp), act(A_.dres), L.bits_proj, N * C, false);
+        dap = act(A_.dtmp);
+      }
+      gemm(Trans::no, Trans::no, N, C, C, dap, C, w(W.proj_w), C, 0.0f, act(A_.datty), C);
+      gemm(Trans::yes, Trans::no, C, C, N, dap, C, act(L.atty), C, 1.0f, g(W.proj_w), C);
+      T* dqkv = act(A_.dbig);
+      attn_.backward(stream_, dqkv, f32(A_.att_scratch), act(A_.datty), f32(L.att), act(L.qkv),
+                     drop ? bits(L.bits_att) : nullptr, static_cast<float>(cfg_.dropout), Bn, Tn, C, NH);
+      gemm(Trans::no, Trans::no, N, C, 3 * C, dqkv, 3 * C, w(W.qkv_w), C, 0.0f, act(A_.dln), C);
+      gemm(Trans::yes, Trans::no, 3 * C, C, N, dqkv, 3 * C, act(L.ln1), C, 1.0f, g(W.qkv_w), C);
+      nn_.layernorm_backward(stream_, act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
+                             act(L.res_in), w(W.ln1_w), f32(L.ln1_mean), f32(L.ln1_rstd), N, C);
+    }
+    T* demb = act(A_.dres);
+    if (drop) {
+      dropout(act(A_.dtmp), act(A_.dres), A_.bits_emb, N * C, false);
+      demb = act(A_.dtmp);
+    }
+    nn_.embedding_backward(stream_, g(P_.wte), g(P_.wpe), demb, in, N, Tn, C, Vp);
+  }
+
+  /// Zeroes the gradients, runs every micro-batch forward and backward, takes the gradient norm:
+  /// with enqueue_clip(), everything of a step but the optimizer (what --graph captures).
+  void enqueue_gradients() {
+    tensor_ops_.fill(stream_, grads_.data(), act_dtype, P_.total, 0.0f);
+    for (int m = 0; m < cfg_.accum; ++m) {
+      forward(m, true, cfg_.batch, cfg_.shape.block);
+      backward(m);
+    }
+    const accel::ops::TensorRef all{grads_.data(), P_.total, act_dtype};
+    tensor_ops_.l2norm(stream_, std::span<const accel::ops::TensorRef>(&all, 1), f32(A_.norm));
+  }
+
+  /// Gradient clipping by the global norm enqueue_gradients() left in device memory.
+  void enqueue_clip() {
+    if (cfg_.clip > 0) nn_.clip(stream_, grads_.data(), P_.total, f32(A_.norm), static_cast<float>(cfg_.clip));
+  }
+
+  /// AdamW over the two groups: the 2-D tensors with weight decay, the rest without.
+  void enqueue_adam(double lr, std::int64_t t) {
+    accel::ops::AdamOptions o;
+    o.lr = lr;
+    o.beta1 = cfg_.beta1;
+    o.beta2 = cfg_.beta2;
+    o.eps = cfg_.eps;
+    o.adamw = true;
+    accel::ops::AdamDtypes d;
+    d.grad = act_dtype;
+    if constexpr (bf16) d.model_copy = accel::Dtype::bfloat16;
+    const auto group = [&](std::int64_t begin, std::int64_t end, double wd) {
+      accel::ops::AdamTensor at;
+      at.param = master_or_params() + begin;
+      at.grad = grads_.data() + begin;
+      at.exp_avg = exp_avg_.data() + begin;
+      at.exp_avg_sq = exp_avg_sq_.data() + begin;
+      if constexpr (bf16) at.model_copy = params_.data() + begin;
+      at.numel = end - begin;
+      o.weight_decay = wd;
+      adam_.step(stream_, std::span<const accel::ops::AdamTensor>(&at, 1), o, t, d);
+    };
+    group(0, P_.decay_end, cfg_.weight_decay);
+    group(P_.decay_end, P_.total, 0.0);
+  }
+
+  static std::string shape_string(const Config& c) {
+    return std::to_string(c.shape.layers) + "/" + std::to_string(c.shape.heads) + "/" + std::to_string(c.shape.width) +
+           "/" + std::to_string(c.shape.block);
+  }
+
+  B b_;
+  const Config& cfg_;
+  const Corpus& corpus_;
+  Plan plan_;
+  typename B::Stream stream_;
+  ParamLayout P_;
+  ActLayout A_;
+  accel::ops::NnKernels<B> nn_;
+  GptKernels<B> attn_;
+  decltype(std::declval<B>().template get_op_builder<accel::ops::FusedAdam>().load()) adam_;
+  decltype(std::declval<B>().template get_op_builder<accel::ops::TensorOps>().load()) tensor_ops_;
+  BatchSampler train_sampler_, val_sampler_;
+  accel::Generator data_gen_;
+  accel::Buffer<T, B> params_, grads_, act_;
+  accel::Buffer<float, B> exp_avg_, exp_avg_sq_, master_, f32_;
+  accel::Buffer<std::uint32_t, B> bits_;
+  accel::Buffer<std::int32_t, B> inputs_, targets_;
+  std::vector<std::int32_t> host_inputs_, host_targets_, val_inputs_, val_targets_;
+  std::vector<float> host_losses_;
+  std::optional<typename B::Graph> graph_;
+  std::function<void(const std::vector<std::int32_t>&, const std::vector<std::int32_t>&)> batch_hook_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace engine

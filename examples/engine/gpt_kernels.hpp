@@ -1,0 +1,131 @@
+// gpt_kernels.hpp — the engine's own op, "gpt_kernels": causal self-attention (kernels/attention.*)
+// and, on the CPU, the FMA peak measurement (kernels/peak.cpp). Built the way a user's op is
+// (accel/ops/launch.hpp): an ops::OpSpec with this directory's kernels, b.create_op_builder(spec)
+// (host compiler on the CPU, NVRTC on CUDA; JIT-cached), b.launch_kernel(s, kernel, shape, args).
+#pragma once
+
+#include <accel/accel.hpp>
+#include <accel/ops.hpp>
+
+#include "kernels/attention.h"
+#include "kernels/peak.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace engine {
+
+/// Where the engine's kernel sources are: $ENGINE_KERNEL_DIR, else the source tree's.
+inline std::string engine_kernel_dir() {
+  if (const char* d = std::getenv("ENGINE_KERNEL_DIR"); d != nullptr && *d != '\0') return d;
+#ifdef ENGINE_KERNEL_DIR
+  return ENGINE_KERNEL_DIR;
+#else
+  return "kernels";
+#endif
+}
+
+/// The op's spec for a backend whose device is `type`.
+inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
+  accel::ops::OpSpec s;
+  s.name = "gpt_kernels";
+  s.class_name = "GptKernelsBuilder";
+  s.description = "the engine's causal multi-head self-attention (and the CPU's FMA peak)";
+  if (type == accel::DeviceType::cpu) {
+    s.kind = accel::ops::OpKind::host;
+    s.sources = {"attention.cpp", "peak.cpp"};
+    s.flags = {"-ffp-contract=fast", "-mprefer-vector-width=512"};
+    s.entry_points = {"gpt_attention_forward_f32", "gpt_attention_backward_f32", "gpt_fma_peak"};
+  } else {
+    s.kind = accel::ops::OpKind::cuda;
+    s.sources = {"attention.cu"};
+    s.entry_points = {"gpt_attention_forward_f32", "gpt_attention_backward_f32", "gpt_attention_backward_kv_f32",
+                      "gpt_attention_forward_bf16", "gpt_attention_backward_bf16", "gpt_attention_backward_kv_bf16"};
+  }
+  s.headers = {"attention.h", "peak.h"};
+  return s;
+}
+
+template <class B>
+class GptKernels {
+ public:
+  using StreamRef = typename B::StreamRef;
+
+  GptKernels(B b, accel::Dtype dtype) : b_(b) {
+    auto builder = b.create_op_builder(gpt_kernels_spec(b.device_type()));
+    builder.set_kernel_dir(engine_kernel_dir());
+    accel::ops::LoadedOp op = builder.load();
+    const std::string suffix = dtype == accel::Dtype::bfloat16 ? "_bf16" : "_f32";
+    forward_ = accel::ops::Kernel(op, "gpt_attention_forward" + suffix);
+    backward_ = accel::ops::Kernel(op, "gpt_attention_backward" + suffix);
+    if (op.kind() == accel::ops::OpKind::cuda) {
+      backward_kv_ = accel::ops::Kernel(op, "gpt_attention_backward_kv" + suffix);
+    } else {
+      peak_ = accel::ops::Kernel(op, "gpt_fma_peak");
+    }
+  }
+
+  void set_num_threads(int n) noexcept { threads_ = n; }
+
+  /// y and att from qkv (attention.h); bits: attention dropout's words or null.
+  void forward(StreamRef s, void* y, float* att, const void* qkv, const std::uint32_t* bits, float p, std::int64_t batch,
+               std::int64_t T, std::int64_t C, std::int64_t NH) const {
+    const gpt_attention_args a = args(y, nullptr, att, nullptr, qkv, nullptr, bits, p, batch, T, C, NH);
+    b_.launch_kernel(s, forward_, shape(batch, T, NH, T * 4), a);
+  }
+  /// dqkv (overwritten) from dy, qkv and att; scratch: [B x NH x T x T] floats on CUDA, unused on the CPU.
+  void backward(StreamRef s, void* dqkv, float* scratch, const void* dy, const float* att, const void* qkv,
+                const std::uint32_t* bits, float p, std::int64_t batch, std::int64_t T, std::int64_t C,
+                std::int64_t NH) const {
+    const gpt_attention_args a = args(nullptr, dqkv, const_cast<float*>(att), scratch, qkv, dy, bits, p, batch, T, C, NH);
+    b_.launch_kernel(s, backward_, shape(batch, T, NH, T * 4), a);
+    if (backward_kv_.valid()) b_.launch_kernel(s, backward_kv_, shape(batch, T, NH, 0), a);
+  }
+
+  /// The CPU's measured FMA peak in FLOP/s on `threads` threads (0: all); 0 on other backends.
+  double measure_peak(StreamRef s, double seconds, int threads) const {
+    if (!peak_.valid()) return 0;
+    double result = 0;
+    b_.launch_kernel(s, peak_, accel::ops::LaunchShape::blocks(1, 1, 0, threads), gpt_peak_args{&result, seconds});
+    s.synchronize();
+    return result;
+  }
+
+ private:
+  static gpt_attention_args args(void* y, void* dqkv, float* att, float* scratch, const void* qkv, const void* dy,
+                                 const std::uint32_t* bits, float p, std::int64_t batch, std::int64_t T, std::int64_t C,
+                                 std::int64_t NH) {
+    gpt_attention_args a{};
+    a.y = y;
+    a.dqkv = dqkv;
+    a.att = att;
+    a.scratch = scratch;
+    a.qkv = qkv;
+    a.dy = dy;
+    a.bits = bits;
+    a.B = batch;
+    a.T = T;
+    a.C = C;
+    a.NH = NH;
+    const double t = static_cast<double>(p) * 4294967296.0;
+    a.threshold = static_cast<unsigned int>(t >= 4294967295.0 ? 4294967295.0 : t);
+    a.scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
+    return a;
+  }
+  // CUDA: a block per (row, head, batch) with T floats of shared memory; host: the thread count.
+  [[nodiscard]] accel::ops::LaunchShape shape(std::int64_t batch, std::int64_t T, std::int64_t NH,
+                                              std::int64_t shared) const {
+    accel::ops::LaunchShape l = accel::ops::LaunchShape::blocks(static_cast<std::uint32_t>(T), 128,
+                                                                static_cast<std::uint32_t>(shared), threads_);
+    l.grid[1] = static_cast<std::uint32_t>(NH);
+    l.grid[2] = static_cast<std::uint32_t>(batch);
+    return l;
+  }
+
+  B b_;
+  int threads_ = 0;
+  accel::ops::Kernel forward_, backward_, backward_kv_, peak_;
+};
+
+}  // namespace engine

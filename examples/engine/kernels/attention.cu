@@ -1,0 +1,148 @@
+// attention.cu — the engine's causal multi-head self-attention on CUDA (float32 and bfloat16 storage,
+// fp32 arithmetic), compiled by NVRTC through the engine's op builder. Arguments: attention.h.
+//
+// One block per (query row i, head h, batch b) — grid (T, NH, B) — with the row's scores in dynamic
+// shared memory (T floats): simple and exact rather than fast (a flash-attention kernel is the next
+// step for large T). The backward pass is two kernels: per query row, dS and dq (dS kept in scratch);
+// then per key row j, dk and dv as sums over the rows i >= j in order. No atomics: the results do not
+// depend on the schedule.
+#include "attention.h"
+
+namespace {
+
+struct f32 {};
+struct bf16 {};
+
+__device__ __forceinline__ float ld(const void* p, long long i, f32) { return static_cast<const float*>(p)[i]; }
+__device__ __forceinline__ float ld(const void* p, long long i, bf16) {
+  return __uint_as_float(((unsigned int)static_cast<const unsigned short*>(p)[i]) << 16);
+}
+__device__ __forceinline__ void st(void* p, long long i, float x, f32) { static_cast<float*>(p)[i] = x; }
+__device__ __forceinline__ void st(void* p, long long i, float x, bf16) {
+  const unsigned int u = __float_as_uint(x);
+  const unsigned short b = (u & 0x7FFFFFFFu) > 0x7F800000u ? (unsigned short)((u >> 16) | 0x40u)
+                                                           : (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  static_cast<unsigned short*>(p)[i] = b;
+}
+
+// Block-wide sum / max of one value per thread (blockDim.x a multiple of 32, at most 1024).
+__device__ float block_reduce(float x, bool is_max) {
+  __shared__ float partial[32];
+  for (int o = 16; o > 0; o >>= 1) {
+    const float y = __shfl_xor_sync(0xFFFFFFFFu, x, o);
+    x = is_max ? fmaxf(x, y) : __fadd_rn(x, y);
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) partial[warp] = x;
+  __syncthreads();
+  float r = partial[0];
+  for (int w = 1; w < warps; ++w) r = is_max ? fmaxf(r, partial[w]) : __fadd_rn(r, partial[w]);
+  return r;
+}
+
+__device__ __forceinline__ float mask(const gpt_attention_args& a, long long idx) {
+  return a.bits == nullptr ? 1.0f : (a.bits[idx] >= a.threshold ? a.scale : 0.0f);
+}
+
+template <class D>
+__device__ void forward(const gpt_attention_args& a) {
+  extern __shared__ float s[];
+  const long long i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const long long T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
+  const long long qi = (b * T + i) * ld3 + h * hs;
+  const long long bh = b * a.NH + h;
+  const float scale = rsqrtf((float)hs);
+  for (long long j = threadIdx.x; j <= i; j += blockDim.x) {
+    const long long kj = (b * T + j) * ld3 + C + h * hs;
+    float dot = 0;
+    for (long long d = 0; d < hs; ++d) dot = __fmaf_rn(ld(a.qkv, qi + d, D()), ld(a.qkv, kj + d, D()), dot);
+    s[j] = __fmul_rn(dot, scale);
+  }
+  __syncthreads();
+  float mx = -3.402823466e38f;
+  for (long long j = threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, s[j]);
+  mx = block_reduce(mx, true);
+  float sum = 0;
+  for (long long j = threadIdx.x; j <= i; j += blockDim.x) {
+    const float e = expf(__fsub_rn(s[j], mx));
+    s[j] = e;
+    sum = __fadd_rn(sum, e);
+  }
+  sum = block_reduce(sum, false);
+  const float inv = __fdiv_rn(1.0f, sum);
+  float* att = a.att + (bh * T + i) * T;
+  for (long long j = threadIdx.x; j <= i; j += blockDim.x) {
+    const float p = __fmul_rn(s[j], inv);
+    att[j] = p;
+    s[j] = __fmul_rn(p, mask(a, (bh * T + i) * T + j));
+  }
+  __syncthreads();
+  for (long long d = threadIdx.x; d < hs; d += blockDim.x) {
+    float acc = 0;
+    for (long long j = 0; j <= i; ++j) acc = __fmaf_rn(s[j], ld(a.qkv, (b * T + j) * ld3 + 2 * C + h * hs + d, D()), acc);
+    st(a.y, (b * T + i) * C + h * hs + d, acc, D());
+  }
+}
+
+// Per query row i: dS[i][j] = P (dP - sum_j P dP) into scratch, and dq_i.
+template <class D>
+__device__ void backward_rows(const gpt_attention_args& a) {
+  extern __shared__ float s[];
+  const long long i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const long long T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
+  const long long bh = b * a.NH + h;
+  const float* p = a.att + (bh * T + i) * T;
+  const long long dyi = (b * T + i) * C + h * hs;
+  float part = 0;
+  for (long long j = threadIdx.x; j <= i; j += blockDim.x) {
+    const long long vj = (b * T + j) * ld3 + 2 * C + h * hs;
+    float dot = 0;
+    for (long long d = 0; d < hs; ++d) dot = __fmaf_rn(ld(a.dy, dyi + d, D()), ld(a.qkv, vj + d, D()), dot);
+    const float dp = __fmul_rn(dot, mask(a, (bh * T + i) * T + j));
+    s[j] = dp;
+    part = __fmaf_rn(p[j], dp, part);
+  }
+  const float dsum = block_reduce(part, false);
+  float* ds = a.scratch + (bh * T + i) * T;
+  for (long long j = threadIdx.x; j <= i; j += blockDim.x) {
+    const float v = __fmul_rn(p[j], __fsub_rn(s[j], dsum));
+    s[j] = v;
+    ds[j] = v;
+  }
+  __syncthreads();
+  const float scale = rsqrtf((float)hs);
+  for (long long d = threadIdx.x; d < hs; d += blockDim.x) {
+    float acc = 0;
+    for (long long j = 0; j <= i; ++j) acc = __fmaf_rn(s[j], ld(a.qkv, (b * T + j) * ld3 + C + h * hs + d, D()), acc);
+    st(a.dqkv, (b * T + i) * ld3 + h * hs + d, __fmul_rn(acc, scale), D());
+  }
+}
+
+// Per key row j: dk_j = scale sum_{i >= j} dS[i][j] q_i, dv_j = sum_{i >= j} Pd[i][j] dy_i.
+template <class D>
+__device__ void backward_cols(const gpt_attention_args& a) {
+  const long long j = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const long long T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
+  const long long bh = b * a.NH + h;
+  const float scale = rsqrtf((float)hs);
+  for (long long d = threadIdx.x; d < hs; d += blockDim.x) {
+    float dk = 0, dv = 0;
+    for (long long i = j; i < T; ++i) {
+      const long long idx = (bh * T + i) * T + j;
+      dk = __fmaf_rn(a.scratch[idx], ld(a.qkv, (b * T + i) * ld3 + h * hs + d, D()), dk);
+      dv = __fmaf_rn(__fmul_rn(a.att[idx], mask(a, idx)), ld(a.dy, (b * T + i) * C + h * hs + d, D()), dv);
+    }
+    st(a.dqkv, (b * T + j) * ld3 + C + h * hs + d, __fmul_rn(dk, scale), D());
+    st(a.dqkv, (b * T + j) * ld3 + 2 * C + h * hs + d, dv, D());
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void gpt_attention_forward_f32(const gpt_attention_args a) { forward<f32>(a); }
+extern "C" __global__ void gpt_attention_forward_bf16(const gpt_attention_args a) { forward<bf16>(a); }
+extern "C" __global__ void gpt_attention_backward_f32(const gpt_attention_args a) { backward_rows<f32>(a); }
+extern "C" __global__ void gpt_attention_backward_bf16(const gpt_attention_args a) { backward_rows<bf16>(a); }
+extern "C" __global__ void gpt_attention_backward_kv_f32(const gpt_attention_args a) { backward_cols<f32>(a); }
+extern "C" __global__ void gpt_attention_backward_kv_bf16(const gpt_attention_args a) { backward_cols<bf16>(a); }

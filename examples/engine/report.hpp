@@ -1,0 +1,86 @@
+// report.hpp — what the user sees: progress lines, the metrics CSV, the final summary table.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+inline std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+/// 12345678 -> "12,345,678".
+inline std::string grouped(double v) {
+  const long long n = std::llround(v);
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+inline std::string mib(std::size_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
+
+/// One progress line's figures.
+struct Progress {
+  std::int64_t step = 0, steps = 0;
+  double train_loss = 0;
+  double val_loss = NAN;  // NaN: not evaluated at this step
+  double lr = 0, grad_norm = 0;
+  double tokens_per_s = 0, ms_per_step = 0, mfu = NAN, elapsed_s = 0;
+  std::int64_t tokens = 0;
+  std::size_t allocated = 0, reserved = 0;
+};
+
+inline std::string progress_line(const Progress& p) {
+  std::string s = "step " + std::to_string(p.step) + "/" + std::to_string(p.steps) + " | loss " + fmt("%.4f", p.train_loss);
+  s += std::isnan(p.val_loss) ? std::string(" | val   -   ") : " | val " + fmt("%.4f", p.val_loss);
+  s += " | lr " + fmt("%.2e", p.lr) + " | norm " + fmt("%.2f", p.grad_norm);
+  s += " | " + grouped(p.tokens_per_s) + " tok/s | " + fmt("%.1f", p.ms_per_step) + " ms/step";
+  s += std::isnan(p.mfu) ? std::string(" | MFU  n/a") : " | MFU " + fmt("%.1f", 100 * p.mfu) + "%";
+  s += " | mem " + mib(p.allocated) + "/" + mib(p.reserved) + " MiB";
+  return s;
+}
+
+/// --metrics: a CSV row per progress line (header first).
+class MetricsCsv {
+ public:
+  void open(const std::string& path) {
+    if (path.empty()) return;
+    out_.open(path, std::ios::trunc);
+    if (!out_) throw std::runtime_error("cannot write the metrics file " + path);
+    out_ << "step,tokens,elapsed_s,train_loss,val_loss,lr,grad_norm,tokens_per_s,ms_per_step,mfu,allocated_bytes,reserved_bytes\n";
+    out_.flush();
+  }
+  void row(const Progress& p) {
+    if (!out_.is_open()) return;
+    const auto opt = [](double v, const char* f) { return std::isnan(v) ? std::string() : fmt(f, v); };
+    out_ << p.step << ',' << p.tokens << ',' << fmt("%.3f", p.elapsed_s) << ',' << fmt("%.6f", p.train_loss) << ','
+         << opt(p.val_loss, "%.6f") << ',' << fmt("%.6g", p.lr) << ',' << fmt("%.6g", p.grad_norm) << ','
+         << fmt("%.1f", p.tokens_per_s) << ',' << fmt("%.3f", p.ms_per_step) << ',' << opt(p.mfu, "%.5f") << ','
+         << p.allocated << ',' << p.reserved << '\n';
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+/// The final table: two columns, aligned.
+inline std::string summary_table(const std::vector<std::pair<std::string, std::string>>& rows) {
+  std::size_t w = 0;
+  for (const auto& r : rows) w = r.first.size() > w ? r.first.size() : w;
+  std::string out;
+  for (const auto& [k, v] : rows) out += "  " + k + std::string(w - k.size() + 2, ' ') + v + "\n";
+  return out;
+}
+
+}  // namespace engine

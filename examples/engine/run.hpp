@@ -1,0 +1,334 @@
+// run.hpp — Engine<B>::run(): checks, then the training loop with its progress lines, evaluations,
+// checkpoints, signals, the final summary and a sample.
+//
+// Every check that can fail on the user's input — the data file, the shape, the model's memory
+// against the device's, the block against the corpus, a checkpoint that does not match — happens
+// before the first allocation or file write; it throws UsageError (exit status 2).
+#pragma once
+
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "corpus.hpp"
+#include "engine.hpp"
+#include "layout.hpp"
+#include "report.hpp"
+
+#include <accel/accel.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace engine {
+
+/// The default corpus: $ENGINE_DATA, else data/shakespeare/shakespeare.txt in the source tree.
+inline std::string default_data_path() {
+  if (const char* d = std::getenv("ENGINE_DATA"); d != nullptr && *d != '\0') return d;
+#ifdef ENGINE_DEFAULT_DATA
+  return ENGINE_DEFAULT_DATA;
+#else
+  return "data/shakespeare/shakespeare.txt";
+#endif
+}
+
+/// Data-sheet peak FLOP/s of a GPU by name (dense; bf16 tensor cores, or fp32), 0 when unknown.
+inline double datasheet_peak(const std::string& device, bool bf16) {
+  struct Row {
+    const char* name;
+    double bf16, fp32;
+  };
+  static const Row rows[] = {{"H100 PCIe", 756e12, 51.2e12}, {"H100", 989.4e12, 66.9e12}, {"H200", 989.4e12, 66.9e12},
+                             {"A100", 312e12, 19.5e12},      {"L40S", 362e12, 91.6e12}, {"A10", 125e12, 31.2e12}};
+  for (const auto& r : rows) {
+    if (device.find(r.name) != std::string::npos) return bf16 ? r.bf16 : r.fp32;
+  }
+  return 0;
+}
+
+/// True for a backend whose device is the CPU at compile time (its bf16 path is not instantiated).
+template <class B>
+constexpr bool static_cpu_backend() {
+  if constexpr (requires { std::integral_constant<accel::DeviceType, B::device_type()>{}; }) {
+    return B::device_type() == accel::DeviceType::cpu;
+  } else {
+    return false;
+  }
+}
+
+template <class B>
+class Engine {
+ public:
+  Engine(B b, Config cfg) : b_(b), cfg_(std::move(cfg)) {}
+
+  /// Trains; returns the exit status. UsageError for bad input (before anything is allocated).
+  int run() {
+    if (cfg_.data.empty()) {
+      cfg_.data = default_data_path();
+      if (!std::filesystem::exists(cfg_.data)) {
+        throw UsageError("the default corpus " + cfg_.data + " is missing: run scripts/fetch-data.sh, or give --data FILE");
+      }
+    }
+    const Corpus corpus = Corpus::load(cfg_.data);
+    if (cfg_.dtype == "bf16" && b_.device_type() == accel::DeviceType::cpu) {
+      throw UsageError("--dtype bf16 needs the CUDA backend (the CPU engine trains in float32)");
+    }
+    std::optional<CheckpointState> resume;
+    std::filesystem::path resume_dir;
+    if (!cfg_.resume.empty()) {
+      resume_dir = resolve_resume(cfg_.resume, cfg_.save);
+      resume = read_checkpoint_manifest(resume_dir);
+      check_resume(*resume, corpus);
+    }
+    const Plan plan = make_plan(corpus);
+    if constexpr (static_cpu_backend<B>()) {
+      return run_typed<float>(corpus, plan, resume, resume_dir);
+    } else {
+      if (cfg_.dtype == "bf16") return run_typed<accel::bfloat16>(corpus, plan, resume, resume_dir);
+      return run_typed<float>(corpus, plan, resume, resume_dir);
+    }
+  }
+
+ private:
+  void check_resume(const CheckpointState& st, const Corpus& corpus) const {
+    const auto get = [&](const char* k) {
+      const auto it = st.values.find(k);
+      if (it == st.values.end()) throw UsageError(std::string("checkpoint: the manifest has no '") + k + "'");
+      return it->second;
+    };
+    const std::string shape = std::to_string(cfg_.shape.layers) + "/" + std::to_string(cfg_.shape.heads) + "/" +
+                              std::to_string(cfg_.shape.width) + "/" + std::to_string(cfg_.shape.block);
+    if (get("shape") != shape) {
+      throw UsageError("--resume: the checkpoint's model is layers/heads/width/block " + get("shape") +
+                       ", this run's is " + shape);
+    }
+    if (get("dtype") != cfg_.dtype) throw UsageError("--resume: the checkpoint was trained with --dtype " + get("dtype"));
+    if (detail::unhex(get("vocabulary")) != corpus.vocabulary()) {
+      throw UsageError("--resume: the checkpoint's character vocabulary differs from " + cfg_.data + "'s");
+    }
+  }
+
+  Plan make_plan(const Corpus& corpus) const {
+    Plan p;
+    const ModelShape& s = cfg_.shape;
+    p.vocab = corpus.vocab_size();
+    p.vocab_padded = (p.vocab + s.vocab_multiple - 1) / s.vocab_multiple * s.vocab_multiple;
+    const auto min_split = static_cast<std::size_t>(s.block) + 1;
+    if (corpus.train().size() < min_split || corpus.val().size() < min_split) {
+      throw UsageError("--block " + std::to_string(s.block) + " is longer than the corpus allows: each split needs at least " +
+                       std::to_string(min_split) + " characters, and " + cfg_.data + " gives " +
+                       std::to_string(corpus.train().size()) + " (train) and " + std::to_string(corpus.val().size()) +
+                       " (validation)");
+    }
+    const ParamLayout P(s, p.vocab_padded);
+    const ActLayout A(s, cfg_.batch, p.vocab_padded, cfg_.accum, cfg_.dropout > 0);
+    p.params = P.count();
+    const std::int64_t non_embedding = p.params - s.block * static_cast<std::int64_t>(s.width);
+    const std::int64_t per_token = 6 * non_embedding + 12LL * s.layers * s.width * s.block;
+    p.flops_per_step = per_token * s.block * cfg_.batch * cfg_.accum;
+    const std::size_t act_bytes = cfg_.dtype == "bf16" ? 2 : 4;
+    const std::size_t np = static_cast<std::size_t>(P.total);
+    const std::size_t weights = np * act_bytes * 2 + np * 8 + (cfg_.dtype == "bf16" ? np * 4 : 0);
+    const std::size_t acts = static_cast<std::size_t>(A.act) * act_bytes + static_cast<std::size_t>(A.f32 + A.bits) * 4;
+    const std::size_t tokens = static_cast<std::size_t>(cfg_.batch) * s.block * cfg_.accum * 8;
+    p.bytes = weights + acts + tokens;
+    p.bytes_breakdown = mib(weights) + " MiB weights, gradients and optimizer state + " + mib(acts) + " MiB activations";
+    const std::size_t available = b_.available_memory();
+    if (p.bytes + p.bytes / 20 > available) {  // 5 % for the BLAS's and the allocator's own
+      throw UsageError("the model does not fit: it needs " + mib(p.bytes) + " MiB (" + p.bytes_breakdown + ") and " +
+                       std::string(b_.name()) + ":" + std::to_string(b_.current_device()) + " has " + mib(available) +
+                       " MiB available; try a smaller --batch, --block or --size");
+    }
+    return p;
+  }
+
+  template <class T>
+  int run_typed(const Corpus& corpus, const Plan& plan, const std::optional<CheckpointState>& resume,
+                const std::filesystem::path& resume_dir) {
+    Trainer<B, T> t(b_, cfg_, corpus, plan);
+    if (resume) {
+      CheckpointState st = *resume;
+      read_checkpoint_tensors(resume_dir, t.layout().total, st);
+      t.load_state(st);
+    } else {
+      t.init_weights();
+    }
+    const bool cpu = b_.device_type() == accel::DeviceType::cpu;
+    const double peak = cpu ? t.measure_peak(0.15) : datasheet_peak(b_.device_name(), cfg_.dtype == "bf16");
+    MetricsCsv metrics;
+    metrics.open(cfg_.metrics);
+    std::unique_ptr<Dump> dump;
+    if (!cfg_.dump.empty()) dump = std::make_unique<Dump>(cfg_, t, plan);
+    const std::int64_t tokens_per_step = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block * cfg_.accum;
+    if (!cfg_.quiet) {
+      std::printf("engine: %s on %s (%s), %s\n", cfg_.size.c_str(), std::string(b_.name()).c_str(),
+                  b_.device_name().c_str(), cfg_.dtype.c_str());
+      std::printf("model: %d layers, %d heads, width %d, block %d, vocabulary %lld (%lld padded): %s parameters\n",
+                  cfg_.shape.layers, cfg_.shape.heads, cfg_.shape.width, cfg_.shape.block,
+                  static_cast<long long>(plan.vocab), static_cast<long long>(plan.vocab_padded), grouped(plan.params).c_str());
+      std::printf("data: %s, %s characters (%s train, %s validation)\n", cfg_.data.c_str(), grouped(corpus.size()).c_str(),
+                  grouped(corpus.train().size()).c_str(), grouped(corpus.val().size()).c_str());
+      std::printf("training: %lld steps of %d x %d x %d tokens, lr %.2e (%s, warmup %lld), AdamW (%.2f, %.3f, wd %.2f), clip %.2f, dropout %.2f, seed %llu%s\n",
+                  static_cast<long long>(cfg_.steps), cfg_.accum, cfg_.batch, cfg_.shape.block, cfg_.lr, cfg_.schedule.c_str(),
+                  static_cast<long long>(cfg_.warmup), cfg_.beta1, cfg_.beta2, cfg_.weight_decay, cfg_.clip, cfg_.dropout,
+                  static_cast<unsigned long long>(cfg_.seed), cfg_.graph ? ", graph" : "");
+      std::printf("peak: %s GFLOP/s (%s)%s\n", peak > 0 ? fmt("%.1f", peak / 1e9).c_str() : "unknown",
+                  cpu ? "measured FMA loop" : "data sheet", resume ? (", resumed at step " + std::to_string(t.step()) + " from " + resume_dir.string()).c_str() : "");
+      std::fflush(stdout);
+    }
+    install_signal_handlers();
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    double train_seconds = 0, interval_seconds = 0, best_val = NAN, last_val = NAN, last_loss = NAN;
+    double first_loss = NAN;
+    std::int64_t interval_steps = 0, steps_done = 0;
+    std::vector<double> step_ms;
+    std::size_t peak_allocated = 0, peak_reserved = 0;
+    std::string stopped_by;
+    const auto save = [&](const std::string& dir) {
+      const auto path = write_checkpoint(dir, t.layout(), t.save_state());
+      if (!cfg_.quiet) std::printf("checkpoint: %s\n", path.string().c_str());
+      return path;
+    };
+    while (t.step() < cfg_.steps) {
+      const std::int64_t it = t.step();
+      const auto t0 = clock::now();
+      std::vector<float> grads0;
+      const auto r = t.train_step(dump && it == dump->first_step ? &grads0 : nullptr);
+      const double sec = std::chrono::duration<double>(clock::now() - t0).count();
+      if (dump) dump->record(it, r, grads0);
+      train_seconds += sec;
+      interval_seconds += sec;
+      ++interval_steps;
+      ++steps_done;
+      step_ms.push_back(sec * 1e3);
+      if (std::isnan(first_loss)) first_loss = r.loss;
+      last_loss = r.loss;
+      const std::int64_t done = t.step();
+      const bool last = done == cfg_.steps;
+      const bool out_of_time = cfg_.max_seconds > 0 && train_seconds >= cfg_.max_seconds;
+      const bool eval = cfg_.eval_every > 0 && (done % cfg_.eval_every == 0 || last || out_of_time);
+      if (eval) {
+        last_val = t.eval_loss();
+        best_val = std::isnan(best_val) ? last_val : std::min(best_val, last_val);
+      }
+      peak_allocated = std::max(peak_allocated, b_.memory_allocated());
+      peak_reserved = std::max(peak_reserved, b_.memory_reserved());
+      if (done % cfg_.print_every == 0 || eval || last || out_of_time || it == 0) {
+        Progress p;
+        p.step = done;
+        p.steps = cfg_.steps;
+        p.train_loss = r.loss;
+        p.val_loss = eval ? last_val : NAN;
+        p.lr = r.lr;
+        p.grad_norm = r.grad_norm;
+        p.tokens_per_s = static_cast<double>(tokens_per_step * interval_steps) / interval_seconds;
+        p.ms_per_step = interval_seconds * 1e3 / static_cast<double>(interval_steps);
+        p.mfu = peak > 0 ? static_cast<double>(plan.flops_per_step) / (p.ms_per_step / 1e3) / peak : NAN;
+        p.elapsed_s = train_seconds;
+        p.tokens = tokens_per_step * done;
+        p.allocated = b_.memory_allocated();
+        p.reserved = b_.memory_reserved();
+        if (!cfg_.quiet) {
+          std::printf("%s\n", progress_line(p).c_str());
+          std::fflush(stdout);
+        }
+        metrics.row(p);
+        interval_seconds = 0;
+        interval_steps = 0;
+      }
+      if (cfg_.save_every > 0 && !cfg_.save.empty() && done % cfg_.save_every == 0 && !last) save(cfg_.save);
+      if (const int sig = stop_signal().load(); sig != 0) {
+        stopped_by = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        break;
+      }
+      if (out_of_time) {
+        stopped_by = "--time " + fmt("%g", cfg_.max_seconds) + " s";
+        break;
+      }
+    }
+    const double wall = std::chrono::duration<double>(clock::now() - start).count();
+    std::string saved;
+    if (!cfg_.save.empty() || stopped_by == "SIGINT" || stopped_by == "SIGTERM") {
+      saved = save(cfg_.save.empty() ? std::string("checkpoints") : cfg_.save).string();
+    }
+    // The summary.
+    std::vector<double> sorted = step_ms;
+    std::sort(sorted.begin(), sorted.end());
+    const double median_ms = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    const double tok_s = train_seconds > 0 ? static_cast<double>(tokens_per_step * steps_done) / train_seconds : 0;
+    const double mfu = peak > 0 && train_seconds > 0 ? static_cast<double>(plan.flops_per_step * steps_done) / train_seconds / peak : NAN;
+    std::vector<std::pair<std::string, std::string>> rows = {
+        {"backend", std::string(b_.name()) + " (" + b_.device_name() + ")"},
+        {"model", cfg_.size + ": " + grouped(plan.params) + " parameters, " + cfg_.dtype},
+        {"steps", std::to_string(t.step()) + " (" + std::to_string(steps_done) + " this run" +
+                      (stopped_by.empty() ? "" : ", stopped by " + stopped_by) + ")"},
+        {"tokens", grouped(static_cast<double>(tokens_per_step * steps_done))},
+        {"train loss", fmt("%.4f", first_loss) + " -> " + fmt("%.4f", last_loss)},
+        {"val loss", std::isnan(last_val) ? "-" : fmt("%.4f", last_val) + " (best " + fmt("%.4f", best_val) + ")"},
+        {"training time", fmt("%.1f", train_seconds) + " s (wall " + fmt("%.1f", wall) + " s)"},
+        {"tokens/s", grouped(tok_s)},
+        {"ms/step", fmt("%.1f", median_ms) + " median"},
+        {"MFU", std::isnan(mfu) ? "n/a" : fmt("%.1f", 100 * mfu) + "% of " + fmt("%.1f", peak / 1e9) + " GFLOP/s"},
+        {"memory", mib(peak_allocated) + " MiB allocated, " + mib(peak_reserved) + " MiB reserved (peak)"},
+    };
+    if (!saved.empty()) rows.emplace_back("checkpoint", saved);
+    if (!cfg_.metrics.empty()) rows.emplace_back("metrics", cfg_.metrics);
+    std::printf("\nsummary\n%s", summary_table(rows).c_str());
+    if (!stopped_by.empty() && stopped_by[0] == 'S') {
+      std::printf("interrupted by %s after step %lld; continue with --resume latest%s\n", stopped_by.c_str(),
+                  static_cast<long long>(t.step()), cfg_.save.empty() ? "" : (" --save " + cfg_.save).c_str());
+    }
+    if (cfg_.sample > 0 && stopped_by.empty()) {
+      std::printf("\nsample (temperature %.2f, top-k %d):\n%s\n", cfg_.temperature, cfg_.top_k,
+                  t.sample(cfg_.sample, cfg_.temperature, cfg_.top_k).c_str());
+    }
+    std::fflush(stdout);
+    return 0;
+  }
+
+  /// --dump: what benchmarks/engine/torch_gpt.py needs to run the same training in PyTorch.
+  struct Dump {
+    template <class Tr>
+    Dump(const Config& c, Tr& t, const Plan& plan) : dir(c.dump), first_step(t.step()) {
+      std::filesystem::create_directories(dir);
+      (void)write_checkpoint(dir, t.layout(), t.save_state());
+      std::ofstream cfg(dir / "config.txt");
+      cfg << "layers " << c.shape.layers << "\nheads " << c.shape.heads << "\nwidth " << c.shape.width << "\nblock "
+          << c.shape.block << "\nvocab " << plan.vocab << "\nvocab_padded " << plan.vocab_padded << "\nbatch " << c.batch
+          << "\naccum " << c.accum << "\nbeta1 " << c.beta1 << "\nbeta2 " << c.beta2 << "\neps " << c.eps
+          << "\nweight_decay " << c.weight_decay << "\nclip " << c.clip << "\ndropout " << c.dropout << "\n";
+      batches.open(dir / "batches.i32", std::ios::binary | std::ios::trunc);
+      losses.open(dir / "losses.txt", std::ios::trunc);
+      t.set_batch_hook([this](const std::vector<std::int32_t>& x, const std::vector<std::int32_t>& y) {
+        batches.write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * 4));
+        batches.write(reinterpret_cast<const char*>(y.data()), static_cast<std::streamsize>(y.size() * 4));
+        batches.flush();
+      });
+    }
+    template <class R>
+    void record(std::int64_t step, const R& r, const std::vector<float>& grads) {
+      char line[128];
+      std::snprintf(line, sizeof line, "%lld %.9g %.9g %.9g\n", static_cast<long long>(step), r.loss, r.lr, r.grad_norm);
+      losses << line;
+      losses.flush();
+      if (!grads.empty()) {
+        std::ofstream g(dir / "grads0.f32", std::ios::binary | std::ios::trunc);
+        g.write(reinterpret_cast<const char*>(grads.data()), static_cast<std::streamsize>(grads.size() * 4));
+      }
+    }
+    std::filesystem::path dir;
+    std::int64_t first_step;
+    std::ofstream batches, losses;
+  };
+
+  B b_;
+  Config cfg_;
+};
+
+}  // namespace engine
