@@ -37,6 +37,7 @@ struct Config {
   int batch = 12;
   int accum = 1;  // micro-batches per optimizer step (gradient accumulation)
   std::int64_t steps = 2000;
+  std::int64_t stop_at = 0;  // > 0: end this run at that step (the schedule still spans `steps`)
   double max_seconds = 0;  // > 0: stop after this much training time (the schedule still spans `steps`)
   double lr = 1e-3;
   double min_lr = 1e-4;
@@ -83,6 +84,7 @@ training
   --accum N            micro-batches per step (gradient accumulation, default 1)
   --steps N            optimizer steps (tiny 2000, shakespeare 5000, gpt2 1000)
   --time SECONDS       stop after this much training time
+  --stop-at N          stop at step N (with --save: a checkpoint there); the schedule still spans --steps
   --lr X --min-lr X --warmup N --schedule cosine|constant
   --beta1 X --beta2 X --weight-decay X --clip X (0: off) --dropout X
   --seed N             fixes the run: weights, batches, dropout (default 1337)
@@ -192,6 +194,8 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.accum = static_cast<int>(parse_int(a, value(), 1, 1 << 16));
     } else if (a == "--steps") {
       c.steps = parse_int(a, value(), 0, 1LL << 40);
+    } else if (a == "--stop-at") {
+      c.stop_at = parse_int(a, value(), 1, 1LL << 40);
     } else if (a == "--time") {
       c.max_seconds = parse_double(a, value(), 0, 1e9);
     } else if (a == "--lr") {

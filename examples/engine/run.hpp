@@ -211,7 +211,8 @@ class Engine {
       last_loss = r.loss;
       const std::int64_t done = t.step();
       const bool last = done == cfg_.steps;
-      const bool out_of_time = cfg_.max_seconds > 0 && train_seconds >= cfg_.max_seconds;
+      const bool out_of_time = (cfg_.max_seconds > 0 && train_seconds >= cfg_.max_seconds) ||
+                               (cfg_.stop_at > 0 && done >= cfg_.stop_at);
       const bool eval = cfg_.eval_every > 0 && (done % cfg_.eval_every == 0 || last || out_of_time);
       if (eval) {
         last_val = t.eval_loss();
@@ -248,7 +249,8 @@ class Engine {
         break;
       }
       if (out_of_time) {
-        stopped_by = "--time " + fmt("%g", cfg_.max_seconds) + " s";
+        stopped_by = cfg_.stop_at > 0 && done >= cfg_.stop_at ? "--stop-at " + std::to_string(cfg_.stop_at)
+                                                              : "--time " + fmt("%g", cfg_.max_seconds) + " s";
         break;
       }
     }
@@ -314,7 +316,7 @@ class Engine {
     template <class R>
     void record(std::int64_t step, const R& r, const std::vector<float>& grads) {
       char line[128];
-      std::snprintf(line, sizeof line, "%lld %.9g %.9g %.9g\n", static_cast<long long>(step), r.loss, r.lr, r.grad_norm);
+      std::snprintf(line, sizeof line, "%lld %.17g %.17g %.17g\n", static_cast<long long>(step), r.loss, r.lr, r.grad_norm);
       losses << line;
       losses.flush();
       if (!grads.empty()) {

@@ -21,7 +21,10 @@ using namespace accel_kernels;
 inline float exp_f(float x) {
   x = x < 88.3762626647949f ? x : 88.3762626647949f;
   x = x > -87.3365447505531f ? x : -87.3365447505531f;
-  const float n = floorf(fmaf(x, 1.44269504088896341f, 0.5f));
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick (vectorises without -fno-trapping-math, unlike floorf);
+  // n's integer value is then in the low bits of t.
+  const float t = fmaf(x, 1.44269504088896341f, 12582912.0f);
+  const float n = t - 12582912.0f;
   float r = fmaf(n, -0.693359375f, x);
   r = fmaf(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
@@ -31,8 +34,7 @@ inline float exp_f(float x) {
   p = fmaf(p, r, 1.6666665459e-1f);
   p = fmaf(p, r, 5.0000001201e-1f);
   const float y = fmaf(p, r * r, r) + 1.0f;
-  const int e = static_cast<int>(n) + 127;
-  return y * bits_to_float(static_cast<std::uint32_t>(e) << 23);
+  return y * bits_to_float((float_to_bits(t) - 0x4B400000u + 127u) << 23);
 }
 
 // tanh(u) = sign(u) (1 - 2 / (e^{2|u|} + 1)): absolute error ~1e-7, all GELU needs (it adds tanh to 1).

@@ -47,7 +47,8 @@ inline float bitsf(std::uint32_t u) {
 inline float exp_f(float x) {
   x = x < 88.3762626647949f ? x : 88.3762626647949f;
   x = x > -87.3365447505531f ? x : -87.3365447505531f;
-  const float n = floorf(x * 1.44269504088896341f + 0.5f);
+  const float t = x * 1.44269504088896341f + 12582912.0f;  // round(x / ln 2) in t's low bits
+  const float n = t - 12582912.0f;
   float r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -57,7 +58,7 @@ inline float exp_f(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = (p * (r * r) + r) + 1.0f;
-  return y * bitsf(static_cast<std::uint32_t>(static_cast<int>(n) + 127) << 23);
+  return y * bitsf((fbits(t) - 0x4B400000u + 127u) << 23);
 }
 
 constexpr int R = 4;  // rows per register block
@@ -242,7 +243,10 @@ void run(const gpt_attention_args& a, bool forward, int threads) {
   const std::size_t work_floats = static_cast<std::size_t>(hs * Tp + 2 * T * Tp);
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<float> work(work_floats);
+    // Kept per thread across launches: a fresh allocation this size would be mmap'ed and its pages
+    // zeroed by the kernel on every call.
+    thread_local std::vector<float> work;
+    if (work.size() < work_floats) work.resize(work_floats);
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
     const long long p0 = pairs * t / nt, p1 = pairs * (t + 1) / nt;
     for (long long p = p0; p < p1; ++p) {

@@ -1,0 +1,212 @@
+// The engine's attention op (examples/engine/kernels/attention.*), a user's own op built and launched
+// through the public path: forward against a float64 reference, backward against central finite
+// differences of that reference, with and without attention dropout, for each head size the CPU
+// kernel covers; the same bits for 1 and 2 threads. The CUDA kernels are compiled by NVRTC here and
+// checked against the CPU kernel on a GPU (skipped, saying so, without one).
+#include "gpt_kernels.hpp"
+
+#include <accel/accel.hpp>
+#include <accel/ops.hpp>
+#include <accel/random/fill.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+using Cpu = accel::CpuBackend;
+
+struct Shape {
+  long long B, T, C, NH;
+};
+
+std::vector<float> randv(std::size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+float mask_scale(const std::vector<std::uint32_t>& bits, std::size_t idx, std::uint32_t threshold, double scale) {
+  return bits.empty() ? 1.0f : (bits[idx] >= threshold ? static_cast<float>(scale) : 0.0f);
+}
+
+// y (float64) of the attention over qkv (float64).
+std::vector<double> ref_forward(const Shape& s, const std::vector<double>& qkv, const std::vector<std::uint32_t>& bits,
+                                std::uint32_t threshold, double scale) {
+  const long long hs = s.C / s.NH;
+  std::vector<double> y(static_cast<std::size_t>(s.B * s.T * s.C), 0.0);
+  for (long long b = 0; b < s.B; ++b) {
+    for (long long h = 0; h < s.NH; ++h) {
+      for (long long i = 0; i < s.T; ++i) {
+        std::vector<double> p(static_cast<std::size_t>(i + 1));
+        double mx = -1e300;
+        for (long long j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (long long d = 0; d < hs; ++d) {
+            dot += qkv[(b * s.T + i) * 3 * s.C + h * hs + d] * qkv[(b * s.T + j) * 3 * s.C + s.C + h * hs + d];
+          }
+          p[j] = dot / std::sqrt(static_cast<double>(hs));
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (auto& v : p) sum += (v = std::exp(v - mx));
+        for (long long j = 0; j <= i; ++j) {
+          const double pd = p[j] / sum * mask_scale(bits, ((b * s.NH + h) * s.T + i) * s.T + j, threshold, scale);
+          for (long long d = 0; d < hs; ++d) {
+            y[(b * s.T + i) * s.C + h * hs + d] += pd * qkv[(b * s.T + j) * 3 * s.C + 2 * s.C + h * hs + d];
+          }
+        }
+      }
+    }
+  }
+  return y;
+}
+
+template <class B>
+engine::GptKernels<B>& kernels() {
+  static engine::GptKernels<B> k(B{}, accel::Dtype::float32);
+  return k;
+}
+
+void check_shape(const Shape& s, float p) {
+  CAPTURE(s.T);
+  CAPTURE(s.C / s.NH);
+  CAPTURE(p);
+  auto& k = kernels<Cpu>();
+  const long long N = s.B * s.T;
+  const auto qkv = randv(static_cast<std::size_t>(N * 3 * s.C), 11, 1.5f);
+  const auto dy = randv(static_cast<std::size_t>(N * s.C), 12);
+  std::vector<std::uint32_t> bits;
+  const std::uint32_t threshold = static_cast<std::uint32_t>(static_cast<double>(p) * 4294967296.0);
+  const double scale = 1.0 / (1.0 - static_cast<double>(p));
+  if (p > 0) {
+    bits.resize(static_cast<std::size_t>(s.B * s.NH * s.T * s.T));
+    accel::rng::fill_bits(std::span<std::uint32_t>(bits), 99, 0);
+  }
+  std::vector<float> y(static_cast<std::size_t>(N * s.C)), att(static_cast<std::size_t>(s.B * s.NH * s.T * s.T)),
+      dqkv(static_cast<std::size_t>(N * 3 * s.C));
+  accel::cpu::Stream stream;
+  k.forward(stream, y.data(), att.data(), qkv.data(), bits.empty() ? nullptr : bits.data(), p, s.B, s.T, s.C, s.NH);
+  k.backward(stream, dqkv.data(), nullptr, dy.data(), att.data(), qkv.data(), bits.empty() ? nullptr : bits.data(), p,
+             s.B, s.T, s.C, s.NH);
+  stream.synchronize();
+  std::vector<double> q64(qkv.begin(), qkv.end());
+  const auto y64 = ref_forward(s, q64, bits, threshold, scale);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    num = std::max(num, std::fabs(y[i] - y64[i]));
+    den = std::max(den, std::fabs(y64[i]));
+  }
+  CHECK(num / den < 2e-6);
+  // Backward: dL/dqkv of L = sum(y * dy) by central differences, at queries, keys and values.
+  const auto loss = [&] {
+    const auto yy = ref_forward(s, q64, bits, threshold, scale);
+    double l = 0;
+    for (std::size_t i = 0; i < yy.size(); ++i) l += yy[i] * dy[i];
+    return l;
+  };
+  for (const long long tok : {0LL, s.T - 1, N - 2}) {
+    for (const long long col : {0LL, s.C / 2 + 1, s.C + 3, 2 * s.C - 1, 2 * s.C + 5, 3 * s.C - 1}) {
+      const std::size_t i = static_cast<std::size_t>(tok * 3 * s.C + col);
+      const double keep = q64[i], h = 1e-4;
+      q64[i] = keep + h;
+      const double up = loss();
+      q64[i] = keep - h;
+      const double down = loss();
+      q64[i] = keep;
+      const double fd = (up - down) / (2 * h);
+      CHECK(std::fabs(dqkv[i] - fd) < 2e-5 * std::max(1.0, std::fabs(fd)));
+    }
+  }
+  // 1 and 2 threads: the same bits.
+  std::vector<float> y1(y.size()), y2(y.size()), d1(dqkv.size()), d2(dqkv.size());
+  for (const int t : {1, 2}) {
+    k.set_num_threads(t);
+    k.forward(stream, (t == 1 ? y1 : y2).data(), att.data(), qkv.data(), bits.empty() ? nullptr : bits.data(), p, s.B,
+              s.T, s.C, s.NH);
+    k.backward(stream, (t == 1 ? d1 : d2).data(), nullptr, dy.data(), att.data(), qkv.data(),
+               bits.empty() ? nullptr : bits.data(), p, s.B, s.T, s.C, s.NH);
+    stream.synchronize();
+  }
+  k.set_num_threads(0);
+  CHECK(y1 == y2);
+  CHECK(d1 == d2);
+  CHECK(y1 == y);
+}
+
+}  // namespace
+
+TEST_CASE("attention (CPU): forward against float64, backward against finite differences, any head size") {
+  check_shape({2, 7, 32, 2}, 0.0f);   // hs 16, T not a multiple of the 4-row blocks
+  check_shape({2, 19, 64, 2}, 0.0f);  // hs 32 (tiny's)
+  check_shape({1, 33, 128, 2}, 0.0f); // hs 64 (shakespeare's, gpt2's), T past 32 columns
+  check_shape({2, 12, 48, 1}, 0.0f);  // hs 48
+}
+
+TEST_CASE("attention (CPU) with attention dropout: the mask and 1/(1-p) scale in forward and backward") {
+  check_shape({2, 9, 64, 2}, 0.25f);
+}
+
+TEST_CASE("attention (CPU): a head size the kernel does not cover is refused as a task failure") {
+  auto& k = kernels<Cpu>();
+  std::vector<float> buf(4096, 0.0f);
+  accel::cpu::Stream stream;
+  k.forward(stream, buf.data(), buf.data(), buf.data(), nullptr, 0.0f, 1, 4, 20, 2);  // hs 10
+  CHECK_THROWS_AS(stream.synchronize(), accel::TaskError);
+}
+
+#if defined(ACCEL_HAS_CUDA)
+TEST_CASE("attention on CUDA: NVRTC compiles the kernels; on a GPU they compute the CPU kernel's values") {
+  if (!accel::ops::nvrtc().loaded) {
+    MESSAGE("skipped: " << accel::ops::nvrtc().error);
+    return;
+  }
+  auto builder = accel::CudaBackend{}.create_op_builder(engine::gpt_kernels_spec(accel::DeviceType::cuda));
+  builder.set_kernel_dir(engine::engine_kernel_dir());
+  const auto built = accel::ops::nvrtc_build(builder.set_arch(90), 90);
+  for (const auto& e : builder.spec().entry_points) CHECK(built.payload.find(e) != std::string::npos);
+  if (accel::CudaBackend{}.device_count() == 0) {
+    MESSAGE("skipped the CUDA launches: no CUDA device");
+    return;
+  }
+  const accel::CudaBackend cuda;
+  engine::GptKernels<accel::CudaBackend> g(cuda, accel::Dtype::float32);
+  const Shape s{2, 40, 128, 2};
+  const long long N = s.B * s.T;
+  const auto qkv = randv(static_cast<std::size_t>(N * 3 * s.C), 21);
+  const auto dy = randv(static_cast<std::size_t>(N * s.C), 22);
+  std::vector<float> y(static_cast<std::size_t>(N * s.C)), att(static_cast<std::size_t>(s.B * s.NH * s.T * s.T)),
+      dq(static_cast<std::size_t>(N * 3 * s.C));
+  accel::cpu::Stream hs;
+  kernels<Cpu>().forward(hs, y.data(), att.data(), qkv.data(), nullptr, 0.0f, s.B, s.T, s.C, s.NH);
+  kernels<Cpu>().backward(hs, dq.data(), nullptr, dy.data(), att.data(), qkv.data(), nullptr, 0.0f, s.B, s.T, s.C, s.NH);
+  hs.synchronize();
+  accel::cuda::Stream st;
+  accel::Buffer<float, accel::CudaBackend> dQkv(qkv.size(), st), dDy(dy.size(), st), dY(y.size(), st),
+      dAtt(att.size(), st), dS(att.size(), st), dDq(dq.size(), st);
+  cuda.copy_async(st, dQkv.data(), qkv.data(), qkv.size() * 4);
+  cuda.copy_async(st, dDy.data(), dy.data(), dy.size() * 4);
+  g.forward(st, dY.data(), dAtt.data(), dQkv.data(), nullptr, 0.0f, s.B, s.T, s.C, s.NH);
+  g.backward(st, dDq.data(), dS.data(), dDy.data(), dAtt.data(), dQkv.data(), nullptr, 0.0f, s.B, s.T, s.C, s.NH);
+  std::vector<float> gy(y.size()), gq(dq.size());
+  cuda.copy_async(st, gy.data(), dY.data(), gy.size() * 4);
+  cuda.copy_async(st, gq.data(), dDq.data(), gq.size() * 4);
+  st.synchronize();
+  const auto rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
+      den = std::max(den, std::fabs(static_cast<double>(b[i])));
+    }
+    return num / den;
+  };
+  CHECK(rel(gy, y) < 1e-5);
+  CHECK(rel(gq, dq) < 1e-5);
+}
+#endif

@@ -1,0 +1,183 @@
+// Engine<CpuBackend> end to end on a small text (tests/engine/data/hamlet_act1.txt): the losses of a
+// short run against a recorded trajectory (within 1e-4: CPUs differ in the bits they produce), and the
+// llm.c-style determinism checks — the same seed gives the same bits, 4 steps + resume + 4 steps give
+// the bits of 8 steps, --graph gives the bits of eager steps (dropout on). Bad input is refused with
+// UsageError before anything is written.
+#include "run.hpp"
+
+#include <accel/accel.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string hamlet = std::string(ENGINE_TEST_DATA_DIR) + "/hamlet_act1.txt";
+
+fs::path temp_dir(const std::string& tag) {
+  std::string tmpl = (fs::temp_directory_path() / ("accel-engine-" + tag + "-XXXXXX")).string();
+  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+  return tmpl;
+}
+
+engine::Config small(const fs::path& dump) {
+  engine::Config c;
+  engine::apply_size(c, "tiny");
+  c.shape.block = 32;
+  c.batch = 4;
+  c.steps = 8;
+  c.warmup = 2;
+  c.data = hamlet;
+  c.dump = dump.string();
+  c.eval_every = 0;
+  c.quiet = true;
+  c.threads = 1;  // robust on a loaded CI machine; the kernels' results do not depend on it
+  return c;
+}
+
+/// The losses (exact text, 17 digits) of a dump directory.
+std::vector<std::string> losses(const fs::path& dump) {
+  std::ifstream in(dump / "losses.txt");
+  std::vector<std::string> out;
+  for (std::string step, loss, rest; in >> step >> loss && std::getline(in, rest);) out.push_back(loss);
+  return out;
+}
+
+int run(const engine::Config& c) { return engine::Engine<accel::CpuBackend>(accel::CpuBackend{}, c).run(); }
+
+}  // namespace
+
+TEST_CASE("engine: the tiny model's losses on a small text follow the recorded trajectory") {
+  const fs::path dir = temp_dir("trajectory");
+  auto c = small(dir);
+  c.steps = 12;
+  REQUIRE(run(c) == 0);
+  const auto got = losses(dir);
+  // Recorded with this configuration on an AMD EPYC (Zen 4) and checked against PyTorch with
+  // benchmarks/engine/torch_gpt.py check (every step within 2e-7).
+  const double expected[] = {ENGINE_TEST_TRAJECTORY};
+  REQUIRE(got.size() == std::size(expected));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::fabs(std::stod(got[i]) - expected[i]) <= 1e-4 * expected[i]);
+  }
+  CHECK(std::stod(got.back()) < std::stod(got.front()) - 0.5);  // it learns
+  fs::remove_all(dir);
+}
+
+TEST_CASE("engine: the same seed gives the same bits; 4 steps + resume + 4 steps give 8 steps' bits") {
+  const fs::path a = temp_dir("a"), b = temp_dir("b"), ck = temp_dir("ck"), r = temp_dir("r");
+  auto c = small(a);
+  c.dropout = 0.1;  // the device generator's state travels in the checkpoint too
+  REQUIRE(run(c) == 0);
+  auto again = small(b);
+  again.dropout = 0.1;
+  REQUIRE(run(again) == 0);
+  CHECK(losses(a) == losses(b));
+
+  auto first = small(temp_dir("first"));
+  first.dropout = 0.1;
+  first.stop_at = 4;  // the same schedule, stopped half way
+  first.save = ck.string();
+  REQUIRE(run(first) == 0);
+  CHECK(fs::is_symlink(ck / "latest"));
+  CHECK(fs::exists(ck / "step_00000004" / "manifest.txt"));
+  auto second = small(r);
+  second.dropout = 0.1;
+  second.resume = "latest";
+  second.save = ck.string();
+  REQUIRE(run(second) == 0);
+  const auto full = losses(a), resumed = losses(r);
+  REQUIRE(full.size() == 8);
+  REQUIRE(resumed.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(resumed[i] == full[4 + i]);
+  CHECK(fs::read_symlink(ck / "latest") == "step_00000008");
+  for (const auto& d : {a, b, ck, r}) fs::remove_all(d);
+}
+
+TEST_CASE("engine --graph: the step captured once and replayed gives the eager step's bits (dropout on)") {
+  const fs::path e = temp_dir("eager"), g = temp_dir("graph");
+  auto eager = small(e);
+  eager.dropout = 0.2;
+  auto graph = small(g);
+  graph.dropout = 0.2;
+  graph.graph = true;
+  REQUIRE(run(eager) == 0);
+  REQUIRE(run(graph) == 0);
+  CHECK(losses(e) == losses(g));
+  fs::remove_all(e);
+  fs::remove_all(g);
+}
+
+TEST_CASE("engine: bad input is refused before anything is allocated or written") {
+  const fs::path dir = temp_dir("errors");
+  const auto refused = [&](engine::Config c, const std::string& what) {
+    c.metrics = (dir / "metrics.csv").string();
+    c.dump = (dir / "dump").string();
+    try {
+      (void)run(c);
+      FAIL("accepted: " << what);
+    } catch (const engine::UsageError& e) {
+      CHECK(std::string(e.what()).find(what) != std::string::npos);
+    }
+    CHECK_FALSE(fs::exists(dir / "metrics.csv"));
+    CHECK_FALSE(fs::exists(dir / "dump"));
+  };
+  auto c = small(dir);
+  c.data = (dir / "missing.txt").string();
+  refused(c, "cannot read the data file");
+  std::ofstream(dir / "empty.txt").close();
+  c.data = (dir / "empty.txt").string();
+  refused(c, "is empty");
+  {
+    std::ofstream bin(dir / "binary.bin", std::ios::binary);
+    bin << "ELF" << '\0' << "binary";
+  }
+  c.data = (dir / "binary.bin").string();
+  refused(c, "is binary");
+  c = small(dir);
+  c.shape.block = 4096;
+  refused(c, "is longer than the corpus allows");
+  c = small(dir);
+  engine::apply_size(c, "gpt2");
+  c.data = hamlet;
+  c.shape.block = 1024;
+  c.batch = 1 << 16;
+  refused(c, "the model does not fit: it needs");
+  c = small(dir);
+  c.resume = (dir / "nowhere").string();
+  refused(c, "is not a checkpoint");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("engine: command-line errors name what is wrong") {
+  const auto parse = [](std::vector<std::string> args) {
+    std::vector<char*> argv{const_cast<char*>("engine")};
+    for (auto& a : args) argv.push_back(a.data());
+    return engine::parse_args(static_cast<int>(argv.size()), argv.data());
+  };
+  CHECK_THROWS_WITH_AS(parse({"--size", "huge"}), "unknown --size 'huge' (sizes: tiny, shakespeare, gpt2)",
+                       engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--heads", "3"}),
+                       "--heads 3 does not divide --width 128 (each head gets width / heads channels)",
+                       engine::UsageError);
+  CHECK_THROWS_AS(parse({"--batch", "0"}), engine::UsageError);
+  CHECK_THROWS_AS(parse({"--lr", "fast"}), engine::UsageError);
+  CHECK_THROWS_AS(parse({"--frobnicate"}), engine::UsageError);
+  const auto c = parse({"--size", "shakespeare", "--batch", "8", "--layers", "2"});
+  REQUIRE(c.has_value());
+  CHECK(c->shape.layers == 2);
+  CHECK(c->shape.width == 384);
+  CHECK(c->batch == 8);
+  CHECK(c->dropout == doctest::Approx(0.2));
+}
