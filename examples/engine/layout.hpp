@@ -101,7 +101,7 @@ struct ActLayout {
   };
 
   ActLayout(const ModelShape& s, std::int64_t batch, std::int64_t vocab_padded, int accum, bool dropout) {
-    const std::int64_t T = s.block, C = s.width, NH = s.heads, N = batch * T;
+    const std::int64_t T = s.block, C = s.width, NH = s.heads, N = batch * T, Tp = (T + 15) / 16 * 16;
     const auto a = [&](std::int64_t n) { return take(act, n); };
     const auto f = [&](std::int64_t n) { return take(f32, n); };
     const auto u = [&](std::int64_t n) { return dropout ? take(bits, n) : std::int64_t{-1}; };
@@ -125,7 +125,7 @@ struct ActLayout {
       L.ln1_rstd = f(N);
       L.ln2_mean = f(N);
       L.ln2_rstd = f(N);
-      L.att = f(batch * NH * T * T);
+      L.att = f(batch * NH * Tp * Tp);  // attention tiles (kernels/attention.h)
       L.bits_att = u(batch * NH * T * T);
       L.bits_proj = u(N * C);
       L.bits_fc = u(N * C);
@@ -144,7 +144,7 @@ struct ActLayout {
     dtmp = a(N * C);
     dbig = a(N * 4 * C);  // dfch / dgelu, and dqkv (3C)
     ln_scratch = f(((N + 63) / 64) * 2 * C);
-    att_scratch = f(batch * NH * T * T);  // CUDA attention backward (dS)
+    att_scratch = f(batch * NH * Tp * Tp);  // CUDA attention backward (dS)
   }
 
   std::vector<Layer> layers;

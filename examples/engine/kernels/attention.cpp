@@ -32,74 +32,75 @@ inline float hsum(v16 v) {
   return s;
 }
 
-inline std::uint32_t fbits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float bitsf(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+typedef int v16i __attribute__((vector_size(64)));
 
-// e^x, Cephes' expf polynomial (as kernels/cpu/nn_ops.cpp), vectorisable.
-inline float exp_f(float x) {
-  x = x < 88.3762626647949f ? x : 88.3762626647949f;
-  x = x > -87.3365447505531f ? x : -87.3365447505531f;
-  const float t = x * 1.44269504088896341f + 12582912.0f;  // round(x / ln 2) in t's low bits
-  const float n = t - 12582912.0f;
-  float r = x - n * 0.693359375f;
+// e^x on 16 lanes: Cephes' expf polynomial (as kernels/cpu/nn_ops.cpp), n = round(x / ln 2) by the
+// 1.5 * 2^23 trick, whose low bits then hold n.
+inline v16 exp_v(v16 x) {
+  x = x < splat(88.3762626647949f) ? x : splat(88.3762626647949f);
+  x = x > splat(-87.3365447505531f) ? x : splat(-87.3365447505531f);
+  const v16 t = x * 1.44269504088896341f + 12582912.0f;
+  const v16 n = t - 12582912.0f;
+  v16 r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+  v16 p = splat(1.9875691500e-4f);
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float y = (p * (r * r) + r) + 1.0f;
-  return y * bitsf((fbits(t) - 0x4B400000u + 127u) << 23);
+  const v16 y = (p * (r * r) + r) + 1.0f;
+  const v16i e = ((v16i)t - 0x4B400000 + 127) << 23;
+  return y * (v16)e;
+}
+
+inline v16i lane_index(long long j0) {
+  return v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + static_cast<int>(j0);
 }
 
 constexpr int R = 4;  // rows per register block
 
-struct Head {
-  long long T, C, hs, Tp;  // Tp: T rounded up to 16 (row stride of the local T x T tiles)
-  long long row;           // 3C: stride between tokens in qkv and dqkv
-  const float* q;          // this (b, h)'s first query row in qkv; keys at +C, values at +2C
-  float scale_qk;          // 1 / sqrt(hs)
-};
+// Local tiles are Tp x Tp (Tp: T rounded up to 16), zero beyond each row's diagonal and in the rows
+// past T, so the products below run over whole 16-float vectors without masks.
 
-// out[i][j] = sum_d a[i*lda + d] * bt[d*Tp + j] for j < jmax(i) = i + 1 (causal), rows i in [0, T),
-// written to out[i*ldo + j] for j <= i only. a: rows of hs floats; bt: hs x Tp (transposed operand).
+// out[i*ldo + j] = scale * sum_d a[i*lda + d] * bt[d*Tp + j] for rows i < T and the 16-column blocks
+// that reach the diagonal (values past it are computed too; the caller masks them).
+// a: T rows of hs floats (global); bt: hs x Tp (local, transposed operand).
 void lower_products(const float* a, long long lda, const float* bt, long long hs, long long T, long long Tp,
                     float* out, long long ldo, float scale) {
   for (long long i0 = 0; i0 < T; i0 += R) {
     const int rows = static_cast<int>(T - i0 < R ? T - i0 : R);
     const long long jend = i0 + rows;  // columns needed by the block's last row
+    const float* ar[R];
+    for (int r = 0; r < R; ++r) ar[r] = a + (r < rows ? i0 + r : i0) * lda;
     for (long long j0 = 0; j0 < jend; j0 += 32) {
       v16 acc[R][2] = {};
-      const bool two = j0 + 16 < jend;
-      for (long long d = 0; d < hs; ++d) {
-        const v16 b0 = load(bt + d * Tp + j0);
-        const v16 b1 = two ? load(bt + d * Tp + j0 + 16) : v16{};
-        for (int r = 0; r < R; ++r) {
-          const v16 x = splat(r < rows ? a[(i0 + r) * lda + d] : 0.0f);
-          acc[r][0] += x * b0;
-          acc[r][1] += x * b1;
+      if (j0 + 16 < jend) {
+        for (long long d = 0; d < hs; ++d) {
+          const v16 b0 = load(bt + d * Tp + j0), b1 = load(bt + d * Tp + j0 + 16);
+          for (int r = 0; r < R; ++r) {
+            const v16 x = splat(ar[r][d]);
+            acc[r][0] += x * b0;
+            acc[r][1] += x * b1;
+          }
         }
-      }
-      for (int r = 0; r < rows; ++r) {
-        const long long i = i0 + r;
-        float* o = out + i * ldo;
-        for (long long j = j0; j < j0 + 32 && j <= i; ++j) o[j] = acc[r][(j - j0) / 16][(j - j0) % 16] * scale;
+        for (int r = 0; r < rows; ++r) {
+          store(out + (i0 + r) * ldo + j0, acc[r][0] * scale);
+          store(out + (i0 + r) * ldo + j0 + 16, acc[r][1] * scale);
+        }
+      } else {
+        for (long long d = 0; d < hs; ++d) {
+          const v16 b0 = load(bt + d * Tp + j0);
+          for (int r = 0; r < R; ++r) acc[r][0] += splat(ar[r][d]) * b0;
+        }
+        for (int r = 0; r < rows; ++r) store(out + (i0 + r) * ldo + j0, acc[r][0] * scale);
       }
     }
   }
 }
 
-// out[i*ldo + v] = scale * sum_{j <= jmax} p[i*ldp + j] * b[j*ldb + v] (v < hs = 16 NV), rows [0, T);
-// p is zero or unused beyond the diagonal: the sum runs over j <= i.
+// out[i*ldo + v] = scale * sum_{j <= i} p[i*ldp + j] * b[j*ldb + v] (v < hs = 16 NV), rows [0, T);
+// p: a local tile (zero past the diagonal and in the padding rows); b: T rows (global).
 template <int NV>
 void lower_times(const float* p, long long ldp, const float* b, long long ldb, long long T, float* out, long long ldo,
                  float scale) {
@@ -110,8 +111,7 @@ void lower_times(const float* p, long long ldp, const float* b, long long ldb, l
       v16 bv[NV];
       for (int v = 0; v < NV; ++v) bv[v] = load(b + j * ldb + 16 * v);
       for (int r = 0; r < R; ++r) {
-        const long long i = i0 + r;
-        const v16 x = splat(r < rows && j <= i ? p[i * ldp + j] : 0.0f);
+        const v16 x = splat(p[(i0 + r) * ldp + j]);
         for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
       }
     }
@@ -122,7 +122,7 @@ void lower_times(const float* p, long long ldp, const float* b, long long ldb, l
 }
 
 // out[j*ldo + v] = scale * sum_{i >= j} m[i*ldm + j] * b[i*ldb + v]: the transposed product over the
-// lower triangle (m is a local T x Tp tile, zero above the diagonal).
+// lower triangle (m: a local tile, zero past the diagonal; b: T rows, global).
 template <int NV>
 void upper_times(const float* m, long long ldm, const float* b, long long ldb, long long T, float* out, long long ldo,
                  float scale) {
@@ -134,7 +134,7 @@ void upper_times(const float* m, long long ldm, const float* b, long long ldb, l
       for (int v = 0; v < NV; ++v) bv[v] = load(b + i * ldb + 16 * v);
       const float* mi = m + i * ldm + j0;
       for (int r = 0; r < R; ++r) {
-        const v16 x = splat(r < rows ? mi[r] : 0.0f);
+        const v16 x = splat(mi[r]);
         for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
       }
     }
@@ -144,17 +144,25 @@ void upper_times(const float* m, long long ldm, const float* b, long long ldb, l
   }
 }
 
-// bt[d*Tp + j] = rows[j*ld + d] for j < T, zero for j in [T, Tp).
+// bt[d*Tp + j] = rows[j*ld + d] for j < T, zero for j in [T, Tp): each row read once, contiguously.
 void transpose_in(const float* rows, long long ld, long long T, long long hs, long long Tp, float* bt) {
+  for (long long j = 0; j < T; ++j) {
+    const float* r = rows + j * ld;
+    for (long long d = 0; d < hs; ++d) bt[d * Tp + j] = r[d];
+  }
   for (long long d = 0; d < hs; ++d) {
-    float* o = bt + d * Tp;
-    for (long long j = 0; j < T; ++j) o[j] = rows[j * ld + d];
-    for (long long j = T; j < Tp; ++j) o[j] = 0;
+    for (long long j = T; j < Tp; ++j) bt[d * Tp + j] = 0;
   }
 }
 
-inline float mask_scale(const gpt_attention_args& a, long long idx) {
-  return a.bits == nullptr ? 1.0f : (a.bits[idx] >= a.threshold ? a.scale : 0.0f);
+// The dropout factors of row i (bits >= threshold ? scale : 0) for one 16-column block.
+inline v16 mask_v(const gpt_attention_args& a, const std::uint32_t* bits_row, long long j0, long long T) {
+  v16 m;
+  for (int l = 0; l < 16; ++l) {
+    const long long j = j0 + l;
+    m[l] = j < T && bits_row[j] >= a.threshold ? a.scale : 0.0f;
+  }
+  return m;
 }
 
 template <int NV>
@@ -164,35 +172,46 @@ void head_forward(const gpt_attention_args& a, long long b, long long h, float* 
   const float* k = q + C;
   const float* v = q + 2 * C;
   float* kt = work;          // hs x Tp
-  float* pd = kt + hs * Tp;  // T x Tp: P with dropout applied (only with dropout)
+  float* pd = kt + hs * Tp;  // Tp x Tp: P with dropout (with dropout only)
   const long long bh = b * a.NH + h;
-  float* att = a.att + bh * T * T;
+  float* s = a.att + bh * Tp * Tp;  // this head's tile: scores, then P (zero past the diagonal)
   transpose_in(k, ld, T, hs, Tp, kt);
-  lower_products(q, ld, kt, hs, T, Tp, att, T, 1.0f / std::sqrt(static_cast<float>(hs)));
+  lower_products(q, ld, kt, hs, T, Tp, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
+  const v16 neg = splat(-3.0e38f);
   for (long long i = 0; i < T; ++i) {
-    float* s = att + i * T;
-    float mx = s[0];
-    for (long long j = 1; j <= i; ++j) mx = s[j] > mx ? s[j] : mx;
-    float sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (long long j = 0; j <= i; ++j) {
-      const float e = exp_f(s[j] - mx);
-      s[j] = e;
-      sum += e;
+    float* si = s + i * Tp;
+    const long long blocks = i / 16 + 1;  // the 16-column blocks holding columns 0..i
+    const v16i diag = v16i{} + static_cast<int>(i);
+    v16 mx = neg;
+    for (long long c = 0; c < blocks; ++c) {
+      const v16 x = load(si + 16 * c);
+      const v16 xm = lane_index(16 * c) <= diag ? x : neg;
+      mx = mx > xm ? mx : xm;
     }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (long long j = 0; j <= i; ++j) s[j] *= inv;
+    float m = mx[0];
+    for (int l = 1; l < 16; ++l) m = mx[l] > m ? mx[l] : m;
+    v16 sum = {};
+    for (long long c = 0; c < blocks; ++c) {
+      const v16 e = exp_v(load(si + 16 * c) - m);
+      const v16 em = lane_index(16 * c) <= diag ? e : v16{};
+      store(si + 16 * c, em);
+      sum += em;
+    }
+    const float inv = 1.0f / hsum(sum);
+    for (long long c = 0; c < blocks; ++c) store(si + 16 * c, load(si + 16 * c) * inv);
+    for (long long j = 16 * blocks; j < Tp; ++j) si[j] = 0;
     if (a.bits != nullptr) {
-      for (long long j = 0; j <= i; ++j) pd[i * Tp + j] = s[j] * mask_scale(a, (bh * T + i) * T + j);
+      const std::uint32_t* bits_row = a.bits + (bh * T + i) * T;
+      float* pdi = pd + i * Tp;
+      for (long long c = 0; c < Tp / 16; ++c) store(pdi + 16 * c, load(si + 16 * c) * mask_v(a, bits_row, 16 * c, T));
     }
+  }
+  for (long long i = T; i < Tp; ++i) {  // padding rows (read by the backward pass's full-block loops)
+    std::memset(s + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
+    if (a.bits != nullptr) std::memset(pd + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
   }
   float* y = static_cast<float*>(a.y) + b * T * C + h * hs;
-  if (a.bits != nullptr) {
-    lower_times<NV>(pd, Tp, v, ld, T, y, C, 1.0f);
-  } else {
-    lower_times<NV>(att, T, v, ld, T, y, C, 1.0f);
-  }
+  lower_times<NV>(a.bits != nullptr ? pd : s, Tp, v, ld, T, y, C, 1.0f);
 }
 
 template <int NV>
@@ -206,41 +225,51 @@ void head_backward(const gpt_attention_args& a, long long b, long long h, float*
   float* dk = dq + C;
   float* dv = dq + 2 * C;
   const long long bh = b * a.NH + h;
-  const float* att = a.att + bh * T * T;
+  const float* att = a.att + bh * Tp * Tp;  // P, zero past the diagonal and in the padding rows
   float* vt = work;          // hs x Tp
-  float* ds = vt + hs * Tp;  // T x Tp: dPd, then dS (zero above the diagonal)
-  float* pd = ds + T * Tp;   // T x Tp: Pd (zero above the diagonal)
+  float* ds = vt + hs * Tp;  // Tp x Tp: dPd, then dS (zero past the diagonal)
+  float* pd = ds + Tp * Tp;  // Tp x Tp: Pd = P x dropout (with dropout only)
   transpose_in(v, ld, T, hs, Tp, vt);
   lower_products(dy, C, vt, hs, T, Tp, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
   const float sc = 1.0f / std::sqrt(static_cast<float>(hs));
   for (long long i = 0; i < T; ++i) {
-    const float* p = att + i * T;
     float* dsi = ds + i * Tp;
+    const float* pi = att + i * Tp;
     float* pdi = pd + i * Tp;
-    float dsum = 0;
-    for (long long j = 0; j <= i; ++j) {
-      const float m = mask_scale(a, (bh * T + i) * T + j);
-      pdi[j] = p[j] * m;
-      dsi[j] *= m;  // dP
-      dsum += p[j] * dsi[j];
+    const long long blocks = i / 16 + 1;
+    const std::uint32_t* bits_row = a.bits != nullptr ? a.bits + (bh * T + i) * T : nullptr;
+    v16 dsum = {};
+    for (long long c = 0; c < blocks; ++c) {
+      v16 dp = load(dsi + 16 * c);
+      if (bits_row != nullptr) dp = dp * mask_v(a, bits_row, 16 * c, T);
+      store(dsi + 16 * c, dp);        // dP
+      dsum += load(pi + 16 * c) * dp;  // P is 0 past the diagonal
     }
-#pragma omp simd
-    for (long long j = 0; j <= i; ++j) dsi[j] = p[j] * (dsi[j] - dsum);
-    for (long long j = i + 1; j < Tp; ++j) {
+    const float dsum_s = hsum(dsum);
+    for (long long c = 0; c < blocks; ++c) {
+      const v16 p = load(pi + 16 * c);
+      store(dsi + 16 * c, p * (load(dsi + 16 * c) - dsum_s));
+      if (bits_row != nullptr) store(pdi + 16 * c, p * mask_v(a, bits_row, 16 * c, T));
+    }
+    for (long long j = 16 * blocks; j < Tp; ++j) {
       dsi[j] = 0;
-      pdi[j] = 0;
+      if (bits_row != nullptr) pdi[j] = 0;
     }
   }
-  lower_times<NV>(ds, Tp, k, ld, T, dq, ld, sc);  // dq_i = sc sum_j dS_ij k_j
-  upper_times<NV>(ds, Tp, q, ld, T, dk, ld, sc);  // dk_j = sc sum_i dS_ij q_i
-  upper_times<NV>(pd, Tp, dy, C, T, dv, ld, 1.0f);  // dv_j = sum_i Pd_ij dy_i
+  for (long long i = T; i < Tp; ++i) {
+    std::memset(ds + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
+    if (a.bits != nullptr) std::memset(pd + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
+  }
+  lower_times<NV>(ds, Tp, k, ld, T, dq, ld, sc);    // dq_i = sc sum_j dS_ij k_j
+  upper_times<NV>(ds, Tp, q, ld, T, dk, ld, sc);    // dk_j = sc sum_i dS_ij q_i
+  upper_times<NV>(a.bits != nullptr ? pd : att, Tp, dy, C, T, dv, ld, 1.0f);  // dv_j = sum_i Pd_ij dy_i
 }
 
 template <int NV>
 void run(const gpt_attention_args& a, bool forward, int threads) {
   const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16;
   const long long pairs = a.B * a.NH;
-  const std::size_t work_floats = static_cast<std::size_t>(hs * Tp + 2 * T * Tp);
+  const std::size_t work_floats = static_cast<std::size_t>(hs * Tp + 2 * Tp * Tp);
 #pragma omp parallel num_threads(threads)
   {
     // Kept per thread across launches: a fresh allocation this size would be mmap'ed and its pages

@@ -71,11 +71,15 @@ __device__ void forward(const gpt_attention_args& a) {
   }
   sum = block_reduce(sum, false);
   const float inv = __fdiv_rn(1.0f, sum);
-  float* att = a.att + (bh * T + i) * T;
-  for (long long j = threadIdx.x; j <= i; j += blockDim.x) {
-    const float p = __fmul_rn(s[j], inv);
+  const long long Tp = GPT_ATT_TP(T);
+  float* att = a.att + (bh * Tp + i) * Tp;
+  for (long long j = threadIdx.x; j < Tp; j += blockDim.x) {
+    const float p = j <= i ? __fmul_rn(s[j], inv) : 0.0f;  // zeros past the diagonal (attention.h)
     att[j] = p;
-    s[j] = __fmul_rn(p, mask(a, (bh * T + i) * T + j));
+    if (j <= i) s[j] = __fmul_rn(p, mask(a, (bh * T + i) * T + j));
+  }
+  if (i == T - 1) {  // the padding rows
+    for (long long j = threadIdx.x; j < (Tp - T) * Tp; j += blockDim.x) a.att[(bh * Tp + T) * Tp + j] = 0.0f;
   }
   __syncthreads();
   for (long long d = threadIdx.x; d < hs; d += blockDim.x) {
@@ -92,7 +96,8 @@ __device__ void backward_rows(const gpt_attention_args& a) {
   const long long i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const long long T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
   const long long bh = b * a.NH + h;
-  const float* p = a.att + (bh * T + i) * T;
+  const long long Tp = GPT_ATT_TP(T);
+  const float* p = a.att + (bh * Tp + i) * Tp;
   const long long dyi = (b * T + i) * C + h * hs;
   float part = 0;
   for (long long j = threadIdx.x; j <= i; j += blockDim.x) {
@@ -104,7 +109,7 @@ __device__ void backward_rows(const gpt_attention_args& a) {
     part = __fmaf_rn(p[j], dp, part);
   }
   const float dsum = block_reduce(part, false);
-  float* ds = a.scratch + (bh * T + i) * T;
+  float* ds = a.scratch + (bh * Tp + i) * Tp;
   for (long long j = threadIdx.x; j <= i; j += blockDim.x) {
     const float v = __fmul_rn(p[j], __fsub_rn(s[j], dsum));
     s[j] = v;
@@ -124,14 +129,14 @@ template <class D>
 __device__ void backward_cols(const gpt_attention_args& a) {
   const long long j = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const long long T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
-  const long long bh = b * a.NH + h;
+  const long long bh = b * a.NH + h, Tp = GPT_ATT_TP(T);
   const float scale = rsqrtf((float)hs);
   for (long long d = threadIdx.x; d < hs; d += blockDim.x) {
     float dk = 0, dv = 0;
     for (long long i = j; i < T; ++i) {
-      const long long idx = (bh * T + i) * T + j;
+      const long long idx = (bh * Tp + i) * Tp + j;
       dk = __fmaf_rn(a.scratch[idx], ld(a.qkv, (b * T + i) * ld3 + h * hs + d, D()), dk);
-      dv = __fmaf_rn(__fmul_rn(a.att[idx], mask(a, idx)), ld(a.dy, (b * T + i) * C + h * hs + d, D()), dv);
+      dv = __fmaf_rn(__fmul_rn(a.att[idx], mask(a, (bh * T + i) * T + j)), ld(a.dy, (b * T + i) * C + h * hs + d, D()), dv);
     }
     st(a.dqkv, (b * T + j) * ld3 + C + h * hs + d, __fmul_rn(dk, scale), D());
     st(a.dqkv, (b * T + j) * ld3 + 2 * C + h * hs + d, dv, D());
