@@ -93,7 +93,7 @@ class Trainer {
       if constexpr (requires { adam_.set_num_threads(1); }) adam_.set_num_threads(cfg.threads);
       if constexpr (requires { tensor_ops_.set_num_threads(1); }) tensor_ops_.set_num_threads(cfg.threads);
     }
-    accel::blas::set_num_threads(cfg.threads);
+    if (cfg.threads > 0) accel::blas::set_num_threads(cfg.threads);
     const std::size_t np = static_cast<std::size_t>(P_.total);
     params_ = accel::Buffer<T, B>(np, stream_);
     grads_ = accel::Buffer<T, B>(np, stream_);

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -103,6 +104,25 @@ TEST_CASE("engine: the same seed gives the same bits; 4 steps + resume + 4 steps
   for (std::size_t i = 0; i < 4; ++i) CHECK(resumed[i] == full[4 + i]);
   CHECK(fs::read_symlink(ck / "latest") == "step_00000008");
   for (const auto& d : {a, b, ck, r}) fs::remove_all(d);
+}
+
+TEST_CASE("engine: SIGTERM finishes the step, writes a checkpoint and returns 0; --resume latest goes on") {
+  const fs::path ck = temp_dir("signal"), d = temp_dir("signal-dump");
+  auto c = small(d);
+  c.save = ck.string();
+  engine::stop_signal().store(SIGTERM);  // as if it arrived during the first step
+  const int status = run(c);
+  engine::stop_signal().store(0);
+  CHECK(status == 0);
+  CHECK(losses(d).size() == 1);
+  CHECK(fs::read_symlink(ck / "latest") == "step_00000001");
+  auto again = small(temp_dir("signal-resume"));
+  again.save = ck.string();
+  again.resume = "latest";
+  REQUIRE(run(again) == 0);
+  CHECK(fs::read_symlink(ck / "latest") == "step_00000008");
+  fs::remove_all(ck);
+  fs::remove_all(d);
 }
 
 TEST_CASE("engine --graph: the step captured once and replayed gives the eager step's bits (dropout on)") {

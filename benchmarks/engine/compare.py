@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Tokens/s of Engine<CpuBackend> against the same model and step in PyTorch, interleaved.
+
+  benchmarks/engine/compare.py [--size tiny|shakespeare] [--threads 1,2] [--rounds 5] [--steps N]
+                               [--compile] [--engine build/default/examples/engine/engine]
+
+Each round runs the engine (`--steps N`, no evaluation) and then torch_gpt.py bench (eager, and with
+--compile also torch.compile) on the same corpus, batch and thread count; the engine's figure is its
+median ms/step over the run, PyTorch's the median over its timed steps (after warm-up), so start-up and
+compilation are not counted on either side. Rounds alternate so that a machine whose speed drifts
+moves both. Prints per thread count: median tokens/s of each (min-max over the rounds), and the
+ratio engine / torch taken round by round (median, min-max). The CPU is named as lscpu names it.
+PyTorch is needed (pip install torch); it is never a dependency of accel.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+BATCH = {"tiny": 12, "shakespeare": 64}
+BLOCK = {"tiny": 64, "shakespeare": 256}
+
+
+def cpu_name():
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        return "unknown CPU"
+    f = dict(re.findall(r"^(Model name|CPU family|Model):\s*(.*)$", out, re.M))
+    return f"{f.get('Model name', '?')} (family {f.get('CPU family', '?')}, model {f.get('Model', '?')})"
+
+
+def run_engine(exe, size, threads, steps):
+    env = dict(os.environ, ACCEL_BACKEND="cpu", OMP_NUM_THREADS=str(threads))
+    cmd = [exe, "--size", size, "--steps", str(steps), "--eval-every", "0", "--threads", str(threads), "--quiet",
+           "--dropout", "0"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+    ms = float(re.search(r"ms/step\s+([0-9.]+) median", out).group(1))
+    return BATCH[size] * BLOCK[size] / (ms / 1e3)
+
+
+def run_torch(size, threads, steps, compile_):
+    cmd = [sys.executable, os.path.join(HERE, "torch_gpt.py"), "bench", "--size", size, "--threads", str(threads),
+           "--steps", str(steps), "--warmup", "10" if size == "tiny" else "2"]
+    if compile_:
+        cmd.append("--compile")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+    return float(re.search(r": ([0-9.]+) tokens/s", out).group(1))
+
+
+def summary(values):
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", choices=BATCH, default="tiny")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=0, help="steps per run (default: tiny 200, shakespeare 6)")
+    p.add_argument("--compile", action="store_true", help="also torch.compile")
+    p.add_argument("--engine", default=os.path.join(ROOT, "build", "default", "examples", "engine", "engine"))
+    args = p.parse_args()
+    steps = args.steps or (200 if args.size == "tiny" else 6)
+    print(f"# {args.size} (batch {BATCH[args.size]}, block {BLOCK[args.size]}), {args.rounds} interleaved rounds, "
+          f"{steps} steps per run; {cpu_name()}")
+    print(f"# command: benchmarks/engine/compare.py {' '.join(sys.argv[1:])}")
+    for threads in (int(t) for t in args.threads.split(",")):
+        rows = {"engine": [], "torch eager": []}
+        if args.compile:
+            rows["torch.compile"] = []
+        for _ in range(args.rounds):
+            rows["engine"].append(run_engine(args.engine, args.size, threads, steps))
+            rows["torch eager"].append(run_torch(args.size, threads, max(4, steps // 2), False))
+            if args.compile:
+                rows["torch.compile"].append(run_torch(args.size, threads, max(4, steps // 2), True))
+        print(f"{threads} thread{'s' if threads > 1 else ''}:")
+        for name, vals in rows.items():
+            print(f"  {name:14s} {summary(vals)} tokens/s")
+        for name in rows:
+            if name == "engine":
+                continue
+            ratios = [e / t for e, t in zip(rows["engine"], rows[name])]
+            print(f"  engine / {name}: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
