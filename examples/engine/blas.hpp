@@ -22,14 +22,21 @@ namespace accel::blas {
 
 enum class Trans { no, yes };
 
-inline void set_num_threads(int n) { openblas_set_num_threads(n > 0 ? n : 0); }
+// OpenBLAS's OpenMP build takes its thread count from the thread that calls it: the count is kept here
+// and applied in each GEMM task, on the stream's worker.
+inline int& requested_threads() {
+  static int n = 0;
+  return n;
+}
+inline void set_num_threads(int n) { requested_threads() = n; }
 
 template <class B, class T>
 void gemm(B b, typename B::StreamRef s, Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
           const T* a, std::int64_t lda, const T* bm, std::int64_t ldb, float beta, T* c, std::int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
     if (b.device_type() == DeviceType::cpu) {
-      s.enqueue([=] {
+      s.enqueue([=, threads = requested_threads()] {
+        if (threads > 0) openblas_set_num_threads(threads);
         cblas_sgemm(CblasRowMajor, ta == Trans::yes ? CblasTrans : CblasNoTrans, tb == Trans::yes ? CblasTrans : CblasNoTrans,
                     static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), bm,
                     static_cast<int>(ldb), beta, c, static_cast<int>(ldc));

@@ -54,6 +54,7 @@ struct Config {
   std::string dtype = "fp32";  // fp32 | bf16 (CUDA)
   int threads = 0;             // CPU threads for kernels and BLAS (0: all cores)
   bool graph = false;
+  std::string dispatch = "static";  // static: Engine<CpuBackend|CudaBackend> via accel::visit; any: Engine<AnyBackend>
   std::string save;            // checkpoint directory ("" : none, except on a signal)
   std::int64_t save_every = 0;
   std::string resume;          // a checkpoint directory, or "latest"
@@ -91,6 +92,8 @@ training
   --dtype fp32|bf16    bf16: CUDA only (bf16 weights and activations, fp32 master weights and Adam)
   --threads N          CPU threads for the kernels and the BLAS (default: all cores)
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
+  --dispatch static|any  static (default): Engine<B> on the concrete backend (accel::visit once);
+                       any: Engine<AnyBackend>, every call dispatched at run time (for comparison)
 checkpoints
   --save DIR           write checkpoints to DIR (at the end, every --save-every N steps, on SIGINT/SIGTERM)
   --resume DIR|latest  continue from a checkpoint (latest: the newest in --save's DIR, default checkpoints)
@@ -229,6 +232,11 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       if (c.dtype != "fp32" && c.dtype != "bf16") throw UsageError("--dtype expects fp32 or bf16, got '" + c.dtype + "'");
     } else if (a == "--threads") {
       c.threads = static_cast<int>(parse_int(a, value(), 1, 4096));
+    } else if (a == "--dispatch") {
+      c.dispatch = value();
+      if (c.dispatch != "static" && c.dispatch != "any") {
+        throw UsageError("--dispatch expects static or any, got '" + c.dispatch + "'");
+      }
     } else if (a == "--graph") {
       c.graph = true;
     } else if (a == "--save") {

@@ -20,6 +20,7 @@
 #include "gpt_kernels.hpp"
 #include "layout.hpp"
 #include "report.hpp"
+#include "typed_ops.hpp"
 
 #include <accel/accel.hpp>
 #include <accel/ops.hpp>
@@ -82,16 +83,14 @@ class Trainer {
         A_(cfg.shape, cfg.batch, plan.vocab_padded, cfg.accum, cfg.dropout > 0),
         nn_(b, act_dtype),
         attn_(b, act_dtype),
-        adam_(b.template get_op_builder<accel::ops::FusedAdam>().load()),
-        tensor_ops_(b.template get_op_builder<accel::ops::TensorOps>().load()),
+        ops_(b),
         train_sampler_(corpus.train(), cfg.batch, cfg.shape.block),
         val_sampler_(corpus.val(), cfg.batch, cfg.shape.block),
         data_gen_(cfg.seed) {
     if (cfg.threads > 0) {
       nn_.set_num_threads(cfg.threads);
       attn_.set_num_threads(cfg.threads);
-      if constexpr (requires { adam_.set_num_threads(1); }) adam_.set_num_threads(cfg.threads);
-      if constexpr (requires { tensor_ops_.set_num_threads(1); }) tensor_ops_.set_num_threads(cfg.threads);
+      ops_.set_num_threads(cfg.threads);
     }
     if (cfg.threads > 0) accel::blas::set_num_threads(cfg.threads);
     const std::size_t np = static_cast<std::size_t>(P_.total);
@@ -125,7 +124,7 @@ class Trainer {
     b_.manual_seed(cfg_.seed);
     float* w = master_or_params();
     const double scaled = 0.02 / std::sqrt(2.0 * cfg_.shape.layers);
-    tensor_ops_.fill(stream_, w, accel::Dtype::float32, P_.total, 0.0f);  // the padding between views too
+    ops_.fill(stream_, w, accel::Dtype::float32, P_.total, 0.0f);  // the padding between views too
     for (const auto& v : P_.views) {
       float* p = w + v.offset;
       switch (v.init) {
@@ -133,13 +132,13 @@ class Trainer {
         case TensorView::Init::normal_scaled:
           b_.fill_normal(stream_, p, static_cast<std::size_t>(v.numel), 0.0f, static_cast<float>(scaled));
           break;
-        case TensorView::Init::ones: tensor_ops_.fill(stream_, p, accel::Dtype::float32, v.numel, 1.0f); break;
+        case TensorView::Init::ones: ops_.fill(stream_, p, accel::Dtype::float32, v.numel, 1.0f); break;
         case TensorView::Init::zeros: break;
       }
     }
-    tensor_ops_.fill(stream_, exp_avg_.data(), accel::Dtype::float32, P_.total, 0.0f);
-    tensor_ops_.fill(stream_, exp_avg_sq_.data(), accel::Dtype::float32, P_.total, 0.0f);
-    if constexpr (bf16) tensor_ops_.cast(stream_, params_.data(), act_dtype, master_.data(), accel::Dtype::float32, P_.total);
+    ops_.fill(stream_, exp_avg_.data(), accel::Dtype::float32, P_.total, 0.0f);
+    ops_.fill(stream_, exp_avg_sq_.data(), accel::Dtype::float32, P_.total, 0.0f);
+    if constexpr (bf16) ops_.cast(stream_, params_.data(), act_dtype, master_.data(), accel::Dtype::float32, P_.total);
     step_ = 0;
   }
 
@@ -148,7 +147,7 @@ class Trainer {
     b_.copy_async(stream_, master_or_params(), st.params.data(), st.params.size() * 4);
     b_.copy_async(stream_, exp_avg_.data(), st.exp_avg.data(), st.exp_avg.size() * 4);
     b_.copy_async(stream_, exp_avg_sq_.data(), st.exp_avg_sq.data(), st.exp_avg_sq.size() * 4);
-    if constexpr (bf16) tensor_ops_.cast(stream_, params_.data(), act_dtype, master_.data(), accel::Dtype::float32, P_.total);
+    if constexpr (bf16) ops_.cast(stream_, params_.data(), act_dtype, master_.data(), accel::Dtype::float32, P_.total);
     stream_.synchronize();
     step_ = st.step;
     data_gen_.set_state(state_bytes(detail::unhex(st.values.at("data_rng"))));
@@ -404,7 +403,7 @@ class Trainer {
     T* dlogits = act(A_.logits);
     gemm(Trans::no, Trans::no, N, C, Vp, dlogits, Vp, w(P_.wte), C, 0.0f, act(A_.dln), C);
     gemm(Trans::yes, Trans::no, Vp, C, N, dlogits, Vp, act(A_.lnf), C, 1.0f, g(P_.wte), C);
-    tensor_ops_.fill(stream_, act(A_.dres), act_dtype, N * C, 0.0f);
+    ops_.fill(stream_, act(A_.dres), act_dtype, N * C, 0.0f);
     const auto& last = A_.layers.back();
     nn_.layernorm_backward(stream_, act(A_.dres), g(P_.lnf_w), g(P_.lnf_b), f32(A_.ln_scratch), act(A_.dln),
                            act(last.res_out), w(P_.lnf_w), f32(A_.lnf_mean), f32(A_.lnf_rstd), N, C);
@@ -451,13 +450,13 @@ class Trainer {
   /// Zeroes the gradients, runs every micro-batch forward and backward, takes the gradient norm:
   /// with enqueue_clip(), everything of a step but the optimizer (what --graph captures).
   void enqueue_gradients() {
-    tensor_ops_.fill(stream_, grads_.data(), act_dtype, P_.total, 0.0f);
+    ops_.fill(stream_, grads_.data(), act_dtype, P_.total, 0.0f);
     for (int m = 0; m < cfg_.accum; ++m) {
       forward(m, true, cfg_.batch, cfg_.shape.block);
       backward(m);
     }
     const accel::ops::TensorRef all{grads_.data(), P_.total, act_dtype};
-    tensor_ops_.l2norm(stream_, std::span<const accel::ops::TensorRef>(&all, 1), f32(A_.norm));
+    ops_.l2norm(stream_, std::span<const accel::ops::TensorRef>(&all, 1), f32(A_.norm));
   }
 
   /// Gradient clipping by the global norm enqueue_gradients() left in device memory.
@@ -485,7 +484,7 @@ class Trainer {
       if constexpr (bf16) at.model_copy = params_.data() + begin;
       at.numel = end - begin;
       o.weight_decay = wd;
-      adam_.step(stream_, std::span<const accel::ops::AdamTensor>(&at, 1), o, t, d);
+      ops_.adam(stream_, std::span<const accel::ops::AdamTensor>(&at, 1), o, t, d);
     };
     group(0, P_.decay_end, cfg_.weight_decay);
     group(P_.decay_end, P_.total, 0.0);
@@ -505,8 +504,7 @@ class Trainer {
   ActLayout A_;
   accel::ops::NnKernels<B> nn_;
   GptKernels<B> attn_;
-  decltype(std::declval<B>().template get_op_builder<accel::ops::FusedAdam>().load()) adam_;
-  decltype(std::declval<B>().template get_op_builder<accel::ops::TensorOps>().load()) tensor_ops_;
+  TypedOps<B> ops_;
   BatchSampler train_sampler_, val_sampler_;
   accel::Generator data_gen_;
   accel::Buffer<T, B> params_, grads_, act_;

@@ -139,6 +139,19 @@ TEST_CASE("engine --graph: the step captured once and replayed gives the eager s
   fs::remove_all(g);
 }
 
+TEST_CASE("Engine<AnyBackend>: the same code dispatched at run time gives Engine<CpuBackend>'s bits") {
+  const fs::path st = temp_dir("static"), an = temp_dir("any");
+  auto c = small(st);
+  c.steps = 4;
+  REQUIRE(run(c) == 0);
+  auto a = small(an);
+  a.steps = 4;
+  REQUIRE(engine::Engine<accel::AnyBackend>(accel::AnyBackend{accel::CpuBackend{}}, a).run() == 0);
+  CHECK(losses(st) == losses(an));
+  fs::remove_all(st);
+  fs::remove_all(an);
+}
+
 TEST_CASE("engine: bad input is refused before anything is allocated or written") {
   const fs::path dir = temp_dir("errors");
   const auto refused = [&](engine::Config c, const std::string& what) {
