@@ -286,8 +286,17 @@ struct Graphs {
   static bool is_current_stream_capturing() { return capturing_into() != nullptr; }
 };
 
-// A user's backend with no ops of its own borrows the CPU backend's op builders.
-struct Ops : accel::cpu::Ops {};
+// A user's backend with no ops of its own borrows the CPU backend's op builders, and launches their
+// host kernels on its own streams (which run work inline): accel/ops/launch.hpp's host signature.
+struct Ops : accel::cpu::Ops {
+  static void launch_kernel(StreamRef, const accel::ops::Kernel& k, const accel::ops::LaunchShape& shape,
+                            const void* args, std::size_t) {
+    if (k.kind() != accel::ops::OpKind::host) throw accel::ops::detail::launch_kind_error("mock", k, accel::ops::OpKind::host);
+    if (const int rc = reinterpret_cast<accel::ops::Kernel::HostFn*>(k.address())(args, shape.threads); rc != 0) {
+      throw accel::InvalidArgumentError("mock: " + k.describe() + " refused its arguments");
+    }
+  }
+};
 
 struct Backend : Flags, Devices, Streams, Memory, Dtypes, Profiling, Environment, Ops, Random, Graphs {
   using DeviceGuard = Devices::DeviceGuard;
