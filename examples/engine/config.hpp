@@ -54,6 +54,7 @@ struct Config {
   std::string dtype = "fp32";  // fp32 | bf16 (CUDA)
   int threads = 0;             // CPU threads for kernels and BLAS (0: all cores)
   bool graph = false;
+  std::string attention = "auto";  // fused | gemm | auto (fused on the CPU, gemm elsewhere)
   std::string dispatch = "static";  // static: Engine<CpuBackend|CudaBackend> via accel::visit; any: Engine<AnyBackend>
   std::string save;            // checkpoint directory ("" : none, except on a signal)
   std::int64_t save_every = 0;
@@ -92,6 +93,8 @@ training
   --dtype fp32|bf16    bf16: CUDA only (bf16 weights and activations, fp32 master weights and Adam)
   --threads N          CPU threads for the kernels and the BLAS (default: all cores)
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
+  --attention fused|gemm   fused: one kernel per direction (the CPU's default); gemm: the products as
+                       strided-batched GEMMs around softmax kernels (the default elsewhere)
   --dispatch static|any  static (default): Engine<B> on the concrete backend (accel::visit once);
                        any: Engine<AnyBackend>, every call dispatched at run time (for comparison)
 checkpoints
@@ -236,6 +239,11 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.dispatch = value();
       if (c.dispatch != "static" && c.dispatch != "any") {
         throw UsageError("--dispatch expects static or any, got '" + c.dispatch + "'");
+      }
+    } else if (a == "--attention") {
+      c.attention = value();
+      if (c.attention != "fused" && c.attention != "gemm" && c.attention != "auto") {
+        throw UsageError("--attention expects fused, gemm or auto, got '" + c.attention + "'");
       }
     } else if (a == "--graph") {
       c.graph = true;

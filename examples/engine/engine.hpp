@@ -63,6 +63,7 @@ struct Plan {
   std::int64_t params = 0;         // trained parameters
   std::int64_t flops_per_step = 0;  // nanoGPT's estimate: (6 N + 12 L C T) per token
   std::size_t bytes = 0;            // device memory the run allocates
+  bool gemm_attention = false;      // attention through strided-batched GEMMs (--attention)
   std::string bytes_breakdown;
 };
 
@@ -80,7 +81,7 @@ class Trainer {
         plan_(plan),
         stream_(),
         P_(cfg.shape, plan.vocab_padded),
-        A_(cfg.shape, cfg.batch, plan.vocab_padded, cfg.accum, cfg.dropout > 0),
+        A_(cfg.shape, cfg.batch, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.gemm_attention),
         nn_(b, act_dtype),
         attn_(b, act_dtype),
         ops_(b),
@@ -351,6 +352,71 @@ class Trainer {
     nn_.dropout(stream_, out, in, mask, n, static_cast<float>(cfg_.dropout));
   }
 
+  /// y = attention(qkv) of a layer: the fused kernel (one launch), or four permutes, a softmax and two
+  /// strided-batched GEMMs over the B x NH heads (the GEMM path).
+  void attention_forward(const ActLayout::Layer& L, bool drop, std::int64_t Bn, std::int64_t Tn) {
+    const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, hs = C / NH, heads = Bn * NH;
+    const float p = static_cast<float>(cfg_.dropout);
+    const std::uint32_t* mask = drop ? bits(L.bits_att) : nullptr;
+    if (!A_.gemm) {
+      attn_.forward(stream_, act(L.atty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
+      return;
+    }
+    T* h[3] = {act(A_.heads), act(A_.heads) + Bn * Tn * C, act(A_.heads) + 2 * Bn * Tn * C};
+    void* hv[3] = {h[0], h[1], h[2]};
+    attn_.permute(stream_, hv, 3, act(L.qkv), false, Bn, Tn, C, NH);
+    T* att = act(L.att);
+    accel::blas::gemm_strided_batched(b_, typename B::StreamRef(stream_), Trans::no, Trans::yes, Tn, Tn, hs,
+                                      1.0f / std::sqrt(static_cast<float>(hs)), h[0], hs, Tn * hs, h[1], hs, Tn * hs,
+                                      0.0f, att, Tn, Tn * Tn, heads);
+    T* pd = mask != nullptr ? act(A_.pd) : nullptr;
+    attn_.softmax_forward(stream_, att, pd, mask, p, heads, Tn);
+    accel::blas::gemm_strided_batched(b_, typename B::StreamRef(stream_), Trans::no, Trans::no, Tn, hs, Tn, 1.0f,
+                                      pd != nullptr ? pd : att, Tn, Tn * Tn, h[2], hs, Tn * hs, 0.0f, act(A_.vacc), hs,
+                                      Tn * hs, heads);
+    void* y[1] = {act(A_.vacc)};
+    attn_.permute(stream_, y, 1, act(L.atty), true, Bn, Tn, C, NH);
+  }
+
+  /// dqkv (overwritten) from the layer's saved attention and datty.
+  void attention_backward(const ActLayout::Layer& L, T* dqkv, bool drop, std::int64_t Bn, std::int64_t Tn) {
+    const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, hs = C / NH, heads = Bn * NH;
+    const float p = static_cast<float>(cfg_.dropout);
+    const std::uint32_t* mask = drop ? bits(L.bits_att) : nullptr;
+    if (!A_.gemm) {
+      attn_.backward(stream_, dqkv, f32(A_.att_scratch), act(A_.datty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
+      return;
+    }
+    const std::int64_t NC = Bn * Tn * C;
+    T* h[3] = {act(A_.heads), act(A_.heads) + NC, act(A_.heads) + 2 * NC};
+    T* dh[3] = {act(A_.dheads), act(A_.dheads) + NC, act(A_.dheads) + 2 * NC};
+    void* hv[3] = {h[0], h[1], h[2]};
+    attn_.permute(stream_, hv, 3, act(L.qkv), false, Bn, Tn, C, NH);  // q, k, v again (not kept per layer)
+    void* dy[1] = {act(A_.vacc)};
+    attn_.permute(stream_, dy, 1, act(A_.datty), false, Bn, Tn, C, NH);
+    const T* att = act(L.att);
+    T* datt = act(A_.datt);
+    const auto s = typename B::StreamRef(stream_);
+    // dPd = dy v^T; dv = Pd^T dy (Pd: P with the dropout's factors, recomputed from the bits).
+    accel::blas::gemm_strided_batched(b_, s, Trans::no, Trans::yes, Tn, Tn, hs, 1.0f, act(A_.vacc), hs, Tn * hs, h[2], hs,
+                                      Tn * hs, 0.0f, datt, Tn, Tn * Tn, heads);
+    const T* pd = att;
+    if (mask != nullptr) {
+      // pd = P x mask again: softmax_forward on a copy would renormalise, so scale P directly.
+      nn_.dropout(stream_, act(A_.pd), att, mask, heads * Tn * Tn, p);
+      pd = act(A_.pd);
+    }
+    accel::blas::gemm_strided_batched(b_, s, Trans::yes, Trans::no, Tn, hs, Tn, 1.0f, pd, Tn, Tn * Tn, act(A_.vacc), hs,
+                                      Tn * hs, 0.0f, dh[2], hs, Tn * hs, heads);
+    attn_.softmax_backward(stream_, datt, att, mask, p, heads, Tn, 1.0f / std::sqrt(static_cast<float>(hs)));
+    accel::blas::gemm_strided_batched(b_, s, Trans::no, Trans::no, Tn, hs, Tn, 1.0f, datt, Tn, Tn * Tn, h[1], hs, Tn * hs,
+                                      0.0f, dh[0], hs, Tn * hs, heads);
+    accel::blas::gemm_strided_batched(b_, s, Trans::yes, Trans::no, Tn, hs, Tn, 1.0f, datt, Tn, Tn * Tn, h[0], hs,
+                                      Tn * hs, 0.0f, dh[1], hs, Tn * hs, heads);
+    void* dv[3] = {dh[0], dh[1], dh[2]};
+    attn_.permute(stream_, dv, 3, dqkv, true, Bn, Tn, C, NH);
+  }
+
   /// Forward pass of micro-batch m (inputs/targets slice m) over Bn sequences of Tn tokens.
   void forward(int m, bool train, std::int64_t Bn, std::int64_t Tn, bool loss = true) {
     const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, N = Bn * Tn, Vp = plan_.vocab_padded;
@@ -372,8 +438,7 @@ class Trainer {
       }
       gemm(Trans::no, Trans::yes, N, 3 * C, C, act(L.ln1), C, w(W.qkv_w), C, 0.0f, act(L.qkv), 3 * C);
       if (drop) b_.fill_bits(stream_, bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
-      attn_.forward(stream_, act(L.atty), f32(L.att), act(L.qkv), drop ? bits(L.bits_att) : nullptr,
-                    static_cast<float>(cfg_.dropout), Bn, Tn, C, NH);
+      attention_forward(L, drop, Bn, Tn);
       gemm(Trans::no, Trans::yes, N, C, C, act(L.atty), C, w(W.proj_w), C, 0.0f, act(L.attproj), C);
       if (drop) dropout(act(L.attproj), act(L.attproj), L.bits_proj, N * C, true);
       nn_.layernorm_forward(stream_, act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
@@ -396,8 +461,8 @@ class Trainer {
 
   /// Backward pass of micro-batch m (after forward(m, true)): accumulates into the gradients.
   void backward(int m) {
-    const std::int64_t Bn = cfg_.batch, Tn = cfg_.shape.block, C = cfg_.shape.width, NH = cfg_.shape.heads,
-                       N = Bn * Tn, Vp = plan_.vocab_padded;
+    const std::int64_t Bn = cfg_.batch, Tn = cfg_.shape.block, C = cfg_.shape.width, N = Bn * Tn,
+                       Vp = plan_.vocab_padded;
     const bool drop = cfg_.dropout > 0;
     const std::int32_t* in = inputs_.data() + static_cast<std::int64_t>(m) * N;
     T* dlogits = act(A_.logits);
@@ -432,8 +497,7 @@ class Trainer {
       gemm(Trans::no, Trans::no, N, C, C, dap, C, w(W.proj_w), C, 0.0f, act(A_.datty), C);
       gemm(Trans::yes, Trans::no, C, C, N, dap, C, act(L.atty), C, 1.0f, g(W.proj_w), C);
       T* dqkv = act(A_.dbig);
-      attn_.backward(stream_, dqkv, f32(A_.att_scratch), act(A_.datty), f32(L.att), act(L.qkv),
-                     drop ? bits(L.bits_att) : nullptr, static_cast<float>(cfg_.dropout), Bn, Tn, C, NH);
+      attention_backward(L, dqkv, drop, Bn, Tn);
       gemm(Trans::no, Trans::no, N, C, 3 * C, dqkv, 3 * C, w(W.qkv_w), C, 0.0f, act(A_.dln), C);
       gemm(Trans::yes, Trans::no, 3 * C, C, N, dqkv, 3 * C, act(L.ln1), C, 1.0f, g(W.qkv_w), C);
       nn_.layernorm_backward(stream_, act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),

@@ -36,12 +36,15 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
     s.kind = accel::ops::OpKind::host;
     s.sources = {"attention.cpp", "peak.cpp"};
     s.flags = {"-ffp-contract=fast", "-mprefer-vector-width=512"};
-    s.entry_points = {"gpt_attention_forward_f32", "gpt_attention_backward_f32", "gpt_fma_peak"};
+    s.entry_points = {"gpt_attention_forward_f32", "gpt_attention_backward_f32", "gpt_head_permute_f32",
+                      "gpt_softmax_forward_f32", "gpt_softmax_backward_f32", "gpt_fma_peak"};
   } else {
     s.kind = accel::ops::OpKind::cuda;
     s.sources = {"attention.cu"};
-    s.entry_points = {"gpt_attention_forward_f32", "gpt_attention_backward_f32", "gpt_attention_backward_kv_f32",
-                      "gpt_attention_forward_bf16", "gpt_attention_backward_bf16", "gpt_attention_backward_kv_bf16"};
+    for (const char* k : {"gpt_attention_forward", "gpt_attention_backward", "gpt_attention_backward_kv",
+                          "gpt_head_permute", "gpt_softmax_forward", "gpt_softmax_backward"}) {
+      for (const char* d : {"_f32", "_bf16"}) s.entry_points.push_back(std::string(k) + d);
+    }
   }
   s.headers = {"attention.h", "peak.h"};
   return s;
@@ -59,6 +62,9 @@ class GptKernels {
     const std::string suffix = dtype == accel::Dtype::bfloat16 ? "_bf16" : "_f32";
     forward_ = accel::ops::Kernel(op, "gpt_attention_forward" + suffix);
     backward_ = accel::ops::Kernel(op, "gpt_attention_backward" + suffix);
+    permute_ = accel::ops::Kernel(op, "gpt_head_permute" + suffix);
+    softmax_forward_ = accel::ops::Kernel(op, "gpt_softmax_forward" + suffix);
+    softmax_backward_ = accel::ops::Kernel(op, "gpt_softmax_backward" + suffix);
     if (op.kind() == accel::ops::OpKind::cuda) {
       backward_kv_ = accel::ops::Kernel(op, "gpt_attention_backward_kv" + suffix);
     } else {
@@ -81,6 +87,39 @@ class GptKernels {
     const gpt_attention_args a = args(nullptr, dqkv, const_cast<float*>(att), scratch, qkv, dy, bits, p, batch, T, C, NH);
     b_.launch_kernel(s, backward_, shape(batch, T, NH, T * 4), a);
     if (backward_kv_.valid()) b_.launch_kernel(s, backward_kv_, shape(batch, T, NH, 0), a);
+  }
+
+  // The GEMM path's kernels (kernels/attention.h).
+
+  /// tokens [B x T x parts*C] <-> heads[p] [B x NH x T x hs] (to_tokens: heads into tokens).
+  void permute(StreamRef s, void* const* heads, int parts, void* tokens, bool to_tokens, std::int64_t batch,
+               std::int64_t T, std::int64_t C, std::int64_t NH) const {
+    gpt_permute_args a{};
+    for (int p = 0; p < parts; ++p) a.heads[p] = heads[p];
+    a.tokens = tokens;
+    a.B = batch;
+    a.T = T;
+    a.C = C;
+    a.NH = NH;
+    a.parts = parts;
+    a.to_tokens = to_tokens ? 1 : 0;
+    const std::int64_t n = batch * T * parts * C;
+    const std::int64_t blocks = (n + 255) / 256;
+    b_.launch_kernel(s, permute_,
+                     accel::ops::LaunchShape::blocks(static_cast<std::uint32_t>(blocks < 65536 ? blocks : 65536), 256,
+                                                     0, threads_),
+                     a);
+  }
+  /// Scores -> P in place (causal); with bits, pd = P x the dropout's factors.
+  void softmax_forward(StreamRef s, void* att, void* pd, const std::uint32_t* bits, float p, std::int64_t heads,
+                       std::int64_t T) const {
+    b_.launch_kernel(s, softmax_forward_, rows_shape(heads * T), softmax_args(att, pd, nullptr, bits, p, heads, T, 0));
+  }
+  /// dPd -> dS in place (scale_qk folded in).
+  void softmax_backward(StreamRef s, void* datt, const void* att, const std::uint32_t* bits, float p,
+                        std::int64_t heads, std::int64_t T, float scale_qk) const {
+    b_.launch_kernel(s, softmax_backward_, rows_shape(heads * T),
+                     softmax_args(const_cast<void*>(att), nullptr, datt, bits, p, heads, T, scale_qk));
   }
 
   /// The CPU's measured FMA peak in FLOP/s on `threads` threads (0: all); 0 on other backends.
@@ -123,9 +162,29 @@ class GptKernels {
     return l;
   }
 
+  static gpt_softmax_args softmax_args(void* att, void* pd, void* datt, const std::uint32_t* bits, float p,
+                                       std::int64_t heads, std::int64_t T, float scale_qk) {
+    gpt_softmax_args a{};
+    a.att = att;
+    a.pd = pd;
+    a.datt = datt;
+    a.bits = bits;
+    a.heads = heads;
+    a.T = T;
+    const double t = static_cast<double>(p) * 4294967296.0;
+    a.threshold = static_cast<unsigned int>(t >= 4294967295.0 ? 4294967295.0 : t);
+    a.scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
+    a.scale_qk = scale_qk;
+    return a;
+  }
+  // CUDA: one warp per row, 8 rows per block.
+  [[nodiscard]] accel::ops::LaunchShape rows_shape(std::int64_t rows) const {
+    return accel::ops::LaunchShape::blocks(static_cast<std::uint32_t>(rows > 0 ? (rows + 7) / 8 : 1), 256, 0, threads_);
+  }
+
   B b_;
   int threads_ = 0;
-  accel::ops::Kernel forward_, backward_, backward_kv_, peak_;
+  accel::ops::Kernel forward_, backward_, backward_kv_, permute_, softmax_forward_, softmax_backward_, peak_;
 };
 
 }  // namespace engine

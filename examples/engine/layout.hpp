@@ -100,7 +100,11 @@ struct ActLayout {
     std::int64_t bits_att, bits_proj, bits_fc;                                            // uint32 (dropout)
   };
 
-  ActLayout(const ModelShape& s, std::int64_t batch, std::int64_t vocab_padded, int accum, bool dropout) {
+  /// gemm_attention: attention through strided-batched GEMMs (P in the activation dtype, [B x NH x T x T],
+  /// and the heads' scratch); else the fused kernels' float32 tiles ([B x NH x Tp x Tp]).
+  ActLayout(const ModelShape& s, std::int64_t batch, std::int64_t vocab_padded, int accum, bool dropout,
+            bool gemm_attention = false)
+      : gemm(gemm_attention) {
     const std::int64_t T = s.block, C = s.width, NH = s.heads, N = batch * T, Tp = (T + 15) / 16 * 16;
     const auto a = [&](std::int64_t n) { return take(act, n); };
     const auto f = [&](std::int64_t n) { return take(f32, n); };
@@ -125,7 +129,7 @@ struct ActLayout {
       L.ln1_rstd = f(N);
       L.ln2_mean = f(N);
       L.ln2_rstd = f(N);
-      L.att = f(batch * NH * Tp * Tp);  // attention tiles (kernels/attention.h)
+      L.att = gemm ? a(batch * NH * T * T) : f(batch * NH * Tp * Tp);  // P (kernels/attention.h)
       L.bits_att = u(batch * NH * T * T);
       L.bits_proj = u(N * C);
       L.bits_fc = u(N * C);
@@ -144,8 +148,19 @@ struct ActLayout {
     dtmp = a(N * C);
     dbig = a(N * 4 * C);  // dfch / dgelu, and dqkv (3C)
     ln_scratch = f(((N + 63) / 64) * 2 * C);
-    att_scratch = f(batch * NH * Tp * Tp);  // CUDA attention backward (dS)
+    if (gemm) {
+      heads = a(3 * N * C);   // q, k, v as [B x NH x T x hs]
+      dheads = a(3 * N * C);  // dq, dk, dv
+      vacc = a(N * C);        // P v (forward), dy permuted (backward)
+      datt = a(batch * NH * T * T);
+      if (dropout) pd = a(batch * NH * T * T);
+    } else {
+      att_scratch = f(batch * NH * Tp * Tp);  // the CUDA fused kernels' backward (dS)
+    }
   }
+
+  bool gemm = false;
+  std::int64_t heads = 0, dheads = 0, vacc = 0, datt = 0, pd = -1;
 
   std::vector<Layer> layers;
   std::int64_t encoded = 0, bits_emb = -1, lnf = 0, logits = 0, lnf_mean = 0, lnf_rstd = 0, losses = 0, norm = 0;

@@ -125,8 +125,9 @@ class Engine {
                        std::to_string(corpus.train().size()) + " (train) and " + std::to_string(corpus.val().size()) +
                        " (validation)");
     }
+    p.gemm_attention = cfg_.attention == "gemm" || (cfg_.attention == "auto" && b_.device_type() != accel::DeviceType::cpu);
     const ParamLayout P(s, p.vocab_padded);
-    const ActLayout A(s, cfg_.batch, p.vocab_padded, cfg_.accum, cfg_.dropout > 0);
+    const ActLayout A(s, cfg_.batch, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.gemm_attention);
     p.params = P.count();
     const std::int64_t non_embedding = p.params - s.block * static_cast<std::int64_t>(s.width);
     const std::int64_t per_token = 6 * non_embedding + 12LL * s.layers * s.width * s.block;

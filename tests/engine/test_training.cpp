@@ -152,6 +152,28 @@ TEST_CASE("Engine<AnyBackend>: the same code dispatched at run time gives Engine
   fs::remove_all(an);
 }
 
+TEST_CASE("engine --attention gemm (CUDA's default path: strided-batched GEMMs around softmax kernels) trains as the fused kernel does") {
+  for (const double dropout : {0.0, 0.2}) {
+    CAPTURE(dropout);
+    const fs::path f = temp_dir("fused"), g = temp_dir("gemm");
+    auto fused = small(f);
+    fused.steps = 5;
+    fused.dropout = dropout;
+    fused.attention = "fused";
+    auto gemm = small(g);
+    gemm.steps = 5;
+    gemm.dropout = dropout;
+    gemm.attention = "gemm";
+    REQUIRE(run(fused) == 0);
+    REQUIRE(run(gemm) == 0);
+    const auto a = losses(f), b = losses(g);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) < 1e-6 * std::stod(a[i]));
+    fs::remove_all(f);
+    fs::remove_all(g);
+  }
+}
+
 TEST_CASE("engine: bad input is refused before anything is allocated or written") {
   const fs::path dir = temp_dir("errors");
   const auto refused = [&](engine::Config c, const std::string& what) {

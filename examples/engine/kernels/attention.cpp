@@ -311,3 +311,81 @@ GPT_EXPORT int gpt_attention_forward_f32(const void* args, int num_threads) { re
 GPT_EXPORT int gpt_attention_backward_f32(const void* args, int num_threads) {
   return dispatch(args, num_threads, false);
 }
+
+// ---- the GEMM path's kernels (attention.h): plain loops, split over the rows ----
+
+namespace {
+
+inline float mask_at(const gpt_softmax_args& a, long long idx) {
+  return a.bits == nullptr ? 1.0f : (a.bits[idx] >= a.threshold ? a.scale : 0.0f);
+}
+
+}  // namespace
+
+GPT_EXPORT int gpt_head_permute_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const gpt_permute_args*>(p);
+  if (a.B < 0 || a.T <= 0 || a.NH <= 0 || a.C % a.NH != 0 || (a.parts != 1 && a.parts != 3)) return 1;
+  const long long hs = a.C / a.NH, rows = a.B * a.T, width = a.parts * a.C;
+  float* tokens = static_cast<float*>(a.tokens);
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long long r = 0; r < rows; ++r) {
+    const long long b = r / a.T, t = r % a.T;
+    for (int part = 0; part < a.parts; ++part) {
+      float* heads = static_cast<float*>(a.heads[part]);
+      for (long long h = 0; h < a.NH; ++h) {
+        float* hp = heads + ((b * a.NH + h) * a.T + t) * hs;
+        float* tp = tokens + r * width + part * a.C + h * hs;
+        if (a.to_tokens != 0) {
+          std::memcpy(tp, hp, static_cast<std::size_t>(hs) * sizeof(float));
+        } else {
+          std::memcpy(hp, tp, static_cast<std::size_t>(hs) * sizeof(float));
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+GPT_EXPORT int gpt_softmax_forward_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const gpt_softmax_args*>(p);
+  if (a.heads < 0 || a.T <= 0) return 1;
+  const long long T = a.T, rows = a.heads * T;
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long long r = 0; r < rows; ++r) {
+    const long long i = r % T;
+    float* s = static_cast<float*>(a.att) + r * T;
+    float mx = s[0];
+    for (long long j = 1; j <= i; ++j) mx = s[j] > mx ? s[j] : mx;
+    float sum = 0;
+    for (long long j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    const float inv = 1.0f / sum;
+    for (long long j = 0; j < T; ++j) s[j] = j <= i ? s[j] * inv : 0.0f;
+    if (a.bits != nullptr) {
+      float* pd = static_cast<float*>(a.pd) + r * T;
+      for (long long j = 0; j < T; ++j) pd[j] = s[j] * mask_at(a, r * T + j);
+    }
+  }
+  return 0;
+}
+
+GPT_EXPORT int gpt_softmax_backward_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const gpt_softmax_args*>(p);
+  if (a.heads < 0 || a.T <= 0) return 1;
+  const long long T = a.T, rows = a.heads * T;
+  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long long r = 0; r < rows; ++r) {
+    const long long i = r % T;
+    const float* pr = static_cast<const float*>(a.att) + r * T;
+    float* d = static_cast<float*>(a.datt) + r * T;
+    float dsum = 0;
+    for (long long j = 0; j <= i; ++j) {
+      d[j] *= mask_at(a, r * T + j);
+      dsum += pr[j] * d[j];
+    }
+    for (long long j = 0; j < T; ++j) d[j] = j <= i ? pr[j] * (d[j] - dsum) * a.scale_qk : 0.0f;
+  }
+  return 0;
+}

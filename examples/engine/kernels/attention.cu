@@ -143,7 +143,80 @@ __device__ void backward_cols(const gpt_attention_args& a) {
   }
 }
 
+// ---- the GEMM path's kernels (attention.h) ----
+
+template <class D>
+__device__ void head_permute(const gpt_permute_args& a) {
+  const long long hs = a.C / a.NH, width = a.parts * a.C, total = a.B * a.T * width;
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total; e += stride) {
+    const long long r = e / width, col = e - r * width;
+    const long long part = col / a.C, c = col - part * a.C, h = c / hs, d = c - h * hs;
+    const long long b = r / a.T, t = r - b * a.T;
+    const long long hi = ((b * a.NH + h) * a.T + t) * hs + d;
+    if (a.to_tokens != 0) {
+      st(a.tokens, e, ld(a.heads[part], hi, D()), D());
+    } else {
+      st(a.heads[part], hi, ld(a.tokens, e, D()), D());
+    }
+  }
+}
+
+__device__ __forceinline__ float softmax_mask(const gpt_softmax_args& a, long long idx) {
+  return a.bits == nullptr ? 1.0f : (a.bits[idx] >= a.threshold ? a.scale : 0.0f);
+}
+
+// One warp per row (8 rows per 256-thread block).
+template <class D>
+__device__ void softmax_forward(const gpt_softmax_args& a) {
+  const long long r = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= a.heads * a.T) return;
+  const long long T = a.T, i = r % T, base = r * T;
+  float mx = -3.402823466e38f;
+  for (long long j = lane; j <= i; j += 32) mx = fmaxf(mx, ld(a.att, base + j, D()));
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+  float sum = 0;
+  for (long long j = lane; j <= i; j += 32) sum = __fadd_rn(sum, expf(__fsub_rn(ld(a.att, base + j, D()), mx)));
+  for (int o = 16; o > 0; o >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xFFFFFFFFu, sum, o));
+  const float inv = __fdiv_rn(1.0f, sum);
+  for (long long j = lane; j < T; j += 32) {
+    const float pv = j <= i ? __fmul_rn(expf(__fsub_rn(ld(a.att, base + j, D()), mx)), inv) : 0.0f;
+    st(a.att, base + j, pv, D());
+    if (a.bits != nullptr) st(a.pd, base + j, __fmul_rn(pv, softmax_mask(a, base + j)), D());
+  }
+}
+
+template <class D>
+__device__ void softmax_backward(const gpt_softmax_args& a) {
+  const long long r = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= a.heads * a.T) return;
+  const long long T = a.T, i = r % T, base = r * T;
+  float dsum = 0;
+  for (long long j = lane; j <= i; j += 32) {
+    const float dp = __fmul_rn(ld(a.datt, base + j, D()), softmax_mask(a, base + j));
+    dsum = __fmaf_rn(ld(a.att, base + j, D()), dp, dsum);
+  }
+  for (int o = 16; o > 0; o >>= 1) dsum = __fadd_rn(dsum, __shfl_xor_sync(0xFFFFFFFFu, dsum, o));
+  for (long long j = lane; j < T; j += 32) {
+    float ds = 0.0f;
+    if (j <= i) {
+      const float dp = __fmul_rn(ld(a.datt, base + j, D()), softmax_mask(a, base + j));
+      ds = __fmul_rn(__fmul_rn(ld(a.att, base + j, D()), __fsub_rn(dp, dsum)), a.scale_qk);
+    }
+    st(a.datt, base + j, ds, D());
+  }
+}
+
 }  // namespace
+
+extern "C" __global__ void gpt_head_permute_f32(const gpt_permute_args a) { head_permute<f32>(a); }
+extern "C" __global__ void gpt_head_permute_bf16(const gpt_permute_args a) { head_permute<bf16>(a); }
+extern "C" __global__ void gpt_softmax_forward_f32(const gpt_softmax_args a) { softmax_forward<f32>(a); }
+extern "C" __global__ void gpt_softmax_forward_bf16(const gpt_softmax_args a) { softmax_forward<bf16>(a); }
+extern "C" __global__ void gpt_softmax_backward_f32(const gpt_softmax_args a) { softmax_backward<f32>(a); }
+extern "C" __global__ void gpt_softmax_backward_bf16(const gpt_softmax_args a) { softmax_backward<bf16>(a); }
 
 extern "C" __global__ void gpt_attention_forward_f32(const gpt_attention_args a) { forward<f32>(a); }
 extern "C" __global__ void gpt_attention_forward_bf16(const gpt_attention_args a) { forward<bf16>(a); }

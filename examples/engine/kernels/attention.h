@@ -13,11 +13,11 @@
  * The backward pass writes dqkv (overwritten, not accumulated) from dy, qkv and att. scratch is
  * used by the CUDA kernels ([B x NH x Tp x Tp] floats: dS); the CPU kernel uses none.
  */
+#ifndef GPT_ATTENTION_H
+#define GPT_ATTENTION_H
 
 /* The row stride (and row count) of an attention tile: T rounded up to 16. */
 #define GPT_ATT_TP(T) ((((T) + 15) / 16) * 16)
-#ifndef GPT_ATTENTION_H
-#define GPT_ATTENTION_H
 
 typedef struct gpt_attention_args {
   void* y;                  /* forward: out [B x T x C] */
@@ -31,5 +31,36 @@ typedef struct gpt_attention_args {
   unsigned int threshold;   /* dropout: p * 2^32 */
   float scale;              /* dropout: 1 / (1 - p) */
 } gpt_attention_args;
+
+/* The GEMM path (engine --attention gemm, the default on CUDA): the four products of each direction run
+ * as strided-batched GEMMs over the B x NH heads (accel::blas), around these kernels. Tensors of the
+ * activation dtype; att is [B x NH x T x T] (row stride T), P past the diagonal 0.
+ *
+ * gpt_head_permute: heads[p] is [B x NH x T x hs], tokens is [B x T x parts*C]:
+ *   heads[p][((b NH + h) T + t) hs + d] = tokens[(b T + t) parts C + p C + h hs + d], p < parts
+ *   (parts 3: qkv <-> q, k, v; parts 1: y <-> one tensor); to_tokens = 1 copies heads into tokens. */
+typedef struct gpt_permute_args {
+  void* heads[3];
+  void* tokens;
+  long long B, T, C, NH;
+  int parts;
+  int to_tokens;
+} gpt_permute_args;
+
+/* gpt_softmax_forward: att holds the scaled scores; each row i becomes P[i][0..i] (0 past it); with
+ *   bits, pd gets P x mask (the dropout's factors).
+ * gpt_softmax_backward: datt holds dPd = dy v^T; it becomes dS = P (dP - sum_j P dP) scale_qk with
+ *   dP = dPd x mask (0 past the diagonal). */
+typedef struct gpt_softmax_args {
+  void* att;                /* [heads x T x T] */
+  void* pd;                 /* forward with dropout: [heads x T x T] */
+  void* datt;               /* backward: in dPd, out dS */
+  const unsigned int* bits; /* [heads x T x T] or null */
+  long long heads, T;       /* heads = B x NH */
+  unsigned int threshold;
+  float scale;              /* dropout: 1 / (1 - p) */
+  float scale_qk;           /* backward: 1 / sqrt(hs) */
+  int reserved;
+} gpt_softmax_args;
 
 #endif /* GPT_ATTENTION_H */
