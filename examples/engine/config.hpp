@@ -136,10 +136,12 @@ inline double parse_double(std::string_view flag, const std::string& text, doubl
 
 /// The preset of a size; UsageError for an unknown one.
 inline void apply_size(Config& c, const std::string& size) {
-  if (size == "tiny") {  // nanoGPT's CPU recipe
+  if (size == "tiny") {  // nanoGPT's CPU recipe, with twice its learning rate (val 1.79 instead of 1.89 here)
     c.shape = {4, 4, 128, 64, 1};
     c.batch = 12;
     c.steps = 2000;
+    c.lr = 2e-3;
+    c.min_lr = 2e-4;
     c.dropout = 0.0;
   } else if (size == "shakespeare") {  // nanoGPT's train_shakespeare_char (GPU)
     c.shape = {6, 6, 384, 256, 1};

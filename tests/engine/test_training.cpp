@@ -65,7 +65,7 @@ TEST_CASE("engine: the tiny model's losses on a small text follow the recorded t
   REQUIRE(run(c) == 0);
   const auto got = losses(dir);
   // Recorded with this configuration on an AMD EPYC (Zen 4) and checked against PyTorch with
-  // benchmarks/engine/torch_gpt.py check (every step within 2e-7).
+  // benchmarks/engine/torch_gpt.py check (every step within 3e-7).
   const double expected[] = {ENGINE_TEST_TRAJECTORY};
   REQUIRE(got.size() == std::size(expected));
   for (std::size_t i = 0; i < got.size(); ++i) {
