@@ -53,6 +53,7 @@ struct Config {
   std::string data;  // empty: the default corpus (scripts/fetch-data.sh)
   std::string dtype = "fp32";  // fp32 | bf16 (CUDA)
   int threads = 0;             // CPU threads for kernels and BLAS (0: all cores)
+  int streams = 0;             // lanes: streams that each run a slice of the batch's rows (0: auto)
   bool graph = false;
   std::string attention = "auto";  // fused | gemm | auto (fused on the CPU, gemm elsewhere)
   std::string dispatch = "static";  // static: Engine<CpuBackend|CudaBackend> via accel::visit; any: Engine<AnyBackend>
@@ -92,6 +93,9 @@ training
   --seed N             fixes the run: weights, batches, dropout (default 1337)
   --dtype fp32|bf16    bf16: CUDA only (bf16 weights and activations, fp32 master weights and Adam)
   --threads N          CPU threads for the kernels and the BLAS (default: all cores)
+  --streams N          split each batch's rows over N streams, each with its own activations and
+                       gradients (summed before the optimizer) and threads / N threads; default on the
+                       CPU: one per thread (no thread waits for another inside a kernel), else 1
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
   --attention fused|gemm   fused: one kernel per direction (the CPU's default); gemm: the products as
                        strided-batched GEMMs around softmax kernels (the default elsewhere)
@@ -247,6 +251,8 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       if (c.attention != "fused" && c.attention != "gemm" && c.attention != "auto") {
         throw UsageError("--attention expects fused, gemm or auto, got '" + c.attention + "'");
       }
+    } else if (a == "--streams") {
+      c.streams = static_cast<int>(parse_int(a, value(), 1, 256));
     } else if (a == "--graph") {
       c.graph = true;
     } else if (a == "--save") {
@@ -278,6 +284,13 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
     }
   }
   if (!explicit_min_lr && c.min_lr > c.lr) c.min_lr = c.lr / 10;
+  if (c.streams > 0 && c.batch % c.streams != 0) {
+    throw UsageError("--streams " + std::to_string(c.streams) + " does not divide --batch " + std::to_string(c.batch) +
+                     " (each stream runs batch / streams sequences)");
+  }
+  if (c.graph && c.streams > 1) {
+    throw UsageError("--graph captures one stream: it cannot be combined with --streams " + std::to_string(c.streams));
+  }
   if (c.shape.width % c.shape.heads != 0) {
     throw UsageError("--heads " + std::to_string(c.shape.heads) + " does not divide --width " +
                      std::to_string(c.shape.width) + " (each head gets width / heads channels)");

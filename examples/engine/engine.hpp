@@ -33,11 +33,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -80,35 +82,51 @@ class Trainer {
         corpus_(corpus),
         plan_(plan),
         stream_(),
+        lane_batch_(cfg.batch / cfg.streams),
         P_(cfg.shape, plan.vocab_padded),
-        A_(cfg.shape, cfg.batch, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.gemm_attention),
+        A_(cfg.shape, cfg.batch / cfg.streams, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.gemm_attention),
         nn_(b, act_dtype),
         attn_(b, act_dtype),
         ops_(b),
         train_sampler_(corpus.train(), cfg.batch, cfg.shape.block),
         val_sampler_(corpus.val(), cfg.batch, cfg.shape.block),
         data_gen_(cfg.seed) {
-    if (cfg.threads > 0) {
-      nn_.set_num_threads(cfg.threads);
-      attn_.set_num_threads(cfg.threads);
-      ops_.set_num_threads(cfg.threads);
+    // Threads: the lanes share the cores (each lane's kernels and GEMMs get threads / lanes); the
+    // optimizer's ops run alone on lane 0 and get them all.
+    const int all = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int per_lane = std::max(1, all / cfg.streams);
+    if (cfg.threads > 0 || cfg.streams > 1) {
+      nn_.set_num_threads(per_lane);
+      attn_.set_num_threads(per_lane);
+      ops_.set_num_threads(all);
+      accel::blas::set_num_threads(per_lane);
     }
-    if (cfg.threads > 0) accel::blas::set_num_threads(cfg.threads);
     const std::size_t np = static_cast<std::size_t>(P_.total);
     params_ = accel::Buffer<T, B>(np, stream_);
     grads_ = accel::Buffer<T, B>(np, stream_);
     exp_avg_ = accel::Buffer<float, B>(np, stream_);
     exp_avg_sq_ = accel::Buffer<float, B>(np, stream_);
     if constexpr (bf16) master_ = accel::Buffer<float, B>(np, stream_);
-    act_ = accel::Buffer<T, B>(static_cast<std::size_t>(A_.act), stream_);
-    f32_ = accel::Buffer<float, B>(static_cast<std::size_t>(A_.f32), stream_);
-    if (A_.bits > 0) bits_ = accel::Buffer<std::uint32_t, B>(static_cast<std::size_t>(A_.bits), stream_);
+    const std::size_t lane_tokens = static_cast<std::size_t>(lane_batch_) * cfg.shape.block * cfg.accum;
+    for (int l = 0; l < cfg.streams; ++l) {
+      Lane& lane = l == 0 ? lanes_.emplace_back(typename B::StreamRef(stream_)) : lanes_.emplace_back();
+      lane.act = accel::Buffer<T, B>(static_cast<std::size_t>(A_.act), lane.s);
+      lane.f32 = accel::Buffer<float, B>(static_cast<std::size_t>(A_.f32), lane.s);
+      if (A_.bits > 0) lane.bits = accel::Buffer<std::uint32_t, B>(static_cast<std::size_t>(A_.bits), lane.s);
+      lane.inputs = accel::Buffer<std::int32_t, B>(lane_tokens, lane.s);
+      lane.targets = accel::Buffer<std::int32_t, B>(lane_tokens, lane.s);
+      if (l == 0) {
+        lane.grads = grads_.data();
+      } else {
+        lane.own_grads = accel::Buffer<T, B>(np, lane.s);
+        lane.grads = lane.own_grads.data();
+      }
+    }
+    cur_ = &lanes_[0];
     const std::size_t tokens = static_cast<std::size_t>(cfg.batch) * cfg.shape.block * cfg.accum;
-    inputs_ = accel::Buffer<std::int32_t, B>(tokens, stream_);
-    targets_ = accel::Buffer<std::int32_t, B>(tokens, stream_);
     host_inputs_.resize(tokens);
     host_targets_.resize(tokens);
-    host_losses_.resize(static_cast<std::size_t>(cfg.batch) * cfg.shape.block * cfg.accum);
+    host_losses_.resize(tokens);
     // Validation batches: fixed for the run (their own generator), drawn once.
     accel::Generator val_gen(cfg.seed ^ 0x9E3779B97F4A7C15ULL);
     const std::size_t bt = static_cast<std::size_t>(cfg.batch) * cfg.shape.block;
@@ -210,9 +228,7 @@ class Trainer {
       train_sampler_.next(data_gen_, host_inputs_.data() + bt * m, host_targets_.data() + bt * m);
     }
     if (batch_hook_) batch_hook_(host_inputs_, host_targets_);
-    const std::size_t tok_bytes = host_inputs_.size() * sizeof(std::int32_t);
-    b_.copy_async(stream_, inputs_.data(), host_inputs_.data(), tok_bytes);
-    b_.copy_async(stream_, targets_.data(), host_targets_.data(), tok_bytes);
+    copy_in(host_inputs_.data(), host_targets_.data(), cfg_.accum);
     if (grads_out != nullptr) {  // --dump: the gradients before clipping, so eagerly
       enqueue_gradients();
       grads_out->resize(static_cast<std::size_t>(P_.total));
@@ -242,8 +258,11 @@ class Trainer {
     r.lr = lr_at(step_);
     enqueue_adam(r.lr, step_ + 1);
     float norm = 0;
-    b_.copy_async(stream_, host_losses_.data(), f32_.data() + A_.losses, host_losses_.size() * 4);
-    b_.copy_async(stream_, &norm, f32_.data() + A_.norm, 4);
+    const std::size_t per_lane = host_losses_.size() / lanes_.size();
+    for (std::size_t l = 0; l < lanes_.size(); ++l) {  // lane 0 waited for every lane's work
+      b_.copy_async(stream_, host_losses_.data() + per_lane * l, lanes_[l].f32.data() + A_.losses, per_lane * 4);
+    }
+    b_.copy_async(stream_, &norm, lanes_[0].f32.data() + A_.norm, 4);
     stream_.synchronize();
     double sum = 0;
     for (const float l : host_losses_) sum += l;
@@ -253,19 +272,24 @@ class Trainer {
     return r;
   }
 
-  /// Mean loss over the fixed validation batches (no dropout).
+  /// Mean loss over the fixed validation batches (no dropout), split over the lanes as training is.
   double eval_loss() {
     const std::int64_t bt = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block;
+    const std::int64_t lt = bt / static_cast<std::int64_t>(lanes_.size());
     double sum = 0;
     std::vector<float> losses(static_cast<std::size_t>(bt));
     for (int i = 0; i < cfg_.eval_batches; ++i) {
-      b_.copy_async(stream_, inputs_.data(), val_inputs_.data() + bt * i, static_cast<std::size_t>(bt) * 4);
-      b_.copy_async(stream_, targets_.data(), val_targets_.data() + bt * i, static_cast<std::size_t>(bt) * 4);
-      forward(0, false, cfg_.batch, cfg_.shape.block);
-      b_.copy_async(stream_, losses.data(), f32_.data() + A_.losses, losses.size() * 4);
-      stream_.synchronize();
+      copy_in(val_inputs_.data() + bt * i, val_targets_.data() + bt * i, 1);
+      for (std::size_t l = 0; l < lanes_.size(); ++l) {
+        cur_ = &lanes_[l];
+        forward(0, false, lane_batch_, cfg_.shape.block);
+        b_.copy_async(lanes_[l].s, losses.data() + lt * static_cast<std::int64_t>(l), lanes_[l].f32.data() + A_.losses,
+                      static_cast<std::size_t>(lt) * 4);
+      }
+      for (auto& lane : lanes_) lane.s.synchronize();
       for (const float l : losses) sum += l;
     }
+    cur_ = &lanes_[0];
     return sum / (static_cast<double>(bt) * cfg_.eval_batches);
   }
 
@@ -284,10 +308,11 @@ class Trainer {
     for (int i = 0; i < count; ++i) {
       const int t = static_cast<int>(std::min<std::size_t>(ctx.size(), static_cast<std::size_t>(block)));
       const std::int32_t* window = ctx.data() + (ctx.size() - static_cast<std::size_t>(t));
-      b_.copy_async(stream_, inputs_.data(), window, static_cast<std::size_t>(t) * 4);
-      b_.copy_async(stream_, targets_.data(), no_targets.data(), static_cast<std::size_t>(t) * 4);
+      cur_ = &lanes_[0];
+      b_.copy_async(stream_, cur_->inputs.data(), window, static_cast<std::size_t>(t) * 4);
+      b_.copy_async(stream_, cur_->targets.data(), no_targets.data(), static_cast<std::size_t>(t) * 4);
       forward(0, false, 1, t, /*loss=*/false);
-      b_.copy_async(stream_, row.data(), act_.data() + A_.logits + static_cast<std::int64_t>(t - 1) * Vp,
+      b_.copy_async(stream_, row.data(), cur_->act.data() + A_.logits + static_cast<std::int64_t>(t - 1) * Vp,
                     static_cast<std::size_t>(Vp) * sizeof(T));
       stream_.synchronize();
       std::vector<std::pair<double, int>> logits;
@@ -327,6 +352,19 @@ class Trainer {
     return st;
   }
 
+  /// Each lane's rows of `micro` micro-batches of [batch x block] tokens, into its inputs and targets.
+  void copy_in(const std::int32_t* inputs, const std::int32_t* targets, int micro) {
+    const std::int64_t bt = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block;
+    const std::int64_t lt = static_cast<std::int64_t>(lane_batch_) * cfg_.shape.block;
+    for (std::size_t l = 0; l < lanes_.size(); ++l) {
+      for (int m = 0; m < micro; ++m) {
+        const std::int64_t from = bt * m + lt * static_cast<std::int64_t>(l);
+        b_.copy_async(lanes_[l].s, lanes_[l].inputs.data() + lt * m, inputs + from, static_cast<std::size_t>(lt) * 4);
+        b_.copy_async(lanes_[l].s, lanes_[l].targets.data() + lt * m, targets + from, static_cast<std::size_t>(lt) * 4);
+      }
+    }
+  }
+
   float* master_or_params() {
     if constexpr (bf16) {
       return master_.data();
@@ -335,21 +373,23 @@ class Trainer {
     }
   }
 
-  T* act(std::int64_t off) { return act_.data() + off; }
-  float* f32(std::int64_t off) { return f32_.data() + off; }
-  std::uint32_t* bits(std::int64_t off) { return off < 0 ? nullptr : bits_.data() + off; }
+  // The current lane's activations, gradients and stream (forward, backward and what they call).
+  T* act(std::int64_t off) { return cur_->act.data() + off; }
+  float* f32(std::int64_t off) { return cur_->f32.data() + off; }
+  std::uint32_t* bits(std::int64_t off) { return off < 0 ? nullptr : cur_->bits.data() + off; }
   T* w(int view) { return params_.data() + P_.offset(view); }
-  T* g(int view) { return grads_.data() + P_.offset(view); }
+  T* g(int view) { return cur_->grads + P_.offset(view); }
+  [[nodiscard]] typename B::StreamRef cs() const { return cur_->s; }
 
   void gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
             const T* bm, std::int64_t ldb, float beta, T* c, std::int64_t ldc) {
-    accel::blas::gemm(b_, typename B::StreamRef(stream_), ta, tb, m, n, k, 1.0f, a, lda, bm, ldb, beta, c, ldc);
+    accel::blas::gemm(b_, typename B::StreamRef(cs()), ta, tb, m, n, k, 1.0f, a, lda, bm, ldb, beta, c, ldc);
   }
 
   void dropout(T* out, const T* in, std::int64_t bits_off, std::int64_t n, bool fresh) {
     std::uint32_t* mask = bits(bits_off);
-    if (fresh) b_.fill_bits(stream_, mask, static_cast<std::size_t>(n));
-    nn_.dropout(stream_, out, in, mask, n, static_cast<float>(cfg_.dropout));
+    if (fresh) b_.fill_bits(cs(), mask, static_cast<std::size_t>(n));
+    nn_.dropout(cs(), out, in, mask, n, static_cast<float>(cfg_.dropout));
   }
 
   /// y = attention(qkv) of a layer: the fused kernel (one launch), or four permutes, a softmax and two
@@ -359,23 +399,23 @@ class Trainer {
     const float p = static_cast<float>(cfg_.dropout);
     const std::uint32_t* mask = drop ? bits(L.bits_att) : nullptr;
     if (!A_.gemm) {
-      attn_.forward(stream_, act(L.atty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
+      attn_.forward(cs(), act(L.atty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
       return;
     }
     T* h[3] = {act(A_.heads), act(A_.heads) + Bn * Tn * C, act(A_.heads) + 2 * Bn * Tn * C};
     void* hv[3] = {h[0], h[1], h[2]};
-    attn_.permute(stream_, hv, 3, act(L.qkv), false, Bn, Tn, C, NH);
+    attn_.permute(cs(), hv, 3, act(L.qkv), false, Bn, Tn, C, NH);
     T* att = act(L.att);
-    accel::blas::gemm_strided_batched(b_, typename B::StreamRef(stream_), Trans::no, Trans::yes, Tn, Tn, hs,
+    accel::blas::gemm_strided_batched(b_, typename B::StreamRef(cs()), Trans::no, Trans::yes, Tn, Tn, hs,
                                       1.0f / std::sqrt(static_cast<float>(hs)), h[0], hs, Tn * hs, h[1], hs, Tn * hs,
                                       0.0f, att, Tn, Tn * Tn, heads);
     T* pd = mask != nullptr ? act(A_.pd) : nullptr;
-    attn_.softmax_forward(stream_, att, pd, mask, p, heads, Tn);
-    accel::blas::gemm_strided_batched(b_, typename B::StreamRef(stream_), Trans::no, Trans::no, Tn, hs, Tn, 1.0f,
+    attn_.softmax_forward(cs(), att, pd, mask, p, heads, Tn);
+    accel::blas::gemm_strided_batched(b_, typename B::StreamRef(cs()), Trans::no, Trans::no, Tn, hs, Tn, 1.0f,
                                       pd != nullptr ? pd : att, Tn, Tn * Tn, h[2], hs, Tn * hs, 0.0f, act(A_.vacc), hs,
                                       Tn * hs, heads);
     void* y[1] = {act(A_.vacc)};
-    attn_.permute(stream_, y, 1, act(L.atty), true, Bn, Tn, C, NH);
+    attn_.permute(cs(), y, 1, act(L.atty), true, Bn, Tn, C, NH);
   }
 
   /// dqkv (overwritten) from the layer's saved attention and datty.
@@ -384,93 +424,93 @@ class Trainer {
     const float p = static_cast<float>(cfg_.dropout);
     const std::uint32_t* mask = drop ? bits(L.bits_att) : nullptr;
     if (!A_.gemm) {
-      attn_.backward(stream_, dqkv, f32(A_.att_scratch), act(A_.datty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
+      attn_.backward(cs(), dqkv, f32(A_.att_scratch), act(A_.datty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
       return;
     }
     const std::int64_t NC = Bn * Tn * C;
     T* h[3] = {act(A_.heads), act(A_.heads) + NC, act(A_.heads) + 2 * NC};
     T* dh[3] = {act(A_.dheads), act(A_.dheads) + NC, act(A_.dheads) + 2 * NC};
     void* hv[3] = {h[0], h[1], h[2]};
-    attn_.permute(stream_, hv, 3, act(L.qkv), false, Bn, Tn, C, NH);  // q, k, v again (not kept per layer)
+    attn_.permute(cs(), hv, 3, act(L.qkv), false, Bn, Tn, C, NH);  // q, k, v again (not kept per layer)
     void* dy[1] = {act(A_.vacc)};
-    attn_.permute(stream_, dy, 1, act(A_.datty), false, Bn, Tn, C, NH);
+    attn_.permute(cs(), dy, 1, act(A_.datty), false, Bn, Tn, C, NH);
     const T* att = act(L.att);
     T* datt = act(A_.datt);
-    const auto s = typename B::StreamRef(stream_);
+    const auto s = typename B::StreamRef(cs());
     // dPd = dy v^T; dv = Pd^T dy (Pd: P with the dropout's factors, recomputed from the bits).
     accel::blas::gemm_strided_batched(b_, s, Trans::no, Trans::yes, Tn, Tn, hs, 1.0f, act(A_.vacc), hs, Tn * hs, h[2], hs,
                                       Tn * hs, 0.0f, datt, Tn, Tn * Tn, heads);
     const T* pd = att;
     if (mask != nullptr) {
       // pd = P x mask again: softmax_forward on a copy would renormalise, so scale P directly.
-      nn_.dropout(stream_, act(A_.pd), att, mask, heads * Tn * Tn, p);
+      nn_.dropout(cs(), act(A_.pd), att, mask, heads * Tn * Tn, p);
       pd = act(A_.pd);
     }
     accel::blas::gemm_strided_batched(b_, s, Trans::yes, Trans::no, Tn, hs, Tn, 1.0f, pd, Tn, Tn * Tn, act(A_.vacc), hs,
                                       Tn * hs, 0.0f, dh[2], hs, Tn * hs, heads);
-    attn_.softmax_backward(stream_, datt, att, mask, p, heads, Tn, 1.0f / std::sqrt(static_cast<float>(hs)));
+    attn_.softmax_backward(cs(), datt, att, mask, p, heads, Tn, 1.0f / std::sqrt(static_cast<float>(hs)));
     accel::blas::gemm_strided_batched(b_, s, Trans::no, Trans::no, Tn, hs, Tn, 1.0f, datt, Tn, Tn * Tn, h[1], hs, Tn * hs,
                                       0.0f, dh[0], hs, Tn * hs, heads);
     accel::blas::gemm_strided_batched(b_, s, Trans::yes, Trans::no, Tn, hs, Tn, 1.0f, datt, Tn, Tn * Tn, h[0], hs,
                                       Tn * hs, 0.0f, dh[1], hs, Tn * hs, heads);
     void* dv[3] = {dh[0], dh[1], dh[2]};
-    attn_.permute(stream_, dv, 3, dqkv, true, Bn, Tn, C, NH);
+    attn_.permute(cs(), dv, 3, dqkv, true, Bn, Tn, C, NH);
   }
 
   /// Forward pass of micro-batch m (inputs/targets slice m) over Bn sequences of Tn tokens.
   void forward(int m, bool train, std::int64_t Bn, std::int64_t Tn, bool loss = true) {
     const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, N = Bn * Tn, Vp = plan_.vocab_padded;
     const bool drop = train && cfg_.dropout > 0;
-    const std::int32_t* in = inputs_.data() + static_cast<std::int64_t>(m) * N;
-    const std::int32_t* tg = targets_.data() + static_cast<std::int64_t>(m) * N;
-    nn_.embedding_forward(stream_, act(A_.encoded), in, w(P_.wte), w(P_.wpe), N, Tn, C, Vp);
+    const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
+    const std::int32_t* tg = cur_->targets.data() + static_cast<std::int64_t>(m) * N;
+    nn_.embedding_forward(cs(), act(A_.encoded), in, w(P_.wte), w(P_.wpe), N, Tn, C, Vp);
     if (drop) dropout(act(A_.encoded), act(A_.encoded), A_.bits_emb, N * C, true);
     for (std::size_t l = 0; l < A_.layers.size(); ++l) {
       const auto& L = A_.layers[l];
       const auto& W = P_.layers[l];
       if (l == 0) {
-        nn_.layernorm_forward(stream_, act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(L.res_in), w(W.ln1_w),
+        nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(L.res_in), w(W.ln1_w),
                               w(W.ln1_b), N, C);
       } else {  // the previous block's MLP residual add, fused
         const auto& prev = A_.layers[l - 1];
-        nn_.layernorm_forward(stream_, act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(prev.res2), w(W.ln1_w),
+        nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(prev.res2), w(W.ln1_w),
                               w(W.ln1_b), N, C, 1e-5f, act(prev.fcproj), act(prev.res_out));
       }
       gemm(Trans::no, Trans::yes, N, 3 * C, C, act(L.ln1), C, w(W.qkv_w), C, 0.0f, act(L.qkv), 3 * C);
-      if (drop) b_.fill_bits(stream_, bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
+      if (drop) b_.fill_bits(cs(), bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
       attention_forward(L, drop, Bn, Tn);
       gemm(Trans::no, Trans::yes, N, C, C, act(L.atty), C, w(W.proj_w), C, 0.0f, act(L.attproj), C);
       if (drop) dropout(act(L.attproj), act(L.attproj), L.bits_proj, N * C, true);
-      nn_.layernorm_forward(stream_, act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
+      nn_.layernorm_forward(cs(), act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
                             w(W.ln2_b), N, C, 1e-5f, act(L.attproj), act(L.res2));
       gemm(Trans::no, Trans::yes, N, 4 * C, C, act(L.ln2), C, w(W.fc_w), C, 0.0f, act(L.fch), 4 * C);
-      nn_.gelu_forward(stream_, act(L.gelu), act(L.fch), N * 4 * C);
+      nn_.gelu_forward(cs(), act(L.gelu), act(L.fch), N * 4 * C);
       gemm(Trans::no, Trans::yes, N, C, 4 * C, act(L.gelu), 4 * C, w(W.fcproj_w), 4 * C, 0.0f, act(L.fcproj), C);
       if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true);
     }
     const auto& last = A_.layers.back();
-    nn_.layernorm_forward(stream_, act(A_.lnf), f32(A_.lnf_mean), f32(A_.lnf_rstd), act(last.res2), w(P_.lnf_w),
+    nn_.layernorm_forward(cs(), act(A_.lnf), f32(A_.lnf_mean), f32(A_.lnf_rstd), act(last.res2), w(P_.lnf_w),
                           w(P_.lnf_b), N, C, 1e-5f, act(last.fcproj), act(last.res_out));
     gemm(Trans::no, Trans::yes, N, Vp, C, act(A_.lnf), C, w(P_.wte), C, 0.0f, act(A_.logits), Vp);
     if (loss) {
-      const float dloss = 1.0f / static_cast<float>(N * cfg_.accum);
-      nn_.cross_entropy(stream_, act(A_.logits), f32(A_.losses) + static_cast<std::int64_t>(m) * N, tg, N, plan_.vocab,
+      const float dloss = 1.0f / static_cast<float>(static_cast<std::int64_t>(cfg_.batch) * Tn * cfg_.accum);
+      nn_.cross_entropy(cs(), act(A_.logits), f32(A_.losses) + static_cast<std::int64_t>(m) * N, tg, N, plan_.vocab,
                         Vp, dloss, train);
     }
   }
 
   /// Backward pass of micro-batch m (after forward(m, true)): accumulates into the gradients.
   void backward(int m) {
-    const std::int64_t Bn = cfg_.batch, Tn = cfg_.shape.block, C = cfg_.shape.width, N = Bn * Tn,
+    const std::int64_t Bn = lane_batch_, Tn = cfg_.shape.block, C = cfg_.shape.width, N = Bn * Tn,
                        Vp = plan_.vocab_padded;
     const bool drop = cfg_.dropout > 0;
-    const std::int32_t* in = inputs_.data() + static_cast<std::int64_t>(m) * N;
+    const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
     T* dlogits = act(A_.logits);
     gemm(Trans::no, Trans::no, N, C, Vp, dlogits, Vp, w(P_.wte), C, 0.0f, act(A_.dln), C);
     gemm(Trans::yes, Trans::no, Vp, C, N, dlogits, Vp, act(A_.lnf), C, 1.0f, g(P_.wte), C);
-    ops_.fill(stream_, act(A_.dres), act_dtype, N * C, 0.0f);
+    ops_.fill(cs(), act(A_.dres), act_dtype, N * C, 0.0f);
     const auto& last = A_.layers.back();
-    nn_.layernorm_backward(stream_, act(A_.dres), g(P_.lnf_w), g(P_.lnf_b), f32(A_.ln_scratch), act(A_.dln),
+    nn_.layernorm_backward(cs(), act(A_.dres), g(P_.lnf_w), g(P_.lnf_b), f32(A_.ln_scratch), act(A_.dln),
                            act(last.res_out), w(P_.lnf_w), f32(A_.lnf_mean), f32(A_.lnf_rstd), N, C);
     for (std::size_t li = A_.layers.size(); li-- > 0;) {
       const auto& L = A_.layers[li];
@@ -483,10 +523,10 @@ class Trainer {
       }
       gemm(Trans::no, Trans::no, N, 4 * C, C, dfc, C, w(W.fcproj_w), 4 * C, 0.0f, act(A_.dbig), 4 * C);
       gemm(Trans::yes, Trans::no, C, 4 * C, N, dfc, C, act(L.gelu), 4 * C, 1.0f, g(W.fcproj_w), 4 * C);
-      nn_.gelu_backward(stream_, act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
+      nn_.gelu_backward(cs(), act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
       gemm(Trans::no, Trans::no, N, C, 4 * C, act(A_.dbig), 4 * C, w(W.fc_w), C, 0.0f, act(A_.dln), C);
       gemm(Trans::yes, Trans::no, 4 * C, C, N, act(A_.dbig), 4 * C, act(L.ln2), C, 1.0f, g(W.fc_w), C);
-      nn_.layernorm_backward(stream_, act(A_.dres), g(W.ln2_w), g(W.ln2_b), f32(A_.ln_scratch), act(A_.dln),
+      nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln2_w), g(W.ln2_b), f32(A_.ln_scratch), act(A_.dln),
                              act(L.res2), w(W.ln2_w), f32(L.ln2_mean), f32(L.ln2_rstd), N, C);
       // res2 = res_in + dropout(attproj)
       T* dap = act(A_.dres);
@@ -500,7 +540,7 @@ class Trainer {
       attention_backward(L, dqkv, drop, Bn, Tn);
       gemm(Trans::no, Trans::no, N, C, 3 * C, dqkv, 3 * C, w(W.qkv_w), C, 0.0f, act(A_.dln), C);
       gemm(Trans::yes, Trans::no, 3 * C, C, N, dqkv, 3 * C, act(L.ln1), C, 1.0f, g(W.qkv_w), C);
-      nn_.layernorm_backward(stream_, act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
+      nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
                              act(L.res_in), w(W.ln1_w), f32(L.ln1_mean), f32(L.ln1_rstd), N, C);
     }
     T* demb = act(A_.dres);
@@ -508,24 +548,45 @@ class Trainer {
       dropout(act(A_.dtmp), act(A_.dres), A_.bits_emb, N * C, false);
       demb = act(A_.dtmp);
     }
-    nn_.embedding_backward(stream_, g(P_.wte), g(P_.wpe), demb, in, N, Tn, C, Vp);
+    nn_.embedding_backward(cs(), g(P_.wte), g(P_.wpe), demb, in, N, Tn, C, Vp);
   }
 
-  /// Zeroes the gradients, runs every micro-batch forward and backward, takes the gradient norm:
-  /// with enqueue_clip(), everything of a step but the optimizer (what --graph captures).
-  void enqueue_gradients() {
-    ops_.fill(stream_, grads_.data(), act_dtype, P_.total, 0.0f);
+  /// The current lane's part of a step: zero its gradients, forward and backward of each micro-batch.
+  void enqueue_lane_gradients() {
+    ops_.fill(cs(), cur_->grads, act_dtype, P_.total, 0.0f);
     for (int m = 0; m < cfg_.accum; ++m) {
-      forward(m, true, cfg_.batch, cfg_.shape.block);
+      forward(m, true, lane_batch_, cfg_.shape.block);
       backward(m);
     }
+  }
+
+  /// On lane 0, after every lane's gradients: their sum (lane 0's buffer) and its L2 norm.
+  void enqueue_reduce_and_norm() {
+    for (std::size_t l = 1; l < lanes_.size(); ++l) {
+      stream_.wait_stream(lanes_[l].s);
+      nn_.add(stream_, grads_.data(), grads_.data(), lanes_[l].grads, P_.total);
+    }
     const accel::ops::TensorRef all{grads_.data(), P_.total, act_dtype};
-    ops_.l2norm(stream_, std::span<const accel::ops::TensorRef>(&all, 1), f32(A_.norm));
+    ops_.l2norm(stream_, std::span<const accel::ops::TensorRef>(&all, 1), lanes_[0].f32.data() + A_.norm);
+  }
+
+  /// Everything of a step but the optimizer (what --graph captures): every lane's gradients, their sum
+  /// and norm, clipping.
+  void enqueue_gradients() {
+    for (auto& lane : lanes_) {
+      cur_ = &lane;
+      if (&lane != &lanes_[0]) lane.s.wait_stream(stream_);  // the weights of the previous step's update
+      enqueue_lane_gradients();
+    }
+    cur_ = &lanes_[0];
+    enqueue_reduce_and_norm();
   }
 
   /// Gradient clipping by the global norm enqueue_gradients() left in device memory.
   void enqueue_clip() {
-    if (cfg_.clip > 0) nn_.clip(stream_, grads_.data(), P_.total, f32(A_.norm), static_cast<float>(cfg_.clip));
+    if (cfg_.clip > 0) {
+      nn_.clip(stream_, grads_.data(), P_.total, lanes_[0].f32.data() + A_.norm, static_cast<float>(cfg_.clip));
+    }
   }
 
   /// AdamW over the two groups: the 2-D tensors with weight decay, the rest without.
@@ -563,7 +624,8 @@ class Trainer {
   const Config& cfg_;
   const Corpus& corpus_;
   Plan plan_;
-  typename B::Stream stream_;
+  typename B::Stream stream_;  // lane 0's stream: the optimizer, the norm and every host copy run here
+  int lane_batch_;              // sequences per lane (--streams splits the batch's rows)
   ParamLayout P_;
   ActLayout A_;
   accel::ops::NnKernels<B> nn_;
@@ -571,10 +633,23 @@ class Trainer {
   TypedOps<B> ops_;
   BatchSampler train_sampler_, val_sampler_;
   accel::Generator data_gen_;
-  accel::Buffer<T, B> params_, grads_, act_;
-  accel::Buffer<float, B> exp_avg_, exp_avg_sq_, master_, f32_;
-  accel::Buffer<std::uint32_t, B> bits_;
-  accel::Buffer<std::int32_t, B> inputs_, targets_;
+  accel::Buffer<T, B> params_, grads_;
+  accel::Buffer<float, B> exp_avg_, exp_avg_sq_, master_;
+  // A lane: a stream with its own activations and gradients running a slice of the batch's rows; the
+  // lanes' gradients are summed on lane 0 (--streams). One lane: the whole batch on stream_.
+  struct Lane {
+    Lane() : own(std::in_place), s(*own) {}
+    explicit Lane(typename B::StreamRef ref) : s(ref) {}
+    std::optional<typename B::Stream> own;
+    typename B::StreamRef s;
+    accel::Buffer<T, B> act, own_grads;
+    accel::Buffer<float, B> f32;
+    accel::Buffer<std::uint32_t, B> bits;
+    accel::Buffer<std::int32_t, B> inputs, targets;
+    T* grads = nullptr;
+  };
+  std::deque<Lane> lanes_;  // a deque: a Lane's address (and its stream's) never moves
+  Lane* cur_ = nullptr;
   std::vector<std::int32_t> host_inputs_, host_targets_, val_inputs_, val_targets_;
   std::vector<float> host_losses_;
   std::optional<typename B::Graph> graph_;

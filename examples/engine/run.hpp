@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -75,6 +76,7 @@ class Engine {
       }
     }
     const Corpus corpus = Corpus::load(cfg_.data);
+    if (cfg_.streams == 0) cfg_.streams = default_streams();
     if (cfg_.dtype == "bf16" && b_.device_type() == accel::DeviceType::cpu) {
       throw UsageError("--dtype bf16 needs the CUDA backend (the CPU engine trains in float32)");
     }
@@ -95,6 +97,16 @@ class Engine {
   }
 
  private:
+  /// --streams by default: on the CPU one lane per thread (the largest count up to the threads that
+  /// divides the batch; 1 with --graph), elsewhere 1.
+  [[nodiscard]] int default_streams() const {
+    if (cfg_.graph || b_.device_type() != accel::DeviceType::cpu) return 1;
+    int n = cfg_.threads > 0 ? cfg_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    n = std::min(n, cfg_.batch);
+    while (n > 1 && cfg_.batch % n != 0) --n;
+    return n;
+  }
+
   void check_resume(const CheckpointState& st, const Corpus& corpus) const {
     const auto get = [&](const char* k) {
       const auto it = st.values.find(k);
@@ -127,15 +139,16 @@ class Engine {
     }
     p.gemm_attention = cfg_.attention == "gemm" || (cfg_.attention == "auto" && b_.device_type() != accel::DeviceType::cpu);
     const ParamLayout P(s, p.vocab_padded);
-    const ActLayout A(s, cfg_.batch, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.gemm_attention);
+    const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.gemm_attention);
     p.params = P.count();
     const std::int64_t non_embedding = p.params - s.block * static_cast<std::int64_t>(s.width);
     const std::int64_t per_token = 6 * non_embedding + 12LL * s.layers * s.width * s.block;
     p.flops_per_step = per_token * s.block * cfg_.batch * cfg_.accum;
     const std::size_t act_bytes = cfg_.dtype == "bf16" ? 2 : 4;
     const std::size_t np = static_cast<std::size_t>(P.total);
-    const std::size_t weights = np * act_bytes * 2 + np * 8 + (cfg_.dtype == "bf16" ? np * 4 : 0);
-    const std::size_t acts = static_cast<std::size_t>(A.act) * act_bytes + static_cast<std::size_t>(A.f32 + A.bits) * 4;
+    const auto lanes = static_cast<std::size_t>(cfg_.streams);
+    const std::size_t weights = np * act_bytes * (1 + lanes) + np * 8 + (cfg_.dtype == "bf16" ? np * 4 : 0);
+    const std::size_t acts = lanes * (static_cast<std::size_t>(A.act) * act_bytes + static_cast<std::size_t>(A.f32 + A.bits) * 4);
     const std::size_t tokens = static_cast<std::size_t>(cfg_.batch) * s.block * cfg_.accum * 8;
     p.bytes = weights + acts + tokens;
     p.bytes_breakdown = mib(weights) + " MiB weights, gradients and optimizer state + " + mib(acts) + " MiB activations";
@@ -174,8 +187,9 @@ class Engine {
                   static_cast<long long>(plan.vocab), static_cast<long long>(plan.vocab_padded), grouped(plan.params).c_str());
       std::printf("data: %s, %s characters (%s train, %s validation)\n", cfg_.data.c_str(), grouped(corpus.size()).c_str(),
                   grouped(corpus.train().size()).c_str(), grouped(corpus.val().size()).c_str());
-      std::printf("training: %lld steps of %d x %d x %d tokens, lr %.2e (%s, warmup %lld), AdamW (%.2f, %.3f, wd %.2f), clip %.2f, dropout %.2f, seed %llu%s\n",
-                  static_cast<long long>(cfg_.steps), cfg_.accum, cfg_.batch, cfg_.shape.block, cfg_.lr, cfg_.schedule.c_str(),
+      std::printf("training: %lld steps of %d x %d x %d tokens on %d stream%s, lr %.2e (%s, warmup %lld), AdamW (%.2f, %.3f, wd %.2f), clip %.2f, dropout %.2f, seed %llu%s\n",
+                  static_cast<long long>(cfg_.steps), cfg_.accum, cfg_.batch, cfg_.shape.block, cfg_.streams,
+                  cfg_.streams > 1 ? "s" : "", cfg_.lr, cfg_.schedule.c_str(),
                   static_cast<long long>(cfg_.warmup), cfg_.beta1, cfg_.beta2, cfg_.weight_decay, cfg_.clip, cfg_.dropout,
                   static_cast<unsigned long long>(cfg_.seed), cfg_.graph ? ", graph" : "");
       std::printf("peak: %s GFLOP/s (%s)%s\n", peak > 0 ? fmt("%.1f", peak / 1e9).c_str() : "unknown",

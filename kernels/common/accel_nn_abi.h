@@ -105,6 +105,15 @@ typedef struct accel_nn_cross_entropy_args {
   int write_grad;
 } accel_nn_cross_entropy_args;
 
+/* The residual add: out[i] = a[i] + b[i]; out may be a or b. (Inside a transformer block the add is
+ * fused into the next LayerNorm; this is the add on its own, e.g. gradients of two micro-batches.) */
+typedef struct accel_nn_add_args {
+  void* out;
+  const void* a;
+  const void* b;
+  long long n;
+} accel_nn_add_args;
+
 /* Inverted dropout with a mask from 32-bit random words: out[i] = bits[i] >= threshold ?
  * inp[i] * scale : 0, threshold = p * 2^32 (rounded), scale = 1 / (1 - p). The backward is the same
  * kernel on the gradient with the same bits. out may be inp. */

@@ -1,6 +1,6 @@
 // nn_ops.cpp — accel's neural-network kernels for the CPU (the "nn_ops" op): embedding, LayerNorm
-// with the residual add fused in, GELU (tanh), softmax cross-entropy with its gradient in one pass,
-// dropout and clipping. Float32. Arguments: kernels/common/accel_nn_abi.h; launched through
+// with the residual add fused in (and on its own), GELU (tanh), softmax cross-entropy with its gradient
+// in one pass, dropout and clipping. Float32. Arguments: kernels/common/accel_nn_abi.h; launched through
 // accel/ops/launch.hpp as int entry(const void* args, int num_threads).
 //
 // Rows are split statically over the OpenMP threads; reductions across rows (LayerNorm's weight and
@@ -290,6 +290,22 @@ ACCEL_EXPORT int accel_nn_cross_entropy_f32(const void* p, int num_threads) {
         for (long long v = V; v < Vp; ++v) z[v] = 0;
       }
     }
+  }
+  return 0;
+}
+
+ACCEL_EXPORT int accel_nn_add_f32(const void* p, int num_threads) {
+  const auto& a = *static_cast<const accel_nn_add_args*>(p);
+  if (a.n < 0) return 1;
+  float* out = static_cast<float*>(a.out);
+  const float* x = static_cast<const float*>(a.a);
+  const float* y = static_cast<const float*>(a.b);
+#pragma omp parallel num_threads(thread_count(num_threads))
+  {
+    long long begin, end;
+    static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+#pragma omp simd
+    for (long long i = begin; i < end; ++i) out[i] = x[i] + y[i];
   }
   return 0;
 }

@@ -215,6 +215,14 @@ __device__ void cross_entropy(const accel_nn_cross_entropy_args& a) {
 }
 
 template <class T>
+__device__ void add(const accel_nn_add_args& a) {
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n; i += stride) {
+    store1<T>(a.out, i, __fadd_rn(load1<T>(a.a, i), load1<T>(a.b, i)));
+  }
+}
+
+template <class T>
 __device__ void dropout(const accel_nn_dropout_args& a) {
   const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n; i += stride) {
@@ -246,5 +254,6 @@ ACCEL_NN_KERNEL(layernorm_backward_reduce, accel_nn_layernorm_backward_args)
 ACCEL_NN_KERNEL(gelu_forward, accel_nn_gelu_forward_args)
 ACCEL_NN_KERNEL(gelu_backward, accel_nn_gelu_backward_args)
 ACCEL_NN_KERNEL(cross_entropy, accel_nn_cross_entropy_args)
+ACCEL_NN_KERNEL(add, accel_nn_add_args)
 ACCEL_NN_KERNEL(dropout, accel_nn_dropout_args)
 ACCEL_NN_KERNEL(clip, accel_nn_clip_args)

@@ -174,6 +174,28 @@ TEST_CASE("engine --attention gemm (CUDA's default path: strided-batched GEMMs a
   }
 }
 
+TEST_CASE("engine --streams 2: the batch's rows on two streams, gradients summed, trains as one stream does") {
+  const fs::path one = temp_dir("one"), two = temp_dir("two"), again = temp_dir("two-again");
+  auto a = small(one);
+  a.steps = 5;
+  a.streams = 1;
+  auto b = small(two);
+  b.steps = 5;
+  b.streams = 2;
+  b.dropout = 0.0;
+  REQUIRE(run(a) == 0);
+  REQUIRE(run(b) == 0);
+  const auto x = losses(one), y = losses(two);
+  REQUIRE(x.size() == y.size());
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(std::fabs(std::stod(x[i]) - std::stod(y[i])) < 1e-6 * std::stod(x[i]));
+  auto c = small(again);
+  c.steps = 5;
+  c.streams = 2;
+  REQUIRE(run(c) == 0);
+  CHECK(losses(again) == y);  // deterministic with two streams too
+  for (const auto& d : {one, two, again}) fs::remove_all(d);
+}
+
 TEST_CASE("engine: bad input is refused before anything is allocated or written") {
   const fs::path dir = temp_dir("errors");
   const auto refused = [&](engine::Config c, const std::string& what) {
@@ -229,6 +251,9 @@ TEST_CASE("engine: command-line errors name what is wrong") {
   CHECK_THROWS_AS(parse({"--batch", "0"}), engine::UsageError);
   CHECK_THROWS_AS(parse({"--lr", "fast"}), engine::UsageError);
   CHECK_THROWS_AS(parse({"--frobnicate"}), engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--streams", "5"}), "--streams 5 does not divide --batch 12 (each stream runs batch / streams sequences)",
+                       engine::UsageError);
+  CHECK_THROWS_AS(parse({"--graph", "--streams", "2"}), engine::UsageError);
   const auto c = parse({"--size", "shakespeare", "--batch", "8", "--layers", "2"});
   REQUIRE(c.has_value());
   CHECK(c->shape.layers == 2);

@@ -256,6 +256,17 @@ TEST_CASE("nn_ops cross_entropy: losses against float64 logsumexp, the gradient 
   }
 }
 
+TEST_CASE("nn_ops add: the residual add, exact, in place too") {
+  const auto a = randv(1000, 30), b = randv(1000, 31);
+  std::vector<float> out(1000), c = a;
+  accel::cpu::Stream s;
+  nn().add(s, out.data(), a.data(), b.data(), 1000);
+  nn().add(s, c.data(), c.data(), b.data(), 1000);
+  s.synchronize();
+  for (int i = 0; i < 1000; ++i) REQUIRE(out[i] == a[i] + b[i]);
+  CHECK(c == out);
+}
+
 TEST_CASE("nn_ops dropout and clip: the exact mask and scale, and clipping by a norm in memory") {
   constexpr long long n = 4096;
   const auto x = randv(n, 12);

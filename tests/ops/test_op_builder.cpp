@@ -75,6 +75,7 @@ static_assert(sizeof(accel_nn_gelu_forward_args) == sizeof(accel::ops::abi::NnGe
 static_assert(sizeof(accel_nn_gelu_backward_args) == sizeof(accel::ops::abi::NnGeluBackward));
 static_assert(sizeof(accel_nn_cross_entropy_args) == sizeof(accel::ops::abi::NnCrossEntropy));
 static_assert(offsetof(accel_nn_cross_entropy_args, write_grad) == offsetof(accel::ops::abi::NnCrossEntropy, write_grad));
+static_assert(sizeof(accel_nn_add_args) == sizeof(accel::ops::abi::NnAdd));
 static_assert(sizeof(accel_nn_dropout_args) == sizeof(accel::ops::abi::NnDropout));
 static_assert(offsetof(accel_nn_dropout_args, scale) == offsetof(accel::ops::abi::NnDropout, scale));
 static_assert(sizeof(accel_nn_clip_args) == sizeof(accel::ops::abi::NnClip));

@@ -81,6 +81,13 @@ struct NnCrossEntropy {
   std::int32_t write_grad;
 };
 
+struct NnAdd {
+  void* out;
+  const void* a;
+  const void* b;
+  std::int64_t n;
+};
+
 struct NnDropout {
   void* out;
   const void* inp;

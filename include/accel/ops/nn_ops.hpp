@@ -1,6 +1,6 @@
 // accel/ops/nn_ops.hpp — accel::ops::NnKernels<B>: the nn_ops kernels (embedding, LayerNorm with a
-// fused residual add, GELU, softmax cross-entropy, dropout, clipping), forward and backward, on a
-// stream of any backend.
+// fused residual add, the residual add, GELU, softmax cross-entropy, dropout, clipping), forward and
+// backward, on a stream of any backend.
 //
 //   accel::ops::NnKernels<B> nn(b);                 loads b.create_op_builder("nn_ops") (JIT-cached)
 //   nn.layernorm_forward(s, out, mean, rstd, x, w, bias, N, C);
@@ -59,6 +59,7 @@ class NnKernels {
     gelu_forward_ = k("accel_nn_gelu_forward");
     gelu_backward_ = k("accel_nn_gelu_backward");
     cross_entropy_ = k("accel_nn_cross_entropy");
+    add_ = k("accel_nn_add");
     dropout_ = k("accel_nn_dropout");
     clip_ = k("accel_nn_clip");
   }
@@ -130,6 +131,11 @@ class NnKernels {
     const abi::NnCrossEntropy a{logits, losses, targets, N, V, Vp, dloss, write_grad ? 1 : 0};
     b_.launch_kernel(s, cross_entropy_, with_threads(rows_shape(N)), a);
   }
+  /// out = a + b, n elements (the residual add on its own; out may be a or b).
+  void add(StreamRef s, void* out, const void* a, const void* b, std::int64_t n) const {
+    check("add", n >= 0 && (n == 0 || (out && a && b)));
+    b_.launch_kernel(s, add_, with_threads(elementwise_shape(n)), abi::NnAdd{out, a, b, n});
+  }
   /// out = bits >= p * 2^32 ? inp / (1 - p) : 0 (0 <= p < 1); out may be inp. The backward is the same
   /// call on the gradient with the same bits.
   void dropout(StreamRef s, void* out, const void* inp, const std::uint32_t* bits, std::int64_t n, float p) const {
@@ -170,7 +176,7 @@ class NnKernels {
   Dtype dtype_;
   int threads_ = 0;
   Kernel embedding_forward_, embedding_backward_, layernorm_forward_, layernorm_backward_, layernorm_backward_reduce_,
-      gelu_forward_, gelu_backward_, cross_entropy_, dropout_, clip_;
+      gelu_forward_, gelu_backward_, cross_entropy_, add_, dropout_, clip_;
 };
 
 }  // namespace accel::ops

@@ -10,8 +10,8 @@
 //   cpu_adam     host / host                the CPU kernel under DeepSpeed's CPUAdam name; on the CUDA
 //                                           backend this is the host optimizer for ZeRO-Offload
 //   tensor_ops   host / cuda (NVRTC)        fill, cast, scale, multi-tensor L2 norm and isfinite
-//   nn_ops       host / cuda (NVRTC)        embedding, LayerNorm (+ residual), GELU, cross-entropy,
-//                                           dropout, clipping: forward and backward, launched through
+//   nn_ops       host / cuda (NVRTC)        embedding, LayerNorm (+ residual), residual add, GELU,
+//                                           cross-entropy, dropout, clipping: forward and backward, launched through
 //                                           ops/launch.hpp (ops/nn_ops.hpp: NnKernels<B>)
 //   random_fill  - / cuda (NVRTC)           Philox4x32-10 fills (bits, uniform, normal) behind the
 //                                           CUDA backend's RngApi; the CPU backend's fills are the
@@ -86,7 +86,7 @@ inline OpSpec host_nn_ops() {
   s.include_dirs = {"cpu", "common"};
   s.flags = {"-mprefer-vector-width=512"};
   for (const char* k : {"embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward",
-                        "gelu_forward", "gelu_backward", "cross_entropy", "dropout", "clip"}) {
+                        "gelu_forward", "gelu_backward", "cross_entropy", "add", "dropout", "clip"}) {
     s.entry_points.push_back(std::string("accel_nn_") + k + "_f32");
   }
   return s;
@@ -103,8 +103,8 @@ inline OpSpec cuda_nn_ops() {
   s.include_dirs = {"cuda", "common"};
   s.min_compute_capability = 70;
   for (const char* k : {"embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward",
-                        "layernorm_backward_reduce", "gelu_forward", "gelu_backward", "cross_entropy", "dropout",
-                        "clip"}) {
+                        "layernorm_backward_reduce", "gelu_forward", "gelu_backward", "cross_entropy", "add",
+                        "dropout", "clip"}) {
     for (const char* d : {"_f32", "_bf16"}) s.entry_points.push_back(std::string("accel_nn_") + k + d);
   }
   return s;
