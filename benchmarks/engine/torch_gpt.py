@@ -241,9 +241,16 @@ def train_for(args):
     gen = torch.Generator().manual_seed(1)
     vgen = torch.Generator().manual_seed(2)
     val_batches = [get_batch(val, B, T, vgen) for _ in range(20)]
+
+    def val_loss():
+        with torch.no_grad():
+            return sum(model(x, y).item() for x, y in val_batches) / len(val_batches)
+
+    rows = []
     start = time.perf_counter()
     steps = 0
-    while time.perf_counter() - start < args.seconds:
+    paused = 0.0  # evaluations are not training time
+    while time.perf_counter() - start - paused < args.seconds:
         x, y = get_batch(train, B, T, gen)
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
@@ -251,9 +258,18 @@ def train_for(args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         steps += 1
-    elapsed = time.perf_counter() - start
-    with torch.no_grad():
-        v = sum(model(x, y).item() for x, y in val_batches) / len(val_batches)
+        if args.csv and steps % args.eval_every == 0:
+            t0 = time.perf_counter()
+            rows.append((steps, t0 - start - paused, loss.item(), val_loss()))
+            paused += time.perf_counter() - t0
+    elapsed = time.perf_counter() - start - paused
+    v = val_loss()
+    rows.append((steps, elapsed, loss.item(), v))
+    if args.csv:
+        with open(args.csv, "w") as f:
+            f.write("step,elapsed_s,train_loss,val_loss\n")
+            for r in rows:
+                f.write("%d,%.3f,%.6f,%.6f\n" % r)
     print(f"torch {torch.__version__} tiny, {args.threads} threads: {steps} steps in {elapsed:.1f} s "
           f"({steps * B * T / elapsed:.0f} tokens/s), val loss {v:.4f}")
 
@@ -277,6 +293,8 @@ def main():
     t.add_argument("--seconds", type=float, default=60)
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--data", default=default_data())
+    t.add_argument("--csv", default="", help="write step, seconds, train and validation loss every --eval-every steps")
+    t.add_argument("--eval-every", type=int, default=250)
     args = p.parse_args()
     if args.cmd == "check":
         return check(args)
