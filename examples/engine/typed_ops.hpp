@@ -78,16 +78,11 @@ class TypedOps<accel::BasicAnyBackend<Bs...>> {
   }
 
  private:
-  // The ops and the stream must be of the same backend (the Trainer's stream is the backend's).
+  // The ops and the stream must be of the same backend (the Trainer's stream is the backend's); the
+  // alternatives are matched by position, as AnyBackend matches them (two backends may share types).
   template <class F>
   void on(StreamRef s, F&& f) const {
-    std::visit(
-        [&](const auto& ops) {
-          using Ops = std::remove_cvref_t<decltype(ops)>;
-          using Ref = typename Ops::StreamRef;
-          f(ops, std::get<Ref>(s.variant()));
-        },
-        ops_);
+    accel::detail::visit_indexed(ops_, [&](auto i, const auto& ops) { f(ops, std::get<i()>(s.variant())); });
   }
 
   std::variant<TypedOps<Bs>...> ops_;
