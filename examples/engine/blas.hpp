@@ -3,6 +3,8 @@
 // CPU stream (float32, CPU only), so the engine builds and trains meanwhile.
 #pragma once
 
+#include <accel/accel.hpp>  // first: accel/blas's AnyBackend path names std::get of <variant>
+
 #if __has_include(<accel/blas.hpp>)
 #include <accel/blas.hpp>
 #define ENGINE_ACCEL_BLAS 1
