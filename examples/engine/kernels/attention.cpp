@@ -25,11 +25,15 @@ typedef float v16u __attribute__((vector_size(64), aligned(4)));  // unaligned l
 
 inline v16 load(const float* p) { return *reinterpret_cast<const v16u*>(p); }
 inline void store(float* p, v16 v) { *reinterpret_cast<v16u*>(p) = v; }
-inline v16 splat(float x) { return v16{} + x; }
+inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }  // a broadcast (0 + x is an add)
+// Horizontal sum: halves added four times (constant two-input shuffles), not sixteen extractions.
 inline float hsum(v16 v) {
-  float s = 0;
-  for (int i = 0; i < 16; ++i) s += v[i];
-  return s;
+  typedef int v16i_ __attribute__((vector_size(64)));
+  v += __builtin_shuffle(v, v16i_{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+  v += __builtin_shuffle(v, v16i_{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+  v += __builtin_shuffle(v, v16i_{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+  v += __builtin_shuffle(v, v16i_{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+  return v[0];
 }
 
 typedef int v16i __attribute__((vector_size(64)));
@@ -199,7 +203,7 @@ void head_forward(const gpt_attention_args& a, long long b, long long h, float* 
     }
     const float inv = 1.0f / hsum(sum);
     for (long long c = 0; c < blocks; ++c) store(si + 16 * c, load(si + 16 * c) * inv);
-    for (long long j = 16 * blocks; j < Tp; ++j) si[j] = 0;
+    for (long long c = blocks; c < Tp / 16; ++c) store(si + 16 * c, v16{});
     if (a.bits != nullptr) {
       const std::uint32_t* bits_row = a.bits + (bh * T + i) * T;
       float* pdi = pd + i * Tp;
@@ -251,9 +255,9 @@ void head_backward(const gpt_attention_args& a, long long b, long long h, float*
       store(dsi + 16 * c, p * (load(dsi + 16 * c) - dsum_s));
       if (bits_row != nullptr) store(pdi + 16 * c, p * mask_v(a, bits_row, 16 * c, T));
     }
-    for (long long j = 16 * blocks; j < Tp; ++j) {
-      dsi[j] = 0;
-      if (bits_row != nullptr) pdi[j] = 0;
+    for (long long c = blocks; c < Tp / 16; ++c) {
+      store(dsi + 16 * c, v16{});
+      if (bits_row != nullptr) store(pdi + 16 * c, v16{});
     }
   }
   for (long long i = T; i < Tp; ++i) {
