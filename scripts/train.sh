@@ -2,12 +2,14 @@
 # The README's first command: sets up this machine (Debian packages, scripts/install-deps.sh), fetches
 # the corpus (Shakespeare's plays, scripts/fetch-data.sh), builds the GPT trainer (examples/engine,
 # Release) and trains the `tiny` model (nanoGPT's CPU recipe: 4 layers, 4 heads, 128 wide, block 64,
-# batch 12, 2000 steps) on the CPU backend, printing the training and validation loss as it falls from
-# about ln(84) = 4.43, a summary, and a sample of generated text. About a minute on 2 cores.
+# batch 12, 2000 steps) on the backend accel selects — CUDA where a GPU is present, else the CPU, or
+# what ACCEL_BACKEND names — printing the training and validation loss as it falls from about
+# ln(84) = 4.43, a summary, and a sample of generated text. About a minute on 2 CPU cores.
 #
 #   scripts/train.sh                       the run above
 #   scripts/train.sh --threads 1           extra arguments go to the engine (see --help)
-#   ACCEL_BACKEND=cuda scripts/train.sh --size shakespeare --dtype bf16    on a GPU
+#   ACCEL_BACKEND=cpu scripts/train.sh     the CPU even where a GPU is present
+#   scripts/train.sh --size shakespeare --dtype bf16    on a GPU
 #
 # The progress lines go to the terminal and, as CSV, to build/train-metrics.csv.
 set -euo pipefail
@@ -17,5 +19,4 @@ bash scripts/install-deps.sh
 bash scripts/fetch-data.sh
 cmake --preset default -DACCEL_BUILD_TESTS=OFF -DACCEL_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build build/default --target engine -j "$(nproc)" >/dev/null
-export ACCEL_BACKEND="${ACCEL_BACKEND:-cpu}"
 exec ./build/default/examples/engine/engine --size tiny --sample 500 --metrics build/train-metrics.csv "$@"
