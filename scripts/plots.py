@@ -35,10 +35,13 @@ FAMILIES = {
     "dispatch": dict(title="dependent chain of mixed calls (current_device, alloc, enqueue, record, query, free)",
                      ylabel="ns per chain step (thread CPU time)", metric="ns per chain step"),
     "jit_cold": dict(title="cold JIT build + load of CPU Adam, one process", ylabel="seconds", logy=True),
+    "engine": dict(title="GPT tiny on the Gutenberg plays: loss against training time, accel engine and PyTorch",
+                   xlabel="training seconds", ylabel="loss (cross-entropy, nats)", bars=False),
+    "engine_dispatch": dict(title="GPT tiny, one training step: raw calls, Engine<CpuBackend>, Engine<AnyBackend>",
+                            ylabel="ms per step (median, min-max)", metric="ms per step"),
     "collectives": dict(title="collectives, float32, busbw (nccl-tests' definition)", xlabel="S (bytes)",
                         ylabel="busbw GB/s (median, min-max)", logx=True, logy=True, xfmt="bytes", bars=False,
                         metric="busbw GB/s", series_order=["MPI", "MPI_I*", "accel", "accel queued"]),
-    # Later families: "engine": dict(xlabel="seconds", ylabel="loss", bars=False),
 }
 
 
