@@ -2,11 +2,13 @@
 //
 // Ranges go to NVTX3 when the build has it (header-only, works without a GPU: Nsight Systems picks
 // them up for CPU and CUDA work alike). Each thread keeps its own depth per domain, so an unbalanced
-// range_pop() is reported as an InvalidStateError instead of silently corrupting a profile.
+// range_pop() is reported as an InvalidStateError instead of silently corrupting a profile. While a
+// profile::TraceRecorder records (profile/trace.hpp), every push and pop also goes to its trace.
 #pragma once
 
 #include <accel/core/error.hpp>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -48,6 +50,13 @@ inline int& depth_of(std::string_view domain) {
   return depths.back().depth;
 }
 
+/// Set by a recording profile::TraceRecorder: called on every push (with the message) and pop.
+using RangeHook = void (*)(bool push, std::string_view message, std::string_view domain) noexcept;
+inline std::atomic<RangeHook>& range_hook() noexcept {
+  static std::atomic<RangeHook> hook{nullptr};
+  return hook;
+}
+
 #if defined(ACCEL_HAS_NVTX)
 // NVTX domains are process-wide and created once per name; the handles are never destroyed.
 inline nvtxDomainHandle_t nvtx_domain(std::string_view name) {
@@ -87,9 +96,8 @@ inline int range_push(std::string_view message, std::string_view domain = {}) {
     attributes.message.ascii = text.c_str();
     nvtxDomainRangePushEx(detail::nvtx_domain(domain), &attributes);
   }
-#else
-  (void)message;  // only depth-checked without NVTX
 #endif
+  if (const detail::RangeHook hook = detail::range_hook().load(std::memory_order_acquire)) hook(true, message, domain);
   return ++detail::depth_of(domain);
 }
 
@@ -101,6 +109,7 @@ inline int range_pop(std::string_view domain = {}) {
                             (domain.empty() ? std::string() : " in domain '" + std::string(domain) + "'") +
                             " on this thread");
   }
+  if (const detail::RangeHook hook = detail::range_hook().load(std::memory_order_acquire)) hook(false, {}, domain);
 #if defined(ACCEL_HAS_NVTX)
   if (domain.empty()) {
     nvtxRangePop();
