@@ -68,6 +68,8 @@ struct Config {
   int eval_batches = 20;
   std::string metrics;         // CSV path
   std::string dump;            // directory for benchmarks/engine/torch_gpt.py
+  std::string trace;           // Chrome trace (accel::profile::TraceRecorder) of the first trace_steps steps
+  std::int64_t trace_steps = 20;
   bool quiet = false;          // only the summary (and errors)
 };
 
@@ -109,6 +111,8 @@ output
   --metrics FILE.csv   one row per progress line
   --sample N           generate N characters at the end (--temperature X, default 0.8; --top-k N, default 200)
   --dump DIR           write initial weights, batches, losses and step-0 gradients for torch_gpt.py
+  --trace FILE.json    a Chrome trace (open it in Perfetto) of the first --trace-steps N steps (default
+                       20): host ranges, and each stream's phases (layers, optimizer) at the stream's times
   --quiet              print only the summary
 )";
 }
@@ -277,6 +281,10 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.metrics = value();
     } else if (a == "--dump") {
       c.dump = value();
+    } else if (a == "--trace") {
+      c.trace = value();
+    } else if (a == "--trace-steps") {
+      c.trace_steps = parse_int(a, value(), 1, 1LL << 40);
     } else if (a == "--quiet") {
       c.quiet = true;
     } else {

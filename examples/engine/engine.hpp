@@ -24,6 +24,7 @@
 
 #include <accel/accel.hpp>
 #include <accel/ops.hpp>
+#include <accel/profile/trace.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -123,6 +124,10 @@ class Trainer {
       }
     }
     cur_ = &lanes_[0];
+    for (int l = 0; l < cfg.shape.layers; ++l) {
+      fwd_names_.push_back("layer " + std::to_string(l));
+      bwd_names_.push_back("layer " + std::to_string(l) + " backward");
+    }
     const std::size_t tokens = static_cast<std::size_t>(cfg.batch) * cfg.shape.block * cfg.accum;
     host_inputs_.resize(tokens);
     host_targets_.resize(tokens);
@@ -223,6 +228,7 @@ class Trainer {
   /// One optimizer step: accum micro-batches forward and backward, norm, clip, AdamW.
   /// grads_out (optional): the step's gradients before clipping, as float32 (for --dump).
   StepResult train_step(std::vector<float>* grads_out = nullptr) {
+    const Phase phase(*this, "step");
     const std::int64_t bt = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block;
     for (int m = 0; m < cfg_.accum; ++m) {
       train_sampler_.next(data_gen_, host_inputs_.data() + bt * m, host_targets_.data() + bt * m);
@@ -244,11 +250,14 @@ class Trainer {
     } else if (cfg_.graph) {
       if (!graph_) {
         graph_.emplace(b_.create_graph());
+        capturing_ = true;  // no trace spans (timed events) inside a capture
         auto capture = b_.capture_to_graph(*graph_, stream_);
         enqueue_gradients();
         enqueue_clip();
         capture.end();
+        capturing_ = false;
       }
+      const Phase replay(*this, "graph replay", stream_);
       b_.replay_graph(*graph_, stream_);
     } else {
       enqueue_gradients();
@@ -274,6 +283,7 @@ class Trainer {
 
   /// Mean loss over the fixed validation batches (no dropout), split over the lanes as training is.
   double eval_loss() {
+    const Phase phase(*this, "eval");
     const std::int64_t bt = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block;
     const std::int64_t lt = bt / static_cast<std::int64_t>(lanes_.size());
     double sum = 0;
@@ -339,12 +349,40 @@ class Trainer {
     return out;
   }
 
+  /// --trace: the recorder the step's phases go to (null: none).
+  void set_trace(accel::profile::TraceRecorder* trace) noexcept { trace_ = trace; }
+
   /// Called with each step's batches before they are copied in (--dump).
   void set_batch_hook(std::function<void(const std::vector<std::int32_t>&, const std::vector<std::int32_t>&)> f) {
     batch_hook_ = std::move(f);
   }
 
  private:
+  /// --trace: a host range, and with a stream a span of that stream, around one phase of the step.
+  class Phase {
+   public:
+    Phase(Trainer& t, std::string_view name, std::optional<typename B::StreamRef> s = std::nullopt)
+        : t_(t.trace_ != nullptr && !t.capturing_ ? &t : nullptr), s_(s) {
+      if (t_ == nullptr) return;
+      t_->b_.range_push(name);
+      if (s_) t_->trace_->span_begin(t_->b_, *s_, name);
+    }
+    Phase(const Phase&) = delete;
+    Phase& operator=(const Phase&) = delete;
+    ~Phase() {
+      if (t_ == nullptr) return;
+      try {
+        if (s_) t_->trace_->span_end(t_->b_, *s_);
+        t_->b_.range_pop();
+      } catch (...) {  // a trace that cannot record loses a span; training goes on
+      }
+    }
+
+   private:
+    Trainer* t_;
+    std::optional<typename B::StreamRef> s_;
+  };
+
   static accel::Generator::State state_bytes(const std::string& s) {
     accel::Generator::State st{};
     if (s.size() != st.size()) throw UsageError("checkpoint: a generator state is not 16 bytes");
@@ -463,11 +501,15 @@ class Trainer {
     const bool drop = train && cfg_.dropout > 0;
     const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
     const std::int32_t* tg = cur_->targets.data() + static_cast<std::int64_t>(m) * N;
-    nn_.embedding_forward(cs(), act(A_.encoded), in, w(P_.wte), w(P_.wpe), N, Tn, C, Vp);
-    if (drop) dropout(act(A_.encoded), act(A_.encoded), A_.bits_emb, N * C, true);
+    {
+      const Phase phase(*this, "embedding", cs());
+      nn_.embedding_forward(cs(), act(A_.encoded), in, w(P_.wte), w(P_.wpe), N, Tn, C, Vp);
+      if (drop) dropout(act(A_.encoded), act(A_.encoded), A_.bits_emb, N * C, true);
+    }
     for (std::size_t l = 0; l < A_.layers.size(); ++l) {
       const auto& L = A_.layers[l];
       const auto& W = P_.layers[l];
+      const Phase phase(*this, fwd_names_[l], cs());
       if (l == 0) {
         nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(L.res_in), w(W.ln1_w),
                               w(W.ln1_b), N, C);
@@ -489,6 +531,7 @@ class Trainer {
       if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true);
     }
     const auto& last = A_.layers.back();
+    const Phase phase(*this, "head + loss", cs());
     nn_.layernorm_forward(cs(), act(A_.lnf), f32(A_.lnf_mean), f32(A_.lnf_rstd), act(last.res2), w(P_.lnf_w),
                           w(P_.lnf_b), N, C, 1e-5f, act(last.fcproj), act(last.res_out));
     gemm(Trans::no, Trans::yes, N, Vp, C, act(A_.lnf), C, w(P_.wte), C, 0.0f, act(A_.logits), Vp);
@@ -506,15 +549,18 @@ class Trainer {
     const bool drop = cfg_.dropout > 0;
     const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
     T* dlogits = act(A_.logits);
+    std::optional<Phase> head(std::in_place, *this, "head backward", cs());
     gemm(Trans::no, Trans::no, N, C, Vp, dlogits, Vp, w(P_.wte), C, 0.0f, act(A_.dln), C);
     gemm(Trans::yes, Trans::no, Vp, C, N, dlogits, Vp, act(A_.lnf), C, 1.0f, g(P_.wte), C);
     ops_.fill(cs(), act(A_.dres), act_dtype, N * C, 0.0f);
     const auto& last = A_.layers.back();
     nn_.layernorm_backward(cs(), act(A_.dres), g(P_.lnf_w), g(P_.lnf_b), f32(A_.ln_scratch), act(A_.dln),
                            act(last.res_out), w(P_.lnf_w), f32(A_.lnf_mean), f32(A_.lnf_rstd), N, C);
+    head.reset();
     for (std::size_t li = A_.layers.size(); li-- > 0;) {
       const auto& L = A_.layers[li];
       const auto& W = P_.layers[li];
+      const Phase phase(*this, bwd_names_[li], cs());
       // res_out = res2 + dropout(fcproj)
       T* dfc = act(A_.dres);
       if (drop) {
@@ -543,6 +589,7 @@ class Trainer {
       nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
                              act(L.res_in), w(W.ln1_w), f32(L.ln1_mean), f32(L.ln1_rstd), N, C);
     }
+    const Phase phase(*this, "embedding backward", cs());
     T* demb = act(A_.dres);
     if (drop) {
       dropout(act(A_.dtmp), act(A_.dres), A_.bits_emb, N * C, false);
@@ -562,6 +609,7 @@ class Trainer {
 
   /// On lane 0, after every lane's gradients: their sum (lane 0's buffer) and its L2 norm.
   void enqueue_reduce_and_norm() {
+    const Phase phase(*this, "gradient sum + norm", stream_);
     for (std::size_t l = 1; l < lanes_.size(); ++l) {
       stream_.wait_stream(lanes_[l].s);
       nn_.add(stream_, grads_.data(), grads_.data(), lanes_[l].grads, P_.total);
@@ -585,12 +633,14 @@ class Trainer {
   /// Gradient clipping by the global norm enqueue_gradients() left in device memory.
   void enqueue_clip() {
     if (cfg_.clip > 0) {
+      const Phase phase(*this, "clip", stream_);
       nn_.clip(stream_, grads_.data(), P_.total, lanes_[0].f32.data() + A_.norm, static_cast<float>(cfg_.clip));
     }
   }
 
   /// AdamW over the two groups: the 2-D tensors with weight decay, the rest without.
   void enqueue_adam(double lr, std::int64_t t) {
+    const Phase phase(*this, "adamw", stream_);
     accel::ops::AdamOptions o;
     o.lr = lr;
     o.beta1 = cfg_.beta1;
@@ -655,6 +705,9 @@ class Trainer {
   std::optional<typename B::Graph> graph_;
   std::function<void(const std::vector<std::int32_t>&, const std::vector<std::int32_t>&)> batch_hook_;
   std::int64_t step_ = 0;
+  accel::profile::TraceRecorder* trace_ = nullptr;
+  bool capturing_ = false;
+  std::vector<std::string> fwd_names_, bwd_names_;  // the layers' phase names (--trace)
 };
 
 }  // namespace engine

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -86,6 +87,12 @@ class Engine {
       resume_dir = resolve_resume(cfg_.resume, cfg_.save);
       resume = read_checkpoint_manifest(resume_dir);
       check_resume(*resume, corpus);
+    }
+    if (!cfg_.trace.empty()) {
+      const auto dir = std::filesystem::absolute(cfg_.trace).parent_path();
+      if (!std::filesystem::is_directory(dir)) {
+        throw UsageError("--trace " + cfg_.trace + ": the directory " + dir.string() + " does not exist");
+      }
     }
     const Plan plan = make_plan(corpus);
     if constexpr (static_cpu_backend<B>()) {
@@ -197,6 +204,23 @@ class Engine {
       std::fflush(stdout);
     }
     install_signal_handlers();
+    // --trace: the first trace_steps steps (evaluations included), written when they are done.
+    std::unique_ptr<accel::profile::TraceRecorder> trace;
+    std::int64_t traced_steps = 0;
+    const auto finish_trace = [&] {
+      if (!trace) return;
+      t.set_trace(nullptr);
+      trace->write(cfg_.trace);
+      trace.reset();
+      if (!cfg_.quiet) {
+        std::printf("trace: %s (%lld steps; open it in https://ui.perfetto.dev)\n", cfg_.trace.c_str(),
+                    static_cast<long long>(traced_steps));
+      }
+    };
+    if (!cfg_.trace.empty()) {
+      trace = std::make_unique<accel::profile::TraceRecorder>();
+      t.set_trace(trace.get());
+    }
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     double train_seconds = 0, interval_seconds = 0, best_val = NAN, last_val = NAN, last_loss = NAN;
@@ -258,6 +282,7 @@ class Engine {
         interval_seconds = 0;
         interval_steps = 0;
       }
+      if (trace && ++traced_steps >= cfg_.trace_steps) finish_trace();
       if (cfg_.save_every > 0 && !cfg_.save.empty() && done % cfg_.save_every == 0 && !last) save(cfg_.save);
       if (const int sig = stop_signal().load(); sig != 0) {
         stopped_by = sig == SIGINT ? "SIGINT" : "SIGTERM";
@@ -269,6 +294,7 @@ class Engine {
         break;
       }
     }
+    finish_trace();
     const double wall = std::chrono::duration<double>(clock::now() - start).count();
     std::string saved;
     if (!cfg_.save.empty() || stopped_by == "SIGINT" || stopped_by == "SIGTERM") {
@@ -296,6 +322,7 @@ class Engine {
     };
     if (!saved.empty()) rows.emplace_back("checkpoint", saved);
     if (!cfg_.metrics.empty()) rows.emplace_back("metrics", cfg_.metrics);
+    if (!cfg_.trace.empty()) rows.emplace_back("trace", cfg_.trace);
     std::printf("\nsummary\n%s", summary_table(rows).c_str());
     if (!stopped_by.empty() && stopped_by[0] == 'S') {
       std::printf("interrupted by %s after step %lld; continue with --resume latest%s\n", stopped_by.c_str(),

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,47 @@ TEST_CASE("engine: SIGTERM finishes the step, writes a checkpoint and returns 0;
   fs::remove_all(d);
 }
 
+/// Occurrences of `what` in the file at `path`.
+std::size_t count_in(const fs::path& path, const std::string& what) {
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("engine --trace: the first N steps as a Chrome trace (a range per step, the stream's layer and optimizer spans); the losses do not change") {
+  const fs::path plain = temp_dir("untraced"), traced = temp_dir("traced"), graphed = temp_dir("traced-graph");
+  auto c = small(plain);
+  c.steps = 4;
+  REQUIRE(run(c) == 0);
+  auto t = small(traced);
+  t.steps = 4;
+  t.trace = (traced / "trace.json").string();
+  t.trace_steps = 3;
+  REQUIRE(run(t) == 0);
+  CHECK(losses(plain) == losses(traced));
+  const fs::path json = traced / "trace.json";
+  REQUIRE(fs::exists(json));
+  CHECK(count_in(json, "\"traceEvents\"") == 1);
+  CHECK(count_in(json, "{\"name\": \"step\", \"cat\": \"range\", \"ph\": \"X\"") == 3);
+  CHECK(count_in(json, "{\"name\": \"adamw\", \"cat\": \"stream\", \"ph\": \"X\"") == 3);
+  CHECK(count_in(json, "{\"name\": \"layer 3\", \"cat\": \"stream\"") == 3);
+  CHECK(count_in(json, "{\"name\": \"layer 0 backward\", \"cat\": \"stream\"") == 3);
+  CHECK(count_in(json, "\"args\": {\"name\": \"cpu:0\"}") == 1);
+
+  auto g = small(graphed);  // the captured work has no spans of its own; the replay has one per step
+  g.steps = 4;
+  g.graph = true;
+  g.dump.clear();  // --dump runs its first step eagerly (for the gradients before clipping)
+  g.trace = (graphed / "trace.json").string();
+  g.trace_steps = 3;
+  REQUIRE(run(g) == 0);
+  CHECK(count_in(graphed / "trace.json", "{\"name\": \"graph replay\", \"cat\": \"stream\"") == 3);
+  CHECK(count_in(graphed / "trace.json", "{\"name\": \"layer 0\", \"cat\": \"stream\"") == 0);
+  for (const auto& d : {plain, traced, graphed}) fs::remove_all(d);
+}
+
 TEST_CASE("engine --graph: the step captured once and replayed gives the eager step's bits (dropout on)") {
   const fs::path e = temp_dir("eager"), g = temp_dir("graph");
   auto eager = small(e);
@@ -234,6 +276,9 @@ TEST_CASE("engine: bad input is refused before anything is allocated or written"
   c = small(dir);
   c.resume = (dir / "nowhere").string();
   refused(c, "is not a checkpoint");
+  c = small(dir);
+  c.trace = (dir / "no-such-dir" / "trace.json").string();
+  refused(c, "--trace " + c.trace + ": the directory");
   fs::remove_all(dir);
 }
 
