@@ -20,7 +20,7 @@ ACCEL_BACKEND=cpu OMP_NUM_THREADS="$threads" "$engine" --size tiny --threads "$t
 # PyTorch trains for the engine's training time (the last row's elapsed seconds).
 seconds=$(python3 -c 'import csv, sys; print(list(csv.DictReader(open(sys.argv[1])))[-1]["elapsed_s"])' "$tmp/accel.csv")
 OMP_NUM_THREADS="$threads" python3 benchmarks/engine/torch_gpt.py train --seconds "$seconds" --threads "$threads" \
-  --csv "$tmp/torch.csv"
+  --csv "$tmp/torch.csv" --eval-every 100
 load_end=$(cut -d' ' -f1 /proc/loadavg)
 mkdir -p benchmarks/results
 python3 - "$tmp/accel.csv" "$tmp/torch.csv" "$threads" "$seconds" "$load_start" "$load_end" "$command" > benchmarks/results/engine.json <<'PY'
@@ -31,7 +31,7 @@ f = dict(re.findall(r"^(Model name|CPU family|Model):\s*(.*)$", lscpu, re.M))
 cpu = f"{f.get('Model name', '?')} (family {f.get('CPU family', '?')}, model {f.get('Model', '?')}; {os.cpu_count()} CPUs)"
 points = []
 def add(series, x, y):
-    points.append({"series": series, "group": "", "x": float(x), "metric": "loss", "median": float(y),
+    points.append({"series": series, "group": f"{threads} thread{'s' if threads != '1' else ''}", "x": float(x), "metric": "loss", "median": float(y),
                    "min": float(y), "max": float(y), "n": 1})
 for row in csv.DictReader(open(accel)):
     add("accel train", row["elapsed_s"], row["train_loss"])
