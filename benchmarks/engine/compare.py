@@ -70,6 +70,7 @@ def main():
     print(f"# {args.size} (batch {BATCH[args.size]}, block {BLOCK[args.size]}), {args.rounds} interleaved rounds, "
           f"{steps} steps per run; {cpu_name()}")
     print(f"# command: benchmarks/engine/compare.py {' '.join(sys.argv[1:])}")
+    print(f"# load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     for threads in (int(t) for t in args.threads.split(",")):
         rows = {"engine": [], "torch eager": []}
         if args.compile:
@@ -87,6 +88,7 @@ def main():
                 continue
             ratios = [e / t for e, t in zip(rows["engine"], rows[name])]
             print(f"  engine / {name}: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"  (load average now {os.getloadavg()[0]:.2f})", flush=True)
     return 0
 
 
