@@ -30,11 +30,11 @@ accel::ops::OpKind gpu_kind(const B& b) {
 TEST_CASE_TEMPLATE_DEFINE("ops: names, builders by name and by DeepSpeed class name", B, op_names) {
   const B b;
   const std::vector<std::string> names = b.op_names();
-  // Every backend offers DeepSpeed's three; the CUDA backend adds its random fills.
-  for (const char* op : {"fused_adam", "cpu_adam", "tensor_ops"}) {
+  // Every backend offers DeepSpeed's three and nn_ops (ops/nn_ops.hpp); the CUDA backend adds its random fills.
+  for (const char* op : {"fused_adam", "cpu_adam", "tensor_ops", "nn_ops"}) {
     CHECK_MESSAGE(std::count(names.begin(), names.end(), op) == 1, op);
   }
-  CHECK(names.size() == (b.device_type() == accel::DeviceType::cpu ? 3U : 4U));
+  CHECK(names.size() == (b.device_type() == accel::DeviceType::cpu ? 4U : 5U));
   CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());
 
   for (const std::string& name : names) {
@@ -50,6 +50,7 @@ TEST_CASE_TEMPLATE_DEFINE("ops: names, builders by name and by DeepSpeed class n
   }
   CHECK(b.create_op_builder("fused_adam").kind() == gpu_kind(b));
   CHECK(b.create_op_builder("tensor_ops").kind() == gpu_kind(b));
+  CHECK(b.create_op_builder("nn_ops").kind() == gpu_kind(b));
   CHECK(b.create_op_builder("CPUAdamBuilder").kind() == accel::ops::OpKind::host);  // ZeRO-Offload's, everywhere
 
   // The typed builders of the compile-time tags are the same ops.
