@@ -145,7 +145,36 @@ TEST_CASE_TEMPLATE_DEFINE("ops: op_table is ds_report's rows, one per op in tabl
   for (const std::string& name : names) CHECK(text.find(name) != std::string::npos);
 }
 
+TEST_CASE_TEMPLATE_DEFINE("ops: a user's own op — create_op_builder(spec) takes the backend's toolchain; launch_kernel refuses an empty kernel",
+                          B, op_user) {
+  const B b;
+  accel::ops::OpSpec spec;
+  spec.name = "my_op";
+  spec.class_name = "MyOpBuilder";
+  spec.kind = gpu_kind(b);
+  spec.sources = {"my_op.src"};
+  spec.entry_points = {"my_kernel"};
+  const accel::ops::OpBuilder builder = b.create_op_builder(spec);
+  CHECK(builder.name() == "my_op");
+  CHECK(builder.kind() == gpu_kind(b));
+  CHECK(builder.backend() == b.name());
+  CHECK(builder.spec().entry_points == std::vector<std::string>{"my_kernel"});
+  if (b.device_type() == accel::DeviceType::cpu) {  // the CPU builds host ops only
+    spec.kind = accel::ops::OpKind::cuda;
+    CHECK_THROWS_WITH_AS((void)b.create_op_builder(spec), "cpu: op 'my_op' is a cuda op, which the cpu backend does not build",
+                         accel::InvalidArgumentError);
+  }
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  typename B::Stream s;
+  const int arg = 7;
+  CHECK_THROWS_WITH_AS(b.launch_kernel(typename B::StreamRef(s), accel::ops::Kernel{}, accel::ops::LaunchShape::linear(1, 1), arg),
+                       (std::string(b.name()) + ": launch_kernel of an empty ops::Kernel").c_str(),
+                       accel::InvalidArgumentError);
+  s.synchronize();  // nothing was enqueued that could fail
+}
+
 TEST_CASE_TEMPLATE_APPLY(op_names, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(op_user, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(op_unknown, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(op_dir, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(op_build, ConformanceBackends);
