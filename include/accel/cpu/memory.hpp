@@ -21,7 +21,8 @@
 // is_pinned(p) is true inside a pinned range or a host_alloc segment; on_accelerator(p) is true inside a
 // segment of a device allocator.
 // The pages (mappings, /proc/meminfo, the deferred release of segments) are cpu/detail/host_pages.hpp;
-// the pinned ranges cpu/detail/pinned_ranges.hpp.
+// the pinned ranges cpu/detail/pinned_ranges.hpp; host_alloc and its siblings, shared with CUDA,
+// memory/pinned.hpp (PinnedHostAllocation).
 //
 // fork(): every allocator is locked across a fork (pthread_atfork; see detail::install_fork_handlers),
 // so a child inherits them consistent and usable even while other threads were allocating.
@@ -43,6 +44,7 @@
 #include <accel/detail/min_max.hpp>
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
+#include <accel/memory/pinned.hpp>
 #include <accel/memory/detail/stream_retirement.hpp>
 
 #include <pthread.h>
@@ -245,7 +247,8 @@ A& create_once(std::atomic<A*>& slot, Make make) {
 /// template only so that its function bodies, and the allocator code they call, are compiled where they
 /// are called: g++ instantiates every template a non-template inline function uses, called or not.
 template <class Unused = void>
-struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
+struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices>,
+                     PinnedHostAllocation<BasicMemory<Unused>, PinnedCachingAllocator, Streams> {
   // ---- allocators -----------------------------------------------------------------------------
 
   /// The caching allocator of `device` (created on first use; throws for a device that does not exist).
@@ -255,11 +258,7 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
     return create_allocator(device);
   }
   static HostCachingAllocator& allocator() { return allocator(Devices::current_device()); }
-
-  /// The caching allocator of page-locked host memory behind host_alloc.
-  static PinnedCachingAllocator& pinned_allocator() {
-    return detail::create_once(detail::pinned_allocator_slot(), [] { return std::make_unique<PinnedCachingAllocator>(0); });
-  }
+  // pinned_allocator(): PinnedHostAllocation (memory/pinned.hpp).
 
   // ---- allocation -----------------------------------------------------------------------------
 
@@ -369,8 +368,7 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
     detail::install_fork_handlers();  // the pinned ranges' lock is held across fork() too
     if (bytes > UINTPTR_MAX - start) throw InvalidArgumentError(what + ": the range wraps around the address space");
     const std::uintptr_t end = start + bytes;
-    if (auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire);
-        pinned != nullptr && (pinned->owns(p) || pinned->owns(reinterpret_cast<void*>(end - 1)))) {
+    if (BasicMemory::in_host_alloc_memory(p) || BasicMemory::in_host_alloc_memory(reinterpret_cast<void*>(end - 1))) {
       throw InvalidArgumentError(what + ": the range is host_alloc memory, which is pinned already");
     }
     detail::pin_range(start, bytes, what);
@@ -385,9 +383,7 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
   /// True when p lies in a range pinned with pin_memory or in host_alloc memory.
   [[nodiscard]] static bool is_pinned(const void* p) {
     detail::install_fork_handlers();
-    if (detail::in_pinned_range(reinterpret_cast<std::uintptr_t>(p))) return true;
-    auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire);
-    return pinned != nullptr && pinned->owns(p);
+    return detail::in_pinned_range(reinterpret_cast<std::uintptr_t>(p)) || BasicMemory::in_host_alloc_memory(p);
   }
 
   /// True when p lies in memory of a device's caching allocator (raw_alloc), on any CPU device.
@@ -399,27 +395,20 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
     return false;
   }
 
-  /// Page-locked host memory for staging copies (torch's pinned host allocator), cached; for use in
-  /// `stream` order (default: the current stream). Throws OutOfMemoryError, with the mlock error and
-  /// the RLIMIT_MEMLOCK hint when locking failed.
-  [[nodiscard]] static void* host_alloc(std::size_t bytes) { return host_alloc(bytes, Streams::current_stream()); }
-  [[nodiscard]] static void* host_alloc(std::size_t bytes, StreamRef stream) {
-    return pinned_allocator().allocate(bytes, stream);
-  }
-  /// Returns host_alloc memory to its cache; InvalidArgumentError for anything else.
-  static void host_free(void* p) {
-    if (p == nullptr) return;
-    pinned_allocator().free(p);
-  }
-  /// host_alloc memory is also used on `stream` (see record_stream).
-  static void host_record_stream(void* p, StreamRef stream) { pinned_allocator().record_stream(p, stream); }
-  /// Releases the free cached segments of pinned host memory.
-  static void host_empty_cache() {
-    if (auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire)) pinned->empty_cache();
-  }
-  [[nodiscard]] static MemoryStats host_memory_stats() { return pinned_allocator().stats(); }
+  // host_alloc, host_free, host_record_stream, host_empty_cache, host_memory_stats: PinnedHostAllocation
+  // (memory/pinned.hpp). host_alloc throws OutOfMemoryError, with the mlock error and the RLIMIT_MEMLOCK
+  // hint when locking failed (PinnedHostMemory::oom_hint).
 
  private:
+  friend PinnedHostAllocation<BasicMemory, PinnedCachingAllocator, Streams>;
+
+  static std::atomic<PinnedCachingAllocator*>& pinned_slot() noexcept { return detail::pinned_allocator_slot(); }
+
+  // Under the creation lock, after installing the fork handlers (detail::create_once).
+  [[gnu::noinline]] static PinnedCachingAllocator& create_pinned_allocator() {
+    return detail::create_once(detail::pinned_allocator_slot(), [] { return std::make_unique<PinnedCachingAllocator>(0); });
+  }
+
   [[gnu::noinline]] static HostCachingAllocator& create_allocator(int device) {
     Devices::check_device(device);
     auto& slot = detail::host_allocators().slots[static_cast<std::size_t>(device)];
@@ -437,10 +426,7 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices> {
         msg += "; it lies inside " + a->name() + "'s memory but is not the start of a live allocation";
       }
     }
-    if (auto* pinned = detail::pinned_allocator_slot().load(std::memory_order_acquire);
-        pinned != nullptr && pinned->owns(p)) {
-      msg += "; it is pinned host memory from host_alloc: free it with host_free";
-    }
+    msg += BasicMemory::host_alloc_hint(p);
     return InvalidArgumentError(msg);
   }
 };

@@ -23,6 +23,7 @@
 // on_accelerator is true for memory of accel's device allocators and for any other device or managed
 // memory CUDA knows. copy_async(stream, dst, src, bytes) is cudaMemcpyAsync with cudaMemcpyDefault
 // (host<->device, device<->device; asynchronous with respect to the host only for pinned host memory).
+// host_alloc and its siblings, shared with the CPU backend, are memory/pinned.hpp (PinnedHostAllocation).
 #pragma once
 
 #include <accel/concepts/memory.hpp>
@@ -35,6 +36,7 @@
 #include <accel/cuda/stream.hpp>
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
+#include <accel/memory/pinned.hpp>
 #include <accel/memory/detail/stream_retirement.hpp>
 #include <accel/core/memory_stats.hpp>
 
@@ -186,7 +188,8 @@ static_assert(RawMemoryPolicy<PinnedHostMemory>);
 
 /// MemoryApi for accel::CudaBackend: every function is static. Without `dev`, the calling thread's
 /// current device.
-struct Memory : AllocatorStatistics<Memory, Devices> {
+struct Memory : AllocatorStatistics<Memory, Devices>,
+                PinnedHostAllocation<Memory, CachingAllocator<PinnedHostMemory>, Streams> {
   using DeviceAllocator = CachingAllocator<DeviceMemory>;
   using PinnedAllocator = CachingAllocator<PinnedHostMemory>;
 
@@ -199,12 +202,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     return create_allocator(device);
   }
   [[nodiscard]] static DeviceAllocator& allocator() { return allocator(Devices::current_device()); }
-
-  /// The caching allocator of pinned host memory behind host_alloc.
-  [[nodiscard]] static PinnedAllocator& pinned_allocator() {
-    if (PinnedAllocator* existing = pinned_slot().load(std::memory_order_acquire)) [[likely]] return *existing;
-    return create_pinned_allocator();
-  }
+  // pinned_allocator(): PinnedHostAllocation (memory/pinned.hpp).
 
   // ---- allocation -----------------------------------------------------------------------------
 
@@ -254,6 +252,21 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     auto* created = new DeviceAllocator(device);
     table.slots[device].store(created, std::memory_order_release);
     return *created;
+  }
+
+  friend PinnedHostAllocation<Memory, PinnedAllocator, Streams>;
+
+  // host_alloc's allocation: like raw_alloc's, an "out of memory" that CUDA gave another reason for
+  // is thrown as that error.
+  static void* allocate_pinned(PinnedAllocator& a, std::size_t bytes, StreamRef stream) {
+    detail::ensure_lazy_init();
+    detail::last_raw_error() = cudaSuccess;
+    try {
+      return a.allocate(bytes, stream);
+    } catch (const OutOfMemoryError&) {
+      rethrow_if_not_oom();
+      throw;
+    }
   }
 
   [[gnu::noinline]] static PinnedAllocator& create_pinned_allocator() {
@@ -369,32 +382,8 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
     return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
   }
 
-  /// Pinned host memory for staging copies (torch's pinned host allocator), cached; for use in
-  /// `stream` order (default: the current stream).
-  [[nodiscard]] static void* host_alloc(std::size_t bytes) { return host_alloc(bytes, Streams::current_stream()); }
-  [[nodiscard]] static void* host_alloc(std::size_t bytes, StreamRef stream) {
-    PinnedAllocator& a = pinned_allocator();
-    detail::ensure_lazy_init();
-    detail::last_raw_error() = cudaSuccess;
-    try {
-      return a.allocate(bytes, stream);
-    } catch (const OutOfMemoryError&) {
-      rethrow_if_not_oom();
-      throw;
-    }
-  }
-  /// Returns host_alloc memory to its cache; InvalidArgumentError for anything else.
-  static void host_free(void* p) {
-    if (p == nullptr) return;
-    pinned_allocator().free(p);
-  }
-  /// host_alloc memory is also used on `stream` (see record_stream).
-  static void host_record_stream(void* p, StreamRef stream) { pinned_allocator().record_stream(p, stream); }
-  /// Releases the free cached segments of pinned host memory.
-  static void host_empty_cache() {
-    if (PinnedAllocator* pinned = pinned_slot().load(std::memory_order_acquire)) pinned->empty_cache();
-  }
-  [[nodiscard]] static MemoryStats host_memory_stats() { return pinned_allocator().stats(); }
+  // host_alloc, host_free, host_record_stream, host_empty_cache, host_memory_stats: PinnedHostAllocation
+  // (memory/pinned.hpp), host_alloc through allocate_pinned below.
 
   // ---- copies ----------------------------------------------------------------------------------
 
@@ -467,9 +456,7 @@ struct Memory : AllocatorStatistics<Memory, Devices> {
         msg += "; it lies inside " + a->name() + "'s memory but is not the start of a live allocation";
       }
     }
-    if (PinnedAllocator* pinned = pinned_slot().load(std::memory_order_acquire); pinned != nullptr && pinned->owns(p)) {
-      msg += "; it is pinned host memory from host_alloc: free it with host_free";
-    }
+    msg += host_alloc_hint(p);
     return InvalidArgumentError(msg);
   }
 };
