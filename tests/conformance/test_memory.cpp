@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -290,6 +292,49 @@ TEST_CASE_TEMPLATE_DEFINE("memory: device totals and pinned host memory", B, mem
   CHECK_FALSE(b.unpin_memory(host.data()));  // not pinned any more
 }
 
+// host_alloc and its siblings are not in MemoryApi (AnyBackend lacks them) but both backends have them,
+// written once (memory/pinned.hpp): the same behaviour and messages on each.
+TEST_CASE_TEMPLATE_DEFINE("memory: host_alloc serves cached pinned host memory", B, memory_host_alloc) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  b.host_empty_cache();
+  const std::int64_t before = b.host_memory_stats().allocation.all().current;
+  auto* p = static_cast<unsigned char*>(b.host_alloc(1000));
+  REQUIRE(p != nullptr);
+  CHECK(b.is_pinned(p));
+  CHECK(b.is_pinned(p + 999));
+  CHECK_FALSE(b.on_accelerator(p));
+  CHECK(&b.pinned_allocator() == &b.pinned_allocator());
+  CHECK(b.host_memory_stats().allocation.all().current == before + 1);
+  CHECK(b.host_memory_stats().allocated_bytes.all().current == b.pinned_allocator().stats().allocated_bytes.all().current);
+  std::fill(p, p + 1000, static_cast<unsigned char>(0xA5));
+  CHECK(p[999] == 0xA5);
+
+  // The device allocator refuses it and says where it came from.
+  try {
+    b.raw_delete(p);
+    FAIL("raw_delete accepted host_alloc memory");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("; it is pinned host memory from host_alloc: free it with host_free") !=
+          std::string::npos);
+  }
+
+  typename B::Stream side;
+  b.host_record_stream(p, side);
+  b.host_free(p);
+  side.synchronize();
+  b.host_free(nullptr);  // a no-op
+  int local = 0;
+  CHECK_THROWS_AS(b.host_free(&local), accel::InvalidArgumentError);
+
+  void* again = b.host_alloc(1000, b.current_stream());
+  CHECK(again == p);  // cached (the use on `side` is over)
+  b.host_free(again);
+  CHECK(b.host_memory_stats().allocation.all().current == before);
+  b.host_empty_cache();
+  CHECK(b.host_memory_stats().reserved_bytes.all().current == 0);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("memory: Buffer owns typed memory on a stream", B, memory_buffer) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B b;
@@ -335,4 +380,5 @@ TEST_CASE_TEMPLATE_APPLY(memory_best_fit, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_fraction, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_info_pinning, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_buffer, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_host_alloc, accel::enabled_backends_t<std::tuple>);
 TEST_CASE_TEMPLATE_APPLY(memory_stream_per_step, ConformanceBackends);

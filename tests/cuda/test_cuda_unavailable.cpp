@@ -126,6 +126,11 @@ TEST_CASE("cuda: without a device every call that needs one throws BackendUnavai
   cuda.empty_cache();  // nothing cached: nothing to do
   CHECK_THROWS_AS((void)cuda.pinned_allocator(), accel::BackendUnavailableError);
   int host = 0;
+  CHECK_THROWS_AS((void)cuda.host_alloc(64), accel::BackendUnavailableError);
+  CHECK_THROWS_AS((void)cuda.host_memory_stats(), accel::BackendUnavailableError);
+  CHECK_THROWS_AS(cuda.host_free(&host), accel::BackendUnavailableError);
+  cuda.host_free(nullptr);  // a no-op
+  cuda.host_empty_cache();  // nothing cached: nothing to do
   CHECK_THROWS_AS(cuda.pin_memory(&host, sizeof host), accel::BackendUnavailableError);
   CHECK_FALSE(cuda.is_pinned(&host));
   CHECK_FALSE(cuda.unpin_memory(&host));
