@@ -383,7 +383,7 @@ struct Memory : AllocatorStatistics<Memory, Devices>,
   }
 
   // host_alloc, host_free, host_record_stream, host_empty_cache, host_memory_stats: PinnedHostAllocation
-  // (memory/pinned.hpp), host_alloc through allocate_pinned below.
+  // (memory/pinned.hpp); host_alloc allocates through allocate_pinned (private, above).
 
   // ---- copies ----------------------------------------------------------------------------------
 
