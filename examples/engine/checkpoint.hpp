@@ -1,14 +1,20 @@
 // checkpoint.hpp — checkpoints as a manifest plus tensor files, written atomically.
 //
 // A checkpoint is a directory <save>/step_<NNNNNNNN>/ holding
-//   manifest.txt     "key value" lines: format, step, config, vocabulary (hex), generator states, and
-//                    one "tensor <file> <name> <dtype> <offset> <numel> <shape...>" line per view
-//   params.f32       the flat fp32 parameters (the master weights when the model is bf16)
-//   exp_avg.f32, exp_avg_sq.f32   Adam's moments, the same layout
-// It is written under <save>/.tmp.step_<N>.<pid>, each file flushed and fsync'ed, then renamed into
-// place, and <save>/latest (a symlink to the step directory) is replaced by a rename too: a reader
-// sees a complete checkpoint or the previous one, never half of one. A data-parallel run later adds
-// one file per shard and partitions the same table.
+//   manifest.txt     "key value" lines: format, step, ranks, shard, total, config, vocabulary (hex),
+//                    generator states, and one "tensor <file> <name> <dtype> <offset> <numel> <shape...>"
+//                    line per view
+//   params.f32       the whole model's flat fp32 weights (the master weights when the model is bf16),
+//                    consolidated: what --zero-to-fp32 and torch_gpt.py read
+//   zero_rank_<RRRRR>.f32   rank r's ZeRO shard (DeepSpeed's per-rank optimizer files): the fp32
+//                    master weights, exp_avg and exp_avg_sq of elements [r x shard, (r+1) x shard) of
+//                    the flat buffer padded to ranks x shard, one after the other
+// Every rank writes its own shard; rank 0 the weights and, after every shard is on disk, the manifest.
+// It is written under <save>/.tmp.step_<N>, each file flushed and fsync'ed, then renamed into place,
+// and <save>/latest (a symlink to the step directory) is replaced by a rename too: a reader sees a
+// complete checkpoint or the previous one, never half of one. A run on another rank count reads the
+// ranges of its shards from the old shards (re-partitioning). Format 1 (one rank: params.f32,
+// exp_avg.f32, exp_avg_sq.f32) is still read.
 #pragma once
 
 #include "config.hpp"
@@ -21,6 +27,7 @@
 #include <stdexcept>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -34,8 +41,14 @@ namespace engine {
 struct CheckpointState {
   std::int64_t step = 0;
   std::map<std::string, std::string> values;  // the manifest's scalar entries
-  std::vector<float> params, exp_avg, exp_avg_sq;
+  std::vector<float> params, exp_avg, exp_avg_sq;  // one rank's shard (fp32 master weights, Adam's moments)
+  int ranks = 1, rank = 0;                         // the ranks that wrote it / this shard's
+  std::int64_t shard = 0;                          // elements per rank
+  int format = 2;
 };
+
+/// Runs a collective barrier over the ranks (a no-op on one rank).
+using Barrier = std::function<void()>;
 
 namespace detail {
 
@@ -89,6 +102,24 @@ inline void sync_dir(const std::filesystem::path& dir) {
   }
 }
 
+/// count floats at element `at` of a file (UsageError if it is shorter).
+inline void read_floats_at(const std::filesystem::path& path, std::int64_t at, float* out, std::int64_t count) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("checkpoint: cannot read " + path.string());
+  in.seekg(at * 4);
+  in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(count * 4));
+  if (!in || in.gcount() != count * 4) {
+    throw UsageError("checkpoint: " + path.string() + " is too short (no floats " + std::to_string(at) + " to " +
+                     std::to_string(at + count) + ")");
+  }
+}
+
+inline std::string shard_file_name(int rank) {
+  char name[40];
+  std::snprintf(name, sizeof name, "zero_rank_%05d.f32", rank);
+  return name;
+}
+
 inline std::vector<float> read_floats(const std::filesystem::path& path, std::int64_t count) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("checkpoint: cannot read " + path.string());
@@ -109,45 +140,71 @@ inline std::string step_dir_name(std::int64_t step) {
   return name;
 }
 
-/// Writes `state` as <save>/step_<N> and points <save>/latest at it; returns the directory.
+/// Writes a checkpoint as <save>/step_<N> and points <save>/latest at it; returns the directory.
+/// Collective over the ranks (`barrier`): each passes its shard in `state`; rank 0 also `full_params`
+/// (the whole model's fp32 weights, layout.total of them).
 inline std::filesystem::path write_checkpoint(const std::filesystem::path& save, const ParamLayout& layout,
-                                              const CheckpointState& state) {
+                                              const CheckpointState& state, const std::vector<float>& full_params,
+                                              const Barrier& barrier = {}) {
   namespace fs = std::filesystem;
-  fs::create_directories(save);
+  const auto sync = [&] {
+    if (barrier) barrier();
+  };
   const std::string name = step_dir_name(state.step);
   const fs::path final_dir = save / name;
-  const fs::path tmp = save / (".tmp." + name + "." + std::to_string(::getpid()));
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
-    std::ostringstream m;
-    m << "format accel-engine-checkpoint/1\n";
-    m << "step " << state.step << "\n";
-    for (const auto& [k, v] : state.values) m << k << " " << v << "\n";
-    m << "total " << layout.total << "\n";
-    for (const auto& v : layout.views) {
-      m << "tensor params.f32 " << v.name << " float32 " << v.offset << " " << v.numel;
-      for (const auto d : v.shape) m << " " << d;
-      m << "\n";
-    }
-    const std::string text = m.str();
-    detail::write_file_synced(tmp / "params.f32", state.params.data(), state.params.size() * 4);
-    detail::write_file_synced(tmp / "exp_avg.f32", state.exp_avg.data(), state.exp_avg.size() * 4);
-    detail::write_file_synced(tmp / "exp_avg_sq.f32", state.exp_avg_sq.data(), state.exp_avg_sq.size() * 4);
-    detail::write_file_synced(tmp / "manifest.txt", text.data(), text.size());  // last: its presence means complete
-    detail::sync_dir(tmp);
-    fs::remove_all(final_dir);  // a checkpoint of the same step (a resumed run) is replaced
-    fs::rename(tmp, final_dir);
-    const fs::path link_tmp = save / (".latest." + std::to_string(::getpid()));
-    fs::remove(link_tmp);
-    fs::create_directory_symlink(name, link_tmp);
-    fs::rename(link_tmp, save / "latest");
-    detail::sync_dir(save);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
+  const fs::path tmp = save / (".tmp." + name);
+  if (state.rank == 0) {
+    fs::create_directories(save);
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
   }
+  sync();  // the directory exists for every rank
+  bool ok = true;
+  std::string failure;
+  try {
+    std::vector<float> shard(state.params);
+    shard.insert(shard.end(), state.exp_avg.begin(), state.exp_avg.end());
+    shard.insert(shard.end(), state.exp_avg_sq.begin(), state.exp_avg_sq.end());
+    detail::write_file_synced(tmp / detail::shard_file_name(state.rank), shard.data(), shard.size() * 4);
+    if (state.rank == 0) detail::write_file_synced(tmp / "params.f32", full_params.data(), full_params.size() * 4);
+  } catch (const std::exception& e) {
+    ok = false;
+    failure = e.what();
+  }
+  sync();  // every shard is on disk (or a rank failed: it throws below, the others time out or abort)
+  if (!ok) throw std::runtime_error(failure);
+  if (state.rank == 0) {
+    try {
+      std::ostringstream m;
+      m << "format accel-engine-checkpoint/2\n";
+      m << "step " << state.step << "\n";
+      m << "ranks " << state.ranks << "\n";
+      m << "shard " << state.shard << "\n";
+      for (const auto& [k, v] : state.values) m << k << " " << v << "\n";
+      m << "total " << layout.total << "\n";
+      for (const auto& v : layout.views) {
+        m << "tensor params.f32 " << v.name << " float32 " << v.offset << " " << v.numel;
+        for (const auto d : v.shape) m << " " << d;
+        m << "\n";
+      }
+      const std::string text = m.str();
+      detail::write_file_synced(tmp / "manifest.txt", text.data(), text.size());  // last: its presence means complete
+      detail::sync_dir(tmp);
+      fs::remove_all(final_dir);  // a checkpoint of the same step (a resumed run) is replaced
+      fs::rename(tmp, final_dir);
+      const fs::path link_tmp = save / (".latest." + std::to_string(::getpid()));
+      fs::remove(link_tmp);
+      fs::create_directory_symlink(name, link_tmp);
+      fs::rename(link_tmp, save / "latest");
+      detail::sync_dir(save);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      sync();
+      throw;
+    }
+  }
+  sync();  // the checkpoint is complete before any rank goes on
   return final_dir;
 }
 
@@ -179,9 +236,14 @@ inline CheckpointState read_checkpoint_manifest(const std::filesystem::path& dir
     if (sp == std::string::npos) continue;
     const std::string key = line.substr(0, sp), value = line.substr(sp + 1);
     if (key == "format") {
-      format_ok = value == "accel-engine-checkpoint/1";
+      format_ok = value == "accel-engine-checkpoint/1" || value == "accel-engine-checkpoint/2";
+      st.format = value.back() - '0';
     } else if (key == "step") {
       st.step = std::stoll(value);
+    } else if (key == "ranks") {
+      st.ranks = std::stoi(value);
+    } else if (key == "shard") {
+      st.shard = std::stoll(value);
     } else if (key != "tensor") {
       st.values[key] = value;
     }
@@ -190,10 +252,89 @@ inline CheckpointState read_checkpoint_manifest(const std::filesystem::path& dir
   return st;
 }
 
-inline void read_checkpoint_tensors(const std::filesystem::path& dir, std::int64_t total, CheckpointState& st) {
-  st.params = detail::read_floats(dir / "params.f32", total);
-  st.exp_avg = detail::read_floats(dir / "exp_avg.f32", total);
-  st.exp_avg_sq = detail::read_floats(dir / "exp_avg_sq.f32", total);
+/// This rank's shard of a checkpoint (master weights, exp_avg, exp_avg_sq: elements [rank x shard,
+/// (rank + 1) x shard) of the flat buffer), read from the shards of whatever rank count wrote it: the
+/// re-partition is a range read across the old shard files (padding reads as zeros).
+inline void read_checkpoint_tensors(const std::filesystem::path& dir, std::int64_t total, CheckpointState& st,
+                                    int rank, std::int64_t shard) {
+  if (st.format == 1) {
+    st.ranks = 1;
+    st.shard = total;
+  }
+  if (st.ranks < 1 || st.shard < 1 || st.shard * st.ranks < total) {
+    throw UsageError("checkpoint: " + dir.string() + " has an inconsistent partition (ranks " + std::to_string(st.ranks) +
+                     ", shard " + std::to_string(st.shard) + ", total " + std::to_string(total) + ")");
+  }
+  const std::int64_t lo = static_cast<std::int64_t>(rank) * shard;
+  std::vector<float>* out[3] = {&st.params, &st.exp_avg, &st.exp_avg_sq};
+  static const char* v1_files[3] = {"params.f32", "exp_avg.f32", "exp_avg_sq.f32"};
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float>& v = *out[k];
+    v.assign(static_cast<std::size_t>(shard), 0.0f);
+    const std::int64_t end = std::min(lo + shard, st.format == 1 ? total : st.shard * st.ranks);
+    for (std::int64_t x = lo; x < end;) {
+      if (st.format == 1) {
+        detail::read_floats_at(dir / v1_files[k], x, v.data() + (x - lo), end - x);
+        x = end;
+      } else {
+        const std::int64_t i = x / st.shard, in_shard = x - i * st.shard;
+        const std::int64_t n = std::min(end, (i + 1) * st.shard) - x;
+        detail::read_floats_at(dir / detail::shard_file_name(static_cast<int>(i)), k * st.shard + in_shard,
+                               v.data() + (x - lo), n);
+        x += n;
+      }
+    }
+  }
+  if (st.format == 1) {  // the same checks as before: the files hold exactly the model
+    for (int k = 0; k < 3; ++k) {
+      if (std::filesystem::file_size(dir / v1_files[k]) != static_cast<std::uintmax_t>(total) * 4) {
+        throw UsageError("checkpoint: " + (dir / v1_files[k]).string() + " does not hold " + std::to_string(total) + " floats");
+      }
+    }
+  } else {
+    for (int i = 0; i < st.ranks; ++i) {
+      const auto f = dir / detail::shard_file_name(i);
+      if (!std::filesystem::exists(f) || std::filesystem::file_size(f) != static_cast<std::uintmax_t>(3 * st.shard) * 4) {
+        throw UsageError("checkpoint: " + f.string() + " is missing or does not hold 3 x " + std::to_string(st.shard) + " floats");
+      }
+    }
+  }
+}
+
+/// DeepSpeed's zero_to_fp32: the whole model's fp32 weights from the ranks' shards (not params.f32),
+/// `total` elements of the flat layout.
+inline std::vector<float> consolidate_fp32(const std::filesystem::path& dir, std::int64_t total) {
+  CheckpointState st = read_checkpoint_manifest(dir);
+  read_checkpoint_tensors(dir, total, st, 0, st.format == 1 ? total : st.shard * st.ranks);
+  st.params.resize(static_cast<std::size_t>(total));
+  return st.params;
+}
+
+/// --zero-to-fp32 CHECKPOINT OUT: the consolidated fp32 weights (from the shards) into OUT, the flat
+/// layout of the manifest's tensor lines (copied to OUT.index: name dtype offset numel shape...).
+/// Returns the exit status.
+inline int zero_to_fp32(const std::string& checkpoint, const std::string& out) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::exists(fs::path(checkpoint) / "manifest.txt") ? fs::path(checkpoint) : resolve_resume("latest", checkpoint);
+  const CheckpointState st = read_checkpoint_manifest(dir);
+  const auto it = st.values.find("total");
+  if (it == st.values.end()) throw UsageError("checkpoint: " + dir.string() + "'s manifest has no 'total'");
+  const std::int64_t total = std::stoll(it->second);
+  const std::vector<float> w = consolidate_fp32(dir, total);
+  detail::write_file_synced(out, w.data(), w.size() * 4);
+  std::ifstream m(dir / "manifest.txt");
+  std::ofstream index(out + ".index", std::ios::trunc);
+  std::int64_t tensors = 0;
+  for (std::string line; std::getline(m, line);) {
+    if (line.rfind("tensor params.f32 ", 0) == 0) {
+      index << line.substr(18) << "\n";
+      ++tensors;
+    }
+  }
+  std::printf("zero_to_fp32: %s (%d rank%s) -> %s: %lld fp32 values, %lld tensors (%s.index)\n", dir.string().c_str(),
+              st.format == 1 ? 1 : st.ranks, (st.format == 1 ? 1 : st.ranks) > 1 ? "s" : "", out.c_str(),
+              static_cast<long long>(total), static_cast<long long>(tensors), out.c_str());
+  return 0;
 }
 
 }  // namespace engine

@@ -5,6 +5,7 @@
 // status 2 before anything is allocated or written.
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +37,25 @@ struct Config {
   ModelShape shape;
   int batch = 12;
   int accum = 1;  // micro-batches per optimizer step (gradient accumulation)
+  // Data parallelism (DeepSpeed's batch triple: global = micro x accum x ranks). The global batch is
+  // what the command line fixes (default: batch x accum, the one-rank run's), so the same command line
+  // trains the same model on any number of ranks; resolve_batch() derives micro and accum per rank.
+  std::int64_t global_batch = 0;  // sequences per optimizer step over all ranks (0: batch x accum)
+  bool batch_given = false, accum_given = false;
+  int draw_chunk = 0;    // sequences per draw of the data generator (the one-rank micro-batch)
+  int eval_rows = 0;     // sequences per validation batch (the one-rank micro-batch)
+  int zero_stage = 1;    // 1: optimizer state sharded; 2: also the reduced gradients (per micro-batch)
+  bool deterministic = false;  // bit-identical on any rank count (fixed summation trees)
+  std::string deepspeed_config;  // --deepspeed-config FILE
+  std::string zero_to_fp32;      // --zero-to-fp32 CHECKPOINT: write the consolidated weights and exit
+  std::string zero_to_fp32_out;
+  // Dynamic loss scaling (DeepSpeed's fp16 scaler; --loss-scale dynamic, or a fixed scale).
+  double loss_scale = 1.0;       // 0: dynamic
+  double initial_scale_power = 16;
+  int loss_scale_window = 1000;
+  int hysteresis = 2;
+  double min_loss_scale = 1;
+  int rank = 0, ranks = 1;       // set by the engine from the communicator
   std::int64_t steps = 2000;
   std::int64_t stop_at = 0;  // > 0: end this run at that step (the schedule still spans `steps`)
   double max_seconds = 0;  // > 0: stop after this much training time (the schedule still spans `steps`)
@@ -87,6 +107,17 @@ data
 training
   --batch N            sequences per micro-batch (tiny 12, shakespeare 64, gpt2 8)
   --accum N            micro-batches per step (gradient accumulation, default 1)
+  --global-batch N     sequences per optimizer step over all ranks (default: batch x accum); on R
+                       ranks each rank runs N / R of them as micro-batches of at most --batch
+  --zero-stage 1|2     data parallel (mpirun -np R): 1 (default) each rank keeps Adam's state (and
+                       the fp32 master weights) of its 1/R shard; 2 also only its shard's gradients
+  --deterministic      bit-identical losses and weights on 1, 2, 4... ranks (fixed summation trees
+                       over the micro-batches; the micro-batch stays --batch; one stream per rank)
+  --deepspeed-config F a DeepSpeed JSON config (batch triple, clipping, optimizer, scheduler, fp16/bf16,
+                       zero_optimization.stage); a key the engine does not support is an error
+  --loss-scale dynamic|X   scale the loss (dynamic: DeepSpeed's fp16 scaler: 2^16, window 1000,
+                       hysteresis 2, min 1; a step with inf/NaN gradients is skipped)
+  --zero-to-fp32 CKPT OUT  write CKPT's weights, consolidated from the ranks' shards, to OUT (fp32)
   --steps N            optimizer steps (tiny 2000, shakespeare 5000, gpt2 1000)
   --time SECONDS       stop after this much training time
   --stop-at N          stop at step N (with --save: a checkpoint there); the schedule still spans --steps
@@ -170,6 +201,54 @@ inline void apply_size(Config& c, const std::string& size) {
   c.size = size;
 }
 
+/// DeepSpeed's batch triple on `ranks` ranks: global = micro x accum x ranks, the global batch fixed
+/// (--global-batch, else the one-rank run's batch x accum). Sets c.batch (the micro-batch of a rank),
+/// c.accum, c.global_batch, c.draw_chunk and c.eval_rows; UsageError when they cannot agree.
+inline void resolve_batch(Config& c, int ranks) {
+  const std::int64_t given_batch = c.batch;
+  const std::int64_t G = c.global_batch > 0 ? c.global_batch : given_batch * c.accum;
+  const std::string R = std::to_string(ranks), Gs = std::to_string(G);
+  if (c.global_batch > 0 && c.batch_given && c.accum_given && given_batch * c.accum * ranks != G) {
+    throw UsageError("the batch triple does not hold: global batch " + Gs + " != micro-batch " + std::to_string(given_batch) +
+                     " x gradient accumulation " + std::to_string(c.accum) + " x " + R + " ranks");
+  }
+  if (G % ranks != 0) {
+    throw UsageError("the global batch of " + Gs + " sequences does not split over " + R +
+                     " ranks (give --global-batch a multiple of the rank count)");
+  }
+  const std::int64_t per_rank = G / ranks;
+  std::int64_t micro = 0;
+  if (c.deterministic) {
+    micro = given_batch;  // every rank count computes the same micro-batches
+    if (per_rank % micro != 0) {
+      throw UsageError("--deterministic keeps the micro-batch at --batch " + std::to_string(micro) + ", and " + R +
+                       " ranks get " + std::to_string(per_rank) + " sequences each of the global batch " + Gs +
+                       ", not a multiple of it");
+    }
+  } else if (c.global_batch > 0 && c.accum_given && !c.batch_given) {
+    if (per_rank % c.accum != 0) {
+      throw UsageError("--accum " + std::to_string(c.accum) + " does not divide the " + std::to_string(per_rank) +
+                       " sequences each of " + R + " ranks gets of the global batch " + Gs);
+    }
+    micro = per_rank / c.accum;
+  } else {
+    micro = std::min<std::int64_t>(given_batch, per_rank);  // the largest divisor of a rank's share up to --batch
+    while (per_rank % micro != 0) --micro;
+  }
+  c.draw_chunk = static_cast<int>(G % given_batch == 0 ? given_batch : G);
+  c.eval_rows = static_cast<int>(given_batch);
+  c.global_batch = G;
+  c.batch = static_cast<int>(micro);
+  c.accum = static_cast<int>(per_rank / micro);
+  c.ranks = ranks;
+}
+
+}  // namespace engine
+
+#include "deepspeed_config.hpp"  // needs Config above; parse_args below applies it
+
+namespace engine {
+
 /// Parses argv. Throws UsageError; returns nullopt for --help (after printing the usage).
 inline std::optional<Config> parse_args(int argc, char** argv) {
   Config c;
@@ -179,6 +258,13 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
     if (args[i] == "--size") {
       if (i + 1 >= args.size()) throw UsageError("--size needs a value (tiny, shakespeare, gpt2)");
       apply_size(c, args[i + 1]);
+    }
+  }
+  // Then a DeepSpeed config: the flags after it override its values.
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--deepspeed-config") {
+      if (i + 1 >= args.size()) throw UsageError("--deepspeed-config needs a file");
+      apply_deepspeed_config(c, args[i + 1]);
     }
   }
   bool explicit_min_lr = false;
@@ -206,8 +292,24 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.shape.block = static_cast<int>(parse_int(a, value(), 1, 65536));
     } else if (a == "--batch") {
       c.batch = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
+      c.batch_given = true;
     } else if (a == "--accum") {
       c.accum = static_cast<int>(parse_int(a, value(), 1, 1 << 16));
+      c.accum_given = true;
+    } else if (a == "--global-batch") {
+      c.global_batch = parse_int(a, value(), 1, 1 << 24);
+    } else if (a == "--zero-stage") {
+      c.zero_stage = static_cast<int>(parse_int(a, value(), 1, 2));
+    } else if (a == "--deterministic") {
+      c.deterministic = true;
+    } else if (a == "--deepspeed-config") {
+      c.deepspeed_config = value();  // applied above
+    } else if (a == "--zero-to-fp32") {
+      c.zero_to_fp32 = value();
+      c.zero_to_fp32_out = value();
+    } else if (a == "--loss-scale") {
+      const std::string v = value();
+      c.loss_scale = v == "dynamic" ? 0.0 : parse_double(a, v, 1e-30, 1e30);
     } else if (a == "--steps") {
       c.steps = parse_int(a, value(), 0, 1LL << 40);
     } else if (a == "--stop-at") {
@@ -292,6 +394,10 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
     }
   }
   if (!explicit_min_lr && c.min_lr > c.lr) c.min_lr = c.lr / 10;
+  if (c.deterministic && c.streams > 1) {
+    throw UsageError("--deterministic runs one stream per rank (the rows of a micro-batch are not split): drop --streams " +
+                     std::to_string(c.streams));
+  }
   if (c.streams > 0 && c.batch % c.streams != 0) {
     throw UsageError("--streams " + std::to_string(c.streams) + " does not divide --batch " + std::to_string(c.batch) +
                      " (each stream runs batch / streams sequences)");

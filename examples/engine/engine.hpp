@@ -17,7 +17,9 @@
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "corpus.hpp"
+#include "data_parallel.hpp"
 #include "gpt_kernels.hpp"
+#include "loss_scaler.hpp"
 #include "layout.hpp"
 #include "report.hpp"
 #include "typed_ops.hpp"
@@ -27,6 +29,7 @@
 #include <accel/profile/trace.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -77,9 +80,10 @@ class Trainer {
   using Trans = accel::blas::Trans;
 
  public:
-  Trainer(B b, const Config& cfg, const Corpus& corpus, const Plan& plan)
+  Trainer(B b, const Config& cfg, const Corpus& corpus, const Plan& plan, Ranks<B>& ranks)
       : b_(b),
         cfg_(cfg),
+        dp_(ranks),
         corpus_(corpus),
         plan_(plan),
         stream_(),
@@ -89,9 +93,10 @@ class Trainer {
         nn_(b, act_dtype),
         attn_(b, act_dtype),
         ops_(b),
-        train_sampler_(corpus.train(), cfg.batch, cfg.shape.block),
-        val_sampler_(corpus.val(), cfg.batch, cfg.shape.block),
-        data_gen_(cfg.seed) {
+        train_sampler_(corpus.train(), cfg.draw_chunk, cfg.shape.block),
+        val_sampler_(corpus.val(), cfg.eval_rows, cfg.shape.block),
+        data_gen_(cfg.seed),
+        scaler_(cfg) {
     // Threads: the lanes share the cores (each lane's kernels and GEMMs get threads / lanes); the
     // optimizer's ops run alone on lane 0 and get them all.
     const int all = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -102,12 +107,33 @@ class Trainer {
       ops_.set_num_threads(all);
       accel::blas::set_num_threads(per_lane);
     }
-    const std::size_t np = static_cast<std::size_t>(P_.total);
+    // ZeRO: the flat buffers padded to ranks x shard; this rank's optimizer state covers its shard.
+    shard_ = shard_size(P_.total, dp_.size());
+    padded_ = shard_ * dp_.size();
+    shard_lo_ = shard_ * dp_.rank();
+    const std::size_t np = static_cast<std::size_t>(padded_), ns = static_cast<std::size_t>(shard_);
     params_ = accel::Buffer<T, B>(np, stream_);
     grads_ = accel::Buffer<T, B>(np, stream_);
-    exp_avg_ = accel::Buffer<float, B>(np, stream_);
-    exp_avg_sq_ = accel::Buffer<float, B>(np, stream_);
-    if constexpr (bf16) master_ = accel::Buffer<float, B>(np, stream_);
+    exp_avg_ = accel::Buffer<float, B>(ns, stream_);
+    exp_avg_sq_ = accel::Buffer<float, B>(ns, stream_);
+    if constexpr (bf16) master_ = accel::Buffer<float, B>(ns, stream_);
+    grad_shard_ = grads_.data() + shard_lo_;
+    if (cfg.zero_stage == 2 && dp_.size() > 1 && cfg.accum > 1 && !cfg.deterministic) {
+      grad_acc_ = accel::Buffer<T, B>(ns, stream_);  // stage 2: the reduced gradients, this shard only
+      grad_shard_ = grad_acc_.data();
+    }
+    if (cfg.deterministic) {
+      if (dp_.size() > 1) recv_ = accel::Buffer<T, B>(np, stream_);
+      det_leaves_ = cfg.accum;  // leaves of this rank: one micro-batch each
+    }
+    // The global norm: each rank's per-block norms (one block: the shard; --deterministic: norm_block
+    // elements), gathered in block order, and their norm.
+    norm_blocks_ = cfg.deterministic ? shard_ / norm_block : 1;
+    block_norms_ = accel::Buffer<float, B>(static_cast<std::size_t>(norm_blocks_ * dp_.size()), stream_);
+    const std::int64_t seqs = static_cast<std::int64_t>(cfg.batch) * cfg.accum;  // this rank's share
+    loss_all_ = accel::Buffer<float, B>(static_cast<std::size_t>(seqs * dp_.size() * cfg.shape.block), stream_);
+    optimizer_bytes_ = (exp_avg_.size() + exp_avg_sq_.size() + master_.size()) * sizeof(float);
+    gradient_bytes_ = grads_.size() * sizeof(T) + grad_acc_.size() * sizeof(T) + recv_.size() * sizeof(T);
     const std::size_t lane_tokens = static_cast<std::size_t>(lane_batch_) * cfg.shape.block * cfg.accum;
     for (int l = 0; l < cfg.streams; ++l) {
       Lane& lane = l == 0 ? lanes_.emplace_back(typename B::StreamRef(stream_)) : lanes_.emplace_back();
@@ -131,10 +157,12 @@ class Trainer {
     const std::size_t tokens = static_cast<std::size_t>(cfg.batch) * cfg.shape.block * cfg.accum;
     host_inputs_.resize(tokens);
     host_targets_.resize(tokens);
-    host_losses_.resize(tokens);
+    host_losses_.resize(tokens * static_cast<std::size_t>(dp_.size()));
+    global_inputs_.resize(static_cast<std::size_t>(cfg.global_batch * cfg.shape.block));
+    global_targets_.resize(global_inputs_.size());
     // Validation batches: fixed for the run (their own generator), drawn once.
     accel::Generator val_gen(cfg.seed ^ 0x9E3779B97F4A7C15ULL);
-    const std::size_t bt = static_cast<std::size_t>(cfg.batch) * cfg.shape.block;
+    const std::size_t bt = static_cast<std::size_t>(cfg.eval_rows) * cfg.shape.block;
     val_inputs_.resize(bt * static_cast<std::size_t>(cfg.eval_batches));
     val_targets_.resize(val_inputs_.size());
     for (int i = 0; i < cfg.eval_batches; ++i) {
@@ -143,12 +171,20 @@ class Trainer {
   }
 
   /// Weights from the seed (nanoGPT's init: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)),
-  /// LayerNorm 1 and 0), Adam's moments zero.
+  /// LayerNorm 1 and 0), Adam's moments zero. Every rank draws the whole model (same seed, same bits)
+  /// and keeps its shard of the fp32 master weights.
   void init_weights() {
     b_.manual_seed(cfg_.seed);
-    float* w = master_or_params();
+    accel::Buffer<float, B> full;
+    float* w = nullptr;
+    if constexpr (bf16) {
+      full = accel::Buffer<float, B>(static_cast<std::size_t>(padded_), stream_);
+      w = full.data();
+    } else {
+      w = params_.data();
+    }
     const double scaled = 0.02 / std::sqrt(2.0 * cfg_.shape.layers);
-    ops_.fill(stream_, w, accel::Dtype::float32, P_.total, 0.0f);  // the padding between views too
+    ops_.fill(stream_, w, accel::Dtype::float32, padded_, 0.0f);  // the padding between views too
     for (const auto& v : P_.views) {
       float* p = w + v.offset;
       switch (v.init) {
@@ -160,35 +196,60 @@ class Trainer {
         case TensorView::Init::zeros: break;
       }
     }
-    ops_.fill(stream_, exp_avg_.data(), accel::Dtype::float32, P_.total, 0.0f);
-    ops_.fill(stream_, exp_avg_sq_.data(), accel::Dtype::float32, P_.total, 0.0f);
-    if constexpr (bf16) ops_.cast(stream_, params_.data(), act_dtype, master_.data(), accel::Dtype::float32, P_.total);
+    ops_.fill(stream_, exp_avg_.data(), accel::Dtype::float32, shard_, 0.0f);
+    ops_.fill(stream_, exp_avg_sq_.data(), accel::Dtype::float32, shard_, 0.0f);
+    if constexpr (bf16) {
+      b_.copy_async(stream_, master_.data(), w + shard_lo_, static_cast<std::size_t>(shard_) * 4);
+      ops_.cast(stream_, params_.data(), act_dtype, w, accel::Dtype::float32, padded_);
+      stream_.synchronize();  // `full` goes
+    }
     step_ = 0;
+    seed_dropout();
   }
 
-  /// Restores a checkpoint (read and checked by the caller).
+  /// Restores a checkpoint: `st` holds this rank's shard (read, re-partitioned where the checkpoint was
+  /// written by another rank count, and checked by the caller); the weights are all-gathered.
   void load_state(const CheckpointState& st) {
-    b_.copy_async(stream_, master_or_params(), st.params.data(), st.params.size() * 4);
-    b_.copy_async(stream_, exp_avg_.data(), st.exp_avg.data(), st.exp_avg.size() * 4);
-    b_.copy_async(stream_, exp_avg_sq_.data(), st.exp_avg_sq.data(), st.exp_avg_sq.size() * 4);
-    if constexpr (bf16) ops_.cast(stream_, params_.data(), act_dtype, master_.data(), accel::Dtype::float32, P_.total);
+    const std::size_t ns = static_cast<std::size_t>(shard_);
+    if (st.params.size() != ns || st.exp_avg.size() != ns || st.exp_avg_sq.size() != ns) {
+      throw std::logic_error("load_state: a shard of the wrong size");
+    }
+    b_.copy_async(stream_, master_or_params(), st.params.data(), ns * 4);
+    b_.copy_async(stream_, exp_avg_.data(), st.exp_avg.data(), ns * 4);
+    b_.copy_async(stream_, exp_avg_sq_.data(), st.exp_avg_sq.data(), ns * 4);
+    if constexpr (bf16) ops_.cast(stream_, params_.data() + shard_lo_, act_dtype, master_.data(), accel::Dtype::float32, shard_);
+    dp_.all_gather(stream_, params_.data() + shard_lo_, params_.data(), ns, act_dtype);
     stream_.synchronize();
     step_ = st.step;
     data_gen_.set_state(state_bytes(detail::unhex(st.values.at("data_rng"))));
     b_.set_rng_state(state_bytes(detail::unhex(st.values.at("device_rng"))));
+    if (const auto it = st.values.find("loss_scale"); it != st.values.end()) scaler_.restore(it->second);
+    seed_dropout();
   }
 
-  /// The state a checkpoint holds (synchronises the stream).
-  CheckpointState save_state() {
+  /// The state a checkpoint holds (synchronises the stream; collective over the ranks): this rank's
+  /// shard of the master weights and moments, and the whole model's fp32 weights (`full_params`).
+  CheckpointState save_state(std::vector<float>* full_params = nullptr) {
     CheckpointState st;
     st.step = step_;
-    const std::size_t n = static_cast<std::size_t>(P_.total);
-    st.params.resize(n);
-    st.exp_avg.resize(n);
-    st.exp_avg_sq.resize(n);
-    b_.copy_async(stream_, st.params.data(), master_or_params(), n * 4);
-    b_.copy_async(stream_, st.exp_avg.data(), exp_avg_.data(), n * 4);
-    b_.copy_async(stream_, st.exp_avg_sq.data(), exp_avg_sq_.data(), n * 4);
+    const std::size_t ns = static_cast<std::size_t>(shard_);
+    st.params.resize(ns);
+    st.exp_avg.resize(ns);
+    st.exp_avg_sq.resize(ns);
+    b_.copy_async(stream_, st.params.data(), master_or_params(), ns * 4);
+    b_.copy_async(stream_, st.exp_avg.data(), exp_avg_.data(), ns * 4);
+    b_.copy_async(stream_, st.exp_avg_sq.data(), exp_avg_sq_.data(), ns * 4);
+    if (full_params != nullptr) {
+      full_params->resize(static_cast<std::size_t>(P_.total));
+      if constexpr (bf16) {
+        accel::Buffer<float, B> full(static_cast<std::size_t>(padded_), stream_);
+        dp_.all_gather(stream_, master_.data(), full.data(), ns, accel::Dtype::float32);
+        b_.copy_async(stream_, full_params->data(), full.data(), full_params->size() * 4);
+        stream_.synchronize();
+      } else {
+        b_.copy_async(stream_, full_params->data(), params_.data(), full_params->size() * 4);
+      }
+    }
     stream_.synchronize();
     const auto gs = data_gen_.get_state();
     const auto ds = b_.get_rng_state();
@@ -198,7 +259,34 @@ class Trainer {
     st.values["shape"] = shape_string(cfg_);
     st.values["dtype"] = cfg_.dtype;
     st.values["seed"] = std::to_string(cfg_.seed);
+    if (scaler_.enabled()) st.values["loss_scale"] = scaler_.state();
+    st.ranks = dp_.size();
+    st.shard = shard_;
+    st.rank = dp_.rank();
     return st;
+  }
+
+  [[nodiscard]] int rank() const noexcept { return dp_.rank(); }
+  [[nodiscard]] int ranks() const noexcept { return dp_.size(); }
+  [[nodiscard]] std::int64_t shard() const noexcept { return shard_; }
+  /// Bytes of optimizer state on this rank (Adam's two moments, the fp32 master weights where the
+  /// model is bf16): 1/ranks of the model's.
+  [[nodiscard]] std::size_t optimizer_bytes() const noexcept { return optimizer_bytes_; }
+  [[nodiscard]] std::size_t gradient_bytes() const noexcept { return gradient_bytes_; }
+  [[nodiscard]] const DynamicLossScaler& scaler() const noexcept { return scaler_; }
+  void set_inject_inf(bool on) noexcept { inject_inf_ = on; }
+
+  /// The element-wise maximum of `flags` over the ranks (collective; synchronises): stop decisions
+  /// every rank must share.
+  std::array<int, 2> agree_max(std::array<int, 2> flags) {
+    if (dp_.size() == 1) return flags;
+    if (agree_.size() == 0) agree_ = accel::Buffer<std::int32_t, B>(2, stream_);
+    std::int32_t v[2] = {flags[0], flags[1]};
+    b_.copy_async(stream_, agree_.data(), v, sizeof v);
+    dp_.all_reduce_max(stream_, agree_.data(), 2, accel::Dtype::int32);
+    b_.copy_async(stream_, v, agree_.data(), sizeof v);
+    stream_.synchronize();
+    return {v[0], v[1]};
   }
 
   /// The CPU's float32 FMA peak (FLOP/s) on the run's threads; 0 on other backends.
@@ -221,19 +309,20 @@ class Trainer {
 
   struct StepResult {
     double loss = 0;       // mean over the step's tokens
-    double grad_norm = 0;  // before clipping
+    double grad_norm = 0;  // before clipping (of the unscaled gradients)
     double lr = 0;
+    double loss_scale = 1;  // the scale this step ran with (--loss-scale)
+    bool skipped = false;   // inf/NaN gradients: the optimizer did not step (dynamic loss scaling)
   };
 
-  /// One optimizer step: accum micro-batches forward and backward, norm, clip, AdamW.
-  /// grads_out (optional): the step's gradients before clipping, as float32 (for --dump).
+  /// One optimizer step: accum micro-batches forward and backward, the gradients reduced over the
+  /// ranks into this rank's shard, the global norm, clipping, AdamW on the shard, the weights gathered.
+  /// grads_out (optional): the step's gradients before clipping, as float32 (for --dump, one rank).
   StepResult train_step(std::vector<float>* grads_out = nullptr) {
     const Phase phase(*this, "step");
-    const std::int64_t bt = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block;
-    for (int m = 0; m < cfg_.accum; ++m) {
-      train_sampler_.next(data_gen_, host_inputs_.data() + bt * m, host_targets_.data() + bt * m);
-    }
+    draw_batch();
     if (batch_hook_) batch_hook_(host_inputs_, host_targets_);
+    if (dp_.size() > 1 && cfg_.dropout > 0) seed_dropout();
     copy_in(host_inputs_.data(), host_targets_.data(), cfg_.accum);
     if (grads_out != nullptr) {  // --dump: the gradients before clipping, so eagerly
       enqueue_gradients();
@@ -264,43 +353,65 @@ class Trainer {
       enqueue_clip();
     }
     StepResult r;
-    r.lr = lr_at(step_);
-    enqueue_adam(r.lr, step_ + 1);
+    r.lr = lr_at(step_ - scaler_.skipped());  // a skipped step does not advance the schedule
     float norm = 0;
-    const std::size_t per_lane = host_losses_.size() / lanes_.size();
-    for (std::size_t l = 0; l < lanes_.size(); ++l) {  // lane 0 waited for every lane's work
-      b_.copy_async(stream_, host_losses_.data() + per_lane * l, lanes_[l].f32.data() + A_.losses, per_lane * 4);
+    bool skip = false;
+    if (scaler_.enabled()) {
+      // The overflow check: the global norm (gathered from every rank's blocks) is inf or NaN when any
+      // rank's gradients hold one, so every rank reaches the same decision.
+      b_.copy_async(stream_, &norm, lanes_[0].f32.data() + A_.norm, 4);
+      stream_.synchronize();
+      skip = !std::isfinite(norm);
+      r.loss_scale = scaler_.scale();
+      scaler_.update(skip);
     }
-    b_.copy_async(stream_, &norm, lanes_[0].f32.data() + A_.norm, 4);
+    if (!skip) {
+      enqueue_adam(r.lr, step_ + 1 - scaler_.skipped());
+      if (dp_.size() > 1) {
+        const Phase phase(*this, "all-gather", stream_);
+        dp_.all_gather(stream_, params_.data() + shard_lo_, params_.data(), static_cast<std::size_t>(shard_), act_dtype);
+      }
+    }
+    r.skipped = skip;
+    enqueue_losses();
+    b_.copy_async(stream_, host_losses_.data(), loss_all_.data(), host_losses_.size() * 4);
+    if (!scaler_.enabled()) b_.copy_async(stream_, &norm, lanes_[0].f32.data() + A_.norm, 4);
     stream_.synchronize();
     double sum = 0;
-    for (const float l : host_losses_) sum += l;
+    for (const float l : host_losses_) sum += l;  // in sequence order: the same on every rank count
     r.loss = sum / static_cast<double>(host_losses_.size());
     r.grad_norm = norm;
-    ++step_;
+    ++step_;  // a skipped step counts (DeepSpeed's global_steps), its batch is consumed
     return r;
   }
 
-  /// Mean loss over the fixed validation batches (no dropout), split over the lanes as training is.
+  /// Mean loss over the fixed validation batches (no dropout), in chunks of a micro-batch split over
+  /// the lanes as training is (run by one rank).
   double eval_loss() {
     const Phase phase(*this, "eval");
-    const std::int64_t bt = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block;
-    const std::int64_t lt = bt / static_cast<std::int64_t>(lanes_.size());
+    const std::int64_t Tk = cfg_.shape.block;
+    const std::int64_t total = static_cast<std::int64_t>(val_inputs_.size()) / Tk;  // sequences
+    const std::int64_t lanes = static_cast<std::int64_t>(lanes_.size());
     double sum = 0;
-    std::vector<float> losses(static_cast<std::size_t>(bt));
-    for (int i = 0; i < cfg_.eval_batches; ++i) {
-      copy_in(val_inputs_.data() + bt * i, val_targets_.data() + bt * i, 1);
-      for (std::size_t l = 0; l < lanes_.size(); ++l) {
-        cur_ = &lanes_[l];
-        forward(0, false, lane_batch_, cfg_.shape.block);
-        b_.copy_async(lanes_[l].s, losses.data() + lt * static_cast<std::int64_t>(l), lanes_[l].f32.data() + A_.losses,
-                      static_cast<std::size_t>(lt) * 4);
+    std::vector<float> losses(static_cast<std::size_t>(cfg_.batch * Tk));
+    for (std::int64_t at = 0; at < total; at += cfg_.batch) {
+      const std::int64_t rows = std::min<std::int64_t>(cfg_.batch, total - at);
+      const std::int64_t per = rows % lanes == 0 ? rows / lanes : rows;  // a short tail: lane 0 alone
+      const std::int64_t used = rows % lanes == 0 ? lanes : 1;
+      for (std::int64_t l = 0; l < used; ++l) {
+        Lane& lane = lanes_[static_cast<std::size_t>(l)];
+        const std::size_t off = static_cast<std::size_t>((at + l * per) * Tk), n = static_cast<std::size_t>(per * Tk);
+        b_.copy_async(lane.s, lane.inputs.data(), val_inputs_.data() + off, n * 4);
+        b_.copy_async(lane.s, lane.targets.data(), val_targets_.data() + off, n * 4);
+        cur_ = &lane;
+        forward(0, false, per, Tk);
+        b_.copy_async(lane.s, losses.data() + l * per * Tk, lane.f32.data() + A_.losses, n * 4);
       }
       for (auto& lane : lanes_) lane.s.synchronize();
-      for (const float l : losses) sum += l;
+      for (std::int64_t i = 0; i < rows * Tk; ++i) sum += losses[static_cast<std::size_t>(i)];
     }
     cur_ = &lanes_[0];
-    return sum / (static_cast<double>(bt) * cfg_.eval_batches);
+    return sum / static_cast<double>(total * Tk);
   }
 
   /// `count` characters generated after a newline: the model's distribution at `temperature`,
@@ -403,11 +514,12 @@ class Trainer {
     }
   }
 
+  /// This rank's shard of the fp32 weights the optimizer steps (the model's own when it is fp32).
   float* master_or_params() {
     if constexpr (bf16) {
       return master_.data();
     } else {
-      return params_.data();
+      return params_.data() + shard_lo_;
     }
   }
 
@@ -536,7 +648,8 @@ class Trainer {
                           w(P_.lnf_b), N, C, 1e-5f, act(last.fcproj), act(last.res_out));
     gemm(Trans::no, Trans::yes, N, Vp, C, act(A_.lnf), C, w(P_.wte), C, 0.0f, act(A_.logits), Vp);
     if (loss) {
-      const float dloss = 1.0f / static_cast<float>(static_cast<std::int64_t>(cfg_.batch) * Tn * cfg_.accum);
+      // The mean over the global batch's tokens (every rank's share), times the loss scale.
+      const float dloss = static_cast<float>(scaler_.scale() / static_cast<double>(cfg_.global_batch * Tn));
       nn_.cross_entropy(cs(), act(A_.logits), f32(A_.losses) + static_cast<std::int64_t>(m) * N, tg, N, plan_.vocab,
                         Vp, dloss, train);
     }
@@ -598,47 +711,184 @@ class Trainer {
     nn_.embedding_backward(cs(), g(P_.wte), g(P_.wpe), demb, in, N, Tn, C, Vp);
   }
 
-  /// The current lane's part of a step: zero its gradients, forward and backward of each micro-batch.
-  void enqueue_lane_gradients() {
-    ops_.fill(cs(), cur_->grads, act_dtype, P_.total, 0.0f);
-    for (int m = 0; m < cfg_.accum; ++m) {
-      forward(m, true, lane_batch_, cfg_.shape.block);
-      backward(m);
+  /// This rank's share of the step's global batch: every rank draws the whole batch (the generator
+  /// advances the same on any rank count) and keeps sequences [rank x share, (rank + 1) x share).
+  void draw_batch() {
+    const std::int64_t Tk = cfg_.shape.block, chunk = static_cast<std::int64_t>(cfg_.draw_chunk) * Tk;
+    for (std::int64_t at = 0; at < static_cast<std::int64_t>(global_inputs_.size()); at += chunk) {
+      train_sampler_.next(data_gen_, global_inputs_.data() + at, global_targets_.data() + at);
+    }
+    const std::size_t share = host_inputs_.size(), from = share * static_cast<std::size_t>(dp_.rank());
+    std::copy_n(global_inputs_.data() + from, share, host_inputs_.data());
+    std::copy_n(global_targets_.data() + from, share, host_targets_.data());
+  }
+
+  /// Dropout masks on several ranks: the device generator keyed by (seed, rank, step), so ranks draw
+  /// different masks and a resumed run draws the masks it would have drawn.
+  void seed_dropout() {
+    if (dp_.size() == 1) return;
+    std::uint64_t x = cfg_.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(dp_.rank() + 1));
+    x ^= 0xBF58476D1CE4E5B9ULL * static_cast<std::uint64_t>(step_ + 1);
+    x ^= x >> 31;
+    b_.manual_seed(x & ((1ULL << 62) - 1));
+  }
+
+  /// The current lane's forward and backward of micro-batch m, accumulating into its gradients
+  /// (zeroed first when `zero`).
+  void enqueue_micro(int m, bool zero) {
+    if (zero) ops_.fill(cs(), cur_->grads, act_dtype, padded_, 0.0f);
+    forward(m, true, lane_batch_, cfg_.shape.block);
+    backward(m);
+    if (inject_inf_ && m == 0 && cur_ == &lanes_[0]) {  // the loss scaler's test: one gradient overflows
+      ops_.fill(cs(), cur_->grads, act_dtype, 1, INFINITY);
     }
   }
 
-  /// On lane 0, after every lane's gradients: their sum (lane 0's buffer) and its L2 norm.
-  void enqueue_reduce_and_norm() {
-    const Phase phase(*this, "gradient sum + norm", stream_);
+  /// The current lane's part of a step: zero its gradients, forward and backward of each micro-batch.
+  void enqueue_lane_gradients() {
+    for (int m = 0; m < cfg_.accum; ++m) enqueue_micro(m, m == 0);
+  }
+
+  /// On lane 0, after every lane's gradients: their sum (lane 0's buffer).
+  void enqueue_lane_sum() {
+    const Phase phase(*this, "gradient sum", stream_);
     for (std::size_t l = 1; l < lanes_.size(); ++l) {
       stream_.wait_stream(lanes_[l].s);
-      nn_.add(stream_, grads_.data(), grads_.data(), lanes_[l].grads, P_.total);
+      nn_.add(stream_, grads_.data(), grads_.data(), lanes_[l].grads, padded_);
     }
-    const accel::ops::TensorRef all{grads_.data(), P_.total, act_dtype};
-    ops_.l2norm(stream_, std::span<const accel::ops::TensorRef>(&all, 1), lanes_[0].f32.data() + A_.norm);
   }
 
   /// Everything of a step but the optimizer (what --graph captures): every lane's gradients, their sum
-  /// and norm, clipping.
+  /// over the lanes and the ranks (this rank's shard, at grad_shard_), the loss scale undone, the
+  /// global norm.
   void enqueue_gradients() {
-    for (auto& lane : lanes_) {
-      cur_ = &lane;
-      if (&lane != &lanes_[0]) lane.s.wait_stream(stream_);  // the weights of the previous step's update
-      enqueue_lane_gradients();
+    const std::size_t ns = static_cast<std::size_t>(shard_);
+    if (cfg_.deterministic) {
+      enqueue_gradients_deterministic();
+    } else if (grad_acc_.size() > 0) {
+      // ZeRO stage 2: each micro-batch's gradients reduce-scattered at once, this shard's accumulated.
+      for (int m = 0; m < cfg_.accum; ++m) {
+        for (auto& lane : lanes_) {
+          cur_ = &lane;
+          if (&lane != &lanes_[0]) lane.s.wait_stream(stream_);
+          enqueue_micro(m, true);
+        }
+        cur_ = &lanes_[0];
+        enqueue_lane_sum();
+        dp_.reduce_scatter(stream_, grads_.data(), grads_.data() + shard_lo_, ns, act_dtype);
+        if (m == 0) {
+          b_.copy_async(stream_, grad_acc_.data(), grads_.data() + shard_lo_, ns * sizeof(T));
+        } else {
+          nn_.add(stream_, grad_acc_.data(), grad_acc_.data(), grads_.data() + shard_lo_, shard_);
+        }
+      }
+    } else {
+      for (auto& lane : lanes_) {
+        cur_ = &lane;
+        if (&lane != &lanes_[0]) lane.s.wait_stream(stream_);  // the weights of the previous step's update
+        enqueue_lane_gradients();
+      }
+      cur_ = &lanes_[0];
+      enqueue_lane_sum();
+      if (dp_.size() > 1) {
+        const Phase phase(*this, "reduce-scatter", stream_);
+        dp_.reduce_scatter(stream_, grads_.data(), grad_shard_, ns, act_dtype);
+      }
     }
-    cur_ = &lanes_[0];
-    enqueue_reduce_and_norm();
+    if (scaler_.enabled()) {
+      ops_.scale(stream_, grad_shard_, act_dtype, grad_shard_, act_dtype, shard_, static_cast<float>(1.0 / scaler_.scale()));
+    }
+    enqueue_norm();
   }
 
-  /// Gradient clipping by the global norm enqueue_gradients() left in device memory.
+  /// --deterministic: every sum independent of how the global batch is split over the ranks. The
+  /// micro-batches are the leaves of one summation tree over the global batch, by sequence index: runs
+  /// of `odd` leaves (the odd factor of the leaf count) summed left to right, those sums pairwise (a
+  /// perfect binary tree). A rank holds whole subtrees (the rank count is a power of two dividing the
+  /// tree's width), sums them with a stack of partial sums, and the ranks' sums meet in the same tree's
+  /// top levels: all_to_all (rank j gets every rank's partial sum of shard j), pairwise in rank order.
+  void enqueue_gradients_deterministic() {
+    const std::int64_t leaves = det_leaves_ * dp_.size();
+    std::int64_t odd = leaves;
+    while (odd % 2 == 0) odd /= 2;
+    std::vector<std::pair<int, T*>> stack;  // (level, partial sum)
+    std::size_t next_free = 0;
+    const auto take = [&]() -> T* {
+      if (next_free == det_pool_.size()) det_pool_.emplace_back(static_cast<std::size_t>(padded_), stream_);
+      return det_pool_[next_free++].data();
+    };
+    cur_ = &lanes_[0];
+    T* block = nullptr;
+    for (int m = 0; m < cfg_.accum; ++m) {
+      if (m % odd == 0) block = take();
+      cur_->grads = block;
+      enqueue_micro(m, m % odd == 0);
+      if ((m + 1) % odd == 0) {
+        stack.emplace_back(0, block);
+        while (stack.size() >= 2 && stack[stack.size() - 1].first == stack[stack.size() - 2].first) {
+          const auto [level, right] = stack.back();
+          stack.pop_back();
+          nn_.add(stream_, stack.back().second, stack.back().second, right, padded_);
+          stack.back().first = level + 1;
+        }
+      }
+    }
+    cur_->grads = grads_.data();
+    b_.copy_async(stream_, grads_.data(), stack.front().second, static_cast<std::size_t>(padded_) * sizeof(T));
+    if (dp_.size() > 1) {
+      const std::size_t ns = static_cast<std::size_t>(shard_);
+      dp_.all_to_all(stream_, grads_.data(), recv_.data(), ns, act_dtype);
+      for (int step = 1; step < dp_.size(); step *= 2) {
+        for (int j = 0; j + step < dp_.size(); j += 2 * step) {
+          T* a = recv_.data() + static_cast<std::int64_t>(j) * shard_;
+          nn_.add(stream_, a, a, recv_.data() + static_cast<std::int64_t>(j + step) * shard_, shard_);
+        }
+      }
+      b_.copy_async(stream_, grad_shard_, recv_.data(), ns * sizeof(T));
+    }
+  }
+
+  /// The global L2 norm into lane 0's norm slot: each rank's block norms, gathered in block order on
+  /// every rank, and their norm (the same bits on every rank).
+  void enqueue_norm() {
+    const Phase phase(*this, "norm", stream_);
+    std::vector<accel::ops::TensorRef> blocks(static_cast<std::size_t>(norm_blocks_));
+    const std::int64_t len = shard_ / norm_blocks_;
+    for (std::int64_t i = 0; i < norm_blocks_; ++i) blocks[static_cast<std::size_t>(i)] = {grad_shard_ + i * len, len, act_dtype};
+    float* mine = block_norms_.data() + norm_blocks_ * dp_.rank();
+    float* total = lanes_[0].f32.data() + A_.norm;
+    ops_.l2norm(stream_, blocks, total + 1, mine);
+    if (dp_.size() > 1) {
+      dp_.all_gather(stream_, mine, block_norms_.data(), static_cast<std::size_t>(norm_blocks_), accel::Dtype::float32);
+    }
+    const accel::ops::TensorRef all{block_norms_.data(), static_cast<std::int64_t>(block_norms_.size()), accel::Dtype::float32};
+    ops_.l2norm(stream_, std::span<const accel::ops::TensorRef>(&all, 1), total);
+  }
+
+  /// Gradient clipping of this rank's shard by the global norm enqueue_gradients() left in device memory.
   void enqueue_clip() {
     if (cfg_.clip > 0) {
       const Phase phase(*this, "clip", stream_);
-      nn_.clip(stream_, grads_.data(), P_.total, lanes_[0].f32.data() + A_.norm, static_cast<float>(cfg_.clip));
+      nn_.clip(stream_, grad_shard_, shard_, lanes_[0].f32.data() + A_.norm, static_cast<float>(cfg_.clip));
     }
   }
 
-  /// AdamW over the two groups: the 2-D tensors with weight decay, the rest without.
+  /// This rank's per-token losses, in sequence order, into its block of loss_all_, gathered from every
+  /// rank (loss_all_ then holds the global batch's, in sequence order).
+  void enqueue_losses() {
+    const std::int64_t Tk = cfg_.shape.block, lt = static_cast<std::int64_t>(lane_batch_) * Tk;
+    const std::int64_t mine = static_cast<std::int64_t>(cfg_.batch) * cfg_.accum * Tk;
+    float* dst = loss_all_.data() + mine * dp_.rank();
+    for (int m = 0; m < cfg_.accum; ++m) {
+      for (std::size_t l = 0; l < lanes_.size(); ++l) {  // lane 0 waited for every lane's work
+        const std::int64_t at = (static_cast<std::int64_t>(m) * cfg_.batch + static_cast<std::int64_t>(l) * lane_batch_) * Tk;
+        b_.copy_async(stream_, dst + at, lanes_[l].f32.data() + A_.losses + lt * m, static_cast<std::size_t>(lt) * 4);
+      }
+    }
+    if (dp_.size() > 1) dp_.all_gather(stream_, dst, loss_all_.data(), static_cast<std::size_t>(mine), accel::Dtype::float32);
+  }
+
+  /// AdamW over this rank's shard of the two groups: the 2-D tensors with weight decay, the rest without.
   void enqueue_adam(double lr, std::int64_t t) {
     const Phase phase(*this, "adamw", stream_);
     accel::ops::AdamOptions o;
@@ -650,16 +900,21 @@ class Trainer {
     accel::ops::AdamDtypes d;
     d.grad = act_dtype;
     if constexpr (bf16) d.model_copy = accel::Dtype::bfloat16;
+    const std::int64_t lo = shard_lo_, hi = std::min(shard_lo_ + shard_, P_.total);
     const auto group = [&](std::int64_t begin, std::int64_t end, double wd) {
-      accel::ops::AdamTensor at;
-      at.param = master_or_params() + begin;
-      at.grad = grads_.data() + begin;
-      at.exp_avg = exp_avg_.data() + begin;
-      at.exp_avg_sq = exp_avg_sq_.data() + begin;
-      if constexpr (bf16) at.model_copy = params_.data() + begin;
-      at.numel = end - begin;
+      begin = std::max(begin, lo);
+      end = std::min(end, hi);
+      if (end <= begin) return;
+      const std::int64_t at = begin - lo;  // in the shard
+      accel::ops::AdamTensor a;
+      a.param = master_or_params() + at;
+      a.grad = grad_shard_ + at;
+      a.exp_avg = exp_avg_.data() + at;
+      a.exp_avg_sq = exp_avg_sq_.data() + at;
+      if constexpr (bf16) a.model_copy = params_.data() + begin;
+      a.numel = end - begin;
       o.weight_decay = wd;
-      ops_.adam(stream_, std::span<const accel::ops::AdamTensor>(&at, 1), o, t, d);
+      ops_.adam(stream_, std::span<const accel::ops::AdamTensor>(&a, 1), o, t, d);
     };
     group(0, P_.decay_end, cfg_.weight_decay);
     group(P_.decay_end, P_.total, 0.0);
@@ -672,6 +927,7 @@ class Trainer {
 
   B b_;
   const Config& cfg_;
+  Ranks<B>& dp_;
   const Corpus& corpus_;
   Plan plan_;
   typename B::Stream stream_;  // lane 0's stream: the optimizer, the norm and every host copy run here
@@ -683,8 +939,21 @@ class Trainer {
   TypedOps<B> ops_;
   BatchSampler train_sampler_, val_sampler_;
   accel::Generator data_gen_;
+  // ZeRO: params_ and grads_ hold the whole (padded) model; the optimizer state this rank's shard.
+  std::int64_t shard_ = 0, padded_ = 0, shard_lo_ = 0;
   accel::Buffer<T, B> params_, grads_;
   accel::Buffer<float, B> exp_avg_, exp_avg_sq_, master_;
+  T* grad_shard_ = nullptr;          // this rank's reduced gradients (in grads_, or grad_acc_)
+  accel::Buffer<T, B> grad_acc_;     // stage 2 with accumulation: the shard's reduced gradients
+  accel::Buffer<T, B> recv_;         // --deterministic: every rank's partial sums of this shard
+  std::deque<accel::Buffer<T, B>> det_pool_;  // --deterministic: the summation tree's partial sums
+  std::int64_t det_leaves_ = 0;
+  std::int64_t norm_blocks_ = 1;
+  accel::Buffer<float, B> block_norms_, loss_all_;
+  std::size_t optimizer_bytes_ = 0, gradient_bytes_ = 0;
+  DynamicLossScaler scaler_;
+  bool inject_inf_ = false;  // ENGINE_FAULT=inf:STEP: the loss scaler's test
+  accel::Buffer<std::int32_t, B> agree_;
   // A lane: a stream with its own activations and gradients running a slice of the batch's rows; the
   // lanes' gradients are summed on lane 0 (--streams). One lane: the whole batch on stream_.
   struct Lane {
@@ -700,7 +969,7 @@ class Trainer {
   };
   std::deque<Lane> lanes_;  // a deque: a Lane's address (and its stream's) never moves
   Lane* cur_ = nullptr;
-  std::vector<std::int32_t> host_inputs_, host_targets_, val_inputs_, val_targets_;
+  std::vector<std::int32_t> host_inputs_, host_targets_, val_inputs_, val_targets_, global_inputs_, global_targets_;
   std::vector<float> host_losses_;
   std::optional<typename B::Graph> graph_;
   std::function<void(const std::vector<std::int32_t>&, const std::vector<std::int32_t>&)> batch_hook_;

@@ -14,22 +14,45 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
+
+namespace {
+
+/// Prints the error (with the rank, on several) and returns the status. On several ranks a rank that
+/// fails ends the job: the others would wait for it in their next collective until the timeout, and
+/// a clean MPI_Finalize would wait for them, so accel::comm ends it with MPI_Abort at exit.
+int fail(int status, const char* kind, const char* what) {
+#if defined(ENGINE_HAS_COMM)
+  if (accel::comm::is_initialized() && accel::comm::launch_info().world_size > 1) {
+    const int rank = accel::comm::launch_info().rank;
+    std::fprintf(stderr, "engine: rank %d: %s: %s\n", rank, kind, what);
+    std::fflush(stderr);
+    accel::comm::detail::note_failure("engine: rank " + std::to_string(rank) + ": " + what);
+    return status;
+  }
+#endif
+  std::fprintf(stderr, "engine: %s: %s\n", kind, what);
+  return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
+#if defined(ENGINE_HAS_COMM)
+    accel::comm::init(argc, argv);  // under mpirun: MPI first (it may take its own arguments)
+#endif
     const auto cfg = engine::parse_args(argc, argv);
     if (!cfg) return 0;
+    if (!cfg->zero_to_fp32.empty()) return engine::zero_to_fp32(cfg->zero_to_fp32, cfg->zero_to_fp32_out);
     const accel::AnyBackend backend = accel::get_accelerator();
     if (cfg->dispatch == "any") return engine::Engine<accel::AnyBackend>(backend, *cfg).run();
     return accel::visit(backend, [&](auto b) { return engine::Engine<decltype(b)>(b, *cfg).run(); });
   } catch (const engine::UsageError& e) {
-    std::fprintf(stderr, "engine: error: %s\n", e.what());
-    return 2;
+    return fail(2, "error", e.what());
   } catch (const accel::BackendUnavailableError& e) {
-    std::fprintf(stderr, "engine: error: %s\n", e.what());
-    return 2;
+    return fail(2, "error", e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "engine: failed: %s\n", e.what());
-    return 1;
+    return fail(1, "failed", e.what());
   }
 }

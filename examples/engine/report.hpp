@@ -38,6 +38,10 @@ struct Progress {
   double tokens_per_s = 0, ms_per_step = 0, mfu = NAN, elapsed_s = 0;
   std::int64_t tokens = 0;
   std::size_t allocated = 0, reserved = 0;
+  std::size_t optimizer_bytes = 0;  // this rank's optimizer state (ZeRO: 1/ranks of the model's)
+  int ranks = 1;
+  double loss_scale = NAN;          // --loss-scale: the scale of the step (NaN: none)
+  std::int64_t skipped = 0;         // steps skipped for inf/NaN gradients
 };
 
 inline std::string progress_line(const Progress& p) {
@@ -47,6 +51,8 @@ inline std::string progress_line(const Progress& p) {
   s += " | " + grouped(p.tokens_per_s) + " tok/s | " + fmt("%.1f", p.ms_per_step) + " ms/step";
   s += std::isnan(p.mfu) ? std::string(" | MFU  n/a") : " | MFU " + fmt("%.1f", 100 * p.mfu) + "%";
   s += " | mem " + mib(p.allocated) + "/" + mib(p.reserved) + " MiB";
+  s += " | opt " + mib(p.optimizer_bytes) + " MiB" + (p.ranks > 1 ? "/rank x " + std::to_string(p.ranks) : std::string());
+  if (!std::isnan(p.loss_scale)) s += " | scale " + fmt("%g", p.loss_scale) + " | skipped " + std::to_string(p.skipped);
   return s;
 }
 
@@ -63,7 +69,7 @@ class MetricsCsv {
   void row(const Progress& p) {
     if (!out_.is_open()) return;
     const auto opt = [](double v, const char* f) { return std::isnan(v) ? std::string() : fmt(f, v); };
-    out_ << p.step << ',' << p.tokens << ',' << fmt("%.3f", p.elapsed_s) << ',' << fmt("%.6f", p.train_loss) << ','
+    out_ << p.step << ',' << p.tokens << ',' << fmt("%.3f", p.elapsed_s) << ',' << fmt("%.17g", p.train_loss) << ','
          << opt(p.val_loss, "%.6f") << ',' << fmt("%.6g", p.lr) << ',' << fmt("%.6g", p.grad_norm) << ','
          << fmt("%.1f", p.tokens_per_s) << ',' << fmt("%.3f", p.ms_per_step) << ',' << opt(p.mfu, "%.5f") << ','
          << p.allocated << ',' << p.reserved << '\n';

@@ -9,6 +9,8 @@
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "corpus.hpp"
+#include "data_parallel.hpp"
+#include "deepspeed_config.hpp"
 #include "engine.hpp"
 #include "layout.hpp"
 #include "report.hpp"
@@ -63,13 +65,59 @@ constexpr bool static_cpu_backend() {
   }
 }
 
+/// Failures injected by the tests (ENGINE_FAULT): "kill:RANK:STEP" — that rank kills itself with
+/// SIGKILL as step STEP begins (a rank dying mid-run); "inf:STEP" — the last rank's gradients of step
+/// STEP hold an inf (an fp16 overflow, for the loss scaler).
+struct FaultInjection {
+  enum class Kind { none, kill, inf } kind = Kind::none;
+  int rank = 0;
+  std::int64_t step = -1;
+
+  static FaultInjection from_env() {
+    FaultInjection f;
+    const char* e = std::getenv("ENGINE_FAULT");
+    if (e == nullptr || *e == '\0') return f;
+    const std::string s = e;
+    int r = 0;
+    long long st = 0;
+    if (std::sscanf(s.c_str(), "kill:%d:%lld", &r, &st) == 2) {
+      f.kind = Kind::kill;
+    } else if (std::sscanf(s.c_str(), "inf:%lld", &st) == 1) {
+      f.kind = Kind::inf;
+      r = -1;
+    } else {
+      throw UsageError("ENGINE_FAULT: expected kill:RANK:STEP or inf:STEP, got '" + s + "'");
+    }
+    f.rank = r;
+    f.step = st;
+    return f;
+  }
+
+  template <class Tr>
+  void before_step(std::int64_t it, int my_rank, Tr& t) const {
+    if (kind == Kind::kill && it == step && my_rank == rank) {
+      std::fprintf(stderr, "engine: rank %d: ENGINE_FAULT kills this rank at step %lld\n", my_rank, static_cast<long long>(it));
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+    if (kind == Kind::inf) t.set_inject_inf(it == step && my_rank == t.ranks() - 1);
+  }
+};
+
 template <class B>
 class Engine {
  public:
   Engine(B b, Config cfg) : b_(b), cfg_(std::move(cfg)) {}
 
   /// Trains; returns the exit status. UsageError for bad input (before anything is allocated).
+  /// Collective over the ranks of the launch (mpirun -np N): each rank runs it.
   int run() {
+    Ranks<B> ranks = Ranks<B>::world(b_);
+    cfg_.rank = ranks.rank();
+    cfg_.ranks = ranks.size();
+    if (cfg_.rank != 0) cfg_.quiet = true;  // rank 0 reports; every rank reports its errors
+    resolve_batch(cfg_, ranks.size());
+    check_parallel(ranks.size());
     if (cfg_.data.empty()) {
       cfg_.data = default_data_path();
       if (!std::filesystem::exists(cfg_.data)) {
@@ -88,6 +136,10 @@ class Engine {
       resume = read_checkpoint_manifest(resume_dir);
       check_resume(*resume, corpus);
     }
+    if (cfg_.streams > 1 && cfg_.batch % cfg_.streams != 0) {
+      throw UsageError("--streams " + std::to_string(cfg_.streams) + " does not divide the micro-batch of " +
+                       std::to_string(cfg_.batch) + " sequences each of the " + std::to_string(cfg_.ranks) + " ranks runs");
+    }
     if (!cfg_.trace.empty()) {
       const auto dir = std::filesystem::absolute(cfg_.trace).parent_path();
       if (!std::filesystem::is_directory(dir)) {
@@ -96,18 +148,34 @@ class Engine {
     }
     const Plan plan = make_plan(corpus);
     if constexpr (static_cpu_backend<B>()) {
-      return run_typed<float>(corpus, plan, resume, resume_dir);
+      return run_typed<float>(corpus, plan, resume, resume_dir, ranks);
     } else {
-      if (cfg_.dtype == "bf16") return run_typed<accel::bfloat16>(corpus, plan, resume, resume_dir);
-      return run_typed<float>(corpus, plan, resume, resume_dir);
+      if (cfg_.dtype == "bf16") return run_typed<accel::bfloat16>(corpus, plan, resume, resume_dir, ranks);
+      return run_typed<float>(corpus, plan, resume, resume_dir, ranks);
     }
   }
 
  private:
+  /// What several ranks cannot do, and --deterministic's condition on the rank count.
+  void check_parallel(int n) const {
+    if (n > 1 && !cfg_.dump.empty()) throw UsageError("--dump writes one rank's gradients: run it without mpirun");
+    if (cfg_.deterministic) {
+      const std::int64_t leaves = cfg_.global_batch / cfg_.batch;
+      std::int64_t odd = leaves;
+      while (odd % 2 == 0) odd /= 2;
+      if ((leaves / odd) % n != 0) {
+        throw UsageError("--deterministic sums the " + std::to_string(leaves) + " micro-batches of " +
+                         std::to_string(cfg_.batch) + " sequences in a fixed tree whose power-of-two part is " +
+                         std::to_string(leaves / odd) + " wide: the rank count must divide it, and " +
+                         std::to_string(n) + " does not");
+      }
+    }
+  }
+
   /// --streams by default: on the CPU one lane per thread (the largest count up to the threads that
   /// divides the batch; 1 with --graph), elsewhere 1.
   [[nodiscard]] int default_streams() const {
-    if (cfg_.graph || b_.device_type() != accel::DeviceType::cpu) return 1;
+    if (cfg_.graph || cfg_.deterministic || b_.device_type() != accel::DeviceType::cpu) return 1;
     int n = cfg_.threads > 0 ? cfg_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n = std::min(n, cfg_.batch);
     while (n > 1 && cfg_.batch % n != 0) --n;
@@ -154,7 +222,8 @@ class Engine {
     const std::size_t act_bytes = cfg_.dtype == "bf16" ? 2 : 4;
     const std::size_t np = static_cast<std::size_t>(P.total);
     const auto lanes = static_cast<std::size_t>(cfg_.streams);
-    const std::size_t weights = np * act_bytes * (1 + lanes) + np * 8 + (cfg_.dtype == "bf16" ? np * 4 : 0);
+    const std::size_t ns = static_cast<std::size_t>(shard_size(P.total, cfg_.ranks));
+    const std::size_t weights = np * act_bytes * (1 + lanes) + ns * 8 + (cfg_.dtype == "bf16" ? ns * 4 : 0);
     const std::size_t acts = lanes * (static_cast<std::size_t>(A.act) * act_bytes + static_cast<std::size_t>(A.f32 + A.bits) * 4);
     const std::size_t tokens = static_cast<std::size_t>(cfg_.batch) * s.block * cfg_.accum * 8;
     p.bytes = weights + acts + tokens;
@@ -170,22 +239,27 @@ class Engine {
 
   template <class T>
   int run_typed(const Corpus& corpus, const Plan& plan, const std::optional<CheckpointState>& resume,
-                const std::filesystem::path& resume_dir) {
-    Trainer<B, T> t(b_, cfg_, corpus, plan);
+                const std::filesystem::path& resume_dir, Ranks<B>& ranks) {
+    Trainer<B, T> t(b_, cfg_, corpus, plan, ranks);
+    const Barrier barrier = [&] {
+      ranks.barrier(t.stream());
+      t.stream().synchronize();
+    };
     if (resume) {
       CheckpointState st = *resume;
-      read_checkpoint_tensors(resume_dir, t.layout().total, st);
+      read_checkpoint_tensors(resume_dir, t.layout().total, st, ranks.rank(), t.shard());
       t.load_state(st);
     } else {
       t.init_weights();
     }
+    const FaultInjection fault = FaultInjection::from_env();
     const bool cpu = b_.device_type() == accel::DeviceType::cpu;
     const double peak = cpu ? t.measure_peak(0.15) : datasheet_peak(b_.device_name(), cfg_.dtype == "bf16");
     MetricsCsv metrics;
-    metrics.open(cfg_.metrics);
+    if (cfg_.rank == 0) metrics.open(cfg_.metrics);  // rank 0 reports
     std::unique_ptr<Dump> dump;
     if (!cfg_.dump.empty()) dump = std::make_unique<Dump>(cfg_, t, plan);
-    const std::int64_t tokens_per_step = static_cast<std::int64_t>(cfg_.batch) * cfg_.shape.block * cfg_.accum;
+    const std::int64_t tokens_per_step = cfg_.global_batch * cfg_.shape.block;
     if (!cfg_.quiet) {
       std::printf("engine: %s on %s (%s), %s\n", cfg_.size.c_str(), std::string(b_.name()).c_str(),
                   b_.device_name().c_str(), cfg_.dtype.c_str());
@@ -194,8 +268,15 @@ class Engine {
                   static_cast<long long>(plan.vocab), static_cast<long long>(plan.vocab_padded), grouped(plan.params).c_str());
       std::printf("data: %s, %s characters (%s train, %s validation)\n", cfg_.data.c_str(), grouped(corpus.size()).c_str(),
                   grouped(corpus.train().size()).c_str(), grouped(corpus.val().size()).c_str());
+      if (ranks.size() > 1) {
+        const double whole = static_cast<double>(t.optimizer_bytes()) * ranks.size();
+        std::printf("data parallel: %d ranks (%s), ZeRO stage %d%s: global batch %lld = micro-batch %d x accumulation %d x %d ranks; optimizer state %s MiB per rank (1/%d of %s MiB)\n",
+                    ranks.size(), ranks.engine_name().c_str(), cfg_.zero_stage, cfg_.deterministic ? ", deterministic" : "",
+                    static_cast<long long>(cfg_.global_batch), cfg_.batch, cfg_.accum, ranks.size(),
+                    mib(t.optimizer_bytes()).c_str(), ranks.size(), mib(static_cast<std::size_t>(whole)).c_str());
+      }
       std::printf("training: %lld steps of %d x %d x %d tokens on %d stream%s, lr %.2e (%s, warmup %lld), AdamW (%.2f, %.3f, wd %.2f), clip %.2f, dropout %.2f, seed %llu%s\n",
-                  static_cast<long long>(cfg_.steps), cfg_.accum, cfg_.batch, cfg_.shape.block, cfg_.streams,
+                  static_cast<long long>(cfg_.steps), cfg_.accum * ranks.size(), cfg_.batch, cfg_.shape.block, cfg_.streams,
                   cfg_.streams > 1 ? "s" : "", cfg_.lr, cfg_.schedule.c_str(),
                   static_cast<long long>(cfg_.warmup), cfg_.beta1, cfg_.beta2, cfg_.weight_decay, cfg_.clip, cfg_.dropout,
                   static_cast<unsigned long long>(cfg_.seed), cfg_.graph ? ", graph" : "");
@@ -230,12 +311,15 @@ class Engine {
     std::size_t peak_allocated = 0, peak_reserved = 0;
     std::string stopped_by;
     const auto save = [&](const std::string& dir) {
-      const auto path = write_checkpoint(dir, t.layout(), t.save_state());
+      std::vector<float> full;
+      const CheckpointState st = t.save_state(&full);
+      const auto path = write_checkpoint(dir, t.layout(), st, full, barrier);
       if (!cfg_.quiet) std::printf("checkpoint: %s\n", path.string().c_str());
       return path;
     };
     while (t.step() < cfg_.steps) {
       const std::int64_t it = t.step();
+      fault.before_step(it, ranks.rank(), t);
       const auto t0 = clock::now();
       std::vector<float> grads0;
       const auto r = t.train_step(dump && it == dump->first_step ? &grads0 : nullptr);
@@ -250,9 +334,16 @@ class Engine {
       last_loss = r.loss;
       const std::int64_t done = t.step();
       const bool last = done == cfg_.steps;
-      const bool out_of_time = (cfg_.max_seconds > 0 && train_seconds >= cfg_.max_seconds) ||
-                               (cfg_.stop_at > 0 && done >= cfg_.stop_at);
-      const bool eval = cfg_.eval_every > 0 && (done % cfg_.eval_every == 0 || last || out_of_time);
+      bool out_of_time = (cfg_.max_seconds > 0 && train_seconds >= cfg_.max_seconds) ||
+                         (cfg_.stop_at > 0 && done >= cfg_.stop_at);
+      int sig = stop_signal().load();
+      if (ranks.size() > 1) {
+        // Every rank must stop at the same step (else the others wait in a collective): agree on it.
+        const auto agreed = t.agree_max({out_of_time ? 1 : 0, sig});
+        out_of_time = agreed[0] != 0;
+        sig = agreed[1];
+      }
+      const bool eval = cfg_.eval_every > 0 && (done % cfg_.eval_every == 0 || last || out_of_time) && ranks.rank() == 0;
       if (eval) {
         last_val = t.eval_loss();
         best_val = std::isnan(best_val) ? last_val : std::min(best_val, last_val);
@@ -274,6 +365,12 @@ class Engine {
         p.tokens = tokens_per_step * done;
         p.allocated = b_.memory_allocated();
         p.reserved = b_.memory_reserved();
+        p.optimizer_bytes = t.optimizer_bytes();
+        p.ranks = ranks.size();
+        if (t.scaler().enabled()) {
+          p.loss_scale = r.loss_scale;
+          p.skipped = t.scaler().skipped();
+        }
         if (!cfg_.quiet) {
           std::printf("%s\n", progress_line(p).c_str());
           std::fflush(stdout);
@@ -284,7 +381,7 @@ class Engine {
       }
       if (trace && ++traced_steps >= cfg_.trace_steps) finish_trace();
       if (cfg_.save_every > 0 && !cfg_.save.empty() && done % cfg_.save_every == 0 && !last) save(cfg_.save);
-      if (const int sig = stop_signal().load(); sig != 0) {
+      if (sig != 0) {
         stopped_by = sig == SIGINT ? "SIGINT" : "SIGTERM";
         break;
       }
@@ -318,8 +415,18 @@ class Engine {
         {"tokens/s", grouped(tok_s)},
         {"ms/step", fmt("%.1f", median_ms) + " median"},
         {"MFU", std::isnan(mfu) ? "n/a" : fmt("%.1f", 100 * mfu) + "% of " + fmt("%.1f", peak / 1e9) + " GFLOP/s"},
-        {"memory", mib(peak_allocated) + " MiB allocated, " + mib(peak_reserved) + " MiB reserved (peak)"},
+        {"memory", mib(peak_allocated) + " MiB allocated, " + mib(peak_reserved) + " MiB reserved (peak)" +
+                       (ranks.size() > 1 ? " per rank" : "")},
+        {"optimizer state", mib(t.optimizer_bytes()) + " MiB" +
+                                (ranks.size() > 1 ? " per rank (ZeRO stage " + std::to_string(cfg_.zero_stage) + ", " +
+                                                        std::to_string(ranks.size()) + " ranks)"
+                                                  : std::string())},
     };
+    if (t.scaler().enabled()) {
+      rows.emplace_back("loss scale", fmt("%g", t.scaler().scale()) + " (" + std::to_string(t.scaler().skipped()) +
+                                          " steps skipped)");
+    }
+    if (cfg_.rank != 0) return 0;  // rank 0 reports
     if (!saved.empty()) rows.emplace_back("checkpoint", saved);
     if (!cfg_.metrics.empty()) rows.emplace_back("metrics", cfg_.metrics);
     if (!cfg_.trace.empty()) rows.emplace_back("trace", cfg_.trace);
@@ -328,7 +435,7 @@ class Engine {
       std::printf("interrupted by %s after step %lld; continue with --resume latest%s\n", stopped_by.c_str(),
                   static_cast<long long>(t.step()), cfg_.save.empty() ? "" : (" --save " + cfg_.save).c_str());
     }
-    if (cfg_.sample > 0 && stopped_by.empty()) {
+    if (cfg_.sample > 0 && stopped_by.empty() && cfg_.rank == 0) {
       std::printf("\nsample (temperature %.2f, top-k %d):\n%s\n", cfg_.temperature, cfg_.top_k,
                   t.sample(cfg_.sample, cfg_.temperature, cfg_.top_k).c_str());
     }
@@ -341,7 +448,9 @@ class Engine {
     template <class Tr>
     Dump(const Config& c, Tr& t, const Plan& plan) : dir(c.dump), first_step(t.step()) {
       std::filesystem::create_directories(dir);
-      (void)write_checkpoint(dir, t.layout(), t.save_state());
+      std::vector<float> full;
+      const CheckpointState st = t.save_state(&full);
+      (void)write_checkpoint(dir, t.layout(), st, full);
       std::ofstream cfg(dir / "config.txt");
       cfg << "layers " << c.shape.layers << "\nheads " << c.shape.heads << "\nwidth " << c.shape.width << "\nblock "
           << c.shape.block << "\nvocab " << plan.vocab << "\nvocab_padded " << plan.vocab_padded << "\nbatch " << c.batch

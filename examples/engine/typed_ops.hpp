@@ -41,7 +41,12 @@ class TypedOps {
   void cast(StreamRef s, void* dst, accel::Dtype dd, const void* src, accel::Dtype sd, std::int64_t n) const {
     tensor_.cast(s, dst, dd, src, sd, n);
   }
-  void l2norm(StreamRef s, std::span<const accel::ops::TensorRef> t, float* total) const { tensor_.l2norm(s, t, total); }
+  void scale(StreamRef s, void* dst, accel::Dtype dd, const void* src, accel::Dtype sd, std::int64_t n, float f) const {
+    tensor_.scale(s, dst, dd, src, sd, n, f);
+  }
+  void l2norm(StreamRef s, std::span<const accel::ops::TensorRef> t, float* total, float* per_tensor = nullptr) const {
+    tensor_.l2norm(s, t, total, per_tensor);
+  }
 
  private:
   decltype(std::declval<B>().template get_op_builder<accel::ops::FusedAdam>().load()) adam_;
@@ -73,8 +78,11 @@ class TypedOps<accel::BasicAnyBackend<Bs...>> {
   void cast(StreamRef s, void* dst, accel::Dtype dd, const void* src, accel::Dtype sd, std::int64_t n) const {
     on(s, [&](const auto& ops, auto ref) { ops.cast(ref, dst, dd, src, sd, n); });
   }
-  void l2norm(StreamRef s, std::span<const accel::ops::TensorRef> t, float* total) const {
-    on(s, [&](const auto& ops, auto ref) { ops.l2norm(ref, t, total); });
+  void scale(StreamRef s, void* dst, accel::Dtype dd, const void* src, accel::Dtype sd, std::int64_t n, float f) const {
+    on(s, [&](const auto& ops, auto ref) { ops.scale(ref, dst, dd, src, sd, n, f); });
+  }
+  void l2norm(StreamRef s, std::span<const accel::ops::TensorRef> t, float* total, float* per_tensor = nullptr) const {
+    on(s, [&](const auto& ops, auto ref) { ops.l2norm(ref, t, total, per_tensor); });
   }
 
  private:

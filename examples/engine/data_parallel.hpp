@@ -1,0 +1,130 @@
+// data_parallel.hpp — the engine's ranks: a backend's world communicator (MPI for the CPU, NCCL for
+// CUDA, accel::comm's AnyCommunicator for AnyBackend), or one rank where the build has no accel::comm.
+//
+// ZeRO's partition (DeepSpeed's flat-group partitioning): the flat parameter buffer is padded to
+// ranks x shard elements and rank r owns [r x shard, (r+1) x shard). The shard is a multiple of
+// norm_block, so the blocks the gradient norm is summed over are the same on every rank count (what
+// --deterministic needs), and of 16 (the views' alignment).
+#pragma once
+
+#include <accel/accel.hpp>
+#if defined(ENGINE_HAS_COMM)
+#include <accel/comm.hpp>
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace engine {
+
+/// Elements of a gradient-norm block (--deterministic sums the norm per block, in block order).
+inline constexpr std::int64_t norm_block = 4096;
+
+/// The shard of `total` elements on `ranks` ranks: a multiple of norm_block.
+inline std::int64_t shard_size(std::int64_t total, int ranks) {
+  const std::int64_t per = (total + ranks - 1) / ranks;
+  return (per + norm_block - 1) / norm_block * norm_block;
+}
+
+/// The ranks of a run: size() == 1 without a communicator. Operations are on a stream, in stream order.
+template <class B>
+class Ranks {
+ public:
+  using StreamRef = typename B::StreamRef;
+
+  /// One rank.
+  explicit Ranks(B b) : b_(b) {}
+
+#if defined(ENGINE_HAS_COMM)
+  static constexpr bool has_comm = accel::Collectives<B>;
+#else
+  static constexpr bool has_comm = false;
+#endif
+
+  /// The world communicator where the backend has one and the process was launched with several
+  /// ranks (mpirun, or RANK/WORLD_SIZE); else one rank.
+  static Ranks world(B b) {
+    Ranks r(b);
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) {
+      if (accel::comm::launch_info().world_size > 1) {
+        r.comm_ = &accel::comm::world<B>();
+        r.rank_ = r.comm_->rank();
+        r.size_ = r.comm_->size();
+      }
+    }
+#endif
+    return r;
+  }
+
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] std::string engine_name() const {
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) {
+      if (comm_ != nullptr) return std::string(b_.communication_backend_name());
+    }
+#endif
+    return "none";
+  }
+
+  /// Sum over the ranks of `in` (count x ranks elements), rank r's block into out (in place when
+  /// out == in + r x count).
+  void reduce_scatter(StreamRef s, const void* in, void* out, std::size_t count, accel::Dtype t) {
+    if (size_ == 1) return copy_if_needed(s, in, out, count, t);
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) comm_->reduce_scatter(s, in, out, count, t, accel::ReduceOp::sum);
+#endif
+  }
+  /// Every rank's `count` elements of `in`, in rank order, into out (in place when in == out + r x count).
+  void all_gather(StreamRef s, const void* in, void* out, std::size_t count, accel::Dtype t) {
+    if (size_ == 1) return copy_if_needed(s, in, out, count, t);
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) comm_->all_gather(s, in, out, count, t);
+#endif
+  }
+  /// Block j (count elements) of `in` to rank j; out's block i from rank i.
+  void all_to_all(StreamRef s, const void* in, void* out, std::size_t count, accel::Dtype t) {
+    if (size_ == 1) return copy_if_needed(s, in, out, count, t);
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) comm_->all_to_all(s, in, out, count, t);
+#endif
+  }
+  void all_reduce_max(StreamRef s, void* buf, std::size_t count, accel::Dtype t) {
+    if (size_ == 1) return;
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) comm_->all_reduce(s, buf, buf, count, t, accel::ReduceOp::max);
+#endif
+  }
+  void barrier(StreamRef s) {
+    if (size_ == 1) return;
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) comm_->barrier(s);
+#endif
+  }
+
+ private:
+  void copy_if_needed(StreamRef s, const void* in, void* out, std::size_t count, accel::Dtype t) {
+    if (in != out) b_.copy_async(s, out, in, count * accel::size_of(t));
+  }
+
+  B b_;
+
+#if defined(ENGINE_HAS_COMM)
+  struct None {};
+  template <class X>
+  static auto comm_ptr() {
+    if constexpr (accel::Collectives<X>) {
+      return static_cast<accel::communicator_t<X>*>(nullptr);
+    } else {
+      return static_cast<None*>(nullptr);
+    }
+  }
+  decltype(comm_ptr<B>()) comm_ = nullptr;
+#endif
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace engine

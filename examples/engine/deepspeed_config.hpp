@@ -1,0 +1,315 @@
+// deepspeed_config.hpp — --deepspeed-config ds_config.json: DeepSpeed's JSON config mapped onto the
+// engine's Config. A key the engine does not support is an error naming it (DeepSpeed's own config
+// accepts hundreds; silently ignoring one would train something other than what the file says).
+//
+// Supported (DeepSpeed's names and meanings):
+//   train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps  (the batch triple)
+//   gradient_clipping, steps_per_print
+//   optimizer {type: Adam | AdamW, params {lr, betas, eps, weight_decay, adam_w_mode: true}}
+//   scheduler {type: WarmupCosineLR, params {total_num_steps, warmup_num_steps, cos_min_ratio,
+//              warmup_min_ratio: 0, warmup_type: linear}}
+//             {type: WarmupLR, params {warmup_max_lr, warmup_num_steps, warmup_min_lr: 0, warmup_type: linear}}
+//   fp16 {enabled: false, loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale}
+//        (the loss scaler's settings; fp16 weights are not the engine's: enabled true is refused)
+//   bf16 {enabled}                     --dtype bf16 (CUDA)
+//   zero_optimization {stage: 1 | 2, reduce_scatter: true, contiguous_gradients, overlap_comm}
+// Command-line flags after --deepspeed-config override its values.
+#pragma once
+
+#include "config.hpp"
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+/// A JSON value (enough of JSON for a config file: objects keep their keys in order).
+struct Json {
+  enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
+  bool b = false;
+  double num = 0;
+  std::string str;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+};
+
+namespace detail {
+
+class JsonParser {
+ public:
+  JsonParser(const std::string& text, std::string where) : t_(text), where_(std::move(where)) {}
+
+  Json parse() {
+    Json v = value();
+    ws();
+    if (i_ != t_.size()) fail("unexpected text after the value");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    std::size_t line = 1;
+    for (std::size_t k = 0; k < i_ && k < t_.size(); ++k) line += t_[k] == '\n';
+    throw UsageError(where_ + ":" + std::to_string(line) + ": not valid JSON: " + what);
+  }
+  void ws() {
+    while (i_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[i_]))) ++i_;
+  }
+  bool eat(char c) {
+    ws();
+    if (i_ < t_.size() && t_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) fail(std::string("expected '") + c + "'");
+  }
+  std::string string_lit() {
+    expect('"');
+    std::string out;
+    while (i_ < t_.size() && t_[i_] != '"') {
+      char c = t_[i_++];
+      if (c == '\\') {
+        if (i_ >= t_.size()) fail("an unfinished escape");
+        const char e = t_[i_++];
+        switch (e) {
+          case 'n': c = '\n'; break;
+          case 't': c = '\t'; break;
+          case 'r': c = '\r'; break;
+          case 'b': c = '\b'; break;
+          case 'f': c = '\f'; break;
+          case 'u': fail("\\u escapes are not supported in a config");
+          default: c = e;
+        }
+      }
+      out += c;
+    }
+    if (i_ >= t_.size()) fail("an unterminated string");
+    ++i_;
+    return out;
+  }
+  Json value() {
+    ws();
+    if (i_ >= t_.size()) fail("unexpected end");
+    Json v;
+    const char c = t_[i_];
+    if (c == '{') {
+      ++i_;
+      v.kind = Json::Kind::object;
+      if (eat('}')) return v;
+      do {
+        ws();
+        std::string k = string_lit();
+        expect(':');
+        v.members.emplace_back(std::move(k), value());
+      } while (eat(','));
+      expect('}');
+    } else if (c == '[') {
+      ++i_;
+      v.kind = Json::Kind::array;
+      if (eat(']')) return v;
+      do {
+        v.items.push_back(value());
+      } while (eat(','));
+      expect(']');
+    } else if (c == '"') {
+      v.kind = Json::Kind::string;
+      v.str = string_lit();
+    } else if (t_.compare(i_, 4, "true") == 0 || t_.compare(i_, 5, "false") == 0) {
+      v.kind = Json::Kind::boolean;
+      v.b = t_[i_] == 't';
+      i_ += v.b ? 4 : 5;
+    } else if (t_.compare(i_, 4, "null") == 0) {
+      i_ += 4;
+    } else {
+      char* end = nullptr;
+      v.num = std::strtod(t_.c_str() + i_, &end);
+      if (end == t_.c_str() + i_) fail("expected a value");
+      v.kind = Json::Kind::number;
+      i_ = static_cast<std::size_t>(end - t_.c_str());
+    }
+    return v;
+  }
+
+  const std::string& t_;
+  std::string where_;
+  std::size_t i_ = 0;
+};
+
+/// Reads the members of an object, each through its handler; a member without one is an error.
+class ConfigObject {
+ public:
+  ConfigObject(const Json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (j.kind != Json::Kind::object) throw UsageError("--deepspeed-config: " + where() + " must be an object");
+  }
+  [[nodiscard]] const Json* get(const std::string& key) {
+    for (const auto& [k, v] : j_.members) {
+      if (k == key) {
+        used_.push_back(key);
+        return &v;
+      }
+    }
+    return nullptr;
+  }
+  double number(const std::string& key, double fallback) {
+    const Json* v = get(key);
+    if (v == nullptr || v->kind == Json::Kind::null) return fallback;
+    if (v->kind != Json::Kind::number) throw UsageError("--deepspeed-config: " + name(key) + " must be a number");
+    return v->num;
+  }
+  bool boolean(const std::string& key, bool fallback) {
+    const Json* v = get(key);
+    if (v == nullptr) return fallback;
+    if (v->kind != Json::Kind::boolean) throw UsageError("--deepspeed-config: " + name(key) + " must be true or false");
+    return v->b;
+  }
+  std::string string(const std::string& key, const std::string& fallback) {
+    const Json* v = get(key);
+    if (v == nullptr) return fallback;
+    if (v->kind != Json::Kind::string) throw UsageError("--deepspeed-config: " + name(key) + " must be a string");
+    return v->str;
+  }
+  /// Every member was read: else the first unknown one is the error.
+  void finish() const {
+    for (const auto& [k, v] : j_.members) {
+      bool known = false;
+      for (const auto& u : used_) known = known || u == k;
+      if (!known) throw UsageError("--deepspeed-config: unsupported key '" + name(k) + "' (see examples/engine/deepspeed_config.hpp)");
+    }
+  }
+  [[nodiscard]] std::string name(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  [[nodiscard]] std::string where() const { return path_.empty() ? "the top level" : "'" + path_ + "'"; }
+
+ private:
+  const Json& j_;
+  std::string path_;
+  std::vector<std::string> used_;
+};
+
+inline std::int64_t whole(const ConfigObject& o, const std::string& key, double v, double lo) {
+  if (v != static_cast<double>(static_cast<std::int64_t>(v)) || v < lo) {
+    throw UsageError("--deepspeed-config: " + o.name(key) + " must be an integer >= " + std::to_string(static_cast<long long>(lo)));
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+}  // namespace detail
+
+inline Json parse_json(const std::string& text, const std::string& where) { return detail::JsonParser(text, where).parse(); }
+
+/// Applies a DeepSpeed config's settings to `c` (see the top of this header).
+inline void apply_deepspeed_config(Config& c, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--deepspeed-config: cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const Json root = parse_json(ss.str(), path);
+  using detail::ConfigObject;
+  using detail::whole;
+  ConfigObject top(root, "");
+  if (const Json* v = top.get("train_batch_size")) {
+    c.global_batch = whole(top, "train_batch_size", v->num, 1);
+  }
+  if (const Json* v = top.get("train_micro_batch_size_per_gpu")) {
+    c.batch = static_cast<int>(whole(top, "train_micro_batch_size_per_gpu", v->num, 1));
+    c.batch_given = true;
+  }
+  if (const Json* v = top.get("gradient_accumulation_steps")) {
+    c.accum = static_cast<int>(whole(top, "gradient_accumulation_steps", v->num, 1));
+    c.accum_given = true;
+  }
+  c.clip = top.number("gradient_clipping", c.clip);
+  if (const Json* v = top.get("steps_per_print")) c.print_every = whole(top, "steps_per_print", v->num, 1);
+  if (const Json* v = top.get("optimizer")) {
+    ConfigObject o(*v, "optimizer");
+    const std::string type = o.string("type", "");
+    if (type != "Adam" && type != "AdamW" && type != "adam" && type != "adamw") {
+      throw UsageError("--deepspeed-config: optimizer.type '" + type + "' is not supported (Adam, AdamW: the fused AdamW)");
+    }
+    if (const Json* p = o.get("params")) {
+      ConfigObject q(*p, "optimizer.params");
+      c.lr = q.number("lr", c.lr);
+      c.eps = q.number("eps", c.eps);
+      c.weight_decay = q.number("weight_decay", c.weight_decay);
+      if (!q.boolean("adam_w_mode", true)) throw UsageError("--deepspeed-config: optimizer.params.adam_w_mode false (L2-regularised Adam) is not supported");
+      if (const Json* b = q.get("betas")) {
+        if (b->kind != Json::Kind::array || b->items.size() != 2) throw UsageError("--deepspeed-config: optimizer.params.betas must be [beta1, beta2]");
+        c.beta1 = b->items[0].num;
+        c.beta2 = b->items[1].num;
+      }
+      q.finish();
+    }
+    o.finish();
+  }
+  if (const Json* v = top.get("scheduler")) {
+    ConfigObject o(*v, "scheduler");
+    const std::string type = o.string("type", "");
+    const Json* p = o.get("params");
+    static const Json empty_object = [] {
+      Json j;
+      j.kind = Json::Kind::object;
+      return j;
+    }();
+    ConfigObject q(p != nullptr ? *p : empty_object, "scheduler.params");
+    if (q.string("warmup_type", "linear") != "linear") throw UsageError("--deepspeed-config: scheduler.params.warmup_type must be linear");
+    if (type == "WarmupCosineLR") {
+      c.schedule = "cosine";
+      if (const Json* s = q.get("total_num_steps")) c.steps = whole(q, "total_num_steps", s->num, 1);
+      if (const Json* s = q.get("warmup_num_steps")) c.warmup = whole(q, "warmup_num_steps", s->num, 0);
+      c.min_lr = c.lr * q.number("cos_min_ratio", 0.0001);
+      if (q.number("warmup_min_ratio", 0.0) != 0.0) throw UsageError("--deepspeed-config: scheduler.params.warmup_min_ratio other than 0 is not supported");
+    } else if (type == "WarmupLR") {
+      c.schedule = "constant";
+      c.lr = q.number("warmup_max_lr", c.lr);
+      if (const Json* s = q.get("warmup_num_steps")) c.warmup = whole(q, "warmup_num_steps", s->num, 0);
+      if (q.number("warmup_min_lr", 0.0) != 0.0) throw UsageError("--deepspeed-config: scheduler.params.warmup_min_lr other than 0 is not supported");
+    } else {
+      throw UsageError("--deepspeed-config: scheduler.type '" + type + "' is not supported (WarmupCosineLR, WarmupLR)");
+    }
+    q.finish();
+    o.finish();
+  }
+  if (const Json* v = top.get("fp16")) {
+    ConfigObject o(*v, "fp16");
+    if (o.boolean("enabled", false)) {
+      throw UsageError("--deepspeed-config: fp16.enabled true: the engine has no fp16 weights (fp32, or bf16 on CUDA); "
+                       "its loss scaler runs with --loss-scale dynamic");
+    }
+    const double ls = o.number("loss_scale", 0);
+    c.initial_scale_power = o.number("initial_scale_power", c.initial_scale_power);
+    c.loss_scale_window = static_cast<int>(o.number("loss_scale_window", c.loss_scale_window));
+    c.hysteresis = static_cast<int>(o.number("hysteresis", c.hysteresis));
+    c.min_loss_scale = o.number("min_loss_scale", c.min_loss_scale);
+    (void)ls;
+    o.finish();
+  }
+  if (const Json* v = top.get("bf16")) {
+    ConfigObject o(*v, "bf16");
+    if (o.boolean("enabled", false)) c.dtype = "bf16";
+    o.finish();
+  }
+  if (const Json* v = top.get("zero_optimization")) {
+    ConfigObject o(*v, "zero_optimization");
+    const double stage = o.number("stage", 1);
+    if (stage != 1 && stage != 2) {
+      throw UsageError("--deepspeed-config: zero_optimization.stage " + std::to_string(static_cast<int>(stage)) +
+                       " is not supported (1: optimizer state partitioned, 2: and gradients)");
+    }
+    c.zero_stage = static_cast<int>(stage);
+    if (!o.boolean("reduce_scatter", true)) throw UsageError("--deepspeed-config: zero_optimization.reduce_scatter false is not supported");
+    (void)o.boolean("contiguous_gradients", true);  // the gradients are one flat buffer either way
+    (void)o.boolean("overlap_comm", false);
+    o.finish();
+  }
+  top.finish();
+}
+
+}  // namespace engine

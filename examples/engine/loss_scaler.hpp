@@ -1,0 +1,91 @@
+// loss_scaler.hpp — DeepSpeed's dynamic loss scaler (fp16 training), backend-independent.
+//
+// The loss is multiplied by the scale before backward (the cross-entropy's gradient is), the reduced
+// gradients divided by it before the norm; a step whose gradients hold an inf or NaN is skipped (the
+// optimizer and the learning-rate schedule do not step). DeepSpeed's rules (runtime/fp16/loss_scaler.py,
+// reimplemented): the scale starts at 2^initial_scale_power; an overflow spends one unit of hysteresis,
+// and once none is left halves the scale (not below min_loss_scale); every loss_scale_window steps
+// without an overflow double it and refill the hysteresis. A fixed scale (--loss-scale X) never
+// changes but still skips overflowing steps. The decision is the same on every rank because the
+// overflow is read from the global gradient norm, which every rank computes from all ranks' blocks.
+#pragma once
+
+#include "config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+namespace engine {
+
+class DynamicLossScaler {
+ public:
+  explicit DynamicLossScaler(const Config& c)
+      : enabled_(c.loss_scale != 1.0),
+        dynamic_(c.loss_scale == 0.0),
+        scale_(c.loss_scale == 0.0 ? std::ldexp(1.0, static_cast<int>(c.initial_scale_power)) : c.loss_scale),
+        window_(c.loss_scale_window),
+        hysteresis_(c.hysteresis),
+        cur_hysteresis_(c.hysteresis),
+        min_scale_(c.min_loss_scale),
+        verbose_(c.rank == 0 && !c.quiet) {}
+
+  [[nodiscard]] bool enabled() const noexcept { return enabled_; }
+  [[nodiscard]] bool dynamic() const noexcept { return dynamic_; }
+  /// The scale the next step runs with (1 when disabled).
+  [[nodiscard]] double scale() const noexcept { return enabled_ ? scale_ : 1.0; }
+  [[nodiscard]] std::int64_t skipped() const noexcept { return skipped_; }
+  [[nodiscard]] int hysteresis_left() const noexcept { return cur_hysteresis_; }
+
+  /// After a step's overflow check: skips count, the scale moves (dynamic only).
+  void update(bool overflow) {
+    if (!enabled_) return;
+    if (overflow) {
+      ++skipped_;
+      const double attempted = scale_;
+      if (dynamic_) {
+        if (hysteresis_ == 1 || cur_hysteresis_ == 1) {
+          scale_ = std::max(scale_ / 2, min_scale_);
+        } else {
+          --cur_hysteresis_;
+        }
+      }
+      last_overflow_iter_ = iter_;
+      if (verbose_) {
+        std::printf("[engine] OVERFLOW! Skipping step. Attempted loss scale: %g, reducing to %g\n", attempted, scale_);
+      }
+    } else if (dynamic_ && (iter_ - last_overflow_iter_) % window_ == 0) {
+      cur_hysteresis_ = hysteresis_;
+      scale_ *= 2;
+    }
+    ++iter_;
+  }
+
+  /// For checkpoints: "scale iter last_overflow_iter hysteresis skipped".
+  [[nodiscard]] std::string state() const {
+    std::ostringstream o;
+    o.precision(17);
+    o << scale_ << ',' << iter_ << ',' << last_overflow_iter_ << ',' << cur_hysteresis_ << ',' << skipped_;
+    return o.str();
+  }
+  void restore(const std::string& text) {
+    char comma = 0;
+    std::istringstream in(text);
+    in >> scale_ >> comma >> iter_ >> comma >> last_overflow_iter_ >> comma >> cur_hysteresis_ >> comma >> skipped_;
+    if (!in) throw UsageError("checkpoint: a malformed loss_scale entry '" + text + "'");
+  }
+
+ private:
+  bool enabled_, dynamic_;
+  double scale_;
+  std::int64_t window_;
+  int hysteresis_, cur_hysteresis_;
+  double min_scale_;
+  bool verbose_;
+  std::int64_t iter_ = 0, last_overflow_iter_ = -1, skipped_ = 0;
+};
+
+}  // namespace engine
