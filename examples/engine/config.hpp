@@ -116,7 +116,8 @@ training
   --deepspeed-config F a DeepSpeed JSON config (batch triple, clipping, optimizer, scheduler, fp16/bf16,
                        zero_optimization.stage); a key the engine does not support is an error
   --loss-scale dynamic|X   scale the loss (dynamic: DeepSpeed's fp16 scaler: 2^16, window 1000,
-                       hysteresis 2, min 1; a step with inf/NaN gradients is skipped)
+                       hysteresis 2, min 1; a step with inf/NaN gradients is skipped); change them with
+                       --initial-scale-power N --loss-scale-window N --hysteresis N --min-loss-scale X
   --zero-to-fp32 CKPT OUT  write CKPT's weights, consolidated from the ranks' shards, to OUT (fp32)
   --steps N            optimizer steps (tiny 2000, shakespeare 5000, gpt2 1000)
   --time SECONDS       stop after this much training time
@@ -235,7 +236,9 @@ inline void resolve_batch(Config& c, int ranks) {
     micro = std::min<std::int64_t>(given_batch, per_rank);  // the largest divisor of a rank's share up to --batch
     while (per_rank % micro != 0) --micro;
   }
-  c.draw_chunk = static_cast<int>(G % given_batch == 0 ? given_batch : G);
+  // The data generator's draws: with --global-batch the whole batch at once (so neither the rank
+  // count nor the micro-batch changes the data); else per --batch, as one rank always drew them.
+  c.draw_chunk = static_cast<int>(c.global_batch > 0 || G % given_batch != 0 ? G : given_batch);
   c.eval_rows = static_cast<int>(given_batch);
   c.global_batch = G;
   c.batch = static_cast<int>(micro);
@@ -307,6 +310,14 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
     } else if (a == "--zero-to-fp32") {
       c.zero_to_fp32 = value();
       c.zero_to_fp32_out = value();
+    } else if (a == "--initial-scale-power") {
+      c.initial_scale_power = parse_double(a, value(), 0, 64);
+    } else if (a == "--loss-scale-window") {
+      c.loss_scale_window = static_cast<int>(parse_int(a, value(), 1, 1 << 30));
+    } else if (a == "--hysteresis") {
+      c.hysteresis = static_cast<int>(parse_int(a, value(), 1, 1 << 20));
+    } else if (a == "--min-loss-scale") {
+      c.min_loss_scale = parse_double(a, value(), 1e-30, 1e30);
     } else if (a == "--loss-scale") {
       const std::string v = value();
       c.loss_scale = v == "dynamic" ? 0.0 : parse_double(a, v, 1e-30, 1e30);

@@ -1,0 +1,164 @@
+# The data-parallel engine under mpiexec: one scenario per CTest test, each a few runs of a tiny model
+# on tests/engine/data/hamlet_act1.txt compared by dp_check (tests/engine/dp_check.cpp).
+#   cmake -DSCENARIO=name -DMPIEXEC=... -DOPENMPI=ON|OFF -DENGINE=... -DCHECK=... -DDATA=... -DWORK=dir -P run_dp.cmake
+# Scenarios: deterministic, default, resume, rank_death, loss_scale, ds_config (see each below).
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+set(ENV{ACCEL_BACKEND} cpu)
+set(ENV{ACCEL_COMM_TIMEOUT} 60)
+set(mpi_flags)
+if(OPENMPI)
+  list(APPEND mpi_flags --oversubscribe --bind-to none -x ACCEL_BACKEND -x ACCEL_COMM_TIMEOUT -x ENGINE_FAULT)
+  execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(uid STREQUAL "0")
+    list(APPEND mpi_flags --allow-run-as-root)
+  endif()
+endif()
+if(DEFINED ENV{ASAN_OPTIONS})
+  set(ENV{ASAN_OPTIONS} "$ENV{ASAN_OPTIONS}:detect_leaks=0")
+endif()
+# A tiny model, 6 steps of a global batch of 12 sequences of 32 tokens, one thread per rank.
+set(base --data ${DATA} --block 32 --steps 6 --warmup 2 --eval-every 0 --print-every 1 --threads 1 --batch 3
+    --global-batch 12)
+
+# engine_run(<np> <expected exit: 0|nonzero|2> <output var> args...)
+function(engine_run np expect out)
+  string(TIMESTAMP t0 "%s")
+  execute_process(COMMAND ${MPIEXEC} -n ${np} ${mpi_flags} ${ENGINE} ${ARGN}
+                  RESULT_VARIABLE status OUTPUT_VARIABLE o ERROR_VARIABLE e)
+  string(TIMESTAMP t1 "%s")
+  math(EXPR s "${t1} - ${t0}")
+  message("---- ${np} rank(s): engine ${ARGN}\n${o}${e}-- exit status ${status} after ${s} s")
+  if((expect STREQUAL "0" AND NOT status EQUAL 0) OR (expect STREQUAL "nonzero" AND status EQUAL 0)
+     OR (expect STREQUAL "2" AND NOT status EQUAL 2))
+    message(FATAL_ERROR "expected exit status ${expect}, got ${status}")
+  endif()
+  set(${out} "${o}${e}" PARENT_SCOPE)
+endfunction()
+
+function(check)
+  execute_process(COMMAND ${CHECK} ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE o ERROR_VARIABLE e)
+  message("${o}${e}")
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "dp_check ${ARGN} failed")
+  endif()
+endfunction()
+
+function(expect_in text)
+  foreach(re IN LISTS ARGN)
+    if(NOT text MATCHES "${re}")
+      message(FATAL_ERROR "the output lacks /${re}/")
+    endif()
+  endforeach()
+endfunction()
+
+# The optimizer state a run printed in its summary (MiB).
+function(optimizer_mib text out)
+  if(NOT text MATCHES "optimizer state +([0-9.]+) MiB")
+    message(FATAL_ERROR "no 'optimizer state' in the summary")
+  endif()
+  set(${out} ${CMAKE_MATCH_1} PARENT_SCOPE)
+endfunction()
+
+if(SCENARIO STREQUAL "deterministic")
+  # --deterministic: the same losses and weights, bit for bit, on 1, 2 and 4 ranks; the optimizer
+  # state per rank 1/N; the consolidated export from 4 shards is the 1-rank run's weights.
+  foreach(n 1 2 4)
+    engine_run(${n} 0 out${n} ${base} --deterministic --metrics ${WORK}/m${n}.csv --save ${WORK}/ck${n})
+    optimizer_mib("${out${n}}" opt${n})
+  endforeach()
+  expect_in("${out4}" "global batch 12 = micro-batch 3 x accumulation 1 x 4 ranks")
+  check(losses-equal ${WORK}/m1.csv ${WORK}/m2.csv)
+  check(losses-equal ${WORK}/m1.csv ${WORK}/m4.csv)
+  check(files-equal ${WORK}/ck1/latest/params.f32 ${WORK}/ck2/latest/params.f32)
+  check(files-equal ${WORK}/ck1/latest/params.f32 ${WORK}/ck4/latest/params.f32)
+  check(ratio ${opt2} ${opt1} 0.45 0.55)
+  check(ratio ${opt4} ${opt1} 0.2 0.3)
+  engine_run(1 0 z --zero-to-fp32 ${WORK}/ck4/latest ${WORK}/consolidated.f32)
+  expect_in("${z}" "\\(4 ranks\\) -> .*consolidated.f32: 800768 fp32 values, 36 tensors")
+  check(files-equal ${WORK}/ck1/latest/params.f32 ${WORK}/consolidated.f32)
+elseif(SCENARIO STREQUAL "default")
+  # The default (fastest) reduction: within 1e-5 of one rank on 2 and 4 ranks, ZeRO stage 1 and 2.
+  engine_run(1 0 out1 ${base} --metrics ${WORK}/m1.csv)
+  engine_run(2 0 out2 ${base} --metrics ${WORK}/m2.csv)
+  engine_run(4 0 out4 ${base} --metrics ${WORK}/m4.csv)
+  engine_run(2 0 out2z ${base} --batch 2 --zero-stage 2 --metrics ${WORK}/m2z.csv)
+  expect_in("${out2}" "data parallel: 2 ranks \\(mpi\\), ZeRO stage 1: global batch 12 = micro-batch 3 x accumulation 2 x 2 ranks"
+            "opt 3\\.1 MiB/rank x 2")
+  expect_in("${out2z}" "ZeRO stage 2: global batch 12 = micro-batch 2 x accumulation 3 x 2 ranks")
+  check(losses-close ${WORK}/m2.csv ${WORK}/m1.csv 1e-5)
+  check(losses-close ${WORK}/m4.csv ${WORK}/m1.csv 1e-5)
+  check(losses-close ${WORK}/m2z.csv ${WORK}/m1.csv 1e-5)
+elseif(SCENARIO STREQUAL "resume")
+  # Checkpoints of 2 ranks: 8 steps, or 4 + resume + 4, give the same bits; the step-4 checkpoint of
+  # 2 ranks resumed on 4 (re-partitioned from 2 shards to 4) gives them too (--deterministic).
+  set(r ${base} --steps 8 --deterministic)
+  engine_run(2 0 full ${r} --metrics ${WORK}/full.csv --save ${WORK}/full)
+  engine_run(2 0 half ${r} --stop-at 4 --save ${WORK}/a)
+  file(COPY ${WORK}/a/ DESTINATION ${WORK}/b)
+  engine_run(2 0 res2 ${r} --resume latest --save ${WORK}/a --metrics ${WORK}/res2.csv)
+  engine_run(4 0 res4 ${r} --resume latest --save ${WORK}/b --metrics ${WORK}/res4.csv)
+  expect_in("${res4}" "resumed at step 4")
+  check(losses-equal ${WORK}/full.csv ${WORK}/res2.csv)
+  check(losses-equal ${WORK}/full.csv ${WORK}/res4.csv)
+  check(files-equal ${WORK}/full/latest/params.f32 ${WORK}/a/latest/params.f32)
+  check(files-equal ${WORK}/full/latest/params.f32 ${WORK}/b/latest/params.f32)
+  check(files-equal ${WORK}/full/latest/zero_rank_00001.f32 ${WORK}/a/latest/zero_rank_00001.f32)
+elseif(SCENARIO STREQUAL "rank_death")
+  # Rank 1 dies (SIGKILL) as step 3 begins: the job ends with an error naming it, no rank hangs, and
+  # the last complete checkpoint (step 2) is intact and resumes.
+  set(ENV{ENGINE_FAULT} kill:1:3)
+  engine_run(2 nonzero out ${base} --save ${WORK}/ck --save-every 2)
+  unset(ENV{ENGINE_FAULT})
+  expect_in("${out}" "engine: rank 1: ENGINE_FAULT kills this rank at step 3"
+            "rank 1 .*exited on signal 9")
+  if(out MATCHES "step 4/6")
+    message(FATAL_ERROR "a rank went on after its peer died")
+  endif()
+  file(READ_SYMLINK ${WORK}/ck/latest latest)
+  if(NOT latest STREQUAL "step_00000002" OR NOT EXISTS ${WORK}/ck/step_00000002/manifest.txt)
+    message(FATAL_ERROR "the last complete checkpoint is not step 2 (latest -> ${latest})")
+  endif()
+  engine_run(2 0 res ${base} --resume latest --save ${WORK}/ck --steps 3)
+  expect_in("${res}" "resumed at step 2" "step 3/3")
+elseif(SCENARIO STREQUAL "loss_scale")
+  # DeepSpeed's dynamic loss scaler: with no overflow, a power-of-two scale changes no bit; an inf in
+  # one rank's gradients skips the step on every rank (the learning rate does not move), spends one
+  # unit of hysteresis (2), and the second overflow halves the scale.
+  engine_run(2 0 plain ${base} --metrics ${WORK}/plain.csv)
+  engine_run(2 0 scaled ${base} --loss-scale dynamic --metrics ${WORK}/scaled.csv)
+  check(losses-equal ${WORK}/plain.csv ${WORK}/scaled.csv)
+  set(ENV{ENGINE_FAULT} inf:2)
+  engine_run(2 0 o1 ${base} --loss-scale dynamic --metrics ${WORK}/o1.csv)
+  expect_in("${o1}" "OVERFLOW! Skipping step\\. Attempted loss scale: 65536, reducing to 65536"
+            "step 3/6 [^\n]*lr 1\\.00e-03 \\| norm inf[^\n]*scale 65536 \\| skipped 1"
+            "step 4/6 [^\n]*lr 1\\.00e-03 [^\n]*skipped 1" "loss scale +65536 \\(1 steps skipped\\)")
+  engine_run(2 0 o2 ${base} --loss-scale dynamic --hysteresis 1)
+  unset(ENV{ENGINE_FAULT})
+  expect_in("${o2}" "OVERFLOW! Skipping step\\. Attempted loss scale: 65536, reducing to 32768"
+            "loss scale +32768 \\(1 steps skipped\\)")
+elseif(SCENARIO STREQUAL "ds_config")
+  # --deepspeed-config: the same run as the flags; an unsupported key is an error naming it.
+  file(WRITE ${WORK}/ds.json [=[{
+  "train_batch_size": 12,
+  "train_micro_batch_size_per_gpu": 3,
+  "gradient_accumulation_steps": 2,
+  "gradient_clipping": 1.0,
+  "steps_per_print": 1,
+  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.99], "eps": 1e-8, "weight_decay": 0.1}},
+  "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 6, "warmup_num_steps": 2, "cos_min_ratio": 0.1}},
+  "bf16": {"enabled": false},
+  "zero_optimization": {"stage": 1}
+}]=])
+  file(WRITE ${WORK}/bad.json [=[{"train_batch_size": 12, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}}]=])
+  engine_run(2 0 flags ${base} --metrics ${WORK}/flags.csv)
+  engine_run(2 0 ds --data ${DATA} --block 32 --eval-every 0 --threads 1 --deepspeed-config ${WORK}/ds.json
+             --metrics ${WORK}/ds.csv)
+  expect_in("${ds}" "global batch 12 = micro-batch 3 x accumulation 2 x 2 ranks" "step 6/6")
+  check(losses-equal ${WORK}/flags.csv ${WORK}/ds.csv)
+  engine_run(1 2 bad --data ${DATA} --deepspeed-config ${WORK}/bad.json)
+  expect_in("${bad}" "unsupported key 'zero_optimization.offload_optimizer'")
+else()
+  message(FATAL_ERROR "unknown SCENARIO '${SCENARIO}'")
+endif()
+file(REMOVE_RECURSE "${WORK}")
