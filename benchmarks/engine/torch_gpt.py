@@ -9,6 +9,10 @@
   torch_gpt.py bench [--size tiny|shakespeare] [--threads N] [--steps N] [--compile] [--data FILE]
                                tokens/s of the same model and training step in PyTorch (eager or
                                torch.compile) on the same corpus, for benchmarks/engine/compare.sh.
+  torch_gpt.py ddp [--size tiny|shakespeare] [--procs 2] [--threads 1] [--steps N]
+                               the same step under DistributedDataParallel (gloo) on --procs processes
+                               of --threads threads, the global batch split over them (tiny: 12);
+                               prints rank 0's median ms/step and the global tokens/s.
   torch_gpt.py train --seconds S [...]   the README's yardstick: train tiny for S seconds (AdamW lr 1e-3
                                constant, betas 0.9/0.99, wd 0.1 on 2-D weights, clip 1.0, no dropout,
                                batch 12), then print the validation loss (mean of 20 fixed batches).
@@ -231,6 +235,52 @@ def bench(args):
           f"min {times[0] * 1e3:.1f}, max {times[-1] * 1e3:.1f})")
 
 
+def _ddp_worker(rank, args, port, out):
+    import torch.distributed as dist
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=args.procs)
+    L, NH, C, T, B = SIZES[args.size]
+    B = (args.batch or B) // args.procs
+    train, _, V = load_corpus(args.data)
+    torch.manual_seed(1337)
+    model = torch.nn.parallel.DistributedDataParallel(GPT(L, NH, C, T, V, V))
+    opt = optimizer(model.module, 1e-3, (0.9, 0.99), 0.1)
+    gen = torch.Generator().manual_seed(1 + rank)
+    times = []
+    for s in range(args.warmup + args.steps):
+        x, y = get_batch(train, B, T, gen)
+        t0 = time.perf_counter()
+        loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss.item()
+        if s >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    dist.barrier()
+    dist.destroy_process_group()
+    if rank == 0:
+        times.sort()
+        med = times[len(times) // 2]
+        out.put((med, times[0], times[-1], B * args.procs * T))
+
+
+def ddp(args):
+    import torch.multiprocessing as mp
+    import random
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = random.randint(20000, 60000)
+    mp.spawn(_ddp_worker, args=(args, port, q), nprocs=args.procs, join=True)
+    med, lo, hi, tokens = q.get()
+    print(f"torch {torch.__version__} DDP (gloo) {args.size}: {args.procs} processes x {args.threads} threads, global batch "
+          f"{tokens // SIZES[args.size][3]}: {tokens / med:.0f} tokens/s ({med * 1e3:.1f} ms/step median of {args.steps}, "
+          f"min {lo * 1e3:.1f}, max {hi * 1e3:.1f})")
+
+
 def train_for(args):
     L, NH, C, T, B = SIZES["tiny"]
     torch.set_num_threads(args.threads)
@@ -289,6 +339,14 @@ def main():
     b.add_argument("--warmup", type=int, default=10)
     b.add_argument("--compile", action="store_true")
     b.add_argument("--data", default=default_data())
+    d = sub.add_parser("ddp")
+    d.add_argument("--size", choices=SIZES, default="tiny")
+    d.add_argument("--batch", type=int, default=0, help="global batch (default: the size's)")
+    d.add_argument("--procs", type=int, default=2)
+    d.add_argument("--threads", type=int, default=1)
+    d.add_argument("--steps", type=int, default=50)
+    d.add_argument("--warmup", type=int, default=10)
+    d.add_argument("--data", default=default_data())
     t = sub.add_parser("train")
     t.add_argument("--seconds", type=float, default=60)
     t.add_argument("--threads", type=int, default=2)
@@ -300,6 +358,8 @@ def main():
         return check(args)
     if args.cmd == "bench":
         return bench(args)
+    if args.cmd == "ddp":
+        return ddp(args)
     return train_for(args)
 
 

@@ -67,6 +67,9 @@ if(SCENARIO STREQUAL "deterministic")
     engine_run(${n} 0 out${n} ${base} --deterministic --metrics ${WORK}/m${n}.csv --save ${WORK}/ck${n})
     optimizer_mib("${out${n}}" opt${n})
   endforeach()
+  # and on 2 threads per rank (the kernels' sums do not depend on the thread count)
+  engine_run(2 0 out2t ${base} --deterministic --threads 2 --metrics ${WORK}/m2t.csv)
+  check(losses-equal ${WORK}/m1.csv ${WORK}/m2t.csv)
   expect_in("${out4}" "global batch 12 = micro-batch 3 x accumulation 1 x 4 ranks")
   check(losses-equal ${WORK}/m1.csv ${WORK}/m2.csv)
   check(losses-equal ${WORK}/m1.csv ${WORK}/m4.csv)
@@ -78,11 +81,15 @@ if(SCENARIO STREQUAL "deterministic")
   expect_in("${z}" "\\(4 ranks\\) -> .*consolidated.f32: 800768 fp32 values, 36 tensors")
   check(files-equal ${WORK}/ck1/latest/params.f32 ${WORK}/consolidated.f32)
 elseif(SCENARIO STREQUAL "default")
-  # The default (fastest) reduction: within 1e-5 of one rank on 2 and 4 ranks, ZeRO stage 1 and 2.
+  # The default (fastest) reduction: within 1e-5 of one rank on 2 and 4 ranks, ZeRO stage 1 and 2;
+# --graph on 2 ranks gives the eager run's bits.
   engine_run(1 0 out1 ${base} --metrics ${WORK}/m1.csv)
   engine_run(2 0 out2 ${base} --metrics ${WORK}/m2.csv)
   engine_run(4 0 out4 ${base} --metrics ${WORK}/m4.csv)
   engine_run(2 0 out2z ${base} --batch 2 --zero-stage 2 --metrics ${WORK}/m2z.csv)
+  # --graph on 2 ranks: the step with its collectives recorded once and replayed, the eager bits
+  engine_run(2 0 out2g ${base} --graph --metrics ${WORK}/m2g.csv)
+  check(losses-equal ${WORK}/m2.csv ${WORK}/m2g.csv)
   expect_in("${out2}" "data parallel: 2 ranks \\(mpi\\), ZeRO stage 1: global batch 12 = micro-batch 3 x accumulation 2 x 2 ranks"
             "opt 3\\.1 MiB/rank x 2")
   expect_in("${out2z}" "ZeRO stage 2: global batch 12 = micro-batch 2 x accumulation 3 x 2 ranks")
