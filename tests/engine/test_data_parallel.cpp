@@ -1,0 +1,269 @@
+// The data-parallel engine's pieces that need no second rank: DeepSpeed's batch triple
+// (resolve_batch), the ZeRO partition (shard_size), DeepSpeed's dynamic loss scaler, the DeepSpeed
+// JSON config, and a checkpoint of one rank re-partitioned for four. The runs on several ranks are
+// run_dp.cmake's (under mpiexec).
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "data_parallel.hpp"
+#include "deepspeed_config.hpp"
+#include "loss_scaler.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& tag) {
+  std::string tmpl = (fs::temp_directory_path() / ("accel-engine-" + tag + "-XXXXXX")).string();
+  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+  return tmpl;
+}
+
+engine::Config with_batch(int batch, int accum, std::int64_t global, bool det = false) {
+  engine::Config c;
+  c.batch = batch;
+  c.accum = accum;
+  c.global_batch = global;
+  c.deterministic = det;
+  return c;
+}
+
+std::string error_of(engine::Config c, int ranks) {
+  try {
+    engine::resolve_batch(c, ranks);
+  } catch (const engine::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+fs::path write_json(const fs::path& dir, const std::string& text) {
+  const fs::path p = dir / "ds.json";
+  std::ofstream(p) << text;
+  return p;
+}
+
+std::string ds_error(const fs::path& dir, const std::string& text) {
+  engine::Config c;
+  try {
+    engine::apply_deepspeed_config(c, write_json(dir, text).string());
+  } catch (const engine::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("resolve_batch: the global batch is fixed; each rank runs it as micro-batches of at most --batch") {
+  engine::Config c = with_batch(12, 1, 0);  // the one-rank run: 12 x 1
+  engine::resolve_batch(c, 4);
+  CHECK(c.global_batch == 12);
+  CHECK(c.batch == 3);
+  CHECK(c.accum == 1);
+  CHECK(c.draw_chunk == 12);
+  CHECK(c.eval_rows == 12);
+
+  c = with_batch(4, 1, 48);  // --global-batch 48 --batch 4 on 3 ranks: 16 each, 4 x 4
+  engine::resolve_batch(c, 3);
+  CHECK(c.batch == 4);
+  CHECK(c.accum == 4);
+  CHECK(c.draw_chunk == 48);
+
+  c = with_batch(5, 1, 12);  // 12 / 2 = 6 per rank: the largest divisor of 6 up to 5 is 3
+  engine::resolve_batch(c, 2);
+  CHECK(c.batch == 3);
+  CHECK(c.accum == 2);
+
+  c = with_batch(12, 3, 24);  // --global-batch 24 --accum 3 (no --batch): micro = 24 / 2 / 3 = 4
+  c.accum_given = true;
+  engine::resolve_batch(c, 2);
+  CHECK(c.batch == 4);
+  CHECK(c.accum == 3);
+
+  CHECK(error_of(with_batch(3, 1, 12), 5) ==
+        "the global batch of 12 sequences does not split over 5 ranks (give --global-batch a multiple of the rank count)");
+  engine::Config all = with_batch(3, 2, 12);
+  all.batch_given = all.accum_given = true;
+  CHECK(error_of(all, 1) == "the batch triple does not hold: global batch 12 != micro-batch 3 x gradient accumulation 2 x 1 ranks");
+  CHECK(error_of(all, 2).empty());
+  CHECK(error_of(with_batch(4, 1, 12, true), 2) ==
+        "--deterministic keeps the micro-batch at --batch 4, and 2 ranks get 6 sequences each of the global batch 12, not a multiple of it");
+}
+
+TEST_CASE("shard_size: a multiple of the norm block covering the model; ranks x shard >= total") {
+  CHECK(engine::shard_size(800768, 1) == 802816);  // 196 blocks of 4096
+  CHECK(engine::shard_size(800768, 2) == 401408);
+  CHECK(engine::shard_size(800768, 4) == 200704);
+  CHECK(engine::shard_size(800768, 3) == 270336);
+  CHECK(engine::shard_size(800768, 3) * 3 >= 800768);
+  CHECK(engine::shard_size(10, 4) == engine::norm_block);
+}
+
+TEST_CASE("DynamicLossScaler: DeepSpeed's rules (2^16, window, hysteresis, min scale, skipped steps)") {
+  engine::Config c;
+  c.loss_scale = 0;  // dynamic
+  c.loss_scale_window = 3;
+  c.quiet = true;
+  engine::DynamicLossScaler s(c);
+  REQUIRE(s.enabled());
+  CHECK(s.scale() == 65536.0);
+  s.update(false);  // iter 0
+  s.update(false);  // iter 1
+  CHECK(s.scale() == 65536.0);
+  s.update(false);  // iter 2: (2 - (-1)) % 3 == 0 -> doubled
+  CHECK(s.scale() == 131072.0);
+  s.update(true);  // an overflow spends one unit of hysteresis (2 -> 1): the scale stays
+  CHECK(s.scale() == 131072.0);
+  CHECK(s.hysteresis_left() == 1);
+  s.update(true);  // none left: halved
+  CHECK(s.scale() == 65536.0);
+  CHECK(s.skipped() == 2);
+  s.update(false);  // iter 5: 5 - 4 = 1
+  s.update(false);  // iter 6: 2
+  CHECK(s.scale() == 65536.0);
+  s.update(false);  // iter 7: 3 -> doubled, hysteresis refilled
+  CHECK(s.scale() == 131072.0);
+  CHECK(s.hysteresis_left() == 2);
+
+  // The state survives a checkpoint.
+  engine::DynamicLossScaler r(c);
+  r.restore(s.state());
+  CHECK(r.scale() == s.scale());
+  CHECK(r.skipped() == 2);
+  CHECK(r.state() == s.state());
+
+  // Never below min_loss_scale.
+  c.initial_scale_power = 1;
+  c.hysteresis = 1;
+  c.min_loss_scale = 1;
+  engine::DynamicLossScaler m(c);
+  m.update(true);
+  m.update(true);
+  m.update(true);
+  CHECK(m.scale() == 1.0);
+  CHECK(m.skipped() == 3);
+
+  // Disabled: scale 1, nothing counted.
+  engine::DynamicLossScaler off{engine::Config{}};
+  CHECK_FALSE(off.enabled());
+  off.update(true);
+  CHECK(off.scale() == 1.0);
+  CHECK(off.skipped() == 0);
+}
+
+TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an unsupported key is an error naming it") {
+  const fs::path dir = temp_dir("ds");
+  engine::Config c;
+  engine::apply_deepspeed_config(c, write_json(dir, R"({
+    "train_batch_size": 48, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 6,
+    "gradient_clipping": 0.5, "steps_per_print": 7,
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.01}},
+    "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 900, "warmup_num_steps": 30, "cos_min_ratio": 0.2}},
+    "fp16": {"enabled": false, "initial_scale_power": 12, "loss_scale_window": 500, "hysteresis": 3, "min_loss_scale": 2},
+    "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 2, "overlap_comm": false, "contiguous_gradients": true}
+  })").string());
+  CHECK(c.global_batch == 48);
+  CHECK(c.batch == 4);
+  CHECK(c.accum == 6);
+  CHECK((c.batch_given && c.accum_given));
+  CHECK(c.clip == 0.5);
+  CHECK(c.print_every == 7);
+  CHECK(c.lr == 3e-4);
+  CHECK(c.beta1 == 0.8);
+  CHECK(c.beta2 == 0.95);
+  CHECK(c.eps == 1e-6);
+  CHECK(c.weight_decay == 0.01);
+  CHECK(c.schedule == "cosine");
+  CHECK(c.steps == 900);
+  CHECK(c.warmup == 30);
+  CHECK(std::fabs(c.min_lr - 6e-5) < 1e-18);
+  CHECK(c.initial_scale_power == 12);
+  CHECK(c.loss_scale_window == 500);
+  CHECK(c.hysteresis == 3);
+  CHECK(c.min_loss_scale == 2);
+  CHECK(c.dtype == "bf16");
+  CHECK(c.zero_stage == 2);
+
+  CHECK(ds_error(dir, R"({"train_batch_size": 8, "wall_clock_breakdown": true})") ==
+        "--deepspeed-config: unsupported key 'wall_clock_breakdown' (see examples/engine/deepspeed_config.hpp)");
+  CHECK(ds_error(dir, R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": true}}})") ==
+        "--deepspeed-config: unsupported key 'optimizer.params.torch_adam' (see examples/engine/deepspeed_config.hpp)");
+  CHECK(ds_error(dir, R"({"zero_optimization": {"stage": 3}})") ==
+        "--deepspeed-config: zero_optimization.stage 3 is not supported (1: optimizer state partitioned, 2: and gradients)");
+  CHECK(ds_error(dir, R"({"optimizer": {"type": "Lamb"}})") ==
+        "--deepspeed-config: optimizer.type 'Lamb' is not supported (Adam, AdamW: the fused AdamW)");
+  CHECK(ds_error(dir, R"({"fp16": {"enabled": true}})").find("fp16.enabled true: the engine has no fp16 weights") !=
+        std::string::npos);
+  CHECK(ds_error(dir, R"({"train_batch_size": 8.5})") == "--deepspeed-config: train_batch_size must be an integer >= 1");
+  CHECK(ds_error(dir, R"({"train_batch_size": "8"})") == "--deepspeed-config: train_batch_size must be an integer >= 1");
+  CHECK(ds_error(dir, "{\"train_batch_size\": 8,\n \"steps_per_print\" 1}").find(":2: not valid JSON: expected ':'") !=
+        std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoints: shards written by 2 ranks read back as 1 or 4 ranks' shards (re-partitioned)") {
+  const fs::path dir = temp_dir("shards");
+  engine::ModelShape shape{1, 1, 16, 8, 1};
+  const engine::ParamLayout P(shape, 8);
+  const std::int64_t total = P.total;
+  const auto value = [](int k, std::int64_t i) { return static_cast<float>(k * 100000 + i); };
+  // Two ranks' shards as write_checkpoint lays them out (format 2): zero_rank_R.f32 = the master
+  // weights, exp_avg and exp_avg_sq of elements [R x shard, (R+1) x shard), padding zero.
+  const std::int64_t s2 = engine::shard_size(total, 2);
+  const fs::path ck = dir / "step_00000005";
+  fs::create_directories(ck);
+  std::vector<float> full(static_cast<std::size_t>(total));
+  for (std::int64_t i = 0; i < total; ++i) full[static_cast<std::size_t>(i)] = value(0, i);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> v;
+    for (int k = 0; k < 3; ++k) {
+      for (std::int64_t i = 0; i < s2; ++i) v.push_back(r * s2 + i < total ? value(k, r * s2 + i) : 0.0f);
+    }
+    engine::detail::write_file_synced(ck / engine::detail::shard_file_name(r), v.data(), v.size() * 4);
+  }
+  engine::detail::write_file_synced(ck / "params.f32", full.data(), full.size() * 4);
+  std::ofstream(ck / "manifest.txt") << "format accel-engine-checkpoint/2\nstep 5\nranks 2\nshard " << s2 << "\ntotal "
+                                      << total << "\n";
+  for (int ranks : {1, 4}) {
+    const std::int64_t s = engine::shard_size(total, ranks);
+    for (int r = 0; r < ranks; ++r) {
+      engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
+      CHECK(st.ranks == 2);
+      engine::read_checkpoint_tensors(ck, total, st, r, s);
+      REQUIRE(st.params.size() == static_cast<std::size_t>(s));
+      for (std::int64_t i = 0; i < s; ++i) {
+        const std::int64_t g = r * s + i;
+        CAPTURE(ranks);
+        CAPTURE(g);
+        const auto at = static_cast<std::size_t>(i);
+        if (g < total) {
+          REQUIRE(st.params[at] == value(0, g));
+          REQUIRE(st.exp_avg[at] == value(1, g));
+          REQUIRE(st.exp_avg_sq[at] == value(2, g));
+        } else {
+          REQUIRE(st.params[at] == 0.0f);  // padding beyond the old shards reads as zeros
+        }
+      }
+    }
+  }
+  const std::vector<float> consolidated = engine::consolidate_fp32(ck, total);
+  CHECK(consolidated == full);
+  // A missing shard is an error naming it.
+  fs::remove(ck / "zero_rank_00001.f32");
+  engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
+  CHECK_THROWS_WITH_AS(engine::read_checkpoint_tensors(ck, total, st, 0, engine::shard_size(total, 1)),
+                       doctest::Contains("zero_rank_00001.f32"), engine::UsageError);
+  fs::remove_all(dir);
+}
