@@ -46,6 +46,7 @@ struct Config {
   int eval_rows = 0;     // sequences per validation batch (the one-rank micro-batch)
   int zero_stage = 1;    // 1: optimizer state sharded; 2: also the reduced gradients (per micro-batch)
   bool deterministic = false;  // bit-identical on any rank count (fixed summation trees)
+  std::string overlap = "auto";  // on | off | auto (on with CUDA): reduce gradients in buckets during backward
   std::string deepspeed_config;  // --deepspeed-config FILE
   std::string zero_to_fp32;      // --zero-to-fp32 CHECKPOINT: write the consolidated weights and exit
   std::string zero_to_fp32_out;
@@ -111,6 +112,9 @@ training
                        ranks each rank runs N / R of them as micro-batches of at most --batch
   --zero-stage 1|2     data parallel (mpirun -np R): 1 (default) each rank keeps Adam's state (and
                        the fp32 master weights) of its 1/R shard; 2 also only its shard's gradients
+  --overlap on|off|auto    reduce the gradients in buckets (a layer's) on a communication stream while
+                       backward goes on (auto: on with CUDA, off on the CPU, where the polling thread
+                       takes a core from the computation); stage 1, one stream per rank
   --deterministic      bit-identical losses and weights on 1, 2, 4... ranks (fixed summation trees
                        over the micro-batches; the micro-batch stays --batch; one stream per rank)
   --deepspeed-config F a DeepSpeed JSON config (batch triple, clipping, optimizer, scheduler, fp16/bf16,
@@ -303,6 +307,11 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.global_batch = parse_int(a, value(), 1, 1 << 24);
     } else if (a == "--zero-stage") {
       c.zero_stage = static_cast<int>(parse_int(a, value(), 1, 2));
+    } else if (a == "--overlap") {
+      c.overlap = value();
+      if (c.overlap != "on" && c.overlap != "off" && c.overlap != "auto") {
+        throw UsageError("--overlap expects on, off or auto, got '" + c.overlap + "'");
+      }
     } else if (a == "--deterministic") {
       c.deterministic = true;
     } else if (a == "--deepspeed-config") {
@@ -412,6 +421,9 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
   if (c.streams > 0 && c.batch % c.streams != 0) {
     throw UsageError("--streams " + std::to_string(c.streams) + " does not divide --batch " + std::to_string(c.batch) +
                      " (each stream runs batch / streams sequences)");
+  }
+  if (c.graph && c.overlap == "on") {
+    throw UsageError("--graph captures one stream: it cannot be combined with --overlap on (a second stream)");
   }
   if (c.graph && c.streams > 1) {
     throw UsageError("--graph captures one stream: it cannot be combined with --streams " + std::to_string(c.streams));

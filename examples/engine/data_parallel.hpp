@@ -12,6 +12,7 @@
 #include <accel/comm.hpp>
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -89,6 +90,24 @@ class Ranks {
     if (size_ == 1) return copy_if_needed(s, in, out, count, t);
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) comm_->all_to_all(s, in, out, count, t);
+#endif
+  }
+  /// Sums elements [begin, end) of `buf` over the ranks into the ranks that own them (rank r owns
+  /// [r x shard, (r+1) x shard) and gets its part in place): one reduce per owner, one grouped launch.
+  /// The same bytes as a reduce-scatter, for a bucket of the flat buffer that is not rank-aligned.
+  void reduce_to_owners(StreamRef s, void* buf, std::int64_t begin, std::int64_t end, std::int64_t shard,
+                        accel::Dtype t) {
+    if (size_ == 1 || end <= begin) return;
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) {
+      auto group = comm_->group();
+      for (int r = static_cast<int>(begin / shard); r < size_ && r * shard < end; ++r) {
+        const std::int64_t lo = std::max(begin, r * shard), hi = std::min(end, (r + 1) * shard);
+        void* p = static_cast<char*>(buf) + lo * static_cast<std::int64_t>(accel::size_of(t));
+        comm_->reduce(s, p, p, static_cast<std::size_t>(hi - lo), t, accel::ReduceOp::sum, r);
+      }
+      group.end();
+    }
 #endif
   }
   void all_reduce_max(StreamRef s, void* buf, std::size_t count, accel::Dtype t) {

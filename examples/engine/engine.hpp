@@ -133,6 +133,11 @@ class Trainer {
     const std::int64_t seqs = static_cast<std::int64_t>(cfg.batch) * cfg.accum;  // this rank's share
     loss_all_ = accel::Buffer<float, B>(static_cast<std::size_t>(seqs * dp_.size() * cfg.shape.block), stream_);
     optimizer_bytes_ = (exp_avg_.size() + exp_avg_sq_.size() + master_.size()) * sizeof(float);
+    // --overlap: the gradients of each layer reduced to their owners on a communication stream as
+    // soon as the last micro-batch's backward has written them (compute stream -> comm stream).
+    const bool want = cfg.overlap == "on" || (cfg.overlap == "auto" && b.device_type() != accel::DeviceType::cpu);
+    overlap_ = want && dp_.size() > 1 && cfg.streams == 1 && !cfg.deterministic && grad_acc_.size() == 0 && !cfg.graph;
+    if (overlap_) comm_stream_.emplace();
     gradient_bytes_ = grads_.size() * sizeof(T) + grad_acc_.size() * sizeof(T) + recv_.size() * sizeof(T);
     const std::size_t lane_tokens = static_cast<std::size_t>(lane_batch_) * cfg.shape.block * cfg.accum;
     for (int l = 0; l < cfg.streams; ++l) {
@@ -267,6 +272,7 @@ class Trainer {
   }
 
   [[nodiscard]] int rank() const noexcept { return dp_.rank(); }
+  [[nodiscard]] bool overlap() const noexcept { return overlap_; }
   [[nodiscard]] int ranks() const noexcept { return dp_.size(); }
   [[nodiscard]] std::int64_t shard() const noexcept { return shard_; }
   /// Bytes of optimizer state on this rank (Adam's two moments, the fp32 master weights where the
@@ -701,6 +707,10 @@ class Trainer {
       gemm(Trans::yes, Trans::no, 3 * C, C, N, dqkv, 3 * C, act(L.ln1), C, 1.0f, g(W.qkv_w), C);
       nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
                              act(L.res_in), w(W.ln1_w), f32(L.ln1_mean), f32(L.ln1_rstd), N, C);
+      if (overlap_ && m == cfg_.accum - 1) {  // this layer's gradients are final: reduce them meanwhile
+        enqueue_bucket(P_.offset(W.qkv_w), P_.offset(W.fcproj_w) + align16(P_.views[static_cast<std::size_t>(W.fcproj_w)].numel));
+        enqueue_bucket(P_.offset(W.ln1_w), P_.offset(W.ln2_b) + align16(P_.views[static_cast<std::size_t>(W.ln2_b)].numel));
+      }
     }
     const Phase phase(*this, "embedding backward", cs());
     T* demb = act(A_.dres);
@@ -709,6 +719,17 @@ class Trainer {
       demb = act(A_.dtmp);
     }
     nn_.embedding_backward(cs(), g(P_.wte), g(P_.wpe), demb, in, N, Tn, C, Vp);
+    if (overlap_ && m == cfg_.accum - 1) {
+      enqueue_bucket(0, P_.offset(P_.layers[0].qkv_w));  // the embeddings (wte also took the LM head's)
+      enqueue_bucket(P_.offset(P_.lnf_w), P_.total);
+    }
+  }
+
+  /// --overlap: gradients [begin, end) reduced to their owners on the communication stream, after the
+  /// compute stream's work so far (the backward that wrote them).
+  void enqueue_bucket(std::int64_t begin, std::int64_t end) {
+    comm_stream_->wait_stream(stream_);
+    dp_.reduce_to_owners(*comm_stream_, grads_.data(), begin, end, shard_, act_dtype);
   }
 
   /// This rank's share of the step's global batch: every rank draws the whole batch (the generator
@@ -790,7 +811,9 @@ class Trainer {
       }
       cur_ = &lanes_[0];
       enqueue_lane_sum();
-      if (dp_.size() > 1) {
+      if (overlap_) {
+        stream_.wait_stream(*comm_stream_);  // every bucket reduced (backward issued them)
+      } else if (dp_.size() > 1) {
         const Phase phase(*this, "reduce-scatter", stream_);
         dp_.reduce_scatter(stream_, grads_.data(), grad_shard_, ns, act_dtype);
       }
@@ -952,6 +975,8 @@ class Trainer {
   accel::Buffer<float, B> block_norms_, loss_all_;
   std::size_t optimizer_bytes_ = 0, gradient_bytes_ = 0;
   DynamicLossScaler scaler_;
+  bool overlap_ = false;
+  std::optional<typename B::Stream> comm_stream_;  // --overlap: the buckets' reductions
   bool inject_inf_ = false;  // ENGINE_FAULT=inf:STEP: the loss scaler's test
   accel::Buffer<std::int32_t, B> agree_;
   // A lane: a stream with its own activations and gradients running a slice of the batch's rows; the

@@ -270,8 +270,9 @@ class Engine {
                   grouped(corpus.train().size()).c_str(), grouped(corpus.val().size()).c_str());
       if (ranks.size() > 1) {
         const double whole = static_cast<double>(t.optimizer_bytes()) * ranks.size();
-        std::printf("data parallel: %d ranks (%s), ZeRO stage %d%s: global batch %lld = micro-batch %d x accumulation %d x %d ranks; optimizer state %s MiB per rank (1/%d of %s MiB)\n",
+        std::printf("data parallel: %d ranks (%s), ZeRO stage %d%s%s: global batch %lld = micro-batch %d x accumulation %d x %d ranks; optimizer state %s MiB per rank (1/%d of %s MiB)\n",
                     ranks.size(), ranks.engine_name().c_str(), cfg_.zero_stage, cfg_.deterministic ? ", deterministic" : "",
+                    t.overlap() ? ", overlapped (buckets on a communication stream)" : "",
                     static_cast<long long>(cfg_.global_batch), cfg_.batch, cfg_.accum, ranks.size(),
                     mib(t.optimizer_bytes()).c_str(), ranks.size(), mib(static_cast<std::size_t>(whole)).c_str());
       }

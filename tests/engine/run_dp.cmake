@@ -81,8 +81,8 @@ if(SCENARIO STREQUAL "deterministic")
   expect_in("${z}" "\\(4 ranks\\) -> .*consolidated.f32: 800768 fp32 values, 36 tensors")
   check(files-equal ${WORK}/ck1/latest/params.f32 ${WORK}/consolidated.f32)
 elseif(SCENARIO STREQUAL "default")
-  # The default (fastest) reduction: within 1e-5 of one rank on 2 and 4 ranks, ZeRO stage 1 and 2;
-# --graph on 2 ranks gives the eager run's bits.
+  # The default (fastest) reduction: within 1e-5 of one rank on 2 and 4 ranks, ZeRO stage 1 and 2, and
+# with --overlap on; --graph on 2 ranks gives the eager run's bits.
   engine_run(1 0 out1 ${base} --metrics ${WORK}/m1.csv)
   engine_run(2 0 out2 ${base} --metrics ${WORK}/m2.csv)
   engine_run(4 0 out4 ${base} --metrics ${WORK}/m4.csv)
@@ -96,6 +96,10 @@ elseif(SCENARIO STREQUAL "default")
   check(losses-close ${WORK}/m2.csv ${WORK}/m1.csv 1e-5)
   check(losses-close ${WORK}/m4.csv ${WORK}/m1.csv 1e-5)
   check(losses-close ${WORK}/m2z.csv ${WORK}/m1.csv 1e-5)
+  # --overlap on: each layer's gradients reduced to their owners on a communication stream during backward
+  engine_run(2 0 out2o ${base} --overlap on --metrics ${WORK}/m2o.csv)
+  expect_in("${out2o}" "ZeRO stage 1, overlapped \\(buckets on a communication stream\\)")
+  check(losses-close ${WORK}/m2o.csv ${WORK}/m1.csv 1e-5)
 elseif(SCENARIO STREQUAL "resume")
   # Checkpoints of 2 ranks: 8 steps, or 4 + resume + 4, give the same bits; the step-4 checkpoint of
   # 2 ranks resumed on 4 (re-partitioned from 2 shards to 4) gives them too (--deterministic).
