@@ -3,7 +3,7 @@
 against 1 rank x 2 threads, and against PyTorch DDP (gloo) on 2 processes x 1 thread, interleaved.
 
   benchmarks/engine/dp_compare.py [--size tiny|shakespeare] [--rounds 5] [--steps N] [--ranks 2]
-                                  [--engine build/default/examples/engine/engine] [--no-torch]
+                                  [--engine build/default/examples/engine/engine] [--no-torch] [--overlap]
 
 Every run trains the same global batch (tiny 12, shakespeare 64 sequences) from the same seed. Each
 round runs, in turn: the engine on one rank with --threads R, the engine under mpirun -np R with
@@ -52,12 +52,12 @@ def run_single(exe, size, threads, steps):
     return median_ms(out.stdout)
 
 
-def run_ranks(exe, size, ranks, steps):
+def run_ranks(exe, size, ranks, steps, extra=()):
     env = dict(os.environ, ACCEL_BACKEND="cpu", ACCEL_COMM_LOG="1")
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-x", "ACCEL_BACKEND", "-x", "ACCEL_COMM_LOG"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    cmd += ["-np", str(ranks)] + engine_cmd(exe, size, 1, steps)
+    cmd += ["-np", str(ranks)] + engine_cmd(exe, size, 1, steps) + list(extra)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     ms = median_ms(out.stdout)
     # rank 0's ACCEL_COMM_LOG table: "mpi  <op>  <bytes>  <count>  <total ms> ..."
@@ -84,6 +84,7 @@ def main():
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--engine", default=os.path.join(ROOT, "build", "default", "examples", "engine", "engine"))
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--overlap", action="store_true", help="also the engine's R ranks with --overlap on")
     args = p.parse_args()
     steps = args.steps or (150 if args.size == "tiny" else 8)
     tokens = BATCH[args.size] * BLOCK[args.size]
@@ -91,17 +92,23 @@ def main():
     print(f"# {args.size}: global batch {BATCH[args.size]} x block {BLOCK[args.size]}, {args.rounds} interleaved rounds, "
           f"{steps} steps per run; {cpu_name()}; load before {' '.join(load())}")
     print(f"# command: benchmarks/engine/dp_compare.py {' '.join(sys.argv[1:])}")
-    one, many, ddp, share = [], [], [], []
+    one, many, ddp, share, over, over_share = [], [], [], [], [], []
     for _ in range(args.rounds):
         one.append(run_single(args.engine, args.size, R, steps))
         ms, comm = run_ranks(args.engine, args.size, R, steps)
         many.append(ms)
         share.append(comm / ms)
+        if args.overlap:
+            ms, comm = run_ranks(args.engine, args.size, R, steps, ("--overlap", "on"))
+            over.append(ms)
+            over_share.append(comm / ms)
         if not args.no_torch:
             ddp.append(run_ddp(args.size, R, max(10, steps // 3)))
     tok = lambda v: [tokens / (m / 1e3) for m in v]
     print(f"  accel 1 rank x {R} threads      {summary(tok(one))} tokens/s")
     print(f"  accel {R} ranks x 1 thread      {summary(tok(many))} tokens/s   (ZeRO stage 1, MPI)")
+    if over:
+        print(f"  accel {R} ranks, --overlap on    {summary(tok(over))} tokens/s")
     if ddp:
         print(f"  PyTorch DDP {R} x 1 thread (gloo) {summary(tok(ddp))} tokens/s")
     r = [a / b for a, b in zip(one, many)]
@@ -111,6 +118,10 @@ def main():
         print(f"  accel {R} ranks / PyTorch DDP:             {statistics.median(r):.2f}x ({min(r):.2f}-{max(r):.2f})")
     print(f"  accel {R} ranks: time in collectives {statistics.median(share) * 100:.1f}% of the step "
           f"({min(share) * 100:.1f}-{max(share) * 100:.1f}; start to completion, waiting for the peer included)")
+    if over:
+        r = [a / b for a, b in zip(many, over)]
+        print(f"  accel {R} ranks --overlap on / off:        {statistics.median(r):.2f}x ({min(r):.2f}-{max(r):.2f}); "
+              f"collectives {statistics.median(over_share) * 100:.1f}% of the step (issued during backward)")
     print(f"# load after {' '.join(load())}")
     return 0
 
