@@ -66,10 +66,11 @@ constexpr bool static_cpu_backend() {
 }
 
 /// Failures injected by the tests (ENGINE_FAULT): "kill:RANK:STEP" — that rank kills itself with
-/// SIGKILL as step STEP begins (a rank dying mid-run); "inf:STEP" — the last rank's gradients of step
-/// STEP hold an inf (an fp16 overflow, for the loss scaler).
+/// SIGKILL as step STEP begins (a rank dying mid-run); "hang:RANK:STEP" — that rank stops there, alive
+/// (a stuck rank: the others' collectives time out naming it); "inf:STEP" — the last rank's gradients
+/// of step STEP hold an inf (an fp16 overflow, for the loss scaler).
 struct FaultInjection {
-  enum class Kind { none, kill, inf } kind = Kind::none;
+  enum class Kind { none, kill, hang, inf } kind = Kind::none;
   int rank = 0;
   std::int64_t step = -1;
 
@@ -82,11 +83,13 @@ struct FaultInjection {
     long long st = 0;
     if (std::sscanf(s.c_str(), "kill:%d:%lld", &r, &st) == 2) {
       f.kind = Kind::kill;
+    } else if (std::sscanf(s.c_str(), "hang:%d:%lld", &r, &st) == 2) {
+      f.kind = Kind::hang;
     } else if (std::sscanf(s.c_str(), "inf:%lld", &st) == 1) {
       f.kind = Kind::inf;
       r = -1;
     } else {
-      throw UsageError("ENGINE_FAULT: expected kill:RANK:STEP or inf:STEP, got '" + s + "'");
+      throw UsageError("ENGINE_FAULT: expected kill:RANK:STEP, hang:RANK:STEP or inf:STEP, got '" + s + "'");
     }
     f.rank = r;
     f.step = st;
@@ -99,6 +102,11 @@ struct FaultInjection {
       std::fprintf(stderr, "engine: rank %d: ENGINE_FAULT kills this rank at step %lld\n", my_rank, static_cast<long long>(it));
       std::fflush(stderr);
       std::raise(SIGKILL);
+    }
+    if (kind == Kind::hang && it == step && my_rank == rank) {
+      std::fprintf(stderr, "engine: rank %d: ENGINE_FAULT stops this rank at step %lld\n", my_rank, static_cast<long long>(it));
+      std::fflush(stderr);
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // until the job is ended
     }
     if (kind == Kind::inf) t.set_inject_inf(it == step && my_rank == t.ranks() - 1);
   }

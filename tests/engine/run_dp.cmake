@@ -1,7 +1,7 @@
 # The data-parallel engine under mpiexec: one scenario per CTest test, each a few runs of a tiny model
 # on tests/engine/data/hamlet_act1.txt compared by dp_check (tests/engine/dp_check.cpp).
 #   cmake -DSCENARIO=name -DMPIEXEC=... -DOPENMPI=ON|OFF -DENGINE=... -DCHECK=... -DDATA=... -DWORK=dir -P run_dp.cmake
-# Scenarios: deterministic, default, resume, rank_death, loss_scale, ds_config (see each below).
+# Scenarios: deterministic, default, resume, rank_death, rank_hang, loss_scale, ds_config (see each below).
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(ENV{ACCEL_BACKEND} cpu)
@@ -132,6 +132,23 @@ elseif(SCENARIO STREQUAL "rank_death")
   endif()
   engine_run(2 0 res ${base} --resume latest --save ${WORK}/ck --steps 3)
   expect_in("${res}" "resumed at step 2" "step 3/3")
+elseif(SCENARIO STREQUAL "rank_hang")
+  # Rank 1 stops (alive) as step 3 begins: rank 0's next collective times out (ACCEL_COMM_TIMEOUT 2 s)
+  # naming rank 1, rank 0 fails with that error, and the job ends (MPI_Abort) instead of hanging.
+  set(ENV{ENGINE_FAULT} hang:1:3)
+  set(ENV{ACCEL_COMM_TIMEOUT} 2)
+  string(TIMESTAMP t0 "%s")
+  engine_run(2 nonzero out ${base})
+  string(TIMESTAMP t1 "%s")
+  unset(ENV{ENGINE_FAULT})
+  set(ENV{ACCEL_COMM_TIMEOUT} 60)
+  expect_in("${out}" "engine: rank 1: ENGINE_FAULT stops this rank at step 3"
+            "engine: rank 0: failed: .*timed out after 2\\.[0-9]+ s: rank 1 has not arrived"
+            "MPI_Abort")
+  math(EXPR took "${t1} - ${t0}")
+  if(took GREATER 30)
+    message(FATAL_ERROR "the job took ${took} s to end")
+  endif()
 elseif(SCENARIO STREQUAL "loss_scale")
   # DeepSpeed's dynamic loss scaler: with no overflow, a power-of-two scale changes no bit; an inf in
   # one rank's gradients skips the step on every rank (the learning rate does not move), spends one
