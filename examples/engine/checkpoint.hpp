@@ -47,8 +47,9 @@ struct CheckpointState {
   int format = 2;
 };
 
-/// Runs a collective barrier over the ranks (a no-op on one rank).
-using Barrier = std::function<void()>;
+/// A collective barrier over the ranks that also agrees: true on every rank when every rank passed
+/// true (on one rank: its own flag).
+using Barrier = std::function<bool(bool)>;
 
 namespace detail {
 
@@ -147,9 +148,7 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& save,
                                               const CheckpointState& state, const std::vector<float>& full_params,
                                               const Barrier& barrier = {}) {
   namespace fs = std::filesystem;
-  const auto sync = [&] {
-    if (barrier) barrier();
-  };
+  const auto sync = [&](bool ok) { return barrier ? barrier(ok) : ok; };
   const std::string name = step_dir_name(state.step);
   const fs::path final_dir = save / name;
   const fs::path tmp = save / (".tmp." + name);
@@ -158,7 +157,7 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& save,
     fs::remove_all(tmp);
     fs::create_directories(tmp);
   }
-  sync();  // the directory exists for every rank
+  (void)sync(true);  // the directory exists for every rank
   bool ok = true;
   std::string failure;
   try {
@@ -171,8 +170,12 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& save,
     ok = false;
     failure = e.what();
   }
-  sync();  // every shard is on disk (or a rank failed: it throws below, the others time out or abort)
+  // Every shard is on disk, or some rank failed: then no rank publishes (the temporary stays behind,
+  // the previous checkpoint stays `latest`) and each throws.
+  const bool all_ok = sync(ok);
   if (!ok) throw std::runtime_error(failure);
+  if (!all_ok) throw std::runtime_error("checkpoint: another rank could not write its shard of " + final_dir.string());
+  bool published = true;
   if (state.rank == 0) {
     try {
       std::ostringstream m;
@@ -197,14 +200,16 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& save,
       fs::create_directory_symlink(name, link_tmp);
       fs::rename(link_tmp, save / "latest");
       detail::sync_dir(save);
-    } catch (...) {
+    } catch (const std::exception& e) {
       std::error_code ec;
       fs::remove_all(tmp, ec);
-      sync();
-      throw;
+      published = false;
+      failure = e.what();
     }
   }
-  sync();  // the checkpoint is complete before any rank goes on
+  if (!sync(published)) {  // the checkpoint is complete before any rank goes on
+    throw std::runtime_error(published ? "checkpoint: rank 0 could not publish " + final_dir.string() : failure);
+  }
   return final_dir;
 }
 

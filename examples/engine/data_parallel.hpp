@@ -15,7 +15,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+
+#include "config.hpp"
 
 namespace engine {
 
@@ -45,17 +48,30 @@ class Ranks {
 
   /// The world communicator where the backend has one and the process was launched with several
   /// ranks (mpirun, or RANK/WORLD_SIZE); else one rank.
+  /// Several ranks launched without a communicator for B (a build without MPI or NCCL) is an error:
+  /// the ranks would each train alone and overwrite each other's checkpoints.
   static Ranks world(B b) {
     Ranks r(b);
+    int launched = 1;
 #if defined(ENGINE_HAS_COMM)
+    launched = accel::comm::launch_info().world_size;
     if constexpr (has_comm) {
-      if (accel::comm::launch_info().world_size > 1) {
+      if (launched > 1) {
         r.comm_ = &accel::comm::world<B>();
         r.rank_ = r.comm_->rank();
         r.size_ = r.comm_->size();
+        return r;
       }
     }
+#else
+    for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}) {
+      if (const char* e = std::getenv(v); e != nullptr && std::atoi(e) > 1) launched = std::atoi(e);
+    }
 #endif
+    if (launched > 1) {
+      throw UsageError("launched as " + std::to_string(launched) + " ranks, but this build has no communicator for the " +
+                       std::string(b.name()) + " backend (accel::comm with MPI for the CPU, NCCL for CUDA)");
+    }
     return r;
   }
 
@@ -114,12 +130,6 @@ class Ranks {
     if (size_ == 1) return;
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) comm_->all_reduce(s, buf, buf, count, t, accel::ReduceOp::max);
-#endif
-  }
-  void barrier(StreamRef s) {
-    if (size_ == 1) return;
-#if defined(ENGINE_HAS_COMM)
-    if constexpr (has_comm) comm_->barrier(s);
 #endif
   }
 

@@ -249,10 +249,7 @@ class Engine {
   int run_typed(const Corpus& corpus, const Plan& plan, const std::optional<CheckpointState>& resume,
                 const std::filesystem::path& resume_dir, Ranks<B>& ranks) {
     Trainer<B, T> t(b_, cfg_, corpus, plan, ranks);
-    const Barrier barrier = [&] {
-      ranks.barrier(t.stream());
-      t.stream().synchronize();
-    };
+    const Barrier barrier = [&](bool ok) { return t.agree_max({ok ? 0 : 1, 0})[0] == 0; };
     if (resume) {
       CheckpointState st = *resume;
       read_checkpoint_tensors(resume_dir, t.layout().total, st, ranks.rank(), t.shard());

@@ -1,7 +1,8 @@
 # The data-parallel engine under mpiexec: one scenario per CTest test, each a few runs of a tiny model
 # on tests/engine/data/hamlet_act1.txt compared by dp_check (tests/engine/dp_check.cpp).
 #   cmake -DSCENARIO=name -DMPIEXEC=... -DOPENMPI=ON|OFF -DENGINE=... -DCHECK=... -DDATA=... -DWORK=dir -P run_dp.cmake
-# Scenarios: deterministic, default, resume, rank_death, rank_hang, loss_scale, ds_config (see each below).
+# Scenarios: deterministic, default, resume, rank_death, rank_hang, loss_scale, ds_config, two_machines
+# (see each below).
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(ENV{ACCEL_BACKEND} cpu)
@@ -186,6 +187,58 @@ elseif(SCENARIO STREQUAL "ds_config")
   check(losses-equal ${WORK}/flags.csv ${WORK}/ds.csv)
   engine_run(1 2 bad --data ${DATA} --deepspeed-config ${WORK}/bad.json)
   expect_in("${bad}" "unsupported key 'zero_optimization.offload_optimizer'")
+elseif(SCENARIO STREQUAL "two_machines")
+  # Two "machines": network namespaces joined by a veth pair, Open MPI over TCP between them, launched
+  # through a plm_rsh_agent that runs `ip netns exec` where ssh would log in. --deterministic: the
+  # losses are one rank's bits. Needs root and `ip netns` (elsewhere it prints "skipped: ...", which
+  # CTest counts as skipped).
+  execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+  find_program(IP ip PATHS /usr/sbin /sbin)
+  if(NOT uid STREQUAL "0" OR NOT IP OR NOT OPENMPI)
+    message("skipped: two network namespaces need root, ip (iproute2) and Open MPI")
+    return()
+  endif()
+  string(RANDOM LENGTH 5 ALPHABET abcdefghijklmnopqrstuvwxyz tag)
+  string(RANDOM LENGTH 2 ALPHABET 123456789 octet)
+  set(ns0 accel_dp_${tag}0)
+  set(ns1 accel_dp_${tag}1)
+  set(a0 10.${octet}.77.1)
+  set(a1 10.${octet}.77.2)
+  function(netns_cleanup)
+    execute_process(COMMAND ${IP} netns del ${ns0} ERROR_QUIET)
+    execute_process(COMMAND ${IP} netns del ${ns1} ERROR_QUIET)
+  endfunction()
+  set(ok TRUE)
+  foreach(cmd "netns add ${ns0}" "netns add ${ns1}" "link add v${tag}0 type veth peer name v${tag}1"
+              "link set v${tag}0 netns ${ns0}" "link set v${tag}1 netns ${ns1}"
+              "-n ${ns0} addr add ${a0}/24 dev v${tag}0" "-n ${ns1} addr add ${a1}/24 dev v${tag}1"
+              "-n ${ns0} link set v${tag}0 up" "-n ${ns1} link set v${tag}1 up"
+              "-n ${ns0} link set lo up" "-n ${ns1} link set lo up")
+    separate_arguments(argv UNIX_COMMAND "${cmd}")
+    execute_process(COMMAND ${IP} ${argv} RESULT_VARIABLE rc ERROR_VARIABLE err)
+    if(NOT rc EQUAL 0)
+      netns_cleanup()
+      message("skipped: ip ${cmd}: ${err}")
+      return()
+    endif()
+  endforeach()
+  file(WRITE ${WORK}/hosts "${a0} slots=1\n${a1} slots=1\n")
+  set(ENV{ENGINE_NETNS_MAP} "${a0}=${ns0} ${a1}=${ns1}")
+  get_filename_component(here ${CMAKE_SCRIPT_MODE_FILE} DIRECTORY)
+  engine_run(1 0 one ${base} --deterministic --metrics ${WORK}/one.csv)
+  execute_process(COMMAND ${IP} netns exec ${ns0} ${MPIEXEC} -n 2 --allow-run-as-root --hostfile ${WORK}/hosts
+                          --mca plm_rsh_agent ${here}/netns_agent.sh --mca btl tcp,self
+                          --mca btl_tcp_if_include ${a0}/24 --mca oob_tcp_if_include ${a0}/24
+                          -x ACCEL_BACKEND -x ACCEL_COMM_TIMEOUT -x PATH -x ENGINE_NETNS_MAP
+                          ${ENGINE} ${base} --deterministic --metrics ${WORK}/two.csv
+                  RESULT_VARIABLE status OUTPUT_VARIABLE o ERROR_VARIABLE e TIMEOUT 120)
+  netns_cleanup()
+  message("---- 2 ranks in network namespaces ${ns0} (${a0}) and ${ns1} (${a1}), TCP:\n${o}${e}-- exit status ${status}")
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "expected exit status 0, got ${status}")
+  endif()
+  expect_in("${o}${e}" "data parallel: 2 ranks \\(mpi\\)")
+  check(losses-equal ${WORK}/one.csv ${WORK}/two.csv)
 else()
   message(FATAL_ERROR "unknown SCENARIO '${SCENARIO}'")
 endif()
