@@ -124,6 +124,10 @@ class Engine {
     cfg_.rank = ranks.rank();
     cfg_.ranks = ranks.size();
     if (cfg_.rank != 0) cfg_.quiet = true;  // rank 0 reports; every rank reports its errors
+    if (!cfg_.trace.empty() && cfg_.ranks > 1) {  // a trace per rank: out.json -> out.rank1.json
+      const std::filesystem::path p(cfg_.trace);
+      cfg_.trace = (p.parent_path() / (p.stem().string() + ".rank" + std::to_string(cfg_.rank) + p.extension().string())).string();
+    }
     resolve_batch(cfg_, ranks.size());
     check_parallel(ranks.size());
     if (cfg_.data.empty()) {
