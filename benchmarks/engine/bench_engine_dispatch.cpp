@@ -319,6 +319,7 @@ int main(int argc, char** argv) try {
   cfg.steps = 1000000;  // the learning rate stays near its peak for the whole run
   cfg.data = data;
   cfg.quiet = true;
+  engine::resolve_batch(cfg, 1);  // one rank: the micro-batch and accumulation as given
   const engine::Corpus corpus = engine::Corpus::load(cfg.data);
   engine::Plan plan;
   plan.vocab = corpus.vocab_size();
@@ -329,10 +330,13 @@ int main(int argc, char** argv) try {
   std::printf("tiny: batch %d, block %d, %d thread%s, one stream; data %s\n", cfg.batch, cfg.shape.block, cfg.threads,
               cfg.threads > 1 ? "s" : "", cfg.data.c_str());
 
-  engine::Trainer<accel::CpuBackend, float> st(accel::CpuBackend{}, cfg, corpus, plan);
+  // One rank (the data-parallel engine's Trainer takes its ranks): the same step as before.
+  engine::Ranks<accel::CpuBackend> st_rank(accel::CpuBackend{});
+  engine::Trainer<accel::CpuBackend, float> st(accel::CpuBackend{}, cfg, corpus, plan, st_rank);
   st.init_weights();
   const engine::CheckpointState init = st.save_state();
-  engine::Trainer<accel::AnyBackend, float> any(accel::AnyBackend{accel::CpuBackend{}}, cfg, corpus, plan);
+  engine::Ranks<accel::AnyBackend> any_rank(accel::AnyBackend{accel::CpuBackend{}});
+  engine::Trainer<accel::AnyBackend, float> any(accel::AnyBackend{accel::CpuBackend{}}, cfg, corpus, plan, any_rank);
   any.init_weights();
   RawStep raw(cfg, corpus, plan.vocab, plan.vocab_padded, init);
 
