@@ -770,6 +770,13 @@ class Trainer {
     for (int m = 0; m < cfg_.accum; ++m) enqueue_micro(m, m == 0);
   }
 
+  /// Every other lane waits for what lane 0's stream holds so far (the previous update, the batch's
+  /// copies). Enqueued before lane 0 adds its own forward and backward: a wait enqueued after them
+  /// would run the lanes one after the other instead of side by side.
+  void lanes_wait_for_lane0() {
+    for (std::size_t l = 1; l < lanes_.size(); ++l) lanes_[l].s.wait_stream(stream_);
+  }
+
   /// On lane 0, after every lane's gradients: their sum (lane 0's buffer).
   void enqueue_lane_sum() {
     const Phase phase(*this, "gradient sum", stream_);
@@ -789,9 +796,9 @@ class Trainer {
     } else if (grad_acc_.size() > 0) {
       // ZeRO stage 2: each micro-batch's gradients reduce-scattered at once, this shard's accumulated.
       for (int m = 0; m < cfg_.accum; ++m) {
+        lanes_wait_for_lane0();
         for (auto& lane : lanes_) {
           cur_ = &lane;
-          if (&lane != &lanes_[0]) lane.s.wait_stream(stream_);
           enqueue_micro(m, true);
         }
         cur_ = &lanes_[0];
@@ -804,9 +811,9 @@ class Trainer {
         }
       }
     } else {
+      lanes_wait_for_lane0();  // the weights of the previous step's update
       for (auto& lane : lanes_) {
         cur_ = &lane;
-        if (&lane != &lanes_[0]) lane.s.wait_stream(stream_);  // the weights of the previous step's update
         enqueue_lane_gradients();
       }
       cur_ = &lanes_[0];
