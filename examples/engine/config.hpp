@@ -44,7 +44,8 @@ struct Config {
   bool batch_given = false, accum_given = false;
   int draw_chunk = 0;    // sequences per draw of the data generator (the one-rank micro-batch)
   int eval_rows = 0;     // sequences per validation batch (the one-rank micro-batch)
-  int zero_stage = 1;    // 1: optimizer state sharded; 2: also the reduced gradients (per micro-batch)
+  int zero_stage = 1;    // 1: optimizer state sharded; 2: also the gradients (reduced in buckets during backward)
+  std::int64_t reduce_bucket = 0;  // stage 2: elements per layer bucket (0: one layer; buckets.hpp)
   bool deterministic = false;  // bit-identical on any rank count (fixed summation trees)
   std::string overlap = "auto";  // on | off | auto (on with CUDA): reduce gradients in buckets during backward
   std::string deepspeed_config;  // --deepspeed-config FILE
@@ -111,12 +112,23 @@ training
   --global-batch N     sequences per optimizer step over all ranks (default: batch x accum); on R
                        ranks each rank runs N / R of them as micro-batches of at most --batch
   --zero-stage 1|2     data parallel (mpirun -np R): 1 (default) each rank keeps Adam's state (and
-                       the fp32 master weights) of its 1/R shard; 2 also only its shard's gradients
+                       the fp32 master weights) of its 1/R shard, and every gradient; 2 also keeps only
+                       its shard's gradients: backward writes a layer's gradients into a bucket, each
+                       full bucket is reduced to the ranks that own its elements and reused, so a rank
+                       holds 1/R of the gradients plus the buckets (a layer's, and the embeddings'),
+                       every micro-batch reduced as it completes; one stream per rank
+  --reduce-bucket-size N   stage 2: a layer bucket gathers consecutive layers up to N elements
+                       (DeepSpeed's reduce_bucket_size; default 0: one layer per bucket)
   --overlap on|off|auto    reduce the gradients in buckets (a layer's) on a communication stream while
                        backward goes on (auto: on with CUDA, off on the CPU, where the polling thread
-                       takes a core from the computation); stage 1, one stream per rank
+                       takes a core from the computation); one stream per rank; stage 2 then keeps two
+                       layer buckets (one filling, one reducing)
   --deterministic      bit-identical losses and weights on 1, 2, 4... ranks (fixed summation trees
-                       over the micro-batches; the micro-batch stays --batch; one stream per rank)
+                       over the micro-batches; the micro-batch stays --batch; one stream per rank).
+                       With stage 2 the ranks take the micro-batches in turn (rank r: r, r + R, ...)
+                       so each step's R leaves are summed at their owners, bucket by bucket; when the
+                       micro-batches per step are not a power of two, stage 2 keeps stage 1's full
+                       gradient buffers (runs of micro-batches are summed in place across backwards)
   --deepspeed-config F a DeepSpeed JSON config (batch triple, clipping, optimizer, scheduler, fp16/bf16,
                        zero_optimization.stage); a key the engine does not support is an error
   --loss-scale dynamic|X   scale the loss (dynamic: DeepSpeed's fp16 scaler: 2^16, window 1000,
@@ -307,6 +319,8 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.global_batch = parse_int(a, value(), 1, 1 << 24);
     } else if (a == "--zero-stage") {
       c.zero_stage = static_cast<int>(parse_int(a, value(), 1, 2));
+    } else if (a == "--reduce-bucket-size") {
+      c.reduce_bucket = parse_int(a, value(), 0, 1LL << 40);
     } else if (a == "--overlap") {
       c.overlap = value();
       if (c.overlap != "on" && c.overlap != "off" && c.overlap != "auto") {
@@ -421,6 +435,10 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
   if (c.streams > 0 && c.batch % c.streams != 0) {
     throw UsageError("--streams " + std::to_string(c.streams) + " does not divide --batch " + std::to_string(c.batch) +
                      " (each stream runs batch / streams sequences)");
+  }
+  if (c.zero_stage == 2 && c.streams > 1) {
+    throw UsageError("--zero-stage 2 runs one stream per rank (each stream would need gradient buckets of its own): drop --streams " +
+                     std::to_string(c.streams));
   }
   if (c.graph && c.overlap == "on") {
     throw UsageError("--graph captures one stream: it cannot be combined with --overlap on (a second stream)");

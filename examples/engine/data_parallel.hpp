@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "config.hpp"
 
@@ -108,10 +109,11 @@ class Ranks {
     if constexpr (has_comm) comm_->all_to_all(s, in, out, count, t);
 #endif
   }
-  /// Sums elements [begin, end) of `buf` over the ranks into the ranks that own them (rank r owns
-  /// [r x shard, (r+1) x shard) and gets its part in place): one reduce per owner, one grouped launch.
-  /// The same bytes as a reduce-scatter, for a bucket of the flat buffer that is not rank-aligned.
-  void reduce_to_owners(StreamRef s, void* buf, std::int64_t begin, std::int64_t end, std::int64_t shard,
+  /// Sums elements [begin, end) of the flat buffer over the ranks into the ranks that own them (rank r
+  /// owns [r x shard, (r+1) x shard) and gets its part in place): one reduce per owner, one grouped
+  /// launch. `data` holds element `begin` (the flat buffer itself, or a bucket's memory). The same bytes
+  /// as a reduce-scatter, for a bucket of the flat buffer that is not rank-aligned.
+  void reduce_to_owners(StreamRef s, void* data, std::int64_t begin, std::int64_t end, std::int64_t shard,
                         accel::Dtype t) {
     if (size_ == 1 || end <= begin) return;
 #if defined(ENGINE_HAS_COMM)
@@ -119,9 +121,30 @@ class Ranks {
       auto group = comm_->group();
       for (int r = static_cast<int>(begin / shard); r < size_ && r * shard < end; ++r) {
         const std::int64_t lo = std::max(begin, r * shard), hi = std::min(end, (r + 1) * shard);
-        void* p = static_cast<char*>(buf) + lo * static_cast<std::int64_t>(accel::size_of(t));
+        void* p = static_cast<char*>(data) + (lo - begin) * static_cast<std::int64_t>(accel::size_of(t));
         comm_->reduce(s, p, p, static_cast<std::size_t>(hi - lo), t, accel::ReduceOp::sum, r);
       }
+      group.end();
+    }
+#endif
+  }
+  /// One part of gather_group: `count` elements of `in` from every rank to rank `root`.
+  struct GatherPart {
+    const void* in = nullptr;
+    std::size_t count = 0;
+    int root = 0;
+  };
+  /// Gathers, one grouped launch: each part's `in` of every rank, in rank order, into the root's `out`
+  /// (count x ranks elements). A rank is the root of at most one part (its `out` is written once).
+  void gather_group(StreamRef s, const std::vector<GatherPart>& parts, void* out, accel::Dtype t) {
+    if (size_ == 1) {
+      for (const auto& p : parts) copy_if_needed(s, p.in, out, p.count, t);
+      return;
+    }
+#if defined(ENGINE_HAS_COMM)
+    if constexpr (has_comm) {
+      auto group = comm_->group();
+      for (const auto& p : parts) comm_->gather(s, p.in, p.root == rank_ ? out : nullptr, p.count, t, p.root);
       group.end();
     }
 #endif

@@ -12,13 +12,15 @@
 //   fp16 {enabled: false, loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale}
 //        (the loss scaler's settings; fp16 weights are not the engine's: enabled true is refused)
 //   bf16 {enabled}                     --dtype bf16 (CUDA)
-//   zero_optimization {stage: 1 | 2, reduce_scatter: true, contiguous_gradients, overlap_comm}
+//   zero_optimization {stage: 1 | 2, reduce_scatter: true, contiguous_gradients, overlap_comm,
+//                      reduce_bucket_size (stage 2's layer buckets, elements; buckets.hpp)}
 // Command-line flags after --deepspeed-config override its values.
 #pragma once
 
 #include "config.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -307,6 +309,11 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
     if (!o.boolean("reduce_scatter", true)) throw UsageError("--deepspeed-config: zero_optimization.reduce_scatter false is not supported");
     (void)o.boolean("contiguous_gradients", true);  // the gradients are one flat buffer either way
     (void)o.boolean("overlap_comm", false);
+    const double bucket = o.number("reduce_bucket_size", static_cast<double>(c.reduce_bucket));
+    if (!(bucket >= 0 && bucket <= 1e15) || bucket != std::floor(bucket)) {
+      throw UsageError("--deepspeed-config: zero_optimization.reduce_bucket_size must be an integer >= 0");
+    }
+    c.reduce_bucket = static_cast<std::int64_t>(bucket);
     o.finish();
   }
   top.finish();

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "blas.hpp"
+#include "buckets.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "corpus.hpp"
@@ -113,18 +114,56 @@ class Trainer {
     shard_lo_ = shard_ * dp_.rank();
     const std::size_t np = static_cast<std::size_t>(padded_), ns = static_cast<std::size_t>(shard_);
     params_ = accel::Buffer<T, B>(np, stream_);
-    grads_ = accel::Buffer<T, B>(np, stream_);
     exp_avg_ = accel::Buffer<float, B>(ns, stream_);
     exp_avg_sq_ = accel::Buffer<float, B>(ns, stream_);
     if constexpr (bf16) master_ = accel::Buffer<float, B>(ns, stream_);
-    grad_shard_ = grads_.data() + shard_lo_;
-    if (cfg.zero_stage == 2 && dp_.size() > 1 && cfg.accum > 1 && !cfg.deterministic) {
-      grad_acc_ = accel::Buffer<T, B>(ns, stream_);  // stage 2: the reduced gradients, this shard only
-      grad_shard_ = grad_acc_.data();
-    }
+    // --deterministic: the micro-batches are the leaves of a summation tree (runs of `odd` leaves, then
+    // a perfect binary tree); a rank's partial sums are a stack, at most log2(runs) + 1 deep.
+    std::int64_t runs = 1;
     if (cfg.deterministic) {
-      if (dp_.size() > 1) recv_ = accel::Buffer<T, B>(np, stream_);
       det_leaves_ = cfg.accum;  // leaves of this rank: one micro-batch each
+      det_odd_ = det_leaves_ * dp_.size();
+      while (det_odd_ % 2 == 0) det_odd_ /= 2;
+      runs = det_leaves_ / det_odd_;
+    }
+    int depth = 1;
+    while ((std::int64_t{1} << (depth - 1)) < runs) ++depth;
+    // ZeRO stage 2 (buckets.hpp): backward writes into buckets, each reduced to its owners as it
+    // completes; this rank keeps its shard's sum only. --deterministic needs every micro-batch's leaf
+    // alone (odd == 1): a run of several is summed by backward itself, across micro-batches, in a
+    // buffer of the whole model (stage 1's path, taken then).
+    stage2_ = cfg.zero_stage == 2 && (!cfg.deterministic || det_odd_ == 1);
+    if (stage2_ && cfg.streams != 1) throw UsageError("--zero-stage 2 runs one stream per rank");
+    // --overlap: buckets (stage 1: each layer's gradients after the last micro-batch's backward; stage
+    // 2: every bucket) reduced to their owners on a communication stream while backward goes on
+    // (compute stream -> comm stream).
+    const bool want = cfg.overlap == "on" || (cfg.overlap == "auto" && b.device_type() != accel::DeviceType::cpu);
+    overlap_ = want && dp_.size() > 1 && cfg.streams == 1 && !cfg.deterministic && !cfg.graph;
+    if (overlap_) comm_stream_.emplace();
+    if (stage2_) {
+      buckets_.emplace(P_, cfg.reduce_bucket);
+      grad_acc_ = accel::Buffer<T, B>(ns, stream_);  // this shard's reduced gradients
+      grad_shard_ = grad_acc_.data();
+      embed_bucket_ = accel::Buffer<T, B>(static_cast<std::size_t>(buckets_->embed.size), stream_);
+      for (int i = 0; i < (overlap_ ? 2 : 1); ++i) {
+        layer_buckets_.emplace_back(static_cast<std::size_t>(buckets_->cap), stream_);
+        bucket_done_.emplace_back();
+      }
+      bucket_done_.emplace_back();  // the embedding bucket's
+      if (cfg.deterministic) {
+        // Each bucket's leaves gathered at their owners, in rounds of `chunk` elements per owner.
+        const std::int64_t most = std::max(buckets_->cap, buckets_->embed.size);
+        det_chunk_ = align16((most + dp_.size() - 1) / dp_.size());
+        det_recv_ = accel::Buffer<T, B>(static_cast<std::size_t>(det_chunk_ * dp_.size()), stream_);
+        for (int i = 1; i < depth; ++i) det_pool_.emplace_back(ns, stream_);  // the stack; grad_acc_ is its bottom
+      }
+    } else {
+      grads_ = accel::Buffer<T, B>(np, stream_);
+      grad_shard_ = grads_.data() + shard_lo_;
+      if (cfg.deterministic) {
+        if (dp_.size() > 1) recv_ = accel::Buffer<T, B>(np, stream_);
+        for (int i = 0; i < depth; ++i) det_pool_.emplace_back(np, stream_);
+      }
     }
     // The global norm: each rank's per-block norms (one block: the shard; --deterministic: norm_block
     // elements), gathered in block order, and their norm.
@@ -133,12 +172,6 @@ class Trainer {
     const std::int64_t seqs = static_cast<std::int64_t>(cfg.batch) * cfg.accum;  // this rank's share
     loss_all_ = accel::Buffer<float, B>(static_cast<std::size_t>(seqs * dp_.size() * cfg.shape.block), stream_);
     optimizer_bytes_ = (exp_avg_.size() + exp_avg_sq_.size() + master_.size()) * sizeof(float);
-    // --overlap: the gradients of each layer reduced to their owners on a communication stream as
-    // soon as the last micro-batch's backward has written them (compute stream -> comm stream).
-    const bool want = cfg.overlap == "on" || (cfg.overlap == "auto" && b.device_type() != accel::DeviceType::cpu);
-    overlap_ = want && dp_.size() > 1 && cfg.streams == 1 && !cfg.deterministic && grad_acc_.size() == 0 && !cfg.graph;
-    if (overlap_) comm_stream_.emplace();
-    gradient_bytes_ = grads_.size() * sizeof(T) + grad_acc_.size() * sizeof(T) + recv_.size() * sizeof(T);
     const std::size_t lane_tokens = static_cast<std::size_t>(lane_batch_) * cfg.shape.block * cfg.accum;
     for (int l = 0; l < cfg.streams; ++l) {
       Lane& lane = l == 0 ? lanes_.emplace_back(typename B::StreamRef(stream_)) : lanes_.emplace_back();
@@ -148,13 +181,25 @@ class Trainer {
       lane.inputs = accel::Buffer<std::int32_t, B>(lane_tokens, lane.s);
       lane.targets = accel::Buffer<std::int32_t, B>(lane_tokens, lane.s);
       if (l == 0) {
-        lane.grads = grads_.data();
+        lane.grads = grads_.data();  // null in stage 2: g() points into the buckets
       } else {
         lane.own_grads = accel::Buffer<T, B>(np, lane.s);
         lane.grads = lane.own_grads.data();
       }
     }
     cur_ = &lanes_[0];
+    // Gradient memory on this rank (what stage 2 divides): the flat buffers, the lanes' own, the
+    // buckets, --deterministic's partial sums and receive buffers.
+    const auto bytes = [](const auto& buf) { return buf.size() * sizeof(T); };
+    gradient_bytes_ = bytes(grads_) + bytes(recv_) + bytes(embed_bucket_) + bytes(det_recv_);
+    for (const auto& lane : lanes_) gradient_bytes_ += bytes(lane.own_grads);
+    for (const auto& buf : layer_buckets_) gradient_bytes_ += bytes(buf);
+    for (const auto& buf : det_pool_) gradient_bytes_ += bytes(buf);
+    shard_gradient_bytes_ = bytes(grad_acc_);
+    gradient_bytes_ += shard_gradient_bytes_;
+    if (stage2_) {
+      for (const auto& buf : det_pool_) tree_gradient_bytes_ += bytes(buf);
+    }
     for (int l = 0; l < cfg.shape.layers; ++l) {
       fwd_names_.push_back("layer " + std::to_string(l));
       bwd_names_.push_back("layer " + std::to_string(l) + " backward");
@@ -278,7 +323,14 @@ class Trainer {
   /// Bytes of optimizer state on this rank (Adam's two moments, the fp32 master weights where the
   /// model is bf16): 1/ranks of the model's.
   [[nodiscard]] std::size_t optimizer_bytes() const noexcept { return optimizer_bytes_; }
+  /// Bytes of gradient memory on this rank: stage 1 the whole model's (per lane), stage 2 the shard's
+  /// (shard_gradient_bytes(), 1/ranks of the model's) plus the buckets; --deterministic's partial sums.
   [[nodiscard]] std::size_t gradient_bytes() const noexcept { return gradient_bytes_; }
+  [[nodiscard]] std::size_t shard_gradient_bytes() const noexcept { return shard_gradient_bytes_; }
+  /// Stage 2 --deterministic: the summation tree's shard-sized partial sums (beside grad_acc_).
+  [[nodiscard]] std::size_t tree_gradient_bytes() const noexcept { return tree_gradient_bytes_; }
+  /// Stage 2 (it may fall back to stage 1's buffers with --deterministic; see the constructor).
+  [[nodiscard]] bool stage2() const noexcept { return stage2_; }
   [[nodiscard]] const DynamicLossScaler& scaler() const noexcept { return scaler_; }
   void set_inject_inf(bool on) noexcept { inject_inf_ = on; }
 
@@ -335,11 +387,11 @@ class Trainer {
       grads_out->resize(static_cast<std::size_t>(P_.total));
       if constexpr (bf16) {
         std::vector<T> g(static_cast<std::size_t>(P_.total));
-        b_.copy_async(stream_, g.data(), grads_.data(), g.size() * sizeof(T));
+        b_.copy_async(stream_, g.data(), grad_shard_, g.size() * sizeof(T));
         stream_.synchronize();
         for (std::size_t i = 0; i < g.size(); ++i) (*grads_out)[i] = static_cast<float>(g[i]);
       } else {
-        b_.copy_async(stream_, grads_out->data(), grads_.data(), grads_out->size() * 4);
+        b_.copy_async(stream_, grads_out->data(), grad_shard_, grads_out->size() * 4);  // one rank: the whole model
       }
       enqueue_clip();
     } else if (cfg_.graph) {
@@ -384,7 +436,16 @@ class Trainer {
     if (!scaler_.enabled()) b_.copy_async(stream_, &norm, lanes_[0].f32.data() + A_.norm, 4);
     stream_.synchronize();
     double sum = 0;
-    for (const float l : host_losses_) sum += l;  // in sequence order: the same on every rank count
+    if (stage2_ && cfg_.deterministic) {  // rank r's micro-batch m is the global m x ranks + r
+      const std::size_t micro = static_cast<std::size_t>(cfg_.batch) * static_cast<std::size_t>(cfg_.shape.block);
+      const std::size_t R = static_cast<std::size_t>(dp_.size()), A = static_cast<std::size_t>(cfg_.accum);
+      for (std::size_t gm = 0; gm < R * A; ++gm) {
+        const float* l = host_losses_.data() + ((gm % R) * A + gm / R) * micro;
+        for (std::size_t i = 0; i < micro; ++i) sum += l[i];
+      }
+    } else {
+      for (const float l : host_losses_) sum += l;  // in sequence order: the same on every rank count
+    }
     r.loss = sum / static_cast<double>(host_losses_.size());
     r.grad_norm = norm;
     ++step_;  // a skipped step counts (DeepSpeed's global_steps), its batch is consumed
@@ -534,7 +595,12 @@ class Trainer {
   float* f32(std::int64_t off) { return cur_->f32.data() + off; }
   std::uint32_t* bits(std::int64_t off) { return off < 0 ? nullptr : cur_->bits.data() + off; }
   T* w(int view) { return params_.data() + P_.offset(view); }
-  T* g(int view) { return cur_->grads + P_.offset(view); }
+  T* g(int view) {
+    if (!stage2_) return cur_->grads + P_.offset(view);
+    const auto v = static_cast<std::size_t>(view);
+    T* mem = buckets_->view_bucket[v] < 0 ? embed_bucket_.data() : layer_buckets_[static_cast<std::size_t>(layer_bucket_)].data();
+    return mem + buckets_->view_pos[v];
+  }
   [[nodiscard]] typename B::StreamRef cs() const { return cur_->s; }
 
   void gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
@@ -668,6 +734,7 @@ class Trainer {
     const bool drop = cfg_.dropout > 0;
     const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
     T* dlogits = act(A_.logits);
+    bucket_begin(-1);
     std::optional<Phase> head(std::in_place, *this, "head backward", cs());
     gemm(Trans::no, Trans::no, N, C, Vp, dlogits, Vp, w(P_.wte), C, 0.0f, act(A_.dln), C);
     gemm(Trans::yes, Trans::no, Vp, C, N, dlogits, Vp, act(A_.lnf), C, 1.0f, g(P_.wte), C);
@@ -680,6 +747,8 @@ class Trainer {
       const auto& L = A_.layers[li];
       const auto& W = P_.layers[li];
       const Phase phase(*this, bwd_names_[li], cs());
+      // Stage 2: each tensor's gradient written into its bucket, the bucket reduced once complete.
+      const auto unit = [&](int k) { return BucketPlan::unit_index(cfg_.shape.layers, static_cast<int>(li), k); };
       // res_out = res2 + dropout(fcproj)
       T* dfc = act(A_.dres);
       if (drop) {
@@ -687,12 +756,18 @@ class Trainer {
         dfc = act(A_.dtmp);
       }
       gemm(Trans::no, Trans::no, N, 4 * C, C, dfc, C, w(W.fcproj_w), 4 * C, 0.0f, act(A_.dbig), 4 * C);
+      bucket_begin(unit(BucketPlan::fc_proj));
       gemm(Trans::yes, Trans::no, C, 4 * C, N, dfc, C, act(L.gelu), 4 * C, 1.0f, g(W.fcproj_w), 4 * C);
+      bucket_end(unit(BucketPlan::fc_proj));
       nn_.gelu_backward(cs(), act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
       gemm(Trans::no, Trans::no, N, C, 4 * C, act(A_.dbig), 4 * C, w(W.fc_w), C, 0.0f, act(A_.dln), C);
+      bucket_begin(unit(BucketPlan::fc));
       gemm(Trans::yes, Trans::no, 4 * C, C, N, act(A_.dbig), 4 * C, act(L.ln2), C, 1.0f, g(W.fc_w), C);
+      bucket_end(unit(BucketPlan::fc));
+      bucket_begin(unit(BucketPlan::ln2));
       nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln2_w), g(W.ln2_b), f32(A_.ln_scratch), act(A_.dln),
                              act(L.res2), w(W.ln2_w), f32(L.ln2_mean), f32(L.ln2_rstd), N, C);
+      bucket_end(unit(BucketPlan::ln2));
       // res2 = res_in + dropout(attproj)
       T* dap = act(A_.dres);
       if (drop) {
@@ -700,14 +775,20 @@ class Trainer {
         dap = act(A_.dtmp);
       }
       gemm(Trans::no, Trans::no, N, C, C, dap, C, w(W.proj_w), C, 0.0f, act(A_.datty), C);
+      bucket_begin(unit(BucketPlan::attn_proj));
       gemm(Trans::yes, Trans::no, C, C, N, dap, C, act(L.atty), C, 1.0f, g(W.proj_w), C);
+      bucket_end(unit(BucketPlan::attn_proj));
       T* dqkv = act(A_.dbig);
       attention_backward(L, dqkv, drop, Bn, Tn);
       gemm(Trans::no, Trans::no, N, C, 3 * C, dqkv, 3 * C, w(W.qkv_w), C, 0.0f, act(A_.dln), C);
+      bucket_begin(unit(BucketPlan::qkv));
       gemm(Trans::yes, Trans::no, 3 * C, C, N, dqkv, 3 * C, act(L.ln1), C, 1.0f, g(W.qkv_w), C);
+      bucket_end(unit(BucketPlan::qkv));
+      bucket_begin(unit(BucketPlan::ln1));
       nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
                              act(L.res_in), w(W.ln1_w), f32(L.ln1_mean), f32(L.ln1_rstd), N, C);
-      if (overlap_ && m == cfg_.accum - 1) {  // this layer's gradients are final: reduce them meanwhile
+      bucket_end(unit(BucketPlan::ln1));
+      if (!stage2_ && overlap_ && m == cfg_.accum - 1) {  // this layer's gradients are final: reduce them meanwhile
         enqueue_bucket(P_.offset(W.qkv_w), P_.offset(W.fcproj_w) + align16(P_.views[static_cast<std::size_t>(W.fcproj_w)].numel));
         enqueue_bucket(P_.offset(W.ln1_w), P_.offset(W.ln2_b) + align16(P_.views[static_cast<std::size_t>(W.ln2_b)].numel));
       }
@@ -719,7 +800,8 @@ class Trainer {
       demb = act(A_.dtmp);
     }
     nn_.embedding_backward(cs(), g(P_.wte), g(P_.wpe), demb, in, N, Tn, C, Vp);
-    if (overlap_ && m == cfg_.accum - 1) {
+    bucket_end(-1);
+    if (!stage2_ && overlap_ && m == cfg_.accum - 1) {
       enqueue_bucket(0, P_.offset(P_.layers[0].qkv_w));  // the embeddings (wte also took the LM head's)
       enqueue_bucket(P_.offset(P_.lnf_w), P_.total);
     }
@@ -729,7 +811,101 @@ class Trainer {
   /// compute stream's work so far (the backward that wrote them).
   void enqueue_bucket(std::int64_t begin, std::int64_t end) {
     comm_stream_->wait_stream(stream_);
-    dp_.reduce_to_owners(*comm_stream_, grads_.data(), begin, end, shard_, act_dtype);
+    dp_.reduce_to_owners(*comm_stream_, grads_.data() + begin, begin, end, shard_, act_dtype);
+  }
+
+  /// Stage 2: a bucket's buffer and its event (`unit` -1: the embedding bucket; else the layer bucket
+  /// holding that unit, in the buffer backward writes now).
+  struct BucketRef {
+    const Bucket* b;
+    T* mem;
+    typename B::Event* done;
+  };
+  BucketRef bucket_ref(int unit) {
+    if (unit < 0) return {&buckets_->embed, embed_bucket_.data(), &bucket_done_.back()};
+    const auto i = static_cast<std::size_t>(layer_bucket_);
+    return {&buckets_->layers[static_cast<std::size_t>(buckets_->unit_bucket[static_cast<std::size_t>(unit)])],
+            layer_buckets_[i].data(), &bucket_done_[i]};
+  }
+
+  /// Stage 2, before backward writes the gradients of `unit` (-1: the embedding bucket, at the start
+  /// of backward): when it is its bucket's first, the bucket's buffer (the other one with --overlap),
+  /// once that buffer's previous reduction is done, zeroed.
+  void bucket_begin(int unit) {
+    if (!stage2_) return;
+    if (unit >= 0) {
+      if (buckets_->layers[static_cast<std::size_t>(buckets_->unit_bucket[static_cast<std::size_t>(unit)])].first_unit != unit) return;
+      if (overlap_) layer_bucket_ = (layer_bucket_ + 1) % static_cast<int>(layer_buckets_.size());
+    }
+    const BucketRef r = bucket_ref(unit);
+    if (overlap_) stream_.wait(*r.done);
+    ops_.fill(stream_, r.mem, act_dtype, r.b->size, 0.0f);
+  }
+
+  /// Stage 2, after backward wrote the gradients of `unit` (-1: the embedding's backward): when it is its
+  /// bucket's last, the bucket reduced into this rank's shard (on the communication stream with
+  /// --overlap; --deterministic: gathered and summed at the owners).
+  void bucket_end(int unit) {
+    if (!stage2_) return;
+    const BucketRef r = bucket_ref(unit);
+    if (unit >= 0 && r.b->last_unit != unit) return;
+    if (cfg_.deterministic) {
+      gather_bucket(*r.b, r.mem);
+    } else if (overlap_) {
+      comm_stream_->wait_stream(stream_);
+      reduce_bucket(*comm_stream_, *r.b, r.mem);
+      r.done->record(*comm_stream_);
+    } else {
+      reduce_bucket(stream_, *r.b, r.mem);
+    }
+  }
+
+  /// A bucket's gradients summed over the ranks into their owners, and this rank's part added to its
+  /// shard's gradients (the micro-batches accumulate there).
+  void reduce_bucket(typename B::StreamRef s, const Bucket& b, T* mem) {
+    const Phase phase(*this, "bucket reduce", s);
+    for (const auto& r : b.ranges) dp_.reduce_to_owners(s, mem + r.pos, r.begin, r.end, shard_, act_dtype);
+    for (const auto& r : b.ranges) {
+      const std::int64_t lo = std::max(r.begin, shard_lo_), hi = std::min(r.end, shard_lo_ + shard_);
+      if (hi <= lo) continue;
+      T* acc = grad_acc_.data() + (lo - shard_lo_);
+      nn_.add(s, acc, acc, mem + r.pos + (lo - r.begin), hi - lo);
+    }
+  }
+
+  /// --deterministic stage 2: a bucket's leaves (one per rank: micro-batch m x ranks + rank) gathered at
+  /// the owners of its elements, in rounds of det_chunk_ elements per owner, and summed pairwise in
+  /// rank order (the summation tree's levels above the leaves) into det_sum_.
+  void gather_bucket(const Bucket& b, T* mem) {
+    const Phase phase(*this, "bucket gather", stream_);
+    const int R = dp_.size(), me = dp_.rank();
+    std::vector<typename Ranks<B>::GatherPart> parts;
+    for (const auto& r : b.ranges) {
+      for (std::int64_t k = 0;; ++k) {
+        parts.clear();
+        std::int64_t mine_at = 0, mine = 0;
+        for (int q = static_cast<int>(r.begin / shard_); q < R && q * shard_ < r.end; ++q) {
+          const std::int64_t lo = std::max(r.begin, q * shard_) + k * det_chunk_, hi = std::min(r.end, (q + 1) * shard_);
+          if (lo >= hi) continue;
+          const std::int64_t n = std::min(det_chunk_, hi - lo);
+          parts.push_back({mem + r.pos + (lo - r.begin), static_cast<std::size_t>(n), q});
+          if (q == me) {
+            mine_at = lo;
+            mine = n;
+          }
+        }
+        if (parts.empty()) break;
+        dp_.gather_group(stream_, parts, det_recv_.data(), act_dtype);
+        if (mine == 0) continue;
+        T* leaves = det_recv_.data();  // rank j's leaf at j x mine
+        for (int step = 1; step < R; step *= 2) {
+          for (int j = 0; j + step < R; j += 2 * step) {
+            nn_.add(stream_, leaves + j * mine, leaves + j * mine, leaves + (j + step) * mine, mine);
+          }
+        }
+        b_.copy_async(stream_, det_sum_ + (mine_at - shard_lo_), leaves, static_cast<std::size_t>(mine) * sizeof(T));
+      }
+    }
   }
 
   /// This rank's share of the step's global batch: every rank draws the whole batch (the generator
@@ -740,6 +916,15 @@ class Trainer {
       train_sampler_.next(data_gen_, global_inputs_.data() + at, global_targets_.data() + at);
     }
     const std::size_t share = host_inputs_.size(), from = share * static_cast<std::size_t>(dp_.rank());
+    if (stage2_ && cfg_.deterministic) {  // micro-batch m of this rank: the global batch's m x ranks + rank
+      const std::size_t micro = static_cast<std::size_t>(cfg_.batch) * static_cast<std::size_t>(Tk);
+      for (std::size_t m = 0; m < static_cast<std::size_t>(cfg_.accum); ++m) {
+        const std::size_t at = (m * static_cast<std::size_t>(dp_.size()) + static_cast<std::size_t>(dp_.rank())) * micro;
+        std::copy_n(global_inputs_.data() + at, micro, host_inputs_.data() + m * micro);
+        std::copy_n(global_targets_.data() + at, micro, host_targets_.data() + m * micro);
+      }
+      return;
+    }
     std::copy_n(global_inputs_.data() + from, share, host_inputs_.data());
     std::copy_n(global_targets_.data() + from, share, host_targets_.data());
   }
@@ -757,10 +942,10 @@ class Trainer {
   /// The current lane's forward and backward of micro-batch m, accumulating into its gradients
   /// (zeroed first when `zero`).
   void enqueue_micro(int m, bool zero) {
-    if (zero) ops_.fill(cs(), cur_->grads, act_dtype, padded_, 0.0f);
+    if (zero && !stage2_) ops_.fill(cs(), cur_->grads, act_dtype, padded_, 0.0f);
     forward(m, true, lane_batch_, cfg_.shape.block);
     backward(m);
-    if (inject_inf_ && m == 0 && cur_ == &lanes_[0]) {  // the loss scaler's test: one gradient overflows
+    if (inject_inf_ && !stage2_ && m == 0 && cur_ == &lanes_[0]) {  // the loss scaler's test: one gradient overflows
       ops_.fill(cs(), cur_->grads, act_dtype, 1, INFINITY);
     }
   }
@@ -791,25 +976,18 @@ class Trainer {
   /// global norm.
   void enqueue_gradients() {
     const std::size_t ns = static_cast<std::size_t>(shard_);
-    if (cfg_.deterministic) {
-      enqueue_gradients_deterministic();
-    } else if (grad_acc_.size() > 0) {
-      // ZeRO stage 2: each micro-batch's gradients reduce-scattered at once, this shard's accumulated.
-      for (int m = 0; m < cfg_.accum; ++m) {
-        lanes_wait_for_lane0();
-        for (auto& lane : lanes_) {
-          cur_ = &lane;
-          enqueue_micro(m, true);
-        }
-        cur_ = &lanes_[0];
-        enqueue_lane_sum();
-        dp_.reduce_scatter(stream_, grads_.data(), grads_.data() + shard_lo_, ns, act_dtype);
-        if (m == 0) {
-          b_.copy_async(stream_, grad_acc_.data(), grads_.data() + shard_lo_, ns * sizeof(T));
-        } else {
-          nn_.add(stream_, grad_acc_.data(), grad_acc_.data(), grads_.data() + shard_lo_, shard_);
-        }
+    if (stage2_) {
+      cur_ = &lanes_[0];
+      if (cfg_.deterministic) {
+        enqueue_gradients_det2();
+      } else {  // every micro-batch's buckets reduced into the shard as backward completes them
+        ops_.fill(stream_, grad_acc_.data(), act_dtype, shard_, 0.0f);
+        for (int m = 0; m < cfg_.accum; ++m) enqueue_micro(m, false);
+        if (overlap_) stream_.wait_stream(*comm_stream_);  // every bucket reduced
       }
+      if (inject_inf_) ops_.fill(stream_, grad_acc_.data(), act_dtype, 1, INFINITY);  // the loss scaler's test
+    } else if (cfg_.deterministic) {
+      enqueue_gradients_deterministic();
     } else {
       lanes_wait_for_lane0();  // the weights of the previous step's update
       for (auto& lane : lanes_) {
@@ -838,14 +1016,15 @@ class Trainer {
   /// tree's width), sums them with a stack of partial sums, and the ranks' sums meet in the same tree's
   /// top levels: all_to_all (rank j gets every rank's partial sum of shard j), pairwise in rank order.
   void enqueue_gradients_deterministic() {
-    const std::int64_t leaves = det_leaves_ * dp_.size();
-    std::int64_t odd = leaves;
-    while (odd % 2 == 0) odd /= 2;
+    const std::int64_t odd = det_odd_;
     std::vector<std::pair<int, T*>> stack;  // (level, partial sum)
-    std::size_t next_free = 0;
+    std::vector<T*> free;                    // the pool's buffers not on the stack (pool[0] taken first)
+    for (auto it = det_pool_.rbegin(); it != det_pool_.rend(); ++it) free.push_back(it->data());
     const auto take = [&]() -> T* {
-      if (next_free == det_pool_.size()) det_pool_.emplace_back(static_cast<std::size_t>(padded_), stream_);
-      return det_pool_[next_free++].data();
+      if (free.empty()) throw std::logic_error("the summation tree is deeper than its pool");
+      T* p = free.back();
+      free.pop_back();
+      return p;
     };
     cur_ = &lanes_[0];
     T* block = nullptr;
@@ -860,6 +1039,7 @@ class Trainer {
           stack.pop_back();
           nn_.add(stream_, stack.back().second, stack.back().second, right, padded_);
           stack.back().first = level + 1;
+          free.push_back(right);
         }
       }
     }
@@ -875,6 +1055,34 @@ class Trainer {
         }
       }
       b_.copy_async(stream_, grad_shard_, recv_.data(), ns * sizeof(T));
+    }
+  }
+
+  /// --deterministic stage 2: the ranks take the micro-batches in turn (rank r's m-th is the global
+  /// m x ranks + r; draw_batch), so at micro-step m the ranks hold the leaves of one subtree of R leaves
+  /// of stage 1's tree (its leaf count a power of two here): backward's buckets are gathered at their
+  /// owners and summed there (gather_bucket) into det_sum_, this shard's subtree sum, and those sums are
+  /// the leaves of the tree's upper levels: a stack of shard-sized partial sums, as stage 1 keeps of
+  /// whole-model ones. The stack's bottom is grad_acc_, where the step's sum ends.
+  void enqueue_gradients_det2() {
+    std::vector<std::pair<int, T*>> stack;  // (level, partial sum of this shard)
+    std::vector<T*> free;
+    for (auto it = det_pool_.rbegin(); it != det_pool_.rend(); ++it) free.push_back(it->data());
+    free.push_back(grad_acc_.data());
+    for (int m = 0; m < cfg_.accum; ++m) {
+      if (free.empty()) throw std::logic_error("the summation tree is deeper than its pool");
+      det_sum_ = free.back();
+      free.pop_back();
+      ops_.fill(stream_, det_sum_, act_dtype, shard_, 0.0f);  // the padding beyond the model stays zero
+      enqueue_micro(m, false);
+      stack.emplace_back(0, det_sum_);
+      while (stack.size() >= 2 && stack[stack.size() - 1].first == stack[stack.size() - 2].first) {
+        const auto [level, right] = stack.back();
+        stack.pop_back();
+        nn_.add(stream_, stack.back().second, stack.back().second, right, shard_);
+        stack.back().first = level + 1;
+        free.push_back(right);
+      }
     }
   }
 
@@ -974,10 +1182,24 @@ class Trainer {
   accel::Buffer<T, B> params_, grads_;
   accel::Buffer<float, B> exp_avg_, exp_avg_sq_, master_;
   T* grad_shard_ = nullptr;          // this rank's reduced gradients (in grads_, or grad_acc_)
-  accel::Buffer<T, B> grad_acc_;     // stage 2 with accumulation: the shard's reduced gradients
+  accel::Buffer<T, B> grad_acc_;     // stage 2: the shard's reduced gradients (grads_ is not allocated)
   accel::Buffer<T, B> recv_;         // --deterministic: every rank's partial sums of this shard
   std::deque<accel::Buffer<T, B>> det_pool_;  // --deterministic: the summation tree's partial sums
-  std::int64_t det_leaves_ = 0;
+  std::int64_t det_leaves_ = 0, det_odd_ = 0;
+  // ZeRO stage 2: the buckets backward writes into (buckets.hpp), reduced to their owners as each
+  // completes. With --overlap two layer buckets alternate, and each bucket's reduction (on the
+  // communication stream) records bucket_done_[its buffer] (the last: the embedding bucket's), which
+  // backward waits for before it writes that buffer again.
+  bool stage2_ = false;
+  std::optional<BucketPlan> buckets_;
+  accel::Buffer<T, B> embed_bucket_;
+  std::deque<accel::Buffer<T, B>> layer_buckets_;
+  std::deque<typename B::Event> bucket_done_;
+  int layer_bucket_ = 0;              // the layer bucket buffer backward writes now
+  accel::Buffer<T, B> det_recv_;      // --deterministic stage 2: the leaves of a chunk, gathered
+  std::int64_t det_chunk_ = 0;
+  T* det_sum_ = nullptr;              // --deterministic stage 2: the current micro-step's sum (shard)
+  std::size_t shard_gradient_bytes_ = 0, tree_gradient_bytes_ = 0;
   std::int64_t norm_blocks_ = 1;
   accel::Buffer<float, B> block_norms_, loss_all_;
   std::size_t optimizer_bytes_ = 0, gradient_bytes_ = 0;

@@ -6,6 +6,7 @@
 // before the first allocation or file write; it throws UsageError (exit status 2).
 #pragma once
 
+#include "buckets.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "corpus.hpp"
@@ -148,6 +149,10 @@ class Engine {
       resume = read_checkpoint_manifest(resume_dir);
       check_resume(*resume, corpus);
     }
+    if (cfg_.zero_stage == 2 && cfg_.streams > 1) {
+      throw UsageError("--zero-stage 2 runs one stream per rank (each stream would need gradient buckets of its own): "
+                       "drop --streams " + std::to_string(cfg_.streams));
+    }
     if (cfg_.streams > 1 && cfg_.batch % cfg_.streams != 0) {
       throw UsageError("--streams " + std::to_string(cfg_.streams) + " does not divide the micro-batch of " +
                        std::to_string(cfg_.batch) + " sequences each of the " + std::to_string(cfg_.ranks) + " ranks runs");
@@ -184,10 +189,31 @@ class Engine {
     }
   }
 
+  static std::int64_t odd_part(std::int64_t n) {
+    while (n > 0 && n % 2 == 0) n /= 2;
+    return n;
+  }
+
+  /// The gradient memory of a rank, in MiB and in bytes (what the tests compare).
+  template <class Tr>
+  std::string gradient_text(const Tr& t) const {
+    std::string s = mib(t.gradient_bytes()) + " MiB" + (t.ranks() > 1 ? " per rank" : "") + " (" +
+                    std::to_string(t.gradient_bytes()) + " B: ";
+    if (t.stage2()) {
+      const std::size_t tree = t.tree_gradient_bytes();
+      s += "shard " + std::to_string(t.shard_gradient_bytes()) + " B + buckets " +
+           std::to_string(t.gradient_bytes() - t.shard_gradient_bytes() - tree) + " B" +
+           (tree > 0 ? " + the summation tree's " + std::to_string(tree) + " B" : std::string()) + ", ZeRO stage 2)";
+    } else {
+      s += "the whole model's" + std::string(cfg_.deterministic ? " and the summation tree's" : "") + ")";
+    }
+    return s;
+  }
+
   /// --streams by default: on the CPU one lane per thread (the largest count up to the threads that
   /// divides the batch; 1 with --graph), elsewhere 1.
   [[nodiscard]] int default_streams() const {
-    if (cfg_.graph || cfg_.deterministic || b_.device_type() != accel::DeviceType::cpu) return 1;
+    if (cfg_.graph || cfg_.deterministic || cfg_.zero_stage == 2 || b_.device_type() != accel::DeviceType::cpu) return 1;
     int n = cfg_.threads > 0 ? cfg_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n = std::min(n, cfg_.batch);
     while (n > 1 && cfg_.batch % n != 0) --n;
@@ -235,7 +261,10 @@ class Engine {
     const std::size_t np = static_cast<std::size_t>(P.total);
     const auto lanes = static_cast<std::size_t>(cfg_.streams);
     const std::size_t ns = static_cast<std::size_t>(shard_size(P.total, cfg_.ranks));
-    const std::size_t weights = np * act_bytes * (1 + lanes) + ns * 8 + (cfg_.dtype == "bf16" ? ns * 4 : 0);
+    // Gradients: stage 1 the whole model's per lane; stage 2 the shard's and (at most) three buckets.
+    std::size_t grads = np * act_bytes * lanes;
+    if (cfg_.zero_stage == 2) grads = (ns + static_cast<std::size_t>(BucketPlan(P, cfg_.reduce_bucket).elements(2))) * act_bytes;
+    const std::size_t weights = np * act_bytes + grads + ns * 8 + (cfg_.dtype == "bf16" ? ns * 4 : 0);
     const std::size_t acts = lanes * (static_cast<std::size_t>(A.act) * act_bytes + static_cast<std::size_t>(A.f32 + A.bits) * 4);
     const std::size_t tokens = static_cast<std::size_t>(cfg_.batch) * s.block * cfg_.accum * 8;
     p.bytes = weights + acts + tokens;
@@ -279,11 +308,18 @@ class Engine {
                   grouped(corpus.train().size()).c_str(), grouped(corpus.val().size()).c_str());
       if (ranks.size() > 1) {
         const double whole = static_cast<double>(t.optimizer_bytes()) * ranks.size();
-        std::printf("data parallel: %d ranks (%s), ZeRO stage %d%s%s: global batch %lld = micro-batch %d x accumulation %d x %d ranks; optimizer state %s MiB per rank (1/%d of %s MiB)\n",
+        std::printf("data parallel: %d ranks (%s), ZeRO stage %d%s%s: global batch %lld = micro-batch %d x accumulation %d x %d ranks; optimizer state %s MiB per rank (1/%d of %s MiB); gradients %s\n",
                     ranks.size(), ranks.engine_name().c_str(), cfg_.zero_stage, cfg_.deterministic ? ", deterministic" : "",
                     t.overlap() ? ", overlapped (buckets on a communication stream)" : "",
                     static_cast<long long>(cfg_.global_batch), cfg_.batch, cfg_.accum, ranks.size(),
-                    mib(t.optimizer_bytes()).c_str(), ranks.size(), mib(static_cast<std::size_t>(whole)).c_str());
+                    mib(t.optimizer_bytes()).c_str(), ranks.size(), mib(static_cast<std::size_t>(whole)).c_str(),
+                    gradient_text(t).c_str());
+      }
+      if (cfg_.zero_stage == 2 && !t.stage2()) {
+        std::printf("note: --deterministic stage 2 sums runs of %lld micro-batches in place across backwards, so it keeps "
+                    "stage 1's gradient buffers; a power-of-two count of micro-batches per step (global batch / --batch) "
+                    "keeps only the shard's\n",
+                    static_cast<long long>(odd_part(cfg_.global_batch / cfg_.batch)));
       }
       std::printf("training: %lld steps of %d x %d x %d tokens on %d stream%s, lr %.2e (%s, warmup %lld), AdamW (%.2f, %.3f, wd %.2f), clip %.2f, dropout %.2f, seed %llu%s\n",
                   static_cast<long long>(cfg_.steps), cfg_.accum * ranks.size(), cfg_.batch, cfg_.shape.block, cfg_.streams,
@@ -376,6 +412,7 @@ class Engine {
         p.allocated = b_.memory_allocated();
         p.reserved = b_.memory_reserved();
         p.optimizer_bytes = t.optimizer_bytes();
+        p.gradient_bytes = t.gradient_bytes();
         p.ranks = ranks.size();
         if (t.scaler().enabled()) {
           p.loss_scale = r.loss_scale;
@@ -431,6 +468,7 @@ class Engine {
                                 (ranks.size() > 1 ? " per rank (ZeRO stage " + std::to_string(cfg_.zero_stage) + ", " +
                                                         std::to_string(ranks.size()) + " ranks)"
                                                   : std::string())},
+        {"gradients", gradient_text(t)},
     };
     if (t.scaler().enabled()) {
       rows.emplace_back("loss scale", fmt("%g", t.scaler().scale()) + " (" + std::to_string(t.scaler().skipped()) +

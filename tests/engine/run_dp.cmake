@@ -1,8 +1,8 @@
 # The data-parallel engine under mpiexec: one scenario per CTest test, each a few runs of a tiny model
 # on tests/engine/data/hamlet_act1.txt compared by dp_check (tests/engine/dp_check.cpp).
 #   cmake -DSCENARIO=name -DMPIEXEC=... -DOPENMPI=ON|OFF -DENGINE=... -DCHECK=... -DDATA=... -DWORK=dir -P run_dp.cmake
-# Scenarios: deterministic, default, resume, rank_death, rank_hang, loss_scale, ds_config, two_machines
-# (see each below).
+# Scenarios: deterministic, default, zero2, resume, rank_death, rank_hang, loss_scale, ds_config,
+# two_machines (see each below).
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(ENV{ACCEL_BACKEND} cpu)
@@ -101,6 +101,86 @@ elseif(SCENARIO STREQUAL "default")
   engine_run(2 0 out2o ${base} --overlap on --metrics ${WORK}/m2o.csv)
   expect_in("${out2o}" "ZeRO stage 1, overlapped \\(buckets on a communication stream\\)")
   check(losses-close ${WORK}/m2o.csv ${WORK}/m1.csv 1e-5)
+elseif(SCENARIO STREQUAL "zero2")
+  # ZeRO stage 2: a rank's gradient memory is its shard (1/N of the one-rank run's, exactly) plus the
+  # buckets (a layer's by default, or --reduce-bucket-size's; two with --overlap; and the embeddings');
+  # the losses within 1e-5 of one rank; the backend's allocated memory falls by what the accounting
+  # says; --deterministic gives the one-rank stage 1 run's bits, on 2 ranks and after a 2-rank
+  # checkpoint resumed on 4.
+  engine_run(1 0 one ${base} --metrics ${WORK}/one.csv)
+  engine_run(2 0 s1 ${base} --metrics ${WORK}/s1.csv)
+  engine_run(2 0 z2 ${base} --zero-stage 2 --metrics ${WORK}/z2.csv)
+  engine_run(2 0 z2o ${base} --zero-stage 2 --overlap on --reduce-bucket-size 65536 --metrics ${WORK}/z2o.csv)
+  engine_run(4 0 z4 ${base} --zero-stage 2 --metrics ${WORK}/z4.csv)
+  expect_in("${z2}" "ZeRO stage 2: global batch 12 = micro-batch 3 x accumulation 2 x 2 ranks" "grad [0-9.]+ MiB/rank")
+  expect_in("${z2o}" "ZeRO stage 2, overlapped \\(buckets on a communication stream\\)")
+  check(losses-close ${WORK}/z2.csv ${WORK}/one.csv 1e-5)
+  check(losses-close ${WORK}/z2o.csv ${WORK}/one.csv 1e-5)
+  check(losses-close ${WORK}/z4.csv ${WORK}/one.csv 1e-5)
+  if(NOT one MATCHES "gradients +[0-9.]+ MiB \\(([0-9]+) B: the whole model's\\)")
+    message(FATAL_ERROR "no gradient bytes in the one-rank run's summary")
+  endif()
+  set(full ${CMAKE_MATCH_1})
+  if(NOT one MATCHES "vocabulary ([0-9]+)")
+    message(FATAL_ERROR "no vocabulary size")
+  endif()
+  # The tiny model (width 128, block 32), fp32: a layer's bucket 12 C^2 + 4 C elements; the embedding
+  # bucket V C + T C + 2 C; with --reduce-bucket-size 65536 the largest bucket is one 4C x C matrix.
+  math(EXPR layer "12 * 128 * 128 + 4 * 128")
+  math(EXPR embed "${CMAKE_MATCH_1} * 128 + 32 * 128 + 2 * 128")
+  math(EXPR expect_z2 "4 * (${embed} + ${layer})")
+  math(EXPR expect_z2o "4 * (${embed} + 2 * 65536)")
+  set(expect_z4 ${expect_z2})
+  set(n_z2 2)
+  set(n_z2o 2)
+  set(n_z4 4)
+  foreach(v z2 z2o z4)
+    if(NOT ${v} MATCHES "gradients +([0-9.]+) MiB per rank \\(([0-9]+) B: shard ([0-9]+) B \\+ buckets ([0-9]+) B, ZeRO stage 2\\)")
+      message(FATAL_ERROR "no stage 2 gradient accounting in run ${v}")
+    endif()
+    set(grad_mib_${v} ${CMAKE_MATCH_1})
+    set(total ${CMAKE_MATCH_2})
+    set(shard ${CMAKE_MATCH_3})
+    set(buckets ${CMAKE_MATCH_4})
+    math(EXPR whole "${shard} * ${n_${v}}")
+    math(EXPR sum "${shard} + ${buckets}")
+    message("${v}: gradients ${total} B per rank = shard ${shard} B (x ${n_${v}} = ${whole}; one rank's: ${full}) + buckets ${buckets} B (expected ${expect_${v}})")
+    if(NOT whole EQUAL full OR NOT sum EQUAL total OR NOT buckets EQUAL expect_${v})
+      message(FATAL_ERROR "stage 2's gradient memory in run ${v} is not the shard (1/${n_${v}}) plus the buckets")
+    endif()
+  endforeach()
+  # The backend's allocator (memory_allocated: the metrics' allocated_bytes) falls by exactly what the
+  # accounting says stage 2 saves (every buffer is a multiple of the allocator's 512 B).
+  foreach(v s1 z2)
+    file(STRINGS ${WORK}/${v}.csv rows)
+    list(GET rows -1 last)
+    if(NOT last MATCHES ",([0-9]+),[0-9]+$")  # ...,allocated_bytes,reserved_bytes
+      message(FATAL_ERROR "no allocated_bytes in ${WORK}/${v}.csv")
+    endif()
+    set(alloc_${v} ${CMAKE_MATCH_1})
+    if(NOT ${v} MATCHES "gradients +[0-9.]+ MiB per rank \\(([0-9]+) B: ")
+      message(FATAL_ERROR "no gradient bytes in run ${v}")
+    endif()
+    set(grad_${v} ${CMAKE_MATCH_1})
+  endforeach()
+  math(EXPR alloc_drop "${alloc_s1} - ${alloc_z2}")
+  math(EXPR grad_drop "${grad_s1} - ${grad_z2}")
+  message("allocated: stage 1 ${alloc_s1} B, stage 2 ${alloc_z2} B: ${alloc_drop} B less; gradients ${grad_drop} B less")
+  if(NOT alloc_drop EQUAL grad_drop OR grad_drop LESS_EQUAL 0)
+    message(FATAL_ERROR "the allocator's figure did not fall by the gradient memory stage 2 saves")
+  endif()
+  # --deterministic stage 2: stage 1's bits on one rank; 3 steps on 2 ranks + resume on 4.
+  set(d ${base} --deterministic)
+  engine_run(1 0 d1 ${d} --metrics ${WORK}/d1.csv --save ${WORK}/d1)
+  engine_run(2 0 d2 ${d} --zero-stage 2 --metrics ${WORK}/d2.csv --save ${WORK}/d2)
+  expect_in("${d2}" "ZeRO stage 2, deterministic" "shard [0-9]+ B \\+ buckets")
+  check(losses-equal ${WORK}/d1.csv ${WORK}/d2.csv)
+  check(files-equal ${WORK}/d1/latest/params.f32 ${WORK}/d2/latest/params.f32)
+  engine_run(2 0 h2 ${d} --zero-stage 2 --stop-at 3 --save ${WORK}/h)
+  engine_run(4 0 r4 ${d} --zero-stage 2 --resume latest --save ${WORK}/h --metrics ${WORK}/r4.csv)
+  expect_in("${r4}" "resumed at step 3")
+  check(losses-equal ${WORK}/d1.csv ${WORK}/r4.csv)
+  check(files-equal ${WORK}/d1/latest/params.f32 ${WORK}/h/latest/params.f32)
 elseif(SCENARIO STREQUAL "resume")
   # Checkpoints of 2 ranks: 8 steps, or 4 + resume + 4, give the same bits; the step-4 checkpoint of
   # 2 ranks resumed on 4 (re-partitioned from 2 shards to 4) gives them too (--deterministic).

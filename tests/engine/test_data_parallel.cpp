@@ -2,6 +2,7 @@
 // (resolve_batch), the ZeRO partition (shard_size), DeepSpeed's dynamic loss scaler, the DeepSpeed
 // JSON config, and a checkpoint of one rank re-partitioned for four. The runs on several ranks are
 // run_dp.cmake's (under mpiexec).
+#include "buckets.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "data_parallel.hpp"
@@ -10,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -172,7 +174,7 @@ TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an un
     "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 900, "warmup_num_steps": 30, "cos_min_ratio": 0.2}},
     "fp16": {"enabled": false, "initial_scale_power": 12, "loss_scale_window": 500, "hysteresis": 3, "min_loss_scale": 2},
     "bf16": {"enabled": true},
-    "zero_optimization": {"stage": 2, "overlap_comm": false, "contiguous_gradients": true}
+    "zero_optimization": {"stage": 2, "overlap_comm": false, "contiguous_gradients": true, "reduce_bucket_size": 5e8}
   })").string());
   CHECK(c.global_batch == 48);
   CHECK(c.batch == 4);
@@ -195,6 +197,9 @@ TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an un
   CHECK(c.min_loss_scale == 2);
   CHECK(c.dtype == "bf16");
   CHECK(c.zero_stage == 2);
+  CHECK(c.reduce_bucket == 500000000);
+  CHECK(ds_error(dir, R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1}})") ==
+        "--deepspeed-config: zero_optimization.reduce_bucket_size must be an integer >= 0");
 
   CHECK(ds_error(dir, R"({"train_batch_size": 8, "wall_clock_breakdown": true})") ==
         "--deepspeed-config: unsupported key 'wall_clock_breakdown' (see examples/engine/deepspeed_config.hpp)");
@@ -266,4 +271,80 @@ TEST_CASE("checkpoints: shards written by 2 ranks read back as 1 or 4 ranks' sha
   CHECK_THROWS_WITH_AS(engine::read_checkpoint_tensors(ck, total, st, 0, engine::shard_size(total, 1)),
                        doctest::Contains("zero_rank_00001.f32"), engine::UsageError);
   fs::remove_all(dir);
+}
+
+TEST_CASE("BucketPlan: stage 2's buckets cover the flat buffer once, in backward's order, within the bound") {
+  const engine::ModelShape shape{4, 4, 128, 32, 1};
+  const engine::ParamLayout P(shape, 62);  // the tiny model on hamlet_act1: 800768 elements
+  REQUIRE(P.total == 800768);
+  const std::int64_t layer = 12 * 128 * 128 + 4 * 128;  // qkv, proj, fc, fc proj; two LayerNorms
+  const auto check_cover = [&](const engine::BucketPlan& plan) {
+    std::vector<int> hits(static_cast<std::size_t>(P.total), 0);
+    std::int64_t sum = 0;
+    std::vector<const engine::Bucket*> all{&plan.embed};
+    for (const auto& x : plan.layers) all.push_back(&x);
+    for (const engine::Bucket* b : all) {
+      std::int64_t pos = 0;
+      for (const auto& r : b->ranges) {
+        CHECK(r.pos == pos);  // the ranges one after the other in the bucket's memory
+        pos += r.end - r.begin;
+        for (std::int64_t i = r.begin; i < r.end; ++i) ++hits[static_cast<std::size_t>(i)];
+      }
+      CHECK(b->size == pos);
+      sum += pos;
+    }
+    CHECK(sum == P.total);
+    CHECK(std::count(hits.begin(), hits.end(), 1) == P.total);  // every element in exactly one bucket
+  };
+  // The default: one layer per bucket, the last layer's first; wte, wpe and ln_f in the embedding bucket.
+  const engine::BucketPlan one(P, 0);
+  check_cover(one);
+  REQUIRE(one.layers.size() == 4);
+  CHECK(one.cap == layer);
+  CHECK(one.embed.size == 62 * 128 + 32 * 128 + 2 * 128);
+  CHECK(one.elements(1) == one.embed.size + layer);
+  CHECK(one.elements(2) == one.embed.size + 2 * layer);
+  for (int i = 0; i < 4; ++i) {  // bucket i: layer 3 - i's six units
+    const auto& b = one.layers[static_cast<std::size_t>(i)];
+    CHECK(b.first_unit == 6 * i);
+    CHECK(b.last_unit == 6 * i + 5);
+    CHECK(b.first_unit == engine::BucketPlan::unit_index(4, 3 - i, engine::BucketPlan::fc_proj));
+    CHECK(b.ranges.size() == 2);  // the layer's Linear weights, its LayerNorms
+    CHECK(one.unit_bucket[static_cast<std::size_t>(6 * i + 3)] == i);
+  }
+  CHECK(one.view_bucket[static_cast<std::size_t>(P.wte)] == -1);
+  CHECK(one.view_pos[static_cast<std::size_t>(P.wte)] == 0);
+  CHECK(one.view_bucket[static_cast<std::size_t>(P.lnf_b)] == -1);
+  CHECK(one.view_pos[static_cast<std::size_t>(P.lnf_b)] == 62 * 128 + 32 * 128 + 128);
+  const auto& L3 = P.layers[3];
+  CHECK(one.view_bucket[static_cast<std::size_t>(L3.qkv_w)] == 0);
+  CHECK(one.view_pos[static_cast<std::size_t>(L3.qkv_w)] == 0);
+  CHECK(one.view_pos[static_cast<std::size_t>(L3.ln1_w)] == 12 * 128 * 128);  // after the layer's weights
+  // A bound of two layers: two buckets of two layers each (layers 3-2, then 1-0), each two ranges
+  // (the layers' weights touch, and so do their LayerNorms).
+  const engine::BucketPlan two(P, 2 * layer);
+  check_cover(two);
+  REQUIRE(two.layers.size() == 2);
+  CHECK(two.cap == 2 * layer);
+  CHECK(two.layers[0].first_unit == 0);
+  CHECK(two.layers[0].last_unit == 11);
+  CHECK(two.layers[1].first_unit == 12);
+  CHECK(two.layers[1].ranges.size() == 2);
+  // A bound of one 4C x C matrix (65536): four buckets a layer, mlp.c_proj | mlp.c_fc | ln_2 +
+  // attn.c_proj | attn.c_attn + ln_1 (ln_2 + attn.c_proj + attn.c_attn would be 65792).
+  const engine::BucketPlan small(P, 4 * 128 * 128);
+  check_cover(small);
+  CHECK(small.layers.size() == 16);
+  CHECK(small.cap == 4 * 128 * 128);
+  CHECK(small.layers[2].first_unit == 2);
+  CHECK(small.layers[2].last_unit == 3);
+  CHECK(small.layers[3].first_unit == 4);
+  CHECK(small.layers[3].last_unit == 5);
+  CHECK(small.layers[0].first_unit == 0);  // mlp.c_proj alone
+  CHECK(small.layers[0].last_unit == 0);
+  CHECK(small.layers[1].first_unit == 1);  // mlp.c_fc alone
+  CHECK(small.layers[1].last_unit == 1);
+  CHECK(small.elements(1) == small.embed.size + 4 * 128 * 128);
+  // A bound below the smallest tensor: a tensor (a LayerNorm pair) per bucket.
+  CHECK(engine::BucketPlan(P, 10).layers.size() == 24);
 }
