@@ -117,6 +117,9 @@ elseif(SCENARIO STREQUAL "zero2")
   check(losses-close ${WORK}/z2.csv ${WORK}/one.csv 1e-5)
   check(losses-close ${WORK}/z2o.csv ${WORK}/one.csv 1e-5)
   check(losses-close ${WORK}/z4.csv ${WORK}/one.csv 1e-5)
+  # --graph: the bucketed step with its reduces recorded once and replayed gives the eager bits
+  engine_run(2 0 z2g ${base} --zero-stage 2 --graph --metrics ${WORK}/z2g.csv)
+  check(losses-equal ${WORK}/z2.csv ${WORK}/z2g.csv)
   if(NOT one MATCHES "gradients +[0-9.]+ MiB \\(([0-9]+) B: the whole model's\\)")
     message(FATAL_ERROR "no gradient bytes in the one-rank run's summary")
   endif()
@@ -243,9 +246,13 @@ elseif(SCENARIO STREQUAL "loss_scale")
             "step 3/6 [^\n]*lr 1\\.00e-03 \\| norm inf[^\n]*scale 65536 \\| skipped 1"
             "step 4/6 [^\n]*lr 1\\.00e-03 [^\n]*skipped 1" "loss scale +65536 \\(1 steps skipped\\)")
   engine_run(2 0 o2 ${base} --loss-scale dynamic --hysteresis 1)
+  # ZeRO stage 2: the inf in the last rank's shard of reduced gradients, the same decision everywhere
+  engine_run(2 0 o3 ${base} --loss-scale dynamic --hysteresis 1 --zero-stage 2)
   unset(ENV{ENGINE_FAULT})
-  expect_in("${o2}" "OVERFLOW! Skipping step\\. Attempted loss scale: 65536, reducing to 32768"
-            "loss scale +32768 \\(1 steps skipped\\)")
+  foreach(o o2 o3)
+    expect_in("${${o}}" "OVERFLOW! Skipping step\\. Attempted loss scale: 65536, reducing to 32768"
+              "loss scale +32768 \\(1 steps skipped\\)")
+  endforeach()
 elseif(SCENARIO STREQUAL "ds_config")
   # --deepspeed-config: the same run as the flags; an unsupported key is an error naming it.
   file(WRITE ${WORK}/ds.json [=[{
