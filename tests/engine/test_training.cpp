@@ -18,6 +18,7 @@
 #include <iterator>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -389,13 +390,15 @@ TEST_CASE("engine --zero-stage 2 on one rank: gradients through the buckets into
   CHECK(g1.size() == 800768 * 4);  // the tiny model at block 32 on hamlet_act1 (62 characters)
   CHECK(g1 == g2);
   // Three micro-batches (accumulated in the shard instead of by backward): within 1e-6.
-  // --deterministic with four (a power of two: every micro-batch's leaf alone): stage 1's bits.
-  for (const bool det : {false, true}) {
+  // --deterministic with four (a power of two: every micro-batch's leaf alone): stage 1's bits; with
+  // three (one run of three, summed by backward: stage 1's buffers, kept by stage 2 then) too.
+  for (const auto& [det, accum] : {std::pair{false, 3}, std::pair{true, 4}, std::pair{true, 3}}) {
     CAPTURE(det);
+    CAPTURE(accum);
     const fs::path x = temp_dir("acc1"), y = temp_dir("acc2");
     auto c = small(x);
     c.steps = 4;
-    c.accum = det ? 4 : 3;
+    c.accum = accum;
     c.accum_given = true;
     c.deterministic = det;
     auto d = c;
