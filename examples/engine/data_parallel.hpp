@@ -109,20 +109,27 @@ class Ranks {
     if constexpr (has_comm) comm_->all_to_all(s, in, out, count, t);
 #endif
   }
-  /// Sums elements [begin, end) of the flat buffer over the ranks into the ranks that own them (rank r
-  /// owns [r x shard, (r+1) x shard) and gets its part in place): one reduce per owner, one grouped
-  /// launch. `data` holds element `begin` (the flat buffer itself, or a bucket's memory). The same bytes
-  /// as a reduce-scatter, for a bucket of the flat buffer that is not rank-aligned.
-  void reduce_to_owners(StreamRef s, void* data, std::int64_t begin, std::int64_t end, std::int64_t shard,
-                        accel::Dtype t) {
-    if (size_ == 1 || end <= begin) return;
+  /// Elements [begin, end) of the flat buffer, held at `data` (the flat buffer itself + begin, or a
+  /// bucket's memory).
+  struct FlatRange {
+    void* data = nullptr;
+    std::int64_t begin = 0, end = 0;
+  };
+  /// Sums each range over the ranks into the ranks that own its elements (rank r owns [r x shard,
+  /// (r+1) x shard) and gets its part in place): one reduce per owner a range touches, all in one
+  /// grouped launch. The same bytes as a reduce-scatter, for buckets that are not rank-aligned.
+  void reduce_to_owners(StreamRef s, const std::vector<FlatRange>& ranges, std::int64_t shard, accel::Dtype t) {
+    if (size_ == 1) return;
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) {
       auto group = comm_->group();
-      for (int r = static_cast<int>(begin / shard); r < size_ && r * shard < end; ++r) {
-        const std::int64_t lo = std::max(begin, r * shard), hi = std::min(end, (r + 1) * shard);
-        void* p = static_cast<char*>(data) + (lo - begin) * static_cast<std::int64_t>(accel::size_of(t));
-        comm_->reduce(s, p, p, static_cast<std::size_t>(hi - lo), t, accel::ReduceOp::sum, r);
+      for (const auto& x : ranges) {
+        for (int r = static_cast<int>(x.begin / shard); r < size_ && r * shard < x.end; ++r) {
+          const std::int64_t lo = std::max(x.begin, r * shard), hi = std::min(x.end, (r + 1) * shard);
+          if (hi <= lo) continue;
+          void* p = static_cast<char*>(x.data) + (lo - x.begin) * static_cast<std::int64_t>(accel::size_of(t));
+          comm_->reduce(s, p, p, static_cast<std::size_t>(hi - lo), t, accel::ReduceOp::sum, r);
+        }
       }
       group.end();
     }

@@ -811,7 +811,7 @@ class Trainer {
   /// compute stream's work so far (the backward that wrote them).
   void enqueue_bucket(std::int64_t begin, std::int64_t end) {
     comm_stream_->wait_stream(stream_);
-    dp_.reduce_to_owners(*comm_stream_, grads_.data() + begin, begin, end, shard_, act_dtype);
+    dp_.reduce_to_owners(*comm_stream_, {{grads_.data() + begin, begin, end}}, shard_, act_dtype);
   }
 
   /// Stage 2: a bucket's buffer and its event (`unit` -1: the embedding bucket; else the layer bucket
@@ -864,7 +864,9 @@ class Trainer {
   /// shard's gradients (the micro-batches accumulate there).
   void reduce_bucket(typename B::StreamRef s, const Bucket& b, T* mem) {
     const Phase phase(*this, "bucket reduce", s);
-    for (const auto& r : b.ranges) dp_.reduce_to_owners(s, mem + r.pos, r.begin, r.end, shard_, act_dtype);
+    std::vector<typename Ranks<B>::FlatRange> ranges;
+    for (const auto& r : b.ranges) ranges.push_back({mem + r.pos, r.begin, r.end});
+    dp_.reduce_to_owners(s, ranges, shard_, act_dtype);  // one grouped launch for the bucket
     for (const auto& r : b.ranges) {
       const std::int64_t lo = std::max(r.begin, shard_lo_), hi = std::min(r.end, shard_lo_ + shard_);
       if (hi <= lo) continue;
