@@ -45,7 +45,7 @@ struct Config {
   int draw_chunk = 0;    // sequences per draw of the data generator (the one-rank micro-batch)
   int eval_rows = 0;     // sequences per validation batch (the one-rank micro-batch)
   int zero_stage = 1;    // 1: optimizer state sharded; 2: also the gradients (reduced in buckets during backward)
-  std::int64_t reduce_bucket = 0;  // stage 2: elements per layer bucket (0: one layer; buckets.hpp)
+  std::int64_t reduce_bucket = 0;  // stage 2: the most elements a bucket gathers (0: a layer's tensors; buckets.hpp)
   bool deterministic = false;  // bit-identical on any rank count (fixed summation trees)
   std::string overlap = "auto";  // on | off | auto (on with CUDA): reduce gradients in buckets during backward
   std::string deepspeed_config;  // --deepspeed-config FILE
@@ -117,8 +117,9 @@ training
                        full bucket is reduced to the ranks that own its elements and reused, so a rank
                        holds 1/R of the gradients plus the buckets (a layer's, and the embeddings'),
                        every micro-batch reduced as it completes; one stream per rank
-  --reduce-bucket-size N   stage 2: a layer bucket gathers consecutive layers up to N elements
-                       (DeepSpeed's reduce_bucket_size; default 0: one layer per bucket)
+  --reduce-bucket-size N   stage 2: a bucket gathers the tensors backward completes one after the
+                       other up to N elements (DeepSpeed's reduce_bucket_size; default 0: one layer's
+                       tensors a bucket; a tensor over N is a bucket of its own)
   --overlap on|off|auto    reduce the gradients in buckets (a layer's) on a communication stream while
                        backward goes on (auto: on with CUDA, off on the CPU, where the polling thread
                        takes a core from the computation); one stream per rank; stage 2 then keeps two
