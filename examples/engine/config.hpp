@@ -73,7 +73,7 @@ struct Config {
   double dropout = 0.0;
   std::uint64_t seed = 1337;
   std::string data;  // empty: the default corpus (scripts/fetch-data.sh)
-  std::string dtype = "fp32";  // fp32 | bf16 (CUDA)
+  std::string dtype = "fp32";  // fp32 | bf16 | fp16 (16-bit weights and activations, fp32 master weights)
   int threads = 0;             // CPU threads for kernels and BLAS (0: all cores)
   int streams = 0;             // lanes: streams that each run a slice of the batch's rows (0: auto)
   bool graph = false;
@@ -142,7 +142,9 @@ training
   --lr X --min-lr X --warmup N --schedule cosine|constant
   --beta1 X --beta2 X --weight-decay X --clip X (0: off) --dropout X
   --seed N             fixes the run: weights, batches, dropout (default 1337)
-  --dtype fp32|bf16    bf16: CUDA only (bf16 weights and activations, fp32 master weights and Adam)
+  --dtype fp32|bf16|fp16  bf16 / fp16: 16-bit weights, activations and gradients, fp32 master weights
+                       and Adam state (any backend; kernels compute in fp32); fp16 turns on the dynamic
+                       loss scaler unless --loss-scale is given (DeepSpeed's fp16 default)
   --threads N          CPU threads for the kernels and the BLAS (default: all cores)
   --streams N          split each batch's rows over N streams, each with its own activations and
                        gradients (summed before the optimizer) and threads / N threads; default on the
@@ -288,6 +290,8 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
     }
   }
   bool explicit_min_lr = false;
+  bool explicit_loss_scale = false;
+  const std::string ds_dtype = c.dtype;  // what a DeepSpeed config chose (its fp16 block sets the scale)
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -345,6 +349,7 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
     } else if (a == "--loss-scale") {
       const std::string v = value();
       c.loss_scale = v == "dynamic" ? 0.0 : parse_double(a, v, 1e-30, 1e30);
+      explicit_loss_scale = true;
     } else if (a == "--steps") {
       c.steps = parse_int(a, value(), 0, 1LL << 40);
     } else if (a == "--stop-at") {
@@ -379,7 +384,9 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.data = value();
     } else if (a == "--dtype") {
       c.dtype = value();
-      if (c.dtype != "fp32" && c.dtype != "bf16") throw UsageError("--dtype expects fp32 or bf16, got '" + c.dtype + "'");
+      if (c.dtype != "fp32" && c.dtype != "bf16" && c.dtype != "fp16") {
+        throw UsageError("--dtype expects fp32, bf16 or fp16, got '" + c.dtype + "'");
+      }
     } else if (a == "--threads") {
       c.threads = static_cast<int>(parse_int(a, value(), 1, 4096));
     } else if (a == "--dispatch") {
@@ -429,6 +436,13 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
     }
   }
   if (!explicit_min_lr && c.min_lr > c.lr) c.min_lr = c.lr / 10;
+  // fp16 without a scale of its own: DeepSpeed's default, the dynamic scaler (a DeepSpeed config with
+  // fp16.enabled already set its scale).
+  if (c.dtype == "fp16" && !explicit_loss_scale && ds_dtype != "fp16") c.loss_scale = 0.0;
+  if (c.graph && c.loss_scale == 0.0) {
+    throw UsageError("--graph captures the step with its loss scale, which the dynamic scaler changes: give a fixed "
+                     "--loss-scale X, or drop --graph");
+  }
   if (c.deterministic && c.streams > 1) {
     throw UsageError("--deterministic runs one stream per rank (the rows of a micro-batch are not split): drop --streams " +
                      std::to_string(c.streams));

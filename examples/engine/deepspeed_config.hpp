@@ -9,9 +9,10 @@
 //   scheduler {type: WarmupCosineLR, params {total_num_steps, warmup_num_steps, cos_min_ratio,
 //              warmup_min_ratio: 0, warmup_type: linear}}
 //             {type: WarmupLR, params {warmup_max_lr, warmup_num_steps, warmup_min_lr: 0, warmup_type: linear}}
-//   fp16 {enabled: false, loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale}
-//        (the loss scaler's settings; fp16 weights are not the engine's: enabled true is refused)
-//   bf16 {enabled}                     --dtype bf16 (CUDA)
+//   fp16 {enabled, loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale}
+//        (enabled: --dtype fp16 with loss_scale 0 = the dynamic scaler, else that fixed scale; the
+//        scaler's settings apply with --loss-scale too)
+//   bf16 {enabled}                     --dtype bf16
 //   zero_optimization {stage: 1 | 2, reduce_scatter: true, contiguous_gradients, overlap_comm,
 //                      reduce_bucket_size (stage 2's layer buckets, elements; buckets.hpp)}
 // Command-line flags after --deepspeed-config override its values.
@@ -281,21 +282,25 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
   }
   if (const Json* v = top.get("fp16")) {
     ConfigObject o(*v, "fp16");
-    if (o.boolean("enabled", false)) {
-      throw UsageError("--deepspeed-config: fp16.enabled true: the engine has no fp16 weights (fp32, or bf16 on CUDA); "
-                       "its loss scaler runs with --loss-scale dynamic");
-    }
+    const bool enabled = o.boolean("enabled", false);
     const double ls = o.number("loss_scale", 0);
+    if (ls < 0) throw UsageError("--deepspeed-config: fp16.loss_scale must be >= 0 (0: dynamic)");
     c.initial_scale_power = o.number("initial_scale_power", c.initial_scale_power);
     c.loss_scale_window = static_cast<int>(o.number("loss_scale_window", c.loss_scale_window));
     c.hysteresis = static_cast<int>(o.number("hysteresis", c.hysteresis));
     c.min_loss_scale = o.number("min_loss_scale", c.min_loss_scale);
-    (void)ls;
+    if (enabled) {
+      c.dtype = "fp16";
+      c.loss_scale = ls;  // 0: dynamic
+    }
     o.finish();
   }
   if (const Json* v = top.get("bf16")) {
     ConfigObject o(*v, "bf16");
-    if (o.boolean("enabled", false)) c.dtype = "bf16";
+    if (o.boolean("enabled", false)) {
+      if (c.dtype == "fp16") throw UsageError("--deepspeed-config: fp16.enabled and bf16.enabled are both true");
+      c.dtype = "bf16";
+    }
     o.finish();
   }
   if (const Json* v = top.get("zero_optimization")) {

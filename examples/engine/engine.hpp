@@ -8,8 +8,9 @@
 // launches follow each replay eagerly, because the learning rate changes every step and the fused
 // Adam op takes it as a launch argument.
 //
-// Numbers: float32 everywhere on the CPU; with --dtype bf16 (CUDA) weights, activations and gradients
-// are bfloat16 and the optimizer keeps fp32 master weights and moments, writing the bf16 weights in the
+// Numbers: float32 by default; with --dtype bf16 or fp16 (any backend) weights, activations and
+// gradients are bfloat16 / float16 (the kernels compute in fp32; GEMMs accumulate in fp32) and the
+// optimizer keeps fp32 master weights and moments, writing the 16-bit weights in the
 // same pass (the fused op's model copy). The layouts are in layout.hpp, checkpoints in checkpoint.hpp.
 #pragma once
 
@@ -76,8 +77,11 @@ struct Plan {
 
 template <class B, class T>
 class Trainer {
-  static constexpr bool bf16 = std::is_same_v<T, accel::bfloat16>;
-  static constexpr accel::Dtype act_dtype = bf16 ? accel::Dtype::bfloat16 : accel::Dtype::float32;
+  // 16-bit weights and activations (bf16 or fp16) with fp32 master weights.
+  static constexpr bool lowp = !std::is_same_v<T, float>;
+  static constexpr accel::Dtype act_dtype = std::is_same_v<T, accel::bfloat16> ? accel::Dtype::bfloat16
+                                            : std::is_same_v<T, accel::half>   ? accel::Dtype::float16
+                                                                               : accel::Dtype::float32;
   using Trans = accel::blas::Trans;
 
  public:
@@ -108,6 +112,7 @@ class Trainer {
       ops_.set_num_threads(all);
       accel::blas::set_num_threads(per_lane);
     }
+    threads_per_lane_ = cfg.threads > 0 || cfg.streams > 1 ? per_lane : 0;
     // ZeRO: the flat buffers padded to ranks x shard; this rank's optimizer state covers its shard.
     shard_ = shard_size(P_.total, dp_.size());
     padded_ = shard_ * dp_.size();
@@ -116,7 +121,7 @@ class Trainer {
     params_ = accel::Buffer<T, B>(np, stream_);
     exp_avg_ = accel::Buffer<float, B>(ns, stream_);
     exp_avg_sq_ = accel::Buffer<float, B>(ns, stream_);
-    if constexpr (bf16) master_ = accel::Buffer<float, B>(ns, stream_);
+    if constexpr (lowp) master_ = accel::Buffer<float, B>(ns, stream_);
     // --deterministic: the micro-batches are the leaves of a summation tree (runs of `odd` leaves, then
     // a perfect binary tree); a rank's partial sums are a stack, at most log2(runs) + 1 deep.
     std::int64_t runs = 1;
@@ -165,6 +170,16 @@ class Trainer {
         for (int i = 0; i < depth; ++i) det_pool_.emplace_back(np, stream_);
       }
     }
+    if constexpr (lowp) {
+      // With the loss scaler, the reduced 16-bit gradients are unscaled into fp32 (DeepSpeed's fp32
+      // gradients of its fp16 optimizer): small gradients that the scale kept above fp16's underflow
+      // stay representable; the norm, clipping and Adam read these.
+      if (scaler_.enabled()) {
+        grad32_ = accel::Buffer<float, B>(ns, stream_);
+        nn32_.emplace(b, accel::Dtype::float32);
+        if (threads_per_lane_ > 0) nn32_->set_num_threads(threads_per_lane_);
+      }
+    }
     // The global norm: each rank's per-block norms (one block: the shard; --deterministic: norm_block
     // elements), gathered in block order, and their norm.
     norm_blocks_ = cfg.deterministic ? shard_ / norm_block : 1;
@@ -196,7 +211,7 @@ class Trainer {
     for (const auto& buf : layer_buckets_) gradient_bytes_ += bytes(buf);
     for (const auto& buf : det_pool_) gradient_bytes_ += bytes(buf);
     shard_gradient_bytes_ = bytes(grad_acc_);
-    gradient_bytes_ += shard_gradient_bytes_;
+    gradient_bytes_ += shard_gradient_bytes_ + grad32_.size() * sizeof(float);
     if (stage2_) {
       for (const auto& buf : det_pool_) tree_gradient_bytes_ += bytes(buf);
     }
@@ -227,7 +242,7 @@ class Trainer {
     b_.manual_seed(cfg_.seed);
     accel::Buffer<float, B> full;
     float* w = nullptr;
-    if constexpr (bf16) {
+    if constexpr (lowp) {
       full = accel::Buffer<float, B>(static_cast<std::size_t>(padded_), stream_);
       w = full.data();
     } else {
@@ -248,7 +263,7 @@ class Trainer {
     }
     ops_.fill(stream_, exp_avg_.data(), accel::Dtype::float32, shard_, 0.0f);
     ops_.fill(stream_, exp_avg_sq_.data(), accel::Dtype::float32, shard_, 0.0f);
-    if constexpr (bf16) {
+    if constexpr (lowp) {
       b_.copy_async(stream_, master_.data(), w + shard_lo_, static_cast<std::size_t>(shard_) * 4);
       ops_.cast(stream_, params_.data(), act_dtype, w, accel::Dtype::float32, padded_);
       stream_.synchronize();  // `full` goes
@@ -267,7 +282,7 @@ class Trainer {
     b_.copy_async(stream_, master_or_params(), st.params.data(), ns * 4);
     b_.copy_async(stream_, exp_avg_.data(), st.exp_avg.data(), ns * 4);
     b_.copy_async(stream_, exp_avg_sq_.data(), st.exp_avg_sq.data(), ns * 4);
-    if constexpr (bf16) ops_.cast(stream_, params_.data() + shard_lo_, act_dtype, master_.data(), accel::Dtype::float32, shard_);
+    if constexpr (lowp) ops_.cast(stream_, params_.data() + shard_lo_, act_dtype, master_.data(), accel::Dtype::float32, shard_);
     dp_.all_gather(stream_, params_.data() + shard_lo_, params_.data(), ns, act_dtype);
     stream_.synchronize();
     step_ = st.step;
@@ -291,7 +306,7 @@ class Trainer {
     b_.copy_async(stream_, st.exp_avg_sq.data(), exp_avg_sq_.data(), ns * 4);
     if (full_params != nullptr) {
       full_params->resize(static_cast<std::size_t>(P_.total));
-      if constexpr (bf16) {
+      if constexpr (lowp) {
         accel::Buffer<float, B> full(static_cast<std::size_t>(padded_), stream_);
         dp_.all_gather(stream_, master_.data(), full.data(), ns, accel::Dtype::float32);
         b_.copy_async(stream_, full_params->data(), full.data(), full_params->size() * 4);
@@ -321,7 +336,7 @@ class Trainer {
   [[nodiscard]] int ranks() const noexcept { return dp_.size(); }
   [[nodiscard]] std::int64_t shard() const noexcept { return shard_; }
   /// Bytes of optimizer state on this rank (Adam's two moments, the fp32 master weights where the
-  /// model is bf16): 1/ranks of the model's.
+  /// model is bf16 or fp16): 1/ranks of the model's.
   [[nodiscard]] std::size_t optimizer_bytes() const noexcept { return optimizer_bytes_; }
   /// Bytes of gradient memory on this rank: stage 1 the whole model's (per lane), stage 2 the shard's
   /// (shard_gradient_bytes(), 1/ranks of the model's) plus the buckets; --deterministic's partial sums.
@@ -385,7 +400,7 @@ class Trainer {
     if (grads_out != nullptr) {  // --dump: the gradients before clipping, so eagerly
       enqueue_gradients();
       grads_out->resize(static_cast<std::size_t>(P_.total));
-      if constexpr (bf16) {
+      if constexpr (lowp) {
         std::vector<T> g(static_cast<std::size_t>(P_.total));
         b_.copy_async(stream_, g.data(), grad_shard_, g.size() * sizeof(T));
         stream_.synchronize();
@@ -583,7 +598,7 @@ class Trainer {
 
   /// This rank's shard of the fp32 weights the optimizer steps (the model's own when it is fp32).
   float* master_or_params() {
-    if constexpr (bf16) {
+    if constexpr (lowp) {
       return master_.data();
     } else {
       return params_.data() + shard_lo_;
@@ -1006,7 +1021,12 @@ class Trainer {
       }
     }
     if (scaler_.enabled()) {
-      ops_.scale(stream_, grad_shard_, act_dtype, grad_shard_, act_dtype, shard_, static_cast<float>(1.0 / scaler_.scale()));
+      const auto inv = static_cast<float>(1.0 / scaler_.scale());
+      if (grad32_.size() > 0) {
+        ops_.scale(stream_, grad32_.data(), accel::Dtype::float32, grad_shard_, act_dtype, shard_, inv);
+      } else {
+        ops_.scale(stream_, grad_shard_, act_dtype, grad_shard_, act_dtype, shard_, inv);
+      }
     }
     enqueue_norm();
   }
@@ -1094,7 +1114,11 @@ class Trainer {
     const Phase phase(*this, "norm", stream_);
     std::vector<accel::ops::TensorRef> blocks(static_cast<std::size_t>(norm_blocks_));
     const std::int64_t len = shard_ / norm_blocks_;
-    for (std::int64_t i = 0; i < norm_blocks_; ++i) blocks[static_cast<std::size_t>(i)] = {grad_shard_ + i * len, len, act_dtype};
+    for (std::int64_t i = 0; i < norm_blocks_; ++i) {
+      blocks[static_cast<std::size_t>(i)] = grad32_.size() > 0
+                                                ? accel::ops::TensorRef{grad32_.data() + i * len, len, accel::Dtype::float32}
+                                                : accel::ops::TensorRef{grad_shard_ + i * len, len, act_dtype};
+    }
     float* mine = block_norms_.data() + norm_blocks_ * dp_.rank();
     float* total = lanes_[0].f32.data() + A_.norm;
     ops_.l2norm(stream_, blocks, total + 1, mine);
@@ -1109,7 +1133,11 @@ class Trainer {
   void enqueue_clip() {
     if (cfg_.clip > 0) {
       const Phase phase(*this, "clip", stream_);
-      nn_.clip(stream_, grad_shard_, shard_, lanes_[0].f32.data() + A_.norm, static_cast<float>(cfg_.clip));
+      if (grad32_.size() > 0) {
+        nn32_->clip(stream_, grad32_.data(), shard_, lanes_[0].f32.data() + A_.norm, static_cast<float>(cfg_.clip));
+      } else {
+        nn_.clip(stream_, grad_shard_, shard_, lanes_[0].f32.data() + A_.norm, static_cast<float>(cfg_.clip));
+      }
     }
   }
 
@@ -1138,8 +1166,9 @@ class Trainer {
     o.eps = cfg_.eps;
     o.adamw = true;
     accel::ops::AdamDtypes d;
-    d.grad = act_dtype;
-    if constexpr (bf16) d.model_copy = accel::Dtype::bfloat16;
+    const bool f32_grads = grad32_.size() > 0;
+    d.grad = f32_grads ? accel::Dtype::float32 : act_dtype;
+    if constexpr (lowp) d.model_copy = act_dtype;
     const std::int64_t lo = shard_lo_, hi = std::min(shard_lo_ + shard_, P_.total);
     const auto group = [&](std::int64_t begin, std::int64_t end, double wd) {
       begin = std::max(begin, lo);
@@ -1148,10 +1177,10 @@ class Trainer {
       const std::int64_t at = begin - lo;  // in the shard
       accel::ops::AdamTensor a;
       a.param = master_or_params() + at;
-      a.grad = grad_shard_ + at;
+      a.grad = f32_grads ? static_cast<const void*>(grad32_.data() + at) : static_cast<const void*>(grad_shard_ + at);
       a.exp_avg = exp_avg_.data() + at;
       a.exp_avg_sq = exp_avg_sq_.data() + at;
-      if constexpr (bf16) a.model_copy = params_.data() + begin;
+      if constexpr (lowp) a.model_copy = params_.data() + begin;
       a.numel = end - begin;
       o.weight_decay = wd;
       ops_.adam(stream_, std::span<const accel::ops::AdamTensor>(&a, 1), o, t, d);
@@ -1185,6 +1214,9 @@ class Trainer {
   accel::Buffer<float, B> exp_avg_, exp_avg_sq_, master_;
   T* grad_shard_ = nullptr;          // this rank's reduced gradients (in grads_, or grad_acc_)
   accel::Buffer<T, B> grad_acc_;     // stage 2: the shard's reduced gradients (grads_ is not allocated)
+  accel::Buffer<float, B> grad32_;   // 16-bit model with the loss scaler: the shard's unscaled fp32 gradients
+  std::optional<accel::ops::NnKernels<B>> nn32_;  // clipping of grad32_
+  int threads_per_lane_ = 0;
   accel::Buffer<T, B> recv_;         // --deterministic: every rank's partial sums of this shard
   std::deque<accel::Buffer<T, B>> det_pool_;  // --deterministic: the summation tree's partial sums
   std::int64_t det_leaves_ = 0, det_odd_ = 0;

@@ -36,14 +36,17 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
     s.kind = accel::ops::OpKind::host;
     s.sources = {"attention.cpp", "peak.cpp"};
     s.flags = {"-ffp-contract=fast", "-mprefer-vector-width=512"};
-    s.entry_points = {"gpt_attention_forward_f32", "gpt_attention_backward_f32", "gpt_head_permute_f32",
-                      "gpt_softmax_forward_f32", "gpt_softmax_backward_f32", "gpt_fma_peak"};
+    for (const char* k : {"gpt_attention_forward", "gpt_attention_backward", "gpt_head_permute", "gpt_softmax_forward",
+                          "gpt_softmax_backward"}) {
+      for (const char* d : {"_f32", "_bf16", "_f16"}) s.entry_points.push_back(std::string(k) + d);
+    }
+    s.entry_points.push_back("gpt_fma_peak");
   } else {
     s.kind = accel::ops::OpKind::cuda;
     s.sources = {"attention.cu"};
     for (const char* k : {"gpt_attention_forward", "gpt_attention_backward", "gpt_attention_backward_kv",
                           "gpt_head_permute", "gpt_softmax_forward", "gpt_softmax_backward"}) {
-      for (const char* d : {"_f32", "_bf16"}) s.entry_points.push_back(std::string(k) + d);
+      for (const char* d : {"_f32", "_bf16", "_f16"}) s.entry_points.push_back(std::string(k) + d);
     }
   }
   s.headers = {"attention.h", "peak.h"};
@@ -59,7 +62,7 @@ class GptKernels {
     auto builder = b.create_op_builder(gpt_kernels_spec(b.device_type()));
     builder.set_kernel_dir(engine_kernel_dir());
     accel::ops::LoadedOp op = builder.load();
-    const std::string suffix = dtype == accel::Dtype::bfloat16 ? "_bf16" : "_f32";
+    const std::string suffix = dtype == accel::Dtype::bfloat16 ? "_bf16" : dtype == accel::Dtype::float16 ? "_f16" : "_f32";
     forward_ = accel::ops::Kernel(op, "gpt_attention_forward" + suffix);
     backward_ = accel::ops::Kernel(op, "gpt_attention_backward" + suffix);
     permute_ = accel::ops::Kernel(op, "gpt_head_permute" + suffix);

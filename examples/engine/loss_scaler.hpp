@@ -55,7 +55,7 @@ class DynamicLossScaler {
       }
       last_overflow_iter_ = iter_;
       if (verbose_) {
-        std::printf("[engine] OVERFLOW! Skipping step. Attempted loss scale: %g, reducing to %g\n", attempted, scale_);
+        std::printf("[engine] OVERFLOW! Skipping step. Attempted loss scale: %.17g, reducing to %.17g\n", attempted, scale_);
       }
     } else if (dynamic_ && (iter_ - last_overflow_iter_) % window_ == 0) {
       cur_hysteresis_ = hysteresis_;

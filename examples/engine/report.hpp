@@ -54,7 +54,7 @@ inline std::string progress_line(const Progress& p) {
   s += " | mem " + mib(p.allocated) + "/" + mib(p.reserved) + " MiB";
   s += " | opt " + mib(p.optimizer_bytes) + " MiB" + (p.ranks > 1 ? "/rank x " + std::to_string(p.ranks) : std::string());
   s += " | grad " + mib(p.gradient_bytes) + " MiB" + (p.ranks > 1 ? "/rank" : "");
-  if (!std::isnan(p.loss_scale)) s += " | scale " + fmt("%g", p.loss_scale) + " | skipped " + std::to_string(p.skipped);
+  if (!std::isnan(p.loss_scale)) s += " | scale " + fmt("%.17g", p.loss_scale) + " | skipped " + std::to_string(p.skipped);
   return s;
 }
 

@@ -56,14 +56,12 @@ inline double datasheet_peak(const std::string& device, bool bf16) {
   return 0;
 }
 
-/// True for a backend whose device is the CPU at compile time (its bf16 path is not instantiated).
+/// True for AnyBackend (a backend whose device type is not a compile-time constant): the run-time
+/// dispatch path, kept to float32 and bf16 (--dispatch any measures dispatch; each dtype is another
+/// instantiation of the whole Trainer to compile).
 template <class B>
-constexpr bool static_cpu_backend() {
-  if constexpr (requires { std::integral_constant<accel::DeviceType, B::device_type()>{}; }) {
-    return B::device_type() == accel::DeviceType::cpu;
-  } else {
-    return false;
-  }
+constexpr bool runtime_backend() {
+  return !requires { std::integral_constant<accel::DeviceType, B::device_type()>{}; };
 }
 
 /// Failures injected by the tests (ENGINE_FAULT): "kill:RANK:STEP" — that rank kills itself with
@@ -139,9 +137,10 @@ class Engine {
     }
     const Corpus corpus = Corpus::load(cfg_.data);
     if (cfg_.streams == 0) cfg_.streams = default_streams();
-    if (cfg_.dtype == "bf16" && b_.device_type() == accel::DeviceType::cpu) {
-      throw UsageError("--dtype bf16 needs the CUDA backend (the CPU engine trains in float32)");
+    if (cfg_.dtype == "fp16" && runtime_backend<B>()) {
+      throw UsageError("--dtype fp16 runs on the concrete backends (--dispatch static): --dispatch any is float32 or bf16");
     }
+    check_dtype_gemm();
     std::optional<CheckpointState> resume;
     std::filesystem::path resume_dir;
     if (!cfg_.resume.empty()) {
@@ -164,15 +163,29 @@ class Engine {
       }
     }
     const Plan plan = make_plan(corpus);
-    if constexpr (static_cpu_backend<B>()) {
-      return run_typed<float>(corpus, plan, resume, resume_dir, ranks);
-    } else {
-      if (cfg_.dtype == "bf16") return run_typed<accel::bfloat16>(corpus, plan, resume, resume_dir, ranks);
-      return run_typed<float>(corpus, plan, resume, resume_dir, ranks);
+    if (cfg_.dtype == "bf16") return run_typed<accel::bfloat16>(corpus, plan, resume, resume_dir, ranks);
+    if constexpr (!runtime_backend<B>()) {
+      if (cfg_.dtype == "fp16") return run_typed<accel::half>(corpus, plan, resume, resume_dir, ranks);
     }
+    return run_typed<float>(corpus, plan, resume, resume_dir, ranks);
   }
 
  private:
+  /// A 16-bit dtype the backend's GEMM cannot multiply here (bf16 on a CPU oneDNN has no bf16 matmul
+  /// for) is bad input, found with one 1 x 1 x 1 product before anything else is allocated.
+  void check_dtype_gemm() const {
+    if (cfg_.dtype != "bf16") return;
+    typename B::Stream s;
+    accel::Buffer<accel::bfloat16, B> x(3, s);
+    try {
+      accel::blas::gemm(b_, typename B::StreamRef(s), accel::blas::Trans::no, accel::blas::Trans::no, 1, 1, 1, 1.0f,
+                        x.data(), 1, x.data() + 1, 1, 0.0f, x.data() + 2, 1);
+      s.synchronize();
+    } catch (const accel::NotSupportedError& e) {
+      throw UsageError(std::string("--dtype bf16 on ") + std::string(b_.name()) + ": " + e.what());
+    }
+  }
+
   /// What several ranks cannot do, and --deterministic's condition on the rank count.
   void check_parallel(int n) const {
     if (n > 1 && !cfg_.dump.empty()) throw UsageError("--dump writes one rank's gradients: run it without mpirun");
@@ -257,14 +270,18 @@ class Engine {
     const std::int64_t non_embedding = p.params - s.block * static_cast<std::int64_t>(s.width);
     const std::int64_t per_token = 6 * non_embedding + 12LL * s.layers * s.width * s.block;
     p.flops_per_step = per_token * s.block * cfg_.batch * cfg_.accum;
-    const std::size_t act_bytes = cfg_.dtype == "bf16" ? 2 : 4;
+    const bool lowp = cfg_.dtype != "fp32";
+    const std::size_t act_bytes = lowp ? 2 : 4;
     const std::size_t np = static_cast<std::size_t>(P.total);
     const auto lanes = static_cast<std::size_t>(cfg_.streams);
     const std::size_t ns = static_cast<std::size_t>(shard_size(P.total, cfg_.ranks));
     // Gradients: stage 1 the whole model's per lane; stage 2 the shard's and (at most) three buckets.
     std::size_t grads = np * act_bytes * lanes;
     if (cfg_.zero_stage == 2) grads = (ns + static_cast<std::size_t>(BucketPlan(P, cfg_.reduce_bucket).elements(2))) * act_bytes;
-    const std::size_t weights = np * act_bytes + grads + ns * 8 + (cfg_.dtype == "bf16" ? ns * 4 : 0);
+    // Adam's moments; 16-bit models: fp32 master weights and, with the loss scaler, the shard's
+    // unscaled fp32 gradients.
+    const bool scaled = cfg_.loss_scale != 1.0;
+    const std::size_t weights = np * act_bytes + grads + ns * 8 + (lowp ? ns * 4 : 0) + (lowp && scaled ? ns * 4 : 0);
     const std::size_t acts = lanes * (static_cast<std::size_t>(A.act) * act_bytes + static_cast<std::size_t>(A.f32 + A.bits) * 4);
     const std::size_t tokens = static_cast<std::size_t>(cfg_.batch) * s.block * cfg_.accum * 8;
     p.bytes = weights + acts + tokens;
@@ -292,7 +309,7 @@ class Engine {
     }
     const FaultInjection fault = FaultInjection::from_env();
     const bool cpu = b_.device_type() == accel::DeviceType::cpu;
-    const double peak = cpu ? t.measure_peak(0.15) : datasheet_peak(b_.device_name(), cfg_.dtype == "bf16");
+    const double peak = cpu ? t.measure_peak(0.15) : datasheet_peak(b_.device_name(), cfg_.dtype != "fp32");
     MetricsCsv metrics;
     if (cfg_.rank == 0) metrics.open(cfg_.metrics);  // rank 0 reports
     std::unique_ptr<Dump> dump;
@@ -471,7 +488,7 @@ class Engine {
         {"gradients", gradient_text(t)},
     };
     if (t.scaler().enabled()) {
-      rows.emplace_back("loss scale", fmt("%g", t.scaler().scale()) + " (" + std::to_string(t.scaler().skipped()) +
+      rows.emplace_back("loss scale", fmt("%.17g", t.scaler().scale()) + " (" + std::to_string(t.scaler().skipped()) +
                                           " steps skipped)");
     }
     if (cfg_.rank != 0) return 0;  // rank 0 reports

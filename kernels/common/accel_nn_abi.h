@@ -5,8 +5,9 @@
  * Each kernel takes one of these structs, the same bytes on every backend (accel/ops/launch.hpp): the
  * host kernels as int entry(const void* args, int num_threads), the CUDA kernels as
  * __global__ void entry(const args). Entry names end in the dtype of activations and weights:
- * accel_nn_<kernel>_f32 on every backend, accel_nn_<kernel>_bf16 on CUDA (bf16 storage, fp32
- * arithmetic). Statistics (LayerNorm mean and rstd, losses, norms) are always float32; token ids int32.
+ * accel_nn_<kernel>_f32, _bf16 and _f16 on every backend (16-bit storage, fp32 arithmetic; a value
+ * accumulated into a 16-bit tensor is summed in fp32 and rounded once). Statistics (LayerNorm mean and
+ * rstd, losses, norms) are always float32; token ids int32.
  * Plain C, no includes beyond accel_ops_abi.h, so host compilers, nvcc and NVRTC all read it.
  * The host-side mirror is include/accel/ops/nn_abi.hpp (tests/ops checks the layouts match).
  *

@@ -1,7 +1,14 @@
 // nn_ops.cpp — accel's neural-network kernels for the CPU (the "nn_ops" op): embedding, LayerNorm
 // with the residual add fused in (and on its own), GELU (tanh), softmax cross-entropy with its gradient
-// in one pass, dropout and clipping. Float32. Arguments: kernels/common/accel_nn_abi.h; launched through
+// in one pass, dropout and clipping. Arguments: kernels/common/accel_nn_abi.h; launched through
 // accel/ops/launch.hpp as int entry(const void* args, int num_threads).
+//
+// Storage float32 (_f32), bfloat16 (_bf16) or float16 (_f16) for activations and weights, arithmetic in
+// float32 always: each kernel is one template over the storage dtype whose loads and stores convert
+// inline (bf16: a shift and integer round-to-nearest-even, vectorised; fp16: F16C's VCVTPH2PS /
+// VCVTPS2PH where the CPU has it, else the same bits in integer code). Where a value is accumulated into
+// a 16-bit tensor (embedding and LayerNorm weight gradients) the sum is taken in float32 and added to
+// the stored value once, as the CUDA kernels do, so both backends round the same sums once.
 //
 // Rows are split statically over the OpenMP threads; reductions across rows (LayerNorm's weight and
 // bias gradients, the embedding gradients) run in a fixed order that does not depend on the thread
@@ -12,10 +19,51 @@
 #include "accel_nn_abi.h"
 
 #include <cstdlib>
+#include <vector>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
 using namespace accel_kernels;
+
+constexpr int F32 = ACCEL_DTYPE_F32;
+
+// Element i of a tensor of storage dtype D, as float; and its store (rounded to nearest even).
+template <int D>
+inline float ld(const void* base, long long i) {
+  if constexpr (D == ACCEL_DTYPE_F32) {
+    return static_cast<const float*>(base)[i];
+  } else if constexpr (D == ACCEL_DTYPE_BF16) {
+    return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
+  } else {
+#if defined(__F16C__)
+    return _cvtsh_ss(static_cast<const unsigned short*>(base)[i]);
+#else
+    return half_to_float(static_cast<const std::uint16_t*>(base)[i]);
+#endif
+  }
+}
+template <int D>
+inline void st(void* base, long long i, float x) {
+  if constexpr (D == ACCEL_DTYPE_F32) {
+    static_cast<float*>(base)[i] = x;
+  } else if constexpr (D == ACCEL_DTYPE_BF16) {
+    static_cast<std::uint16_t*>(base)[i] = float_to_bf16(x);
+  } else {
+#if defined(__F16C__)
+    static_cast<unsigned short*>(base)[i] = _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT);
+#else
+    static_cast<std::uint16_t*>(base)[i] = float_to_half(x);
+#endif
+  }
+}
+template <int D>
+constexpr long long elem_size() {
+  return D == ACCEL_DTYPE_F32 ? 4 : 2;
+}
 
 // e^x for x in float's range (clamped below at -87.3: the result is then ~1e-38, not a subnormal).
 inline float exp_f(float x) {
@@ -48,40 +96,36 @@ inline void row_range(long long n, int t, int T, long long* begin, long long* en
 
 }  // namespace
 
-ACCEL_EXPORT int accel_nn_embedding_forward_f32(const void* p, int num_threads) {
+namespace {
+
+template <int D>
+int embedding_forward(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_embedding_forward_args*>(p);
   if (a.N < 0 || a.T <= 0 || a.C <= 0 || a.V <= 0) return 1;
   for (long long n = 0; n < a.N; ++n) {
     if (a.tokens[n] < 0 || a.tokens[n] >= a.V) return 2;
   }
-  float* out = static_cast<float*>(a.out);
-  const float* wte = static_cast<const float*>(a.wte);
-  const float* wpe = static_cast<const float*>(a.wpe);
   const long long C = a.C;
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     row_range(a.N, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
     for (long long n = begin; n < end; ++n) {
-      const float* te = wte + a.tokens[n] * C;
-      const float* pe = wpe + (n % a.T) * C;
-      float* o = out + n * C;
+      const long long te = a.tokens[n] * C, pe = (n % a.T) * C, o = n * C;
 #pragma omp simd
-      for (long long c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+      for (long long c = 0; c < C; ++c) st<D>(a.out, o + c, ld<D>(a.wte, te + c) + ld<D>(a.wpe, pe + c));
     }
   }
   return 0;
 }
 
-ACCEL_EXPORT int accel_nn_embedding_backward_f32(const void* p, int num_threads) {
+template <int D>
+int embedding_backward(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_embedding_backward_args*>(p);
   if (a.N < 0 || a.T <= 0 || a.C <= 0 || a.V <= 0) return 1;
   for (long long n = 0; n < a.N; ++n) {
     if (a.tokens[n] < 0 || a.tokens[n] >= a.V) return 2;
   }
-  float* dwte = static_cast<float*>(a.dwte);
-  float* dwpe = static_cast<float*>(a.dwpe);
-  const float* dout = static_cast<const float*>(a.dout);
   const long long C = a.C;
   // Columns are split over the threads; each thread walks every row in order, so each element's sum
   // has the same order whatever the thread count.
@@ -89,59 +133,86 @@ ACCEL_EXPORT int accel_nn_embedding_backward_f32(const void* p, int num_threads)
   {
     long long c0, c1;
     static_range(C, omp_get_thread_num(), omp_get_num_threads(), &c0, &c1);
-    if (c0 < c1) {
-      for (long long n = 0; n < a.N; ++n) {
-        const float* d = dout + n * C;
-        float* te = dwte + a.tokens[n] * C;
-        float* pe = dwpe + (n % a.T) * C;
+    if constexpr (D == F32) {
+      float* dwte = static_cast<float*>(a.dwte);
+      float* dwpe = static_cast<float*>(a.dwpe);
+      const float* dout = static_cast<const float*>(a.dout);
+      if (c0 < c1) {
+        for (long long n = 0; n < a.N; ++n) {
+          const float* d = dout + n * C;
+          float* te = dwte + a.tokens[n] * C;
+          float* pe = dwpe + (n % a.T) * C;
 #pragma omp simd
-        for (long long c = c0; c < c1; ++c) {
-          te[c] += d[c];
-          pe[c] += d[c];
+          for (long long c = c0; c < c1; ++c) {
+            te[c] += d[c];
+            pe[c] += d[c];
+          }
         }
+      }
+    } else if (c0 < c1) {
+      // 16-bit gradients: each row's sum in float32 (from 0, rows in order), added to the stored value once.
+      const long long w = c1 - c0, rows = a.V + a.T;
+      std::vector<float> acc(static_cast<std::size_t>(rows * w), 0.0f);
+      for (long long n = 0; n < a.N; ++n) {
+        float* te = acc.data() + a.tokens[n] * w;
+        float* pe = acc.data() + (a.V + n % a.T) * w;
+        const long long d = n * C + c0;
+#pragma omp simd
+        for (long long c = 0; c < w; ++c) {
+          const float x = ld<D>(a.dout, d + c);
+          te[c] += x;
+          pe[c] += x;
+        }
+      }
+      for (long long r = 0; r < rows; ++r) {
+        void* dst = r < a.V ? a.dwte : a.dwpe;
+        const long long at = (r < a.V ? r : r - a.V) * C + c0;
+        const float* s = acc.data() + r * w;
+#pragma omp simd
+        for (long long c = 0; c < w; ++c) st<D>(dst, at + c, ld<D>(dst, at + c) + s[c]);
       }
     }
   }
   return 0;
 }
 
-ACCEL_EXPORT int accel_nn_layernorm_forward_f32(const void* p, int num_threads) {
+template <int D>
+int layernorm_forward(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_layernorm_forward_args*>(p);
   if (a.N < 0 || a.C <= 0) return 1;
   const long long C = a.C;
   const float inv_c = 1.0f / static_cast<float>(C);
-  const float* w = static_cast<const float*>(a.weight);
-  const float* b = static_cast<const float*>(a.bias);
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     row_range(a.N, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
     for (long long n = begin; n < end; ++n) {
-      const float* x = static_cast<const float*>(a.inp) + n * C;
+      const long long row = n * C;
+      const void* x = a.inp;  // row `row` of x: the input, or the residual sum as stored (rounded)
       if (a.residual != nullptr) {
-        const float* r = static_cast<const float*>(a.residual) + n * C;
-        float* xo = static_cast<float*>(a.residual_out) + n * C;  // the host wrapper requires it with residual
+        void* xo = a.residual_out;  // the host wrapper requires it with residual
 #pragma omp simd
-        for (long long c = 0; c < C; ++c) xo[c] = x[c] + r[c];
+        for (long long c = 0; c < C; ++c) st<D>(xo, row + c, ld<D>(a.inp, row + c) + ld<D>(a.residual, row + c));
         x = xo;
-      } else if (a.residual_out != nullptr) {
-        float* xo = static_cast<float*>(a.residual_out) + n * C;
-        if (xo != x) std::memcpy(xo, x, static_cast<std::size_t>(C) * 4);
+      } else if (a.residual_out != nullptr && a.residual_out != a.inp) {
+        std::memcpy(static_cast<char*>(a.residual_out) + row * elem_size<D>(),
+                    static_cast<const char*>(a.inp) + row * elem_size<D>(), static_cast<std::size_t>(C * elem_size<D>()));
       }
       float sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (long long c = 0; c < C; ++c) sum += x[c];
+      for (long long c = 0; c < C; ++c) sum += ld<D>(x, row + c);
       const float m = sum * inv_c;
       float var = 0;
 #pragma omp simd reduction(+ : var)
       for (long long c = 0; c < C; ++c) {
-        const float d = x[c] - m;
+        const float d = ld<D>(x, row + c) - m;
         var = fmaf(d, d, var);
       }
       const float s = 1.0f / sqrtf(fmaf(var, inv_c, a.eps));
-      float* o = static_cast<float*>(a.out) + n * C;
 #pragma omp simd
-      for (long long c = 0; c < C; ++c) o[c] = fmaf((x[c] - m) * s, w[c], b[c]);
+      for (long long c = 0; c < C; ++c) {
+        st<D>(a.out, row + c, fmaf((ld<D>(x, row + c) - m) * s, ld<D>(a.weight, c), ld<D>(a.bias, c)));
+      }
       a.mean[n] = m;
       a.rstd[n] = s;
     }
@@ -149,15 +220,13 @@ ACCEL_EXPORT int accel_nn_layernorm_forward_f32(const void* p, int num_threads) 
   return 0;
 }
 
-ACCEL_EXPORT int accel_nn_layernorm_backward_f32(const void* p, int num_threads) {
+template <int D>
+int layernorm_backward(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_layernorm_backward_args*>(p);
   if (a.N < 0 || a.C <= 0) return 1;
   const long long C = a.C;
   const long long chunks = (a.N + ACCEL_NN_LN_CHUNK - 1) / ACCEL_NN_LN_CHUNK;
   const float inv_c = 1.0f / static_cast<float>(C);
-  const float* w = static_cast<const float*>(a.weight);
-  float* dw = static_cast<float*>(a.dweight);
-  float* db = static_cast<float*>(a.dbias);
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     const int T = omp_get_num_threads(), t = omp_get_thread_num();
@@ -173,39 +242,53 @@ ACCEL_EXPORT int accel_nn_layernorm_backward_f32(const void* p, int num_threads)
       }
       const long long n1 = (k + 1) * ACCEL_NN_LN_CHUNK < a.N ? (k + 1) * ACCEL_NN_LN_CHUNK : a.N;
       for (long long n = k * ACCEL_NN_LN_CHUNK; n < n1; ++n) {
-        const float* x = static_cast<const float*>(a.inp) + n * C;
-        const float* dy = static_cast<const float*>(a.dout) + n * C;
-        float* dx = static_cast<float*>(a.dinp) + n * C;
+        const long long row = n * C;
         const float m = a.mean[n], s = a.rstd[n];
         float sum_g = 0, sum_gx = 0;  // sums of dnorm = dy * w and of dnorm * xhat
 #pragma omp simd reduction(+ : sum_g, sum_gx)
         for (long long c = 0; c < C; ++c) {
-          const float xhat = (x[c] - m) * s;
-          const float g = dy[c] * w[c];
+          const float xhat = (ld<D>(a.inp, row + c) - m) * s;
+          const float g = ld<D>(a.dout, row + c) * ld<D>(a.weight, c);
           sum_g += g;
           sum_gx = fmaf(g, xhat, sum_gx);
         }
         const float mean_g = sum_g * inv_c, mean_gx = sum_gx * inv_c;
 #pragma omp simd
         for (long long c = 0; c < C; ++c) {
-          const float xhat = (x[c] - m) * s;
-          const float g = dy[c] * w[c];
-          dx[c] += (g - mean_g - xhat * mean_gx) * s;
-          pw[c] = fmaf(dy[c], xhat, pw[c]);
-          pb[c] += dy[c];
+          const float xhat = (ld<D>(a.inp, row + c) - m) * s;
+          const float dy = ld<D>(a.dout, row + c);
+          const float g = dy * ld<D>(a.weight, c);
+          st<D>(a.dinp, row + c, ld<D>(a.dinp, row + c) + (g - mean_g - xhat * mean_gx) * s);
+          pw[c] = fmaf(dy, xhat, pw[c]);
+          pb[c] += dy;
         }
       }
     }
 #pragma omp barrier
     long long c0, c1;
     static_range(C, t, T, &c0, &c1);
-    for (long long k = 0; k < chunks; ++k) {
-      const float* pw = a.scratch + k * 2 * C;
-      const float* pb = pw + C;
+    if constexpr (D == F32) {
+      float* dw = static_cast<float*>(a.dweight);
+      float* db = static_cast<float*>(a.dbias);
+      for (long long k = 0; k < chunks; ++k) {
+        const float* pw = a.scratch + k * 2 * C;
+        const float* pb = pw + C;
 #pragma omp simd
+        for (long long c = c0; c < c1; ++c) {
+          dw[c] += pw[c];
+          db[c] += pb[c];
+        }
+      }
+    } else {
+      // 16-bit: the chunks' sum in float32 (in chunk order), added to the stored value once.
       for (long long c = c0; c < c1; ++c) {
-        dw[c] += pw[c];
-        db[c] += pb[c];
+        float sw = 0, sb = 0;
+        for (long long k = 0; k < chunks; ++k) {
+          sw += a.scratch[k * 2 * C + c];
+          sb += a.scratch[k * 2 * C + C + c];
+        }
+        st<D>(a.dweight, c, ld<D>(a.dweight, c) + sw);
+        st<D>(a.dbias, c, ld<D>(a.dbias, c) + sb);
       }
     }
   }
@@ -215,20 +298,19 @@ ACCEL_EXPORT int accel_nn_layernorm_backward_f32(const void* p, int num_threads)
 // GELU's tanh form through a sigmoid: 0.5 (1 + tanh u) = 1 / (1 + e^{-2u}) — one exp and one division
 // (tanh's sign handling and its second division fall away). For u < -44 the exponent is clamped and
 // the result is x / (1 + 1.6e38) ~ -0 as it should be; for u > 44, x.
-ACCEL_EXPORT int accel_nn_gelu_forward_f32(const void* p, int num_threads) {
+template <int D>
+int gelu_forward(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_gelu_forward_args*>(p);
   if (a.n < 0) return 1;
-  float* out = static_cast<float*>(a.out);
-  const float* x = static_cast<const float*>(a.inp);
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
 #pragma omp simd
     for (long long i = begin; i < end; ++i) {
-      const float xi = x[i];
+      const float xi = ld<D>(a.inp, i);
       const float u = gelu_k * fmaf(gelu_c * xi, xi * xi, xi);
-      out[i] = xi / (1.0f + exp_f(-2.0f * u));
+      st<D>(a.out, i, xi / (1.0f + exp_f(-2.0f * u)));
     }
   }
   return 0;
@@ -236,32 +318,31 @@ ACCEL_EXPORT int accel_nn_gelu_forward_f32(const void* p, int num_threads) {
 
 // d/dx: with s = 1 / (1 + e^{-2u}) (= 0.5 (1 + tanh u)), 0.5 (1 - tanh^2 u) = 2 s (1 - s), so
 // gelu'(x) = s + 2 x s (1 - s) u'(x), u'(x) = k (1 + 3 c x^2); 1 - s is taken as e^{-2u} s.
-ACCEL_EXPORT int accel_nn_gelu_backward_f32(const void* p, int num_threads) {
+template <int D>
+int gelu_backward(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_gelu_backward_args*>(p);
   if (a.n < 0) return 1;
-  float* dx = static_cast<float*>(a.dinp);
-  const float* x = static_cast<const float*>(a.inp);
-  const float* dy = static_cast<const float*>(a.dout);
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
 #pragma omp simd
     for (long long i = begin; i < end; ++i) {
-      const float xi = x[i];
+      const float xi = ld<D>(a.inp, i);
       const float x2 = xi * xi;
       const float u = gelu_k * fmaf(gelu_c * xi, x2, xi);
       const float e = exp_f(-2.0f * u);
       const float s = 1.0f / (1.0f + e);
       const float du = gelu_k * fmaf(3.0f * gelu_c, x2, 1.0f);
       const float grad = fmaf(2.0f * xi * (e * s) * s, du, s);  // 1 - s = e s, without cancellation
-      dx[i] = grad * dy[i];
+      st<D>(a.dinp, i, grad * ld<D>(a.dout, i));
     }
   }
   return 0;
 }
 
-ACCEL_EXPORT int accel_nn_cross_entropy_f32(const void* p, int num_threads) {
+template <int D>
+int cross_entropy(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_cross_entropy_args*>(p);
   if (a.N < 0 || a.V <= 0 || a.Vp < a.V) return 1;
   for (long long n = 0; n < a.N; ++n) {
@@ -273,70 +354,99 @@ ACCEL_EXPORT int accel_nn_cross_entropy_f32(const void* p, int num_threads) {
     long long begin, end;
     row_range(a.N, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
     for (long long n = begin; n < end; ++n) {
-      float* z = static_cast<float*>(a.logits) + n * Vp;
-      float mx = z[0];
+      const long long row = n * Vp;
+      float mx = ld<D>(a.logits, row);
 #pragma omp simd reduction(max : mx)
-      for (long long v = 0; v < V; ++v) mx = z[v] > mx ? z[v] : mx;
+      for (long long v = 0; v < V; ++v) {
+        const float z = ld<D>(a.logits, row + v);
+        mx = z > mx ? z : mx;
+      }
       float sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (long long v = 0; v < V; ++v) sum += exp_f(z[v] - mx);
+      for (long long v = 0; v < V; ++v) sum += exp_f(ld<D>(a.logits, row + v) - mx);
       const int target = a.targets[n];
-      a.losses[n] = logf(sum) + mx - z[target];
+      a.losses[n] = logf(sum) + mx - ld<D>(a.logits, row + target);
       if (a.write_grad != 0) {
         const float scale = a.dloss / sum;
+        if constexpr (D == F32) {
+          float* z = static_cast<float*>(a.logits) + row;
 #pragma omp simd
-        for (long long v = 0; v < V; ++v) z[v] = exp_f(z[v] - mx) * scale;
-        z[target] -= a.dloss;
-        for (long long v = V; v < Vp; ++v) z[v] = 0;
+          for (long long v = 0; v < V; ++v) z[v] = exp_f(z[v] - mx) * scale;
+          z[target] -= a.dloss;
+        } else {
+          // The target's gradient rounded once (softmax - dloss), as on CUDA.
+#pragma omp simd
+          for (long long v = 0; v < V; ++v) {
+            const float g = exp_f(ld<D>(a.logits, row + v) - mx) * scale;
+            st<D>(a.logits, row + v, v == target ? g - a.dloss : g);
+          }
+        }
+        for (long long v = V; v < Vp; ++v) st<D>(a.logits, row + v, 0.0f);
       }
     }
   }
   return 0;
 }
 
-ACCEL_EXPORT int accel_nn_add_f32(const void* p, int num_threads) {
+template <int D>
+int add(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_add_args*>(p);
   if (a.n < 0) return 1;
-  float* out = static_cast<float*>(a.out);
-  const float* x = static_cast<const float*>(a.a);
-  const float* y = static_cast<const float*>(a.b);
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
 #pragma omp simd
-    for (long long i = begin; i < end; ++i) out[i] = x[i] + y[i];
+    for (long long i = begin; i < end; ++i) st<D>(a.out, i, ld<D>(a.a, i) + ld<D>(a.b, i));
   }
   return 0;
 }
 
-ACCEL_EXPORT int accel_nn_dropout_f32(const void* p, int num_threads) {
+template <int D>
+int dropout(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_dropout_args*>(p);
   if (a.n < 0) return 1;
-  float* out = static_cast<float*>(a.out);
-  const float* x = static_cast<const float*>(a.inp);
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
 #pragma omp simd
-    for (long long i = begin; i < end; ++i) out[i] = a.bits[i] >= a.threshold ? x[i] * a.scale : 0.0f;
+    for (long long i = begin; i < end; ++i) st<D>(a.out, i, a.bits[i] >= a.threshold ? ld<D>(a.inp, i) * a.scale : 0.0f);
   }
   return 0;
 }
 
-ACCEL_EXPORT int accel_nn_clip_f32(const void* p, int num_threads) {
+template <int D>
+int clip(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_clip_args*>(p);
   if (a.n < 0) return 1;
   const float coef = a.max_norm / (*a.norm + 1e-6f);
   if (!(coef < 1.0f)) return 0;
-  float* d = static_cast<float*>(a.data);
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
 #pragma omp simd
-    for (long long i = begin; i < end; ++i) d[i] *= coef;
+    for (long long i = begin; i < end; ++i) st<D>(a.data, i, ld<D>(a.data, i) * coef);
   }
   return 0;
 }
+
+}  // namespace
+
+// The entry points: one per kernel and storage dtype (accel_nn_abi.h).
+#define ACCEL_NN_CPU_KERNEL(name)                                                                              \
+  ACCEL_EXPORT int accel_nn_##name##_f32(const void* p, int t) { return name<ACCEL_DTYPE_F32>(p, t); }        \
+  ACCEL_EXPORT int accel_nn_##name##_bf16(const void* p, int t) { return name<ACCEL_DTYPE_BF16>(p, t); }      \
+  ACCEL_EXPORT int accel_nn_##name##_f16(const void* p, int t) { return name<ACCEL_DTYPE_F16>(p, t); }
+
+ACCEL_NN_CPU_KERNEL(embedding_forward)
+ACCEL_NN_CPU_KERNEL(embedding_backward)
+ACCEL_NN_CPU_KERNEL(layernorm_forward)
+ACCEL_NN_CPU_KERNEL(layernorm_backward)
+ACCEL_NN_CPU_KERNEL(gelu_forward)
+ACCEL_NN_CPU_KERNEL(gelu_backward)
+ACCEL_NN_CPU_KERNEL(cross_entropy)
+ACCEL_NN_CPU_KERNEL(add)
+ACCEL_NN_CPU_KERNEL(dropout)
+ACCEL_NN_CPU_KERNEL(clip)

@@ -1,6 +1,6 @@
 // nn_ops.cu — accel's neural-network kernels on CUDA (the "nn_ops" op): embedding, LayerNorm with the
 // residual add fused in, GELU (tanh), softmax cross-entropy with its gradient, dropout and clipping;
-// float32 and bfloat16 storage (fp32 arithmetic). Compiled by NVRTC (or nvcc ahead of time).
+// float32, bfloat16 and float16 storage (fp32 arithmetic). Compiled by NVRTC (or nvcc ahead of time).
 // Arguments: kernels/common/accel_nn_abi.h, passed by value (accel/ops/launch.hpp); the launch shapes
 // are computed by accel/ops/nn_ops.hpp: rows kernels use one warp per row and 8 rows per block,
 // elementwise kernels a grid-stride loop. Sums across rows run in a fixed order (no atomics), so
@@ -244,7 +244,8 @@ __device__ void clip(const accel_nn_clip_args& a) {
 
 #define ACCEL_NN_KERNEL(name, args_type)                                                              \
   extern "C" __global__ void accel_nn_##name##_f32(const args_type a) { name<f32>(a); }              \
-  extern "C" __global__ void accel_nn_##name##_bf16(const args_type a) { name<bf16>(a); }
+  extern "C" __global__ void accel_nn_##name##_bf16(const args_type a) { name<bf16>(a); }            \
+  extern "C" __global__ void accel_nn_##name##_f16(const args_type a) { name<f16>(a); }
 
 ACCEL_NN_KERNEL(embedding_forward, accel_nn_embedding_forward_args)
 ACCEL_NN_KERNEL(embedding_backward, accel_nn_embedding_backward_args)

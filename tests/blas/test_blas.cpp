@@ -351,52 +351,65 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bad arguments are InvalidArgumentErrors naming 
   check_bits(download(be, s, c), p.c, "after the refused calls");
 }
 
-TEST_CASE_TEMPLATE_DEFINE("gemm: bfloat16 operands accumulate in float and round once, on every backend", B,
-                          gemm_bfloat16) {
+/// 16-bit operands (H: bfloat16 or half) accumulate in float and round once: the same bits as the
+/// reference rounded to H.
+template <class H, class B>
+void check_16bit_gemm(const char* tag) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B be;
   typename B::Stream stream;
   const typename B::StreamRef s = stream;
+  const std::string t = tag;
   const auto rounded = [](std::vector<float> v) {
-    for (float& x : v) x = from<accel::bfloat16>(to<accel::bfloat16>(x));
+    for (float& x : v) x = from<H>(to<H>(x));
     return v;
   };
   {
     const Problem probe(Trans::no, Trans::no, 2, 2, 2, 1.0f, 0.0f, 0);
     try {
-      (void)run<accel::bfloat16>(be, s, probe, false);
+      (void)run<H>(be, s, probe, false);
     } catch (const accel::NotSupportedError& e) {
       MESSAGE("SKIPPED: " << e.what());
       return;
     }
   }
-  // Small integers: exact in bfloat16, and every sum exact in float, so the one rounding of the result
-  // to bfloat16 gives bfloat16(reference) bit for bit.
+  // Small integers: exact in bfloat16 and half, and every sum exact in float, so the one rounding of
+  // the result gives H(reference) bit for bit.
   const float scalars[][2] = {{1.0f, 0.0f}, {0.75f, 1.0f}, {-2.0f, -0.5f}};
   for (Trans ta : both) {
     for (Trans tb : both) {
       for (const auto& ab : scalars) {
         const Problem p(ta, tb, 19, 12, 65, ab[0], ab[1], 3);
-        check_bits(run<accel::bfloat16>(be, s, p, false), rounded(p.expected()), "bf16 " + describe(p));
+        check_bits(run<H>(be, s, p, false), rounded(p.expected()), t + " " + describe(p));
       }
       Problem batched(ta, tb, 9, 6, 4, 0.75f, -0.5f, 2, 5);
-      check_bits(run<accel::bfloat16>(be, s, batched, true), rounded(batched.expected()), "bf16 " + describe(batched));
+      check_bits(run<H>(be, s, batched, true), rounded(batched.expected()), t + " " + describe(batched));
       batched.stride_b = 0;
-      check_bits(run<accel::bfloat16>(be, s, batched, true), rounded(batched.expected()),
-                 "bf16 stride_b=0 " + describe(batched));
+      check_bits(run<H>(be, s, batched, true), rounded(batched.expected()), t + " stride_b=0 " + describe(batched));
     }
   }
   const Problem empty_k(Trans::no, Trans::yes, 4, 3, 0, 1.0f, 2.0f, 1);
-  check_bits(run<accel::bfloat16>(be, s, empty_k, false), rounded(empty_k.expected()), "bf16 k=0");
+  check_bits(run<H>(be, s, empty_k, false), rounded(empty_k.expected()), t + " k=0");
   // The attention product of the tiny model, the same problem twice (the second call reuses what the
   // first one set up).
   const Problem qk(Trans::no, Trans::yes, 64, 64, 32, 0.125f, 0.0f, 0, 48);
-  check_bits(run<accel::bfloat16>(be, s, qk, true), rounded(qk.expected()), "bf16 QK^T");
-  check_bits(run<accel::bfloat16>(be, s, qk, true), rounded(qk.expected()), "bf16 QK^T again");
+  check_bits(run<H>(be, s, qk, true), rounded(qk.expected()), t + " QK^T");
+  check_bits(run<H>(be, s, qk, true), rounded(qk.expected()), t + " QK^T again");
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: bfloat16 operands accumulate in float and round once, on every backend", B,
+                          gemm_bfloat16) {
+  check_16bit_gemm<accel::bfloat16, B>("bf16");
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: half operands accumulate in float and round once, on every backend (CPU: F16C)", B,
+                          gemm_half) {
+  check_16bit_gemm<accel::half, B>("half");
 }
 
 TEST_CASE_TEMPLATE_APPLY(gemm_exact, BlasBackends);
 TEST_CASE_TEMPLATE_APPLY(gemm_bfloat16, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_half, BlasBackends);
 TEST_CASE_TEMPLATE_APPLY(gemm_rounding, BlasBackends);
 TEST_CASE_TEMPLATE_APPLY(gemm_batched, BlasBackends);
 TEST_CASE_TEMPLATE_APPLY(gemm_attention, BlasBackends);

@@ -1,8 +1,8 @@
-// accel/blas on the CPU: the BLAS's threads, buffers of another device, element types the CPU BLAS
-// does not multiply.
+// accel/blas on the CPU: the BLAS's threads, buffers of another device, half (widened to float).
 #include "blas_test_support.hpp"
 
 #include <atomic>
+#include <cmath>
 
 using namespace blas_test;
 
@@ -59,22 +59,38 @@ TEST_CASE("gemm: a buffer of another device than the stream's is refused") {
   CHECK(std::vector<float>(c.span().begin(), c.span().end()) == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f});
 }
 
-TEST_CASE("gemm: half through AnyBackend on a CPU stream is NotSupportedError, before anything runs") {
-  if constexpr (accel::blas::detail::GemmImpl<accel::AnyBackend>::supports<accel::half>) {
-    const accel::AnyBackend be{accel::CpuBackend{}};
-    const accel::AnyBackend::StreamRef s = accel::CpuBackend{}.current_stream();
-    std::vector<accel::half> a(4), b(4), c(4);
-    try {
-      accel::blas::gemm(be, s, Trans::no, Trans::no, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2);
-      FAIL("no exception");
-    } catch (const accel::NotSupportedError& e) {
-      CHECK_MESSAGE(mentions(e, "half GEMM is not available on the CPU"), e.what());
-      CHECK_MESSAGE(mentions(e, "accel::blas::gemm (cpu:0)"), e.what());
-    }
-  } else {
-    MESSAGE("SKIPPED: no backend of this build multiplies half (a compile-time error here)");
+TEST_CASE("gemm: half on the CPU, also through AnyBackend: the float product of the widened operands, rounded once") {
+  static_assert(accel::blas::detail::GemmImpl<accel::CpuBackend>::supports<accel::half>);
+  static_assert(accel::blas::detail::GemmImpl<accel::CpuBackend>::supports<accel::bfloat16>);
+  const accel::AnyBackend be{accel::CpuBackend{}};
+  const accel::AnyBackend::StreamRef s = accel::CpuBackend{}.current_stream();
+  // 1/3 and 0.1 are not exact in half: the product of the rounded operands, in float, then rounded.
+  const float av[] = {1.0f / 3, 0.1f, -2.5f, 1000.0f, 3.0f, 0.5f};  // 2 x 3
+  const float bv[] = {0.1f, 7.0f, -1.0f / 3, 0.25f, 60000.0f, 1.0f};  // 3 x 2: 60000 x 3 overflows half
+  std::vector<accel::half> a(6), b(6), c(4, accel::half(1.0f));
+  for (int i = 0; i < 6; ++i) {
+    a[i] = accel::half(av[i]);
+    b[i] = accel::half(bv[i]);
   }
-  // On CpuBackend itself half does not compile: GemmImpl says so.
-  CHECK_FALSE(accel::blas::detail::GemmImpl<accel::CpuBackend>::supports<accel::half>);
-  CHECK(accel::blas::detail::GemmImpl<accel::CpuBackend>::supports<accel::bfloat16>);
+  accel::blas::gemm(be, s, Trans::no, Trans::no, 2, 2, 3, 1.0f, a.data(), 3, b.data(), 2, 0.5f, c.data(), 2);
+  s.synchronize();
+  for (int r = 0; r < 2; ++r) {
+    for (int col = 0; col < 2; ++col) {
+      float acc = 0;  // float, in k order (what sgemm gives for k = 3 exactly up to rounding)
+      for (int k = 0; k < 3; ++k) {
+        acc += static_cast<float>(a[r * 3 + k]) * static_cast<float>(b[k * 2 + col]);
+      }
+      const float want = acc + 0.5f;  // beta * 1
+      CAPTURE(r);
+      CAPTURE(col);
+      const float got = static_cast<float>(c[r * 2 + col]);
+      if (std::isinf(static_cast<float>(accel::half(want)))) {
+        CHECK(std::isinf(got));
+      } else {
+        CHECK(std::fabs(got - want) <= std::fabs(want) * 0x1p-10f);  // one half rounding
+      }
+    }
+  }
+  CHECK(std::isinf(static_cast<float>(c[0])));  // -2.5 x 60000 = -150000: beyond half's 65504
+  CHECK(static_cast<float>(c[2]) == 30096.0f);    // 100 - 1 + 30000 + 0.5, rounded to half (spacing 16)
 }

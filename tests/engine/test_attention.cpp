@@ -1,7 +1,8 @@
 // The engine's attention op (examples/engine/kernels/attention.*), a user's own op built and launched
 // through the public path: forward against a float64 reference, backward against central finite
 // differences of that reference, with and without attention dropout, for each head size the CPU
-// kernel covers; the same bits for 1 and 2 threads. The CUDA kernels are compiled by NVRTC here and
+// kernel covers; the same bits for 1 and 2 threads; bf16 and fp16 storage against the float32 kernel.
+// The CUDA kernels are compiled by NVRTC here and
 // checked against the CPU kernel on a GPU (skipped, saying so, without one).
 #include "gpt_kernels.hpp"
 
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -140,7 +142,151 @@ void check_shape(const Shape& s, float p) {
   CHECK(y1 == y);
 }
 
+template <class H>
+std::vector<H> to16(const std::vector<float>& v) {
+  std::vector<H> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = H(v[i]);
+  return out;
+}
+template <class H>
+std::vector<float> widen(const std::vector<H>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+template <class H>
+std::vector<std::uint16_t> bits16(const std::vector<H>& v) {
+  std::vector<std::uint16_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = v[i].bits();
+  return out;
+}
+template <class H>
+std::vector<std::uint16_t> rounded(const std::vector<float>& v) {
+  return bits16(to16<H>(v));
+}
+template <class H>
+constexpr accel::Dtype dtype16 = std::is_same_v<H, accel::bfloat16> ? accel::Dtype::bfloat16 : accel::Dtype::float16;
+template <class H>
+constexpr double unit_roundoff = std::is_same_v<H, accel::bfloat16> ? 0x1p-8 : 0x1p-11;
+
+template <class H>
+engine::GptKernels<Cpu>& kernels16() {
+  static engine::GptKernels<Cpu> k(Cpu{}, dtype16<H>);
+  return k;
+}
+
+// The 16-bit fused kernels: the float32 kernel's values on the widened inputs (P bit for bit, y and
+// dqkv rounded once), and y within one rounding of float64.
+template <class H>
+void check_shape_16bit(const Shape& s, float p) {
+  CAPTURE(s.T);
+  CAPTURE(s.C / s.NH);
+  CAPTURE(p);
+  const long long N = s.B * s.T, Tp = GPT_ATT_TP(s.T);
+  const auto qkv = to16<H>(randv(static_cast<std::size_t>(N * 3 * s.C), 31, 1.5f));
+  const auto dy = to16<H>(randv(static_cast<std::size_t>(N * s.C), 32));
+  const auto qkvw = widen(qkv), dyw = widen(dy);
+  std::vector<std::uint32_t> bits;
+  if (p > 0) {
+    bits.resize(static_cast<std::size_t>(s.B * s.NH * s.T * s.T));
+    accel::rng::fill_bits(std::span<std::uint32_t>(bits), 77, 0);
+  }
+  const std::uint32_t* mask = bits.empty() ? nullptr : bits.data();
+  std::vector<H> y(static_cast<std::size_t>(N * s.C)), dqkv(static_cast<std::size_t>(N * 3 * s.C));
+  std::vector<float> att(static_cast<std::size_t>(s.B * s.NH * Tp * Tp)), att32(att.size()), y32(y.size()),
+      dqkv32(dqkv.size());
+  accel::cpu::Stream stream;
+  auto& k = kernels16<H>();
+  k.forward(stream, y.data(), att.data(), qkv.data(), mask, p, s.B, s.T, s.C, s.NH);
+  k.backward(stream, dqkv.data(), nullptr, dy.data(), att.data(), qkv.data(), mask, p, s.B, s.T, s.C, s.NH);
+  kernels<Cpu>().forward(stream, y32.data(), att32.data(), qkvw.data(), mask, p, s.B, s.T, s.C, s.NH);
+  kernels<Cpu>().backward(stream, dqkv32.data(), nullptr, dyw.data(), att32.data(), qkvw.data(), mask, p, s.B, s.T, s.C,
+                          s.NH);
+  stream.synchronize();
+  CHECK(att == att32);
+  CHECK(bits16(y) == rounded<H>(y32));
+  CHECK(bits16(dqkv) == rounded<H>(dqkv32));
+  const std::uint32_t threshold = static_cast<std::uint32_t>(static_cast<double>(p) * 4294967296.0);
+  const auto y64 = ref_forward(s, std::vector<double>(qkvw.begin(), qkvw.end()), bits, threshold, 1.0 / (1.0 - p));
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<float>(y[i]) - y64[i]));
+    den = std::max(den, std::fabs(y64[i]));
+  }
+  CHECK(num / den <= unit_roundoff<H> + 2e-6);
+  // 2 threads: the same bits.
+  std::vector<H> y2(y.size()), d2(dqkv.size());
+  k.set_num_threads(2);
+  k.forward(stream, y2.data(), att.data(), qkv.data(), mask, p, s.B, s.T, s.C, s.NH);
+  k.backward(stream, d2.data(), nullptr, dy.data(), att.data(), qkv.data(), mask, p, s.B, s.T, s.C, s.NH);
+  stream.synchronize();
+  k.set_num_threads(0);
+  CHECK(bits16(y2) == bits16(y));
+  CHECK(bits16(d2) == bits16(dqkv));
+}
+
+// The GEMM path's 16-bit kernels: the permutes move bits; the softmaxes give the float32 kernels'
+// values on the widened inputs, rounded once.
+template <class H>
+void check_gemm_path_16bit() {
+  const long long B = 2, T = 13, C = 64, NH = 2, hs = C / NH, heads = B * NH;
+  auto& k = kernels16<H>();
+  auto& k32 = kernels<Cpu>();
+  accel::cpu::Stream stream;
+  const auto tokens = to16<H>(randv(static_cast<std::size_t>(B * T * 3 * C), 41));
+  std::vector<H> q(static_cast<std::size_t>(B * T * C)), kk(q.size()), v(q.size()), back(tokens.size());
+  void* heads3[3] = {q.data(), kk.data(), v.data()};
+  k.permute(stream, heads3, 3, const_cast<H*>(tokens.data()), false, B, T, C, NH);
+  k.permute(stream, heads3, 3, back.data(), true, B, T, C, NH);
+  stream.synchronize();
+  CHECK(bits16(back) == bits16(tokens));
+  for (long long b = 0; b < B; ++b) {
+    for (long long h = 0; h < NH; ++h) {
+      for (long long t = 0; t < T; ++t) {
+        for (long long d = 0; d < hs; ++d) {
+          const long long at = ((b * NH + h) * T + t) * hs + d, tk = (b * T + t) * 3 * C + h * hs + d;
+          REQUIRE(q[at].bits() == tokens[tk].bits());
+          REQUIRE(kk[at].bits() == tokens[tk + C].bits());
+          REQUIRE(v[at].bits() == tokens[tk + 2 * C].bits());
+        }
+      }
+    }
+  }
+  for (const float p : {0.0f, 0.2f}) {
+    CAPTURE(p);
+    std::vector<std::uint32_t> bits;
+    if (p > 0) {
+      bits.resize(static_cast<std::size_t>(heads * T * T));
+      accel::rng::fill_bits(std::span<std::uint32_t>(bits), 5, 0);
+    }
+    const std::uint32_t* mask = bits.empty() ? nullptr : bits.data();
+    auto att = to16<H>(randv(static_cast<std::size_t>(heads * T * T), 42, 3.0f));
+    auto att32 = widen(att);
+    std::vector<H> pd(att.size());
+    std::vector<float> pd32(att.size());
+    k.softmax_forward(stream, att.data(), pd.data(), mask, p, heads, T);
+    k32.softmax_forward(stream, att32.data(), pd32.data(), mask, p, heads, T);
+    stream.synchronize();
+    CHECK(bits16(att) == rounded<H>(att32));
+    if (p > 0) CHECK(bits16(pd) == rounded<H>(pd32));
+    // The backward from the stored (rounded) P, on both.
+    const auto patt = widen(att);
+    auto datt = to16<H>(randv(att.size(), 43));
+    auto datt32 = widen(datt);
+    k.softmax_backward(stream, datt.data(), att.data(), mask, p, heads, T, 0.125f);
+    k32.softmax_backward(stream, datt32.data(), patt.data(), mask, p, heads, T, 0.125f);
+    stream.synchronize();
+    CHECK(bits16(datt) == rounded<H>(datt32));
+  }
+}
+
 }  // namespace
+
+TEST_CASE_TEMPLATE("attention (CPU), bf16 and fp16 storage: the float32 kernel's values on the widened inputs, rounded once",
+                   H, accel::bfloat16, accel::half) {
+  check_shape_16bit<H>({2, 19, 64, 2}, 0.0f);   // hs 32 (tiny's)
+  check_shape_16bit<H>({1, 33, 128, 2}, 0.0f);  // hs 64 (shakespeare's)
+  check_shape_16bit<H>({2, 9, 64, 2}, 0.25f);   // attention dropout
+  check_gemm_path_16bit<H>();
+}
 
 TEST_CASE("attention (CPU): forward against float64, backward against finite differences, any head size") {
   check_shape({2, 7, 32, 2}, 0.0f);   // hs 16, T not a multiple of the 4-row blocks

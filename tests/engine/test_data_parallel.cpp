@@ -209,8 +209,17 @@ TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an un
         "--deepspeed-config: zero_optimization.stage 3 is not supported (1: optimizer state partitioned, 2: and gradients)");
   CHECK(ds_error(dir, R"({"optimizer": {"type": "Lamb"}})") ==
         "--deepspeed-config: optimizer.type 'Lamb' is not supported (Adam, AdamW: the fused AdamW)");
-  CHECK(ds_error(dir, R"({"fp16": {"enabled": true}})").find("fp16.enabled true: the engine has no fp16 weights") !=
-        std::string::npos);
+  CHECK(ds_error(dir, R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})") ==
+        "--deepspeed-config: fp16.enabled and bf16.enabled are both true");
+  engine::Config h;
+  engine::apply_deepspeed_config(h, write_json(dir, R"({"fp16": {"enabled": true, "initial_scale_power": 20}})").string());
+  CHECK(h.dtype == "fp16");
+  CHECK(h.loss_scale == 0.0);  // DeepSpeed's loss_scale 0: the dynamic scaler
+  CHECK(h.initial_scale_power == 20);
+  engine::Config fixed;
+  engine::apply_deepspeed_config(fixed, write_json(dir, R"({"fp16": {"enabled": true, "loss_scale": 128}})").string());
+  CHECK(fixed.dtype == "fp16");
+  CHECK(fixed.loss_scale == 128.0);
   CHECK(ds_error(dir, R"({"train_batch_size": 8.5})") == "--deepspeed-config: train_batch_size must be an integer >= 1");
   CHECK(ds_error(dir, R"({"train_batch_size": "8"})") == "--deepspeed-config: train_batch_size must be an integer >= 1");
   CHECK(ds_error(dir, "{\"train_batch_size\": 8,\n \"steps_per_print\" 1}").find(":2: not valid JSON: expected ':'") !=

@@ -7,6 +7,11 @@
 // matrix products (T x T x hs) written as register-blocked loops over 16-float vectors (GCC vector
 // extensions: AVX-512 registers with -march=native, two AVX2 ones elsewhere); only the causal lower
 // triangle is computed. Compiled with -ffp-contract=fast (the op's flag) so a*b+c becomes an FMA.
+//
+// Storage float32 (_f32), bfloat16 (_bf16) or float16 (_f16) for qkv, y, dy and dqkv; P (att) and all
+// arithmetic float32. With 16-bit storage each (batch, head) pair's q, k, v (and dy) are converted
+// into float32 rows in the thread's work area, the float32 code runs on them, and y (dqkv) is rounded
+// once into the tensor: the same values the float32 kernel computes from the rounded inputs.
 #include "attention.h"
 
 #include <omp.h>
@@ -16,9 +21,91 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #define GPT_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
+
+// Storage dtypes (the entry points' suffixes).
+enum class St { f32, bf16, f16 };
+
+inline float bits_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline std::uint32_t float_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Element i of a tensor stored as D, as float; and its store, rounded to nearest even (bf16: the bits
+// of accel::bfloat16 and the CUDA kernels; f16: F16C where the CPU has it, else integer code with the
+// same bits, subnormals kept).
+template <St D>
+inline float ld(const void* p, long long i) {
+  if constexpr (D == St::f32) {
+    return static_cast<const float*>(p)[i];
+  } else if constexpr (D == St::bf16) {
+    return bits_float(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(p)[i]) << 16);
+  } else {
+    const std::uint16_t h = static_cast<const std::uint16_t*>(p)[i];
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+    std::uint32_t o = static_cast<std::uint32_t>(h & 0x7FFFu) << 13;
+    const std::uint32_t exp = o & 0x0F800000u;
+    o += (127u - 15u) << 23;
+    if (exp == 0x0F800000u) {
+      o += (128u - 16u) << 23;
+      if ((o & 0x007FFFFFu) != 0) o |= 0x00400000u;
+    } else if (exp == 0) {
+      o += 1u << 23;
+      o = float_bits(bits_float(o) - bits_float(113u << 23));
+    }
+    return bits_float(o | sign);
+#endif
+  }
+}
+template <St D>
+inline void st(void* p, long long i, float x) {
+  if constexpr (D == St::f32) {
+    static_cast<float*>(p)[i] = x;
+  } else if constexpr (D == St::bf16) {
+    const std::uint32_t u = float_bits(x);
+    const std::uint32_t r = (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) | 0x40u) : ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    static_cast<std::uint16_t*>(p)[i] = static_cast<std::uint16_t>(r);
+  } else {
+#if defined(__F16C__)
+    static_cast<std::uint16_t*>(p)[i] = static_cast<std::uint16_t>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+#else
+    std::uint32_t u = float_bits(x);
+    const std::uint32_t sign = (u >> 16) & 0x8000u;
+    u &= 0x7FFFFFFFu;
+    std::uint32_t o;
+    if (u >= (143u << 23)) {
+      o = u > 0x7F800000u ? (0x7E00u | ((u >> 13) & 0x3FFu)) : 0x7C00u;
+    } else if (u < (113u << 23)) {
+      const std::uint32_t magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+      o = float_bits(bits_float(u) + bits_float(magic)) - magic;
+    } else {
+      const std::uint32_t odd = (u >> 13) & 1u;
+      u += (static_cast<std::uint32_t>(15 - 127) << 23) + 0xFFFu + odd;
+      o = u >> 13;
+    }
+    static_cast<std::uint16_t*>(p)[i] = static_cast<std::uint16_t>(o | sign);
+#endif
+  }
+}
+template <St D>
+constexpr long long elem_bytes() {
+  return D == St::f32 ? 4 : 2;
+}
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));  // unaligned loads and stores
@@ -169,15 +256,14 @@ inline v16 mask_v(const gpt_attention_args& a, const std::uint32_t* bits_row, lo
   return m;
 }
 
+// One (batch, head) pair, bh = b NH + h: q, k, v are T rows (row stride ld) of hs floats; y gets T
+// rows (stride ldy).
 template <int NV>
-void head_forward(const gpt_attention_args& a, long long b, long long h, float* work) {
-  const long long T = a.T, C = a.C, hs = C / a.NH, Tp = (T + 15) / 16 * 16, ld = 3 * C;
-  const float* q = static_cast<const float*>(a.qkv) + b * T * ld + h * hs;
-  const float* k = q + C;
-  const float* v = q + 2 * C;
+void head_forward(const gpt_attention_args& a, long long bh, const float* q, const float* k, const float* v,
+                  long long ld, float* y, long long ldy, float* work) {
+  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16;
   float* kt = work;          // hs x Tp
   float* pd = kt + hs * Tp;  // Tp x Tp: P with dropout (with dropout only)
-  const long long bh = b * a.NH + h;
   float* s = a.att + bh * Tp * Tp;  // this head's tile: scores, then P (zero past the diagonal)
   transpose_in(k, ld, T, hs, Tp, kt);
   lower_products(q, ld, kt, hs, T, Tp, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
@@ -214,27 +300,20 @@ void head_forward(const gpt_attention_args& a, long long b, long long h, float* 
     std::memset(s + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
     if (a.bits != nullptr) std::memset(pd + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
   }
-  float* y = static_cast<float*>(a.y) + b * T * C + h * hs;
-  lower_times<NV>(a.bits != nullptr ? pd : s, Tp, v, ld, T, y, C, 1.0f);
+  lower_times<NV>(a.bits != nullptr ? pd : s, Tp, v, ld, T, y, ldy, 1.0f);
 }
 
+// One pair's backward: q, k, v and dq, dk, dv are T rows of stride ld, dy T rows of stride lddy.
 template <int NV>
-void head_backward(const gpt_attention_args& a, long long b, long long h, float* work) {
-  const long long T = a.T, C = a.C, hs = C / a.NH, Tp = (T + 15) / 16 * 16, ld = 3 * C;
-  const float* q = static_cast<const float*>(a.qkv) + b * T * ld + h * hs;
-  const float* k = q + C;
-  const float* v = q + 2 * C;
-  const float* dy = static_cast<const float*>(a.dy) + b * T * C + h * hs;
-  float* dq = static_cast<float*>(a.dqkv) + b * T * ld + h * hs;
-  float* dk = dq + C;
-  float* dv = dq + 2 * C;
-  const long long bh = b * a.NH + h;
+void head_backward(const gpt_attention_args& a, long long bh, const float* q, const float* k, const float* v,
+                   long long ld, const float* dy, long long lddy, float* dq, float* dk, float* dv, float* work) {
+  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16;
   const float* att = a.att + bh * Tp * Tp;  // P, zero past the diagonal and in the padding rows
   float* vt = work;          // hs x Tp
   float* ds = vt + hs * Tp;  // Tp x Tp: dPd, then dS (zero past the diagonal)
   float* pd = ds + Tp * Tp;  // Tp x Tp: Pd = P x dropout (with dropout only)
   transpose_in(v, ld, T, hs, Tp, vt);
-  lower_products(dy, C, vt, hs, T, Tp, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
+  lower_products(dy, lddy, vt, hs, T, Tp, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
   const float sc = 1.0f / std::sqrt(static_cast<float>(hs));
   for (long long i = 0; i < T; ++i) {
     float* dsi = ds + i * Tp;
@@ -266,55 +345,102 @@ void head_backward(const gpt_attention_args& a, long long b, long long h, float*
   }
   lower_times<NV>(ds, Tp, k, ld, T, dq, ld, sc);    // dq_i = sc sum_j dS_ij k_j
   upper_times<NV>(ds, Tp, q, ld, T, dk, ld, sc);    // dk_j = sc sum_i dS_ij q_i
-  upper_times<NV>(a.bits != nullptr ? pd : att, Tp, dy, C, T, dv, ld, 1.0f);  // dv_j = sum_i Pd_ij dy_i
+  upper_times<NV>(a.bits != nullptr ? pd : att, Tp, dy, lddy, T, dv, ld, 1.0f);  // dv_j = sum_i Pd_ij dy_i
 }
 
-template <int NV>
+// `parts` column blocks of hs elements from T rows of a [.. x width] tensor stored as D (block p at
+// column p C + h hs of row r0 + t) into float rows of parts x hs (to_rows), or back (rounded once).
+template <St D>
+void gather(float* rows, const void* t, long long r0, long long width, long long C, long long h, long long hs,
+            long long T, int parts) {
+  for (long long i = 0; i < T; ++i) {
+    for (int p = 0; p < parts; ++p) {
+      const long long src = (r0 + i) * width + p * C + h * hs;
+      float* dst = rows + (i * parts + p) * hs;
+      for (long long d = 0; d < hs; ++d) dst[d] = ld<D>(t, src + d);
+    }
+  }
+}
+template <St D>
+void scatter(void* t, const float* rows, long long r0, long long width, long long C, long long h, long long hs,
+             long long T, int parts) {
+  for (long long i = 0; i < T; ++i) {
+    for (int p = 0; p < parts; ++p) {
+      const long long dst = (r0 + i) * width + p * C + h * hs;
+      const float* src = rows + (i * parts + p) * hs;
+      for (long long d = 0; d < hs; ++d) st<D>(t, dst + d, src[d]);
+    }
+  }
+}
+
+// Pair p = b NH + h of the launch, from and into tensors stored as D. io: the 16-bit storage's float
+// rows (7 T hs floats).
+template <int NV, St D>
+void pair(const gpt_attention_args& a, long long p, bool forward, float* work, float* io) {
+  const long long b = p / a.NH, h = p % a.NH, T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
+  if constexpr (D == St::f32) {
+    const float* q = static_cast<const float*>(a.qkv) + b * T * ld3 + h * hs;
+    if (forward) {
+      head_forward<NV>(a, p, q, q + C, q + 2 * C, ld3, static_cast<float*>(a.y) + b * T * C + h * hs, C, work);
+    } else {
+      float* dq = static_cast<float*>(a.dqkv) + b * T * ld3 + h * hs;
+      head_backward<NV>(a, p, q, q + C, q + 2 * C, ld3, static_cast<const float*>(a.dy) + b * T * C + h * hs, C, dq,
+                        dq + C, dq + 2 * C, work);
+    }
+  } else {
+    float* qkv = io;               // T x 3 hs
+    float* y = qkv + 3 * T * hs;   // T x hs (y, or dy)
+    float* dqkv = y + T * hs;      // T x 3 hs
+    gather<D>(qkv, a.qkv, b * T, ld3, C, h, hs, T, 3);
+    if (forward) {
+      head_forward<NV>(a, p, qkv, qkv + hs, qkv + 2 * hs, 3 * hs, y, hs, work);
+      scatter<D>(a.y, y, b * T, C, C, h, hs, T, 1);
+    } else {
+      gather<D>(y, a.dy, b * T, C, C, h, hs, T, 1);
+      head_backward<NV>(a, p, qkv, qkv + hs, qkv + 2 * hs, 3 * hs, y, hs, dqkv, dqkv + hs, dqkv + 2 * hs, work);
+      scatter<D>(a.dqkv, dqkv, b * T, ld3, C, h, hs, T, 3);
+    }
+  }
+}
+
+template <int NV, St D>
 void run(const gpt_attention_args& a, bool forward, int threads) {
   const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16;
   const long long pairs = a.B * a.NH;
-  const std::size_t work_floats = static_cast<std::size_t>(hs * Tp + 2 * Tp * Tp);
+  const long long io_floats = D == St::f32 ? 0 : 7 * T * hs;
+  const std::size_t work_floats = static_cast<std::size_t>(hs * Tp + 2 * Tp * Tp + io_floats);
 #pragma omp parallel num_threads(threads)
   {
     // Kept per thread across launches: a fresh allocation this size would be mmap'ed and its pages
     // zeroed by the kernel on every call.
     thread_local std::vector<float> work;
     if (work.size() < work_floats) work.resize(work_floats);
+    float* io = work.data() + (hs * Tp + 2 * Tp * Tp);
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
     const long long p0 = pairs * t / nt, p1 = pairs * (t + 1) / nt;
-    for (long long p = p0; p < p1; ++p) {
-      if (forward) {
-        head_forward<NV>(a, p / a.NH, p % a.NH, work.data());
-      } else {
-        head_backward<NV>(a, p / a.NH, p % a.NH, work.data());
-      }
-    }
+    for (long long p = p0; p < p1; ++p) pair<NV, D>(a, p, forward, work.data(), io);
   }
 }
 
+template <St D>
 int dispatch(const void* p, int num_threads, bool forward) {
   const auto& a = *static_cast<const gpt_attention_args*>(p);
   if (a.B < 0 || a.T <= 0 || a.NH <= 0 || a.C <= 0 || a.C % a.NH != 0) return 1;
   const long long hs = a.C / a.NH;
   const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
   switch (hs) {  // head sizes the vector loops cover; others are refused (code 4)
-    case 16: run<1>(a, forward, threads); return 0;
-    case 32: run<2>(a, forward, threads); return 0;
-    case 48: run<3>(a, forward, threads); return 0;
-    case 64: run<4>(a, forward, threads); return 0;
-    case 80: run<5>(a, forward, threads); return 0;
-    case 96: run<6>(a, forward, threads); return 0;
-    case 128: run<8>(a, forward, threads); return 0;
+    case 16: run<1, D>(a, forward, threads); return 0;
+    case 32: run<2, D>(a, forward, threads); return 0;
+    case 48: run<3, D>(a, forward, threads); return 0;
+    case 64: run<4, D>(a, forward, threads); return 0;
+    case 80: run<5, D>(a, forward, threads); return 0;
+    case 96: run<6, D>(a, forward, threads); return 0;
+    case 128: run<8, D>(a, forward, threads); return 0;
     default: return 4;
   }
 }
 
 }  // namespace
-
-GPT_EXPORT int gpt_attention_forward_f32(const void* args, int num_threads) { return dispatch(args, num_threads, true); }
-GPT_EXPORT int gpt_attention_backward_f32(const void* args, int num_threads) {
-  return dispatch(args, num_threads, false);
-}
 
 // ---- the GEMM path's kernels (attention.h): plain loops, split over the rows ----
 
@@ -324,26 +450,25 @@ inline float mask_at(const gpt_softmax_args& a, long long idx) {
   return a.bits == nullptr ? 1.0f : (a.bits[idx] >= a.threshold ? a.scale : 0.0f);
 }
 
-}  // namespace
-
-GPT_EXPORT int gpt_head_permute_f32(const void* p, int num_threads) {
+template <St D>
+int head_permute(const void* p, int num_threads) {
   const auto& a = *static_cast<const gpt_permute_args*>(p);
   if (a.B < 0 || a.T <= 0 || a.NH <= 0 || a.C % a.NH != 0 || (a.parts != 1 && a.parts != 3)) return 1;
-  const long long hs = a.C / a.NH, rows = a.B * a.T, width = a.parts * a.C;
-  float* tokens = static_cast<float*>(a.tokens);
+  const long long hs = a.C / a.NH, rows = a.B * a.T, width = a.parts * a.C, es = elem_bytes<D>();
+  char* tokens = static_cast<char*>(a.tokens);
   const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (long long r = 0; r < rows; ++r) {
     const long long b = r / a.T, t = r % a.T;
     for (int part = 0; part < a.parts; ++part) {
-      float* heads = static_cast<float*>(a.heads[part]);
+      char* heads = static_cast<char*>(a.heads[part]);
       for (long long h = 0; h < a.NH; ++h) {
-        float* hp = heads + ((b * a.NH + h) * a.T + t) * hs;
-        float* tp = tokens + r * width + part * a.C + h * hs;
+        char* hp = heads + ((b * a.NH + h) * a.T + t) * hs * es;
+        char* tp = tokens + (r * width + part * a.C + h * hs) * es;
         if (a.to_tokens != 0) {
-          std::memcpy(tp, hp, static_cast<std::size_t>(hs) * sizeof(float));
+          std::memcpy(tp, hp, static_cast<std::size_t>(hs * es));
         } else {
-          std::memcpy(hp, tp, static_cast<std::size_t>(hs) * sizeof(float));
+          std::memcpy(hp, tp, static_cast<std::size_t>(hs * es));
         }
       }
     }
@@ -351,45 +476,73 @@ GPT_EXPORT int gpt_head_permute_f32(const void* p, int num_threads) {
   return 0;
 }
 
-GPT_EXPORT int gpt_softmax_forward_f32(const void* p, int num_threads) {
+template <St D>
+int softmax_forward(const void* p, int num_threads) {
   const auto& a = *static_cast<const gpt_softmax_args*>(p);
   if (a.heads < 0 || a.T <= 0) return 1;
   const long long T = a.T, rows = a.heads * T;
   const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (long long r = 0; r < rows; ++r) {
-    const long long i = r % T;
-    float* s = static_cast<float*>(a.att) + r * T;
-    float mx = s[0];
-    for (long long j = 1; j <= i; ++j) mx = s[j] > mx ? s[j] : mx;
-    float sum = 0;
-    for (long long j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
-    const float inv = 1.0f / sum;
-    for (long long j = 0; j < T; ++j) s[j] = j <= i ? s[j] * inv : 0.0f;
-    if (a.bits != nullptr) {
-      float* pd = static_cast<float*>(a.pd) + r * T;
-      for (long long j = 0; j < T; ++j) pd[j] = s[j] * mask_at(a, r * T + j);
+#pragma omp parallel num_threads(threads)
+  {
+    thread_local std::vector<float> row;
+    if (row.size() < static_cast<std::size_t>(T)) row.resize(static_cast<std::size_t>(T));
+    float* s = row.data();
+#pragma omp for schedule(static)
+    for (long long r = 0; r < rows; ++r) {
+      const long long i = r % T, base = r * T;
+      for (long long j = 0; j < T; ++j) s[j] = ld<D>(a.att, base + j);
+      float mx = s[0];
+      for (long long j = 1; j <= i; ++j) mx = s[j] > mx ? s[j] : mx;
+      float sum = 0;
+      for (long long j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      const float inv = 1.0f / sum;
+      for (long long j = 0; j < T; ++j) {
+        s[j] = j <= i ? s[j] * inv : 0.0f;
+        st<D>(a.att, base + j, s[j]);
+      }
+      if (a.bits != nullptr) {
+        for (long long j = 0; j < T; ++j) st<D>(a.pd, base + j, s[j] * mask_at(a, base + j));
+      }
     }
   }
   return 0;
 }
 
-GPT_EXPORT int gpt_softmax_backward_f32(const void* p, int num_threads) {
+template <St D>
+int softmax_backward(const void* p, int num_threads) {
   const auto& a = *static_cast<const gpt_softmax_args*>(p);
   if (a.heads < 0 || a.T <= 0) return 1;
   const long long T = a.T, rows = a.heads * T;
   const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (long long r = 0; r < rows; ++r) {
-    const long long i = r % T;
-    const float* pr = static_cast<const float*>(a.att) + r * T;
-    float* d = static_cast<float*>(a.datt) + r * T;
-    float dsum = 0;
-    for (long long j = 0; j <= i; ++j) {
-      d[j] *= mask_at(a, r * T + j);
-      dsum += pr[j] * d[j];
+#pragma omp parallel num_threads(threads)
+  {
+    thread_local std::vector<float> row;
+    if (row.size() < static_cast<std::size_t>(T)) row.resize(static_cast<std::size_t>(T));
+    float* d = row.data();
+#pragma omp for schedule(static)
+    for (long long r = 0; r < rows; ++r) {
+      const long long i = r % T, base = r * T;
+      float dsum = 0;
+      for (long long j = 0; j <= i; ++j) {
+        d[j] = ld<D>(a.datt, base + j) * mask_at(a, base + j);
+        dsum += ld<D>(a.att, base + j) * d[j];
+      }
+      for (long long j = 0; j < T; ++j) st<D>(a.datt, base + j, j <= i ? ld<D>(a.att, base + j) * (d[j] - dsum) * a.scale_qk : 0.0f);
     }
-    for (long long j = 0; j < T; ++j) d[j] = j <= i ? pr[j] * (d[j] - dsum) * a.scale_qk : 0.0f;
   }
   return 0;
 }
+
+}  // namespace
+
+// The entry points, one per kernel and storage dtype.
+#define GPT_CPU_KERNELS(suffix, D)                                                                         \
+  GPT_EXPORT int gpt_attention_forward_##suffix(const void* a, int t) { return dispatch<D>(a, t, true); }   \
+  GPT_EXPORT int gpt_attention_backward_##suffix(const void* a, int t) { return dispatch<D>(a, t, false); } \
+  GPT_EXPORT int gpt_head_permute_##suffix(const void* a, int t) { return head_permute<D>(a, t); }          \
+  GPT_EXPORT int gpt_softmax_forward_##suffix(const void* a, int t) { return softmax_forward<D>(a, t); }    \
+  GPT_EXPORT int gpt_softmax_backward_##suffix(const void* a, int t) { return softmax_backward<D>(a, t); }
+
+GPT_CPU_KERNELS(f32, St::f32)
+GPT_CPU_KERNELS(bf16, St::bf16)
+GPT_CPU_KERNELS(f16, St::f16)

@@ -1,4 +1,4 @@
-// attention.cu — the engine's causal multi-head self-attention on CUDA (float32 and bfloat16 storage,
+// attention.cu — the engine's causal multi-head self-attention on CUDA (float32, bfloat16 and float16 storage,
 // fp32 arithmetic), compiled by NVRTC through the engine's op builder. Arguments: attention.h.
 //
 // One block per (query row i, head h, batch b) — grid (T, NH, B) — with the row's scores in dynamic
@@ -12,10 +12,22 @@ namespace {
 
 struct f32 {};
 struct bf16 {};
+struct f16 {};
 
 __device__ __forceinline__ float ld(const void* p, long long i, f32) { return static_cast<const float*>(p)[i]; }
 __device__ __forceinline__ float ld(const void* p, long long i, bf16) {
   return __uint_as_float(((unsigned int)static_cast<const unsigned short*>(p)[i]) << 16);
+}
+// float16: the PTX conversions (exact widening; narrowing rounds to nearest even, subnormals kept).
+__device__ __forceinline__ float ld(const void* p, long long i, f16) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<const unsigned short*>(p)[i]));
+  return f;
+}
+__device__ __forceinline__ void st(void* p, long long i, float x, f16) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  static_cast<unsigned short*>(p)[i] = h;
 }
 __device__ __forceinline__ void st(void* p, long long i, float x, f32) { static_cast<float*>(p)[i] = x; }
 __device__ __forceinline__ void st(void* p, long long i, float x, bf16) {
@@ -213,14 +225,20 @@ __device__ void softmax_backward(const gpt_softmax_args& a) {
 
 extern "C" __global__ void gpt_head_permute_f32(const gpt_permute_args a) { head_permute<f32>(a); }
 extern "C" __global__ void gpt_head_permute_bf16(const gpt_permute_args a) { head_permute<bf16>(a); }
+extern "C" __global__ void gpt_head_permute_f16(const gpt_permute_args a) { head_permute<f16>(a); }
 extern "C" __global__ void gpt_softmax_forward_f32(const gpt_softmax_args a) { softmax_forward<f32>(a); }
 extern "C" __global__ void gpt_softmax_forward_bf16(const gpt_softmax_args a) { softmax_forward<bf16>(a); }
+extern "C" __global__ void gpt_softmax_forward_f16(const gpt_softmax_args a) { softmax_forward<f16>(a); }
 extern "C" __global__ void gpt_softmax_backward_f32(const gpt_softmax_args a) { softmax_backward<f32>(a); }
 extern "C" __global__ void gpt_softmax_backward_bf16(const gpt_softmax_args a) { softmax_backward<bf16>(a); }
+extern "C" __global__ void gpt_softmax_backward_f16(const gpt_softmax_args a) { softmax_backward<f16>(a); }
 
 extern "C" __global__ void gpt_attention_forward_f32(const gpt_attention_args a) { forward<f32>(a); }
 extern "C" __global__ void gpt_attention_forward_bf16(const gpt_attention_args a) { forward<bf16>(a); }
+extern "C" __global__ void gpt_attention_forward_f16(const gpt_attention_args a) { forward<f16>(a); }
 extern "C" __global__ void gpt_attention_backward_f32(const gpt_attention_args a) { backward_rows<f32>(a); }
 extern "C" __global__ void gpt_attention_backward_bf16(const gpt_attention_args a) { backward_rows<bf16>(a); }
+extern "C" __global__ void gpt_attention_backward_f16(const gpt_attention_args a) { backward_rows<f16>(a); }
 extern "C" __global__ void gpt_attention_backward_kv_f32(const gpt_attention_args a) { backward_cols<f32>(a); }
 extern "C" __global__ void gpt_attention_backward_kv_bf16(const gpt_attention_args a) { backward_cols<bf16>(a); }
+extern "C" __global__ void gpt_attention_backward_kv_f16(const gpt_attention_args a) { backward_cols<f16>(a); }

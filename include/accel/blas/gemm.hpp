@@ -14,9 +14,9 @@
 // enqueued before, before what is enqueued after; recorded, not run, while the stream captures a
 // graph). Pointers are memory of the stream's device, alive and unchanged until the GEMM has run.
 // beta == 0: C is only written (NaNs or garbage in C do not propagate). k == 0: C = beta * C.
-// Element types: float and bfloat16 (accumulated in float) on every backend, half on CUDA (on the CPU a
-// compile-time error, and through AnyBackend a NotSupportedError when the stream is a CPU one). A CPU
-// without bf16 support in oneDNN makes bfloat16 a NotSupportedError at the call.
+// Element types: float, bfloat16 and half (16-bit ones accumulated in float, C rounded once) on every
+// backend. A CPU without bf16 support in oneDNN makes bfloat16 a NotSupportedError at the call; half on
+// the CPU is the float product of the widened operands (F16C conversions where the CPU has them).
 //
 // Checked at the call, before anything is enqueued, as InvalidArgumentError naming the argument:
 // negative sizes, strides or batch_count, a leading dimension shorter than a stored row, a null
@@ -24,8 +24,8 @@
 // for Buffer operands also a negative offset, a buffer too small for the span the operand covers, and a
 // buffer of another device (or, through AnyBackend, another backend) than the stream's.
 //
-//   CpuBackend   oneDNN's sgemm (bfloat16: its matmul primitive) as one task on the CPU stream
-//                (blas/detail/cpu_gemm.hpp); threads: blas::set_num_threads (blas/threads.hpp)
+//   CpuBackend   oneDNN's sgemm (bfloat16: its matmul primitive; half: sgemm on widened copies) as
+//                one task on the CPU stream (blas/detail/cpu_gemm.hpp); threads: blas::set_num_threads
 //   CudaBackend  cuBLAS, loaded on first use, one handle and workspace per stream
 //                (blas/detail/cuda_gemm.hpp); any compiler, no nvcc needed
 //   AnyBackend   the stream's backend
@@ -60,8 +60,7 @@ template <class B, class T>
 constexpr void check_type() {
   static_assert(is_gemm_type<T>, "accel::blas: the element type must be float, accel::bfloat16 or accel::half");
   static_assert(GemmImpl<B>::template supports<T>,
-                "accel::blas: this backend does not multiply matrices of this type (CpuBackend: float, bfloat16; "
-                "CudaBackend: float, bfloat16, half)");
+                "accel::blas: this backend does not multiply matrices of this type (float, bfloat16, half)");
 }
 
 template <class B, class T>

@@ -9,7 +9,8 @@
 // b.launch_kernel (ops/launch.hpp): the same code on CpuBackend, CudaBackend and AnyBackend; the host
 // kernels run in stream order with shape.threads = set_num_threads()'s value, the CUDA kernels with
 // the grid each call computes here. Pointers are device memory of s's device; tensors are row-major
-// [N x C]. Activations and weights are float32, or bfloat16 on CUDA (NnKernels(b, Dtype::bfloat16));
+// [N x C]. Activations and weights are float32, bfloat16 or float16 (NnKernels(b, Dtype::bfloat16)),
+// computed in float32;
 // statistics (mean, rstd, losses, norms) are float32, token ids int32. What each kernel computes is
 // written in kernels/common/accel_nn_abi.h; the CPU and CUDA kernels agree within float32 rounding.
 // Results do not depend on the thread count or the grid: row sums have a fixed order.
@@ -42,13 +43,14 @@ class NnKernels {
   explicit NnKernels(B b, Dtype dtype = Dtype::float32) : NnKernels(b, b.create_op_builder(NnOps::name).load(), dtype) {}
   /// With an op already loaded (e.g. from a builder with its own cache or kernel directory).
   NnKernels(B b, LoadedOp op, Dtype dtype) : b_(b), dtype_(dtype) {
-    if (dtype != Dtype::float32 && dtype != Dtype::bfloat16) {
-      throw InvalidArgumentError("nn_ops: activations must be float32 or bfloat16, got " + std::string(name(dtype)));
+    if (dtype != Dtype::float32 && dtype != Dtype::bfloat16 && dtype != Dtype::float16) {
+      throw InvalidArgumentError("nn_ops: activations must be float32, bfloat16 or float16, got " +
+                                 std::string(name(dtype)));
     }
-    const std::string suffix = dtype == Dtype::float32 ? "_f32" : "_bf16";
+    const std::string suffix = dtype == Dtype::float32 ? "_f32" : dtype == Dtype::bfloat16 ? "_bf16" : "_f16";
     if (op.find_symbol("accel_nn_gelu_forward" + suffix) == nullptr) {
       throw InvalidArgumentError("nn_ops on " + std::string(b.name()) + " has no " + std::string(accel::name(dtype)) +
-                                 " kernels (the CPU kernels are float32)");
+                                 " kernels (an op built from older sources?)");
     }
     const auto k = [&](const char* entry) { return Kernel(op, entry + suffix); };
     embedding_forward_ = k("accel_nn_embedding_forward");

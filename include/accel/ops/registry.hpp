@@ -79,7 +79,7 @@ inline OpSpec host_nn_ops() {
   OpSpec s;
   s.name = "nn_ops";
   s.class_name = "NNOpsBuilder";
-  s.description = "embedding, LayerNorm, GELU, softmax cross-entropy, dropout, clipping on the CPU (float32)";
+  s.description = "embedding, LayerNorm, GELU, softmax cross-entropy, dropout, clipping on the CPU (float32, bfloat16, float16)";
   s.kind = OpKind::host;
   s.sources = {"cpu/nn_ops.cpp"};
   s.headers = {"cpu/cpu_common.h", "common/accel_ops_abi.h", "common/accel_nn_abi.h"};
@@ -87,7 +87,7 @@ inline OpSpec host_nn_ops() {
   s.flags = {"-mprefer-vector-width=512"};
   for (const char* k : {"embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward",
                         "gelu_forward", "gelu_backward", "cross_entropy", "add", "dropout", "clip"}) {
-    s.entry_points.push_back(std::string("accel_nn_") + k + "_f32");
+    for (const char* d : {"_f32", "_bf16", "_f16"}) s.entry_points.push_back(std::string("accel_nn_") + k + d);
   }
   return s;
 }
@@ -96,7 +96,7 @@ inline OpSpec cuda_nn_ops() {
   OpSpec s;
   s.name = "nn_ops";
   s.class_name = "NNOpsBuilder";
-  s.description = "embedding, LayerNorm, GELU, softmax cross-entropy, dropout, clipping on CUDA (float32, bfloat16)";
+  s.description = "embedding, LayerNorm, GELU, softmax cross-entropy, dropout, clipping on CUDA (float32, bfloat16, float16)";
   s.kind = OpKind::cuda;
   s.sources = {"cuda/nn_ops.cu"};
   s.headers = {"cuda/cuda_common.cuh", "common/accel_ops_abi.h", "common/accel_nn_abi.h"};
@@ -105,7 +105,7 @@ inline OpSpec cuda_nn_ops() {
   for (const char* k : {"embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward",
                         "layernorm_backward_reduce", "gelu_forward", "gelu_backward", "cross_entropy", "add",
                         "dropout", "clip"}) {
-    for (const char* d : {"_f32", "_bf16"}) s.entry_points.push_back(std::string("accel_nn_") + k + d);
+    for (const char* d : {"_f32", "_bf16", "_f16"}) s.entry_points.push_back(std::string("accel_nn_") + k + d);
   }
   return s;
 }

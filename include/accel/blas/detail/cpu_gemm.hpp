@@ -1,7 +1,8 @@
 // accel/blas/detail/cpu_gemm.hpp — GEMM on CpuBackend: oneDNN's sgemm, run as one task on the CPU stream.
 //
 // bfloat16 (bf16 operands and C, float accumulation) runs oneDNN's matmul primitive instead, one cached
-// primitive per distinct problem (blas/detail/cpu_matmul.hpp).
+// primitive per distinct problem (blas/detail/cpu_matmul.hpp); half widens the operands to float (F16C),
+// runs sgemm and rounds C back once (blas/detail/cpu_half.hpp).
 //
 // Why oneDNN: at the GPT engine's shapes it reached 91-98 % of this machine's FMA peak on one thread,
 // ahead of OpenBLAS and BLIS (benchmarks/RESULTS.md, "BLAS"). It runs on OpenMP, the runtime the CPU
@@ -25,6 +26,7 @@
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/cpu_half.hpp>
 #include <accel/blas/detail/cpu_matmul.hpp>
 #include <accel/blas/detail/gemm_impl.hpp>
 #include <accel/blas/detail/openmp.hpp>
@@ -106,7 +108,7 @@ inline void cpu_sgemm(const GemmArgs<float>& g) {
 template <>
 struct GemmImpl<CpuBackend> {
   template <class T>
-  static constexpr bool supports = std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
+  static constexpr bool supports = std::is_same_v<T, float> || std::is_same_v<T, bfloat16> || std::is_same_v<T, half>;
 
   template <class T>
   static void run(const Call& call, cpu::StreamRef stream, const GemmArgs<T>& g) {
@@ -116,6 +118,11 @@ struct GemmImpl<CpuBackend> {
     } else if constexpr (std::is_same_v<T, float>) {
       if (g.empty()) return;
       stream.enqueue([g] { cpu_sgemm(g); });
+    } else if constexpr (std::is_same_v<T, half>) {
+      if (g.empty()) return;
+      stream.enqueue([g] {
+        cpu_hgemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); });
+      });
     } else {
       if (g.empty()) return;
       if (g.k == 0) {

@@ -7,9 +7,17 @@
 // only bind the pointers and run it. A GPT step has a handful of distinct problems. Creating the
 // primitive happens at the call, so a CPU without bf16 support is a NotSupportedError there, before
 // anything is enqueued. alpha is oneDNN's output scale, beta a sum post-op (beta == 0: C is not read).
+//
+// Threads: oneDNN fixes a primitive's thread count when it creates it (from omp_get_max_threads() of
+// the creating thread), and its parallel regions then ask for that many threads whatever the running
+// thread's setting. So the primitive is created with the count the GEMM will run with
+// (blas::set_num_threads, else OpenMP's default) and that count is part of the cache key: a
+// primitive made for 2 threads and run where 1 was asked for spun 75 % of a 1-thread GPT step in
+// libgomp's barriers on a loaded 2-core machine.
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/openmp.hpp>
 #include <accel/core/bfloat16.hpp>
 #include <accel/core/error.hpp>
 
@@ -35,10 +43,24 @@ class BfloatMatmuls {
   /// The primitive for `g` (k > 0), created on first use. NotSupportedError when oneDNN has no bf16
   /// matmul for this CPU; Error for any other failure.
   const BfloatMatmul& get(const Call& call, const GemmArgs<bfloat16>& g) {
-    const Key key = make_key(g);
+    const OpenMpApi& omp = openmp();
+    const int requested = requested_threads().load(std::memory_order_relaxed);
+    const int threads = !omp.loaded() ? 1 : requested > 0 ? requested : omp.get_max_threads();
+    const Key key = make_key(g, threads);
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache_.find(key);
-    if (it == cache_.end()) it = cache_.emplace(key, create(call, g)).first;
+    if (it == cache_.end()) {
+      // Created with `threads` as this thread's OpenMP count (oneDNN reads it now), then restored.
+      const int before = omp.loaded() ? omp.get_max_threads() : 1;
+      if (omp.loaded() && before != threads) omp.set_num_threads(threads);
+      try {
+        it = cache_.emplace(key, create(call, g)).first;
+      } catch (...) {
+        if (omp.loaded() && before != threads) omp.set_num_threads(before);
+        throw;
+      }
+      if (omp.loaded() && before != threads) omp.set_num_threads(before);
+    }
     return *it->second;
   }
 
@@ -46,8 +68,8 @@ class BfloatMatmuls {
   [[nodiscard]] dnnl_engine_t engine() const noexcept { return engine_; }
 
  private:
-  struct Key {  // every field of the problem, as 64-bit words (no padding)
-    std::int64_t v[12];
+  struct Key {  // every field of the problem and the thread count, as 64-bit words (no padding)
+    std::int64_t v[13];
     friend bool operator==(const Key&, const Key&) = default;
   };
   struct KeyHash {
@@ -58,11 +80,12 @@ class BfloatMatmuls {
     }
   };
 
-  static Key make_key(const GemmArgs<bfloat16>& g) {
+  static Key make_key(const GemmArgs<bfloat16>& g, int threads) {
     const auto scalars = (std::int64_t{std::bit_cast<std::int32_t>(g.alpha)} << 32) |
                          std::int64_t{std::bit_cast<std::uint32_t>(g.beta)};
     const std::int64_t transposes = (g.ta == Trans::yes ? 2 : 0) + (g.tb == Trans::yes ? 1 : 0);
-    return Key{{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c, g.batch, scalars, transposes}};
+    return Key{{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.stride_a, g.stride_b, g.stride_c, g.batch, scalars, transposes,
+                threads}};
   }
 
   static void check(const Call& call, dnnl_status_t status, const char* what) {

@@ -1,0 +1,127 @@
+// accel/blas/detail/cpu_half.hpp — half (IEEE binary16) GEMM on CpuBackend: the operands widened to
+// float, oneDNN's sgemm, C narrowed back to half (rounded once, to nearest even).
+//
+// No CPU BLAS from Debian multiplies binary16 (oneDNN 2.6 has no f16 matmul on CPUs without
+// AVX512-FP16, OpenBLAS 0.3.21 no shgemm), and x86 CPUs other than Sapphire Rapids have no half
+// arithmetic anyway: F16C only converts. So the product is the float product of the exactly widened
+// operands, accumulated in float like cuBLAS's half GEMM with float compute, and rounded once. The
+// conversions use F16C (VCVTPH2PS / VCVTPS2PH, 8 elements per instruction) where the CPU has it,
+// chosen at run time (the library is built without -mf16c), else accel::half's exact scalar
+// conversion; both give the same bits. Each matrix is copied into a packed float scratch of the
+// thread that runs the task (kept between calls), so the conversion costs one pass over A, B and C
+// against the k-fold reuse of the product.
+#pragma once
+
+#include <accel/blas/detail/arguments.hpp>
+#include <accel/core/cpu_features.hpp>
+#include <accel/core/half.hpp>
+
+#include <cstdint>
+#include <vector>
+
+// (Not under nvcc: its front end need not take GCC's target attribute; the scalar path gives the same bits.)
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define ACCEL_DETAIL_BLAS_F16C 1
+#else
+#define ACCEL_DETAIL_BLAS_F16C 0
+#endif
+
+namespace accel::blas::detail {
+
+#if ACCEL_DETAIL_BLAS_F16C
+[[gnu::target("avx,f16c")]] inline void widen_f16c(float* dst, const half* src, std::int64_t n) noexcept {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i].bits());
+}
+[[gnu::target("avx,f16c")]] inline void narrow_f16c(half* dst, const float* src, std::int64_t n) noexcept {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) dst[i] = half::from_bits(static_cast<std::uint16_t>(_cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT)));
+}
+#endif
+
+/// dst[i] = float(src[i]), exact.
+inline void widen(float* dst, const half* src, std::int64_t n) noexcept {
+#if ACCEL_DETAIL_BLAS_F16C
+  if (cpu_features().f16c) {
+    widen_f16c(dst, src, n);
+    return;
+  }
+#endif
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+/// dst[i] = half(src[i]), rounded to nearest even (overflow: inf).
+inline void narrow(half* dst, const float* src, std::int64_t n) noexcept {
+#if ACCEL_DETAIL_BLAS_F16C
+  if (cpu_features().f16c) {
+    narrow_f16c(dst, src, n);
+    return;
+  }
+#endif
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = half(src[i]);
+}
+
+/// The packed float copy of a batch's matrices of rows x cols (row stride ld, matrix stride `stride`; 0:
+/// one matrix shared by the batch, copied once) at `out`, rows x cols each.
+inline void widen_matrices(float* out, const half* src, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                           std::int64_t stride, std::int64_t batch) noexcept {
+  const std::int64_t count = stride == 0 ? 1 : batch;
+  for (std::int64_t i = 0; i < count; ++i) {
+    for (std::int64_t r = 0; r < rows; ++r) widen(out + (i * rows + r) * cols, src + i * stride + r * ld, cols);
+  }
+}
+
+/// The half product as a float one (runs in the task, on the stream's thread); `sgemm` runs the
+/// float arguments (cpu_sgemm).
+template <class Sgemm>
+void cpu_hgemm(const GemmArgs<half>& g, Sgemm&& sgemm) {
+  thread_local std::vector<float> sa, sb, sc;
+  const std::int64_t ar = g.ta == Trans::no ? g.m : g.k, ac = g.ta == Trans::no ? g.k : g.m;
+  const std::int64_t br = g.tb == Trans::no ? g.k : g.n, bc = g.tb == Trans::no ? g.n : g.k;
+  const auto count = [&](std::int64_t stride) { return stride == 0 ? std::int64_t{1} : g.batch; };
+  GemmArgs<float> f;
+  f.ta = g.ta;
+  f.tb = g.tb;
+  f.m = g.m;
+  f.n = g.n;
+  f.k = g.k;
+  f.alpha = g.alpha;
+  f.beta = g.beta;
+  f.batch = g.batch;
+  if (g.k > 0) {
+    sa.resize(static_cast<std::size_t>(ar * ac * count(g.stride_a)));
+    sb.resize(static_cast<std::size_t>(br * bc * count(g.stride_b)));
+    widen_matrices(sa.data(), g.a, ar, ac, g.lda, g.stride_a, g.batch);
+    widen_matrices(sb.data(), g.b, br, bc, g.ldb, g.stride_b, g.batch);
+    f.a = sa.data();
+    f.lda = ac;
+    f.stride_a = g.stride_a == 0 ? 0 : ar * ac;
+    f.b = sb.data();
+    f.ldb = bc;
+    f.stride_b = g.stride_b == 0 ? 0 : br * bc;
+  }
+  // C: every matrix of the batch (a stride of 0 writes one matrix batch times: the last write stays,
+  // as with the float call).
+  sc.resize(static_cast<std::size_t>(g.m * g.n * g.batch));
+  if (g.beta != 0.0f) {
+    for (std::int64_t i = 0; i < g.batch; ++i) {
+      for (std::int64_t r = 0; r < g.m; ++r) widen(sc.data() + (i * g.m + r) * g.n, g.c + i * g.stride_c + r * g.ldc, g.n);
+    }
+  }
+  f.c = sc.data();
+  f.ldc = g.n;
+  f.stride_c = g.m * g.n;
+  sgemm(f);
+  for (std::int64_t i = 0; i < g.batch; ++i) {
+    for (std::int64_t r = 0; r < g.m; ++r) narrow(g.c + i * g.stride_c + r * g.ldc, sc.data() + (i * g.m + r) * g.n, g.n);
+  }
+}
+
+}  // namespace accel::blas::detail
