@@ -2,7 +2,7 @@
 """Tokens/s of Engine<CpuBackend> against the same model and step in PyTorch, interleaved.
 
   benchmarks/engine/compare.py [--size tiny|shakespeare] [--threads 1,2] [--rounds 5] [--steps N]
-                               [--compile] [--engine build/default/examples/engine/engine]
+                               [--compile] [--dtype fp32[,bf16]] [--engine build/default/examples/engine/engine]
 
 Each round runs the engine (`--steps N`, no evaluation) and then torch_gpt.py bench (eager, and with
 --compile also torch.compile) on the same corpus, batch and thread count; the engine's figure is its
@@ -10,6 +10,8 @@ median ms/step over the run, PyTorch's the median over its timed steps (after wa
 compilation are not counted on either side. Rounds alternate so that a machine whose speed drifts
 moves both. Prints per thread count: median tokens/s of each (min-max over the rounds), and the
 ratio engine / torch taken round by round (median, min-max). The CPU is named as lscpu names it.
+--dtype fp32,bf16 runs each side in each dtype every round (engine --dtype bf16; PyTorch's forward
+under torch.autocast("cpu", bfloat16)), and adds the ratio engine bf16 / engine fp32.
 PyTorch is needed (pip install torch); it is never a dependency of accel.
 """
 import argparse
@@ -34,18 +36,18 @@ def cpu_name():
     return f"{f.get('Model name', '?')} (family {f.get('CPU family', '?')}, model {f.get('Model', '?')})"
 
 
-def run_engine(exe, size, threads, steps):
+def run_engine(exe, size, threads, steps, dtype="fp32"):
     env = dict(os.environ, ACCEL_BACKEND="cpu", OMP_NUM_THREADS=str(threads))
     cmd = [exe, "--size", size, "--steps", str(steps), "--eval-every", "0", "--threads", str(threads), "--quiet",
-           "--dropout", "0"]
+           "--dropout", "0", "--dtype", dtype]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
     ms = float(re.search(r"ms/step\s+([0-9.]+) median", out).group(1))
     return BATCH[size] * BLOCK[size] / (ms / 1e3)
 
 
-def run_torch(size, threads, steps, compile_):
+def run_torch(size, threads, steps, compile_, dtype="fp32"):
     cmd = [sys.executable, os.path.join(HERE, "torch_gpt.py"), "bench", "--size", size, "--threads", str(threads),
-           "--steps", str(steps), "--warmup", "10" if size == "tiny" else "2"]
+           "--steps", str(steps), "--warmup", "10" if size == "tiny" else "2", "--dtype", dtype]
     if compile_:
         cmd.append("--compile")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -64,6 +66,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=0, help="steps per run (default: tiny 200, shakespeare 6)")
     p.add_argument("--compile", action="store_true", help="also torch.compile")
+    p.add_argument("--dtype", default="fp32", help="comma-separated: fp32, bf16 (engine --dtype bf16, torch autocast)")
     p.add_argument("--engine", default=os.path.join(ROOT, "build", "default", "examples", "engine", "engine"))
     args = p.parse_args()
     steps = args.steps or (200 if args.size == "tiny" else 6)
@@ -71,23 +74,33 @@ def main():
           f"{steps} steps per run; {cpu_name()}")
     print(f"# command: benchmarks/engine/compare.py {' '.join(sys.argv[1:])}")
     print(f"# load average at start: {os.getloadavg()[0]:.2f}", flush=True)
+    dtypes = args.dtype.split(",")
     for threads in (int(t) for t in args.threads.split(",")):
-        rows = {"engine": [], "torch eager": []}
-        if args.compile:
-            rows["torch.compile"] = []
+        rows = {}
         for _ in range(args.rounds):
-            rows["engine"].append(run_engine(args.engine, args.size, threads, steps))
-            rows["torch eager"].append(run_torch(args.size, threads, max(4, steps // 2), False))
-            if args.compile:
-                rows["torch.compile"].append(run_torch(args.size, threads, max(4, steps // 2), True))
+            for dt in dtypes:
+                tag = "" if dtypes == ["fp32"] else f" {dt}"
+                rows.setdefault("engine" + tag, []).append(run_engine(args.engine, args.size, threads, steps, dt))
+                rows.setdefault("torch eager" + tag, []).append(run_torch(args.size, threads, max(4, steps // 2), False, dt))
+                if args.compile:
+                    rows.setdefault("torch.compile" + tag, []).append(
+                        run_torch(args.size, threads, max(4, steps // 2), True, dt))
         print(f"{threads} thread{'s' if threads > 1 else ''}:")
         for name, vals in rows.items():
-            print(f"  {name:14s} {summary(vals)} tokens/s")
-        for name in rows:
-            if name == "engine":
-                continue
-            ratios = [e / t for e, t in zip(rows["engine"], rows[name])]
-            print(f"  engine / {name}: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+            print(f"  {name:20s} {summary(vals)} tokens/s")
+        for dt in dtypes:
+            tag = "" if dtypes == ["fp32"] else f" {dt}"
+            for name in rows:
+                if name.startswith("engine") or not name.endswith(tag):
+                    continue
+                ratios = [e / t for e, t in zip(rows["engine" + tag], rows[name])]
+                print(f"  engine{tag} / {name}: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        if "engine bf16" in rows and "engine fp32" in rows:
+            ratios = [b / f for b, f in zip(rows["engine bf16"], rows["engine fp32"])]
+            print(f"  engine bf16 / engine fp32: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        if "torch eager bf16" in rows and "torch eager fp32" in rows:
+            ratios = [b / f for b, f in zip(rows["torch eager bf16"], rows["torch eager fp32"])]
+            print(f"  torch autocast bf16 / torch fp32: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
         print(f"  (load average now {os.getloadavg()[0]:.2f})", flush=True)
     return 0
 

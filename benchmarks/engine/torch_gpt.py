@@ -7,8 +7,11 @@
                                losses (relative error <= 1e-5) and every gradient tensor of the first
                                step (max|a - b| / max|b| <= 1e-5). Exit status 0 when all pass.
   torch_gpt.py bench [--size tiny|shakespeare] [--threads N] [--steps N] [--compile] [--data FILE]
+                     [--dtype fp32|bf16]
                                tokens/s of the same model and training step in PyTorch (eager or
-                               torch.compile) on the same corpus, for benchmarks/engine/compare.sh.
+                               torch.compile) on the same corpus, for benchmarks/engine/compare.py;
+                               --dtype bf16: the forward under torch.autocast (bfloat16 on the device
+                               the model is on, the CPU here), fp32 weights and optimizer as autocast keeps them.
   torch_gpt.py ddp [--size tiny|shakespeare] [--procs 2] [--threads 1] [--steps N]
                                the same step under DistributedDataParallel (gloo) on --procs processes
                                of --threads threads, the global batch split over them (tiny: 12);
@@ -217,10 +220,12 @@ def bench(args):
         step_fn = torch.compile(model)
     gen = torch.Generator().manual_seed(1)
     times = []
+    autocast = args.dtype == "bf16"
     for s in range(args.warmup + args.steps):
         x, y = get_batch(train, B, T, gen)
         t0 = time.perf_counter()
-        loss = step_fn(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = step_fn(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -230,7 +235,8 @@ def bench(args):
             times.append(time.perf_counter() - t0)
     times.sort()
     med = times[len(times) // 2]
-    print(f"torch {torch.__version__} {'compile' if args.compile else 'eager'} {args.size} batch {B} threads {args.threads}: "
+    print(f"torch {torch.__version__} {'compile' if args.compile else 'eager'}{' autocast bf16' if autocast else ''} "
+          f"{args.size} batch {B} threads {args.threads}: "
           f"{B * T / med:.0f} tokens/s ({med * 1e3:.1f} ms/step median of {len(times)}, "
           f"min {times[0] * 1e3:.1f}, max {times[-1] * 1e3:.1f})")
 
@@ -338,6 +344,7 @@ def main():
     b.add_argument("--steps", type=int, default=50)
     b.add_argument("--warmup", type=int, default=10)
     b.add_argument("--compile", action="store_true")
+    b.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="bf16: torch.autocast on the CPU")
     b.add_argument("--data", default=default_data())
     d = sub.add_parser("ddp")
     d.add_argument("--size", choices=SIZES, default="tiny")
