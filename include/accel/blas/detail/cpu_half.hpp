@@ -42,7 +42,12 @@ namespace accel::blas::detail {
   for (; i + 8 <= n; i += 8) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
   }
-  for (; i < n; ++i) dst[i] = half::from_bits(static_cast<std::uint16_t>(_cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT)));
+  // The tail through the 4-wide conversion: clang's _cvtss_sh is a macro with a compound literal, which
+  // -Wc99-extensions rejects in C++ under -Werror.
+  for (; i < n; ++i) {
+    const __m128i h = _mm_cvtps_ph(_mm_set_ss(src[i]), _MM_FROUND_TO_NEAREST_INT);
+    dst[i] = half::from_bits(static_cast<std::uint16_t>(_mm_cvtsi128_si32(h) & 0xFFFF));
+  }
 }
 #endif
 
