@@ -31,6 +31,7 @@
 
 #if defined(ACCEL_HAS_MPI)
 
+#include <accel/comm/detail/communicator_base.hpp>
 #include <accel/comm/detail/config.hpp>
 #include <accel/comm/detail/mpi_engine.hpp>
 #include <accel/comm/flight_recorder.hpp>
@@ -154,17 +155,13 @@ class MpiGroup {
   bool ended_ = false;
 };
 
-class MpiCommunicator : public CommunicatorOps<MpiCommunicator, CpuBackend> {
+class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBackend, detail::MpiState> {
  public:
   using Group = MpiGroup;
 
-  /// An empty communicator (what a rank outside a new group gets); operations on it throw.
+  /// An empty communicator (what a rank outside a new group gets); operations on it throw. Movable, not
+  /// copyable (CommunicatorBase); operations in flight keep the MPI communicator until they end.
   MpiCommunicator() noexcept = default;
-  MpiCommunicator(MpiCommunicator&&) noexcept = default;
-  MpiCommunicator& operator=(MpiCommunicator&&) noexcept = default;
-  MpiCommunicator(const MpiCommunicator&) = delete;
-  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
-  ~MpiCommunicator() = default;  // operations in flight keep the MPI communicator until they end
 
   /// A communicator over a copy of `comm` (collective over it; MPI must be initialised with
   /// MPI_THREAD_MULTIPLE).
@@ -181,80 +178,14 @@ class MpiCommunicator : public CommunicatorOps<MpiCommunicator, CpuBackend> {
     return adopt(copy, std::move(name));
   }
 
-  [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
-  explicit operator bool() const noexcept { return valid(); }
+  // valid(), rank(), size(), local_rank(), local_size(), name() ("world", "split of world (color 1)",
+  // "group [0, 2] of world"), engine(), timeout(), set_timeout(d), flight_recorder(), failed(),
+  // split(color, key), new_group(ranks) and group(): comm/detail/communicator_base.hpp. The local rank
+  // and size are this node's (MPI_COMM_TYPE_SHARED).
 
-  /// This rank (-1 for an empty communicator), the number of ranks (0 when empty), and the rank and
-  /// number of ranks on this node (MPI_COMM_TYPE_SHARED).
-  [[nodiscard]] int rank() const noexcept { return state_ ? state_->rank : -1; }
-  [[nodiscard]] int size() const noexcept { return state_ ? state_->size : 0; }
-  [[nodiscard]] int local_rank() const noexcept { return state_ ? state_->local_rank : -1; }
-  [[nodiscard]] int local_size() const noexcept { return state_ ? state_->local_size : 0; }
-  /// "world", "split of world (color 1, key 0)", "group [0, 2] of world".
-  [[nodiscard]] std::string name() const { return state_ ? state_->name : std::string("empty"); }
-  [[nodiscard]] static constexpr std::string_view engine() noexcept { return "mpi"; }
   [[nodiscard]] MPI_Comm native_handle() const noexcept { return state_ ? state_->comm : MPI_COMM_NULL; }
 
-  /// The timeout of each operation issued from now on (ACCEL_COMM_TIMEOUT when created).
-  [[nodiscard]] std::chrono::nanoseconds timeout() const { return checked("timeout").timeout(); }
-  void set_timeout(std::chrono::nanoseconds timeout) {
-    if (timeout.count() <= 0) throw InvalidArgumentError("accel::comm::MpiCommunicator::set_timeout: not positive");
-    checked("set_timeout").timeout_ns = timeout.count();
-  }
-  /// The last operations (ACCEL_COMM_TRACE_SIZE), for a dump of one's own.
-  [[nodiscard]] const FlightRecorder& flight_recorder() const { return checked("flight_recorder").recorder; }
-  /// True once an operation failed or timed out (later operations are refused).
-  [[nodiscard]] bool failed() const noexcept { return state_ && state_->failed.load(); }
-
-  /// Ranks with the same color form a new communicator, ordered by key (then by rank here); a negative
-  /// color gives this rank an empty one. Collective over this communicator.
-  [[nodiscard]] MpiCommunicator split(int color, int key) const {
-    return split_impl(color, key, "split of " + checked("split").name + " (color " + std::to_string(color) + ")");
-  }
-
-  /// A communicator of `ranks` (ranks of this one; the new ranks follow their order); the other ranks
-  /// get an empty one. Every rank of this communicator calls it with the same list (torch's new_group).
-  [[nodiscard]] MpiCommunicator new_group(std::span<const int> ranks) const {
-    const detail::MpiState& s = checked("new_group");
-    std::vector<bool> seen(static_cast<std::size_t>(s.size), false);
-    std::string list;
-    int position = -1;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      const int r = ranks[i];
-      if (r < 0 || r >= s.size) {
-        throw InvalidArgumentError("accel::comm::new_group (" + s.describe() + "): rank " + std::to_string(r) +
-                                   " is out of range 0.." + std::to_string(s.size - 1));
-      }
-      if (seen[static_cast<std::size_t>(r)]) {
-        throw InvalidArgumentError("accel::comm::new_group (" + s.describe() + "): rank " + std::to_string(r) +
-                                   " is listed twice");
-      }
-      seen[static_cast<std::size_t>(r)] = true;
-      if (r == s.rank) position = static_cast<int>(i);
-      list += (i ? ", " : "") + std::to_string(r);
-    }
-    if (ranks.empty()) throw InvalidArgumentError("accel::comm::new_group (" + s.describe() + "): no rank listed");
-    return split_impl(position >= 0 ? 0 : -1, position, "group [" + list + "] of " + s.name);
-  }
-
-  /// Opens a group on this thread (see MpiGroup).
-  [[nodiscard]] MpiGroup group() const { return MpiGroup(); }
-
   // ---- for CommunicatorOps ---------------------------------------------------------------------
-
-  [[nodiscard]] detail::CallSite call_site(const char* op) const noexcept {
-    return {op, state_.get(), [](const void* s) {
-              return s != nullptr ? static_cast<const detail::MpiState*>(s)->describe() : std::string("mpi, empty");
-            }};
-  }
-
-  /// An empty communicator refuses every operation.
-  void require_valid(const detail::CallSite& call) const {
-    if (!state_) [[unlikely]] {
-      throw InvalidStateError(call.prefix() + ": an empty communicator (this rank is not in the group, or it was "
-                                              "moved from)");
-    }
-  }
 
   void launch(cpu::StreamRef s, const detail::Op& op, const detail::CallSite& call) {
     require_valid(call);
@@ -295,13 +226,8 @@ class MpiCommunicator : public CommunicatorOps<MpiCommunicator, CpuBackend> {
   }
 
  private:
-  [[nodiscard]] detail::MpiState& checked(const char* what) const {
-    if (!state_) {
-      throw InvalidStateError(std::string("accel::comm::MpiCommunicator::") + what +
-                              "(): an empty communicator (this rank is not in the group, or it was moved from)");
-    }
-    return *state_;
-  }
+  friend class detail::CommunicatorBase<MpiCommunicator, CpuBackend, detail::MpiState>;
+  static constexpr std::string_view type_name = "MpiCommunicator";
 
   /// Takes `comm` (just created, every rank of it here): a control copy, the node split, the state.
   [[nodiscard]] static MpiCommunicator adopt(MPI_Comm comm, std::string name) {
@@ -348,8 +274,6 @@ class MpiCommunicator : public CommunicatorOps<MpiCommunicator, CpuBackend> {
     if (comm == MPI_COMM_NULL) return MpiCommunicator();
     return adopt(comm, std::move(name));
   }
-
-  std::shared_ptr<detail::MpiState> state_;
 };
 
 static_assert(accel::Communicator<MpiCommunicator>);

@@ -28,6 +28,7 @@
 
 #if defined(ACCEL_HAS_NCCL) && defined(ACCEL_HAS_CUDA)
 
+#include <accel/comm/detail/communicator_base.hpp>
 #include <accel/comm/detail/config.hpp>
 #include <accel/comm/detail/id_file.hpp>
 #include <accel/comm/detail/nccl_api.hpp>
@@ -182,16 +183,13 @@ class NcclGroup {
   bool ended_ = false;
 };
 
-class NcclCommunicator : public CommunicatorOps<NcclCommunicator, CudaBackend> {
+class NcclCommunicator : public detail::CommunicatorBase<NcclCommunicator, CudaBackend, detail::NcclState> {
  public:
   using Group = NcclGroup;
 
+  /// An empty communicator. Movable, not copyable (CommunicatorBase); the NCCL communicator is
+  /// finalized when the watchdog lets go of it.
   NcclCommunicator() noexcept = default;
-  NcclCommunicator(NcclCommunicator&&) noexcept = default;
-  NcclCommunicator& operator=(NcclCommunicator&&) noexcept = default;
-  NcclCommunicator(const NcclCommunicator&) = delete;
-  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
-  ~NcclCommunicator() = default;  // the NCCL communicator is finalized when the watchdog lets go of it
 
   /// `size` ranks on `device`, joined by `id` (from unique_id() on one rank, passed to the others by the
   /// program): ncclCommInitRankConfig, non-blocking, waited for against the timeout.
@@ -217,24 +215,12 @@ class NcclCommunicator : public CommunicatorOps<NcclCommunicator, CudaBackend> {
     return id;
   }
 
-  [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
-  explicit operator bool() const noexcept { return valid(); }
-  [[nodiscard]] int rank() const noexcept { return state_ ? state_->rank : -1; }
-  [[nodiscard]] int size() const noexcept { return state_ ? state_->size : 0; }
-  [[nodiscard]] int local_rank() const noexcept { return state_ ? state_->local_rank : -1; }
-  [[nodiscard]] int local_size() const noexcept { return state_ ? state_->local_size : 0; }
-  [[nodiscard]] int device() const noexcept { return state_ ? state_->device : -1; }
-  [[nodiscard]] std::string name() const { return state_ ? state_->name : std::string("empty"); }
-  [[nodiscard]] static constexpr std::string_view engine() noexcept { return "nccl"; }
-  [[nodiscard]] ncclComm_t native_handle() const noexcept { return state_ ? state_->comm : nullptr; }
-  [[nodiscard]] std::chrono::nanoseconds timeout() const { return checked("timeout").timeout(); }
-  void set_timeout(std::chrono::nanoseconds timeout) {
-    if (timeout.count() <= 0) throw InvalidArgumentError("accel::comm::NcclCommunicator::set_timeout: not positive");
-    checked("set_timeout").timeout_ns = timeout.count();
-  }
-  [[nodiscard]] const FlightRecorder& flight_recorder() const { return checked("flight_recorder").recorder; }
-  [[nodiscard]] bool failed() const noexcept { return state_ && state_->failed.load(); }
+  // valid(), rank(), size(), local_rank(), local_size(), name(), engine(), timeout(), set_timeout(d),
+  // flight_recorder(), failed(), split(color, key), new_group(ranks) and group():
+  // comm/detail/communicator_base.hpp.
 
+  [[nodiscard]] int device() const noexcept { return state_ ? state_->device : -1; }
+  [[nodiscard]] ncclComm_t native_handle() const noexcept { return state_ ? state_->comm : nullptr; }
   /// Aborts the communicator now (ncclCommAbort): its kernels end, later operations are refused.
   void abort() noexcept {
     if (!state_) return;
@@ -243,45 +229,7 @@ class NcclCommunicator : public CommunicatorOps<NcclCommunicator, CudaBackend> {
                                            "aborted by the program (NcclCommunicator::abort)", false));
   }
 
-  [[nodiscard]] NcclCommunicator split(int color, int key) const {
-    return split_impl(color, key, "split of " + checked("split").name + " (color " + std::to_string(color) + ")");
-  }
-
-  [[nodiscard]] NcclCommunicator new_group(std::span<const int> ranks) const {
-    const detail::NcclState& s = checked("new_group");
-    std::vector<bool> seen(static_cast<std::size_t>(s.size), false);
-    std::string list;
-    int position = -1;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      const int r = ranks[i];
-      if (r < 0 || r >= s.size || seen[static_cast<std::size_t>(r)]) {
-        throw InvalidArgumentError("accel::comm::new_group (" + s.describe() + "): rank " + std::to_string(r) +
-                                   (r < 0 || r >= s.size ? " is out of range" : " is listed twice"));
-      }
-      seen[static_cast<std::size_t>(r)] = true;
-      if (r == s.rank) position = static_cast<int>(i);
-      list += (i ? ", " : "") + std::to_string(r);
-    }
-    if (ranks.empty()) throw InvalidArgumentError("accel::comm::new_group (" + s.describe() + "): no rank listed");
-    return split_impl(position >= 0 ? 0 : -1, position, "group [" + list + "] of " + s.name);
-  }
-
-  [[nodiscard]] NcclGroup group() const { return NcclGroup(); }
-
   // ---- for CommunicatorOps ---------------------------------------------------------------------
-
-  [[nodiscard]] detail::CallSite call_site(const char* op) const noexcept {
-    return {op, state_.get(), [](const void* s) {
-              return s != nullptr ? static_cast<const detail::NcclState*>(s)->describe() : std::string("nccl, empty");
-            }};
-  }
-
-  void require_valid(const detail::CallSite& call) const {
-    if (!state_) [[unlikely]] {
-      throw InvalidStateError(call.prefix() + ": an empty communicator (this rank is not in the group, or it was "
-                                              "moved from)");
-    }
-  }
 
   void launch(cuda::StreamRef s, const detail::Op& op, const detail::CallSite& call) {
     require_valid(call);
@@ -381,13 +329,8 @@ class NcclCommunicator : public CommunicatorOps<NcclCommunicator, CudaBackend> {
   }
 
  private:
-  [[nodiscard]] detail::NcclState& checked(const char* what) const {
-    if (!state_) {
-      throw InvalidStateError(std::string("accel::comm::NcclCommunicator::") + what +
-                              "(): an empty communicator (this rank is not in the group, or it was moved from)");
-    }
-    return *state_;
-  }
+  friend class detail::CommunicatorBase<NcclCommunicator, CudaBackend, detail::NcclState>;
+  static constexpr std::string_view type_name = "NcclCommunicator";
 
   [[nodiscard]] static NcclCommunicator adopt(const detail::NcclApi& api, ncclComm_t comm, int device, std::string name) {
     NcclCommunicator out;
@@ -508,8 +451,6 @@ class NcclCommunicator : public CommunicatorOps<NcclCommunicator, CudaBackend> {
       if (i < s.rank) ++s.local_rank;
     }
   }
-
-  std::shared_ptr<detail::NcclState> state_;
 };
 
 static_assert(accel::Communicator<NcclCommunicator>);

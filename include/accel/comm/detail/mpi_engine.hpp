@@ -26,6 +26,7 @@
 #include <accel/comm/detail/op.hpp>
 #include <accel/comm/detail/op_log.hpp>
 #include <accel/comm/detail/runtime.hpp>
+#include <accel/comm/detail/state_base.hpp>
 #include <accel/comm/flight_recorder.hpp>
 
 #include <mpi.h>
@@ -62,22 +63,15 @@ inline constexpr int p2p_tag = 0x4acd;      // send / recv
 }
 
 /// One communicator's shared state: owned by its MpiCommunicator and by every operation in flight.
-struct MpiState {
+struct MpiState : StateBase {
+  static constexpr std::string_view engine_name = "mpi";
+
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm monitor = MPI_COMM_NULL;
-  int rank = 0, size = 1, local_rank = 0, local_size = 1;
   std::vector<int> world_ranks;  // world rank of each rank
-  std::string name;              // "world", "split of world (color 1, key 0)", ...
-  std::atomic<std::int64_t> timeout_ns{0};
-  std::atomic<std::uint64_t> next_seq{0};
-  FlightRecorder recorder;
-  bool log = false;
   bool check = false;  // ACCEL_COMM_CHECK: compare the ranks' arguments before each collective
 
-  std::atomic<bool> failed{false};
-  std::mutex mutex;  // guards the fields below
-  std::string failure;       // what() of the first failure
-  std::uint64_t failed_seq = 0;
+  // Guarded by `mutex`:
   std::vector<std::uint64_t> peer_seq;  // the latest operation each rank was seen waiting in
   std::uint64_t announced = 0;          // the latest operation this rank announced
   struct PendingSend {
@@ -87,16 +81,11 @@ struct MpiState {
   std::vector<PendingSend> sends;
 
   MpiState(MPI_Comm c, MPI_Comm m, std::string n, std::size_t trace)
-      : comm(c), monitor(m), name(std::move(n)), recorder(trace) {
+      : StateBase(std::move(n), trace), comm(c), monitor(m), check(check_from_env()) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     peer_seq.assign(static_cast<std::size_t>(size), 0);
-    timeout_ns = timeout_from_env().count();
-    log = op_log().enabled();
-    check = check_from_env();
   }
-  MpiState(const MpiState&) = delete;
-  MpiState& operator=(const MpiState&) = delete;
 
   ~MpiState() {
     if (mpi_finalized()) return;  // MPI_Finalize freed everything
@@ -112,9 +101,6 @@ struct MpiState {
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 
-  [[nodiscard]] std::chrono::nanoseconds timeout() const noexcept {
-    return std::chrono::nanoseconds(timeout_ns.load(std::memory_order_relaxed));
-  }
   [[nodiscard]] std::string describe() const {
     return "mpi, " + name + ", rank " + std::to_string(rank) + " of " + std::to_string(size);
   }
@@ -128,17 +114,6 @@ struct MpiState {
     return out;
   }
 };
-
-[[nodiscard]] inline std::string op_text(const Op& op, std::uint64_t seq) {
-  std::string out = std::string(name(op.kind)) + " #" + std::to_string(seq);
-  if (op.kind == OpKind::barrier) return out;
-  out += " (" + std::to_string(op.count) + " x " + std::string(name(op.dtype));
-  if (is_reduction(op.kind)) out += ", " + std::string(name(op.reduce));
-  if (has_root(op.kind)) out += ", root " + std::to_string(op.root);
-  if (op.kind == OpKind::send) out += ", to " + std::to_string(op.root);
-  if (op.kind == OpKind::recv) out += ", from " + std::to_string(op.root);
-  return out + ")";
-}
 
 /// The CommError of `op` #seq, with the fields filled from the state; `what` follows the prefix.
 [[nodiscard]] inline CommError make_error(const MpiState& s, const Op& op, std::uint64_t seq, const std::string& what,
@@ -161,21 +136,9 @@ struct MpiState {
 /// and throws `error`. A timeout leaves MPI requests that will never complete, so the job must then end
 /// with MPI_Abort (runtime.hpp); an error the engine reported leaves none.
 [[noreturn]] inline void fail(MpiState& s, std::uint64_t seq, const CommError& error) {
-  {
-    const std::lock_guard<std::mutex> lock(s.mutex);
-    if (!s.failed.load()) {
-      s.failure = error.what();
-      s.failed_seq = seq;
-      s.failed.store(true);
-    }
-  }
+  s.record_failure(seq, error.what());
   if (error.timed_out()) note_failure(error.what());
-  s.recorder.failed(seq, error.timed_out());
-  const std::string dump =
-      s.recorder.dump("accel::comm flight recorder (" + s.describe() + ", pid " + std::to_string(::getpid()) + "), after " +
-                      error.info().op + " #" + std::to_string(seq) + (error.timed_out() ? " timed out:" : " failed:"));
-  std::fprintf(stderr, "%s\n%s", error.what(), dump.c_str());
-  std::fflush(stderr);
+  s.report(s.describe(), seq, error);
   throw error;
 }
 
@@ -191,16 +154,7 @@ struct MpiState {
 /// Refuses an operation on a communicator that failed before.
 inline void throw_if_failed(MpiState& s, const Op& op, std::uint64_t seq) {
   if (!s.failed.load(std::memory_order_acquire)) [[likely]] return;
-  std::string first;
-  std::uint64_t first_seq = 0;
-  {
-    const std::lock_guard<std::mutex> lock(s.mutex);
-    first = s.failure;
-    first_seq = s.failed_seq;
-  }
-  throw make_error(s, op, seq,
-                   "refused: this communicator failed at operation #" + std::to_string(first_seq) +
-                       " and cannot be used again (create a new one, or end the job). The first failure: " + first);
+  throw make_error(s, op, seq, s.refusal(" and cannot be used again"));
 }
 
 // ---- who fell behind -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@
 #include <accel/comm/detail/op.hpp>
 #include <accel/comm/detail/op_log.hpp>
 #include <accel/comm/detail/runtime.hpp>
+#include <accel/comm/detail/state_base.hpp>
 #include <accel/comm/flight_recorder.hpp>
 #include <accel/cuda/error.hpp>
 
@@ -69,22 +70,16 @@ using steady = std::chrono::steady_clock;
   return ncclSum;
 }
 
-struct NcclState {
+struct NcclState : StateBase {
+  static constexpr std::string_view engine_name = "nccl";
+
   const NcclApi& api;
   ncclComm_t comm = nullptr;
-  int rank = 0, size = 1, local_rank = 0, local_size = 1, device = 0;
-  std::string name;
-  std::atomic<std::int64_t> timeout_ns{0};
-  std::atomic<std::uint64_t> next_seq{0};
-  FlightRecorder recorder;
-  bool log = false;
+  int device = 0;
 
   std::mutex call_mutex;  // one NCCL call on this communicator at a time (NCCL communicators are not thread-safe)
 
-  std::atomic<bool> failed{false};
-  std::mutex mutex;  // guards the fields below
-  std::string failure;
-  std::uint64_t failed_seq = 0;
+  // Guarded by `mutex`:
   bool aborted = false;
   void* scratch = nullptr;  // 8 bytes of device memory: barrier's all_reduce
   struct Work {
@@ -98,14 +93,10 @@ struct NcclState {
   std::vector<cudaEvent_t> spare_events;
 
   NcclState(const NcclApi& a, ncclComm_t c, int dev, std::string n)
-      : api(a), comm(c), device(dev), name(std::move(n)), recorder(trace_size_from_env()) {
+      : StateBase(std::move(n), trace_size_from_env()), api(a), comm(c), device(dev) {
     api.comm_count(comm, &size);
     api.comm_user_rank(comm, &rank);
-    timeout_ns = timeout_from_env().count();
-    log = op_log().enabled();
   }
-  NcclState(const NcclState&) = delete;
-  NcclState& operator=(const NcclState&) = delete;
 
   ~NcclState() {
     const std::lock_guard<std::mutex> calls(call_mutex);
@@ -129,25 +120,11 @@ struct NcclState {
     if (scratch != nullptr) (void)cudaFree(scratch);
   }
 
-  [[nodiscard]] std::chrono::nanoseconds timeout() const noexcept {
-    return std::chrono::nanoseconds(timeout_ns.load(std::memory_order_relaxed));
-  }
   [[nodiscard]] std::string describe() const {
     return "nccl, " + name + ", rank " + std::to_string(rank) + " of " + std::to_string(size) + ", cuda:" +
            std::to_string(device);
   }
 };
-
-[[nodiscard]] inline std::string nccl_op_text(const Op& op, std::uint64_t seq) {
-  std::string out = std::string(name(op.kind)) + " #" + std::to_string(seq);
-  if (op.kind == OpKind::barrier) return out;
-  out += " (" + std::to_string(op.count) + " x " + std::string(name(op.dtype));
-  if (is_reduction(op.kind)) out += ", " + std::string(name(op.reduce));
-  if (has_root(op.kind)) out += ", root " + std::to_string(op.root);
-  if (op.kind == OpKind::send) out += ", to " + std::to_string(op.root);
-  if (op.kind == OpKind::recv) out += ", from " + std::to_string(op.root);
-  return out + ")";
-}
 
 /// The CommError of `op` #seq on `s` with engine result `r` (ncclSuccess for a timeout).
 [[nodiscard]] inline CommError nccl_error(NcclState& s, const Op* op, std::uint64_t seq, ncclResult_t r,
@@ -177,7 +154,7 @@ struct NcclState {
     info.hint = "a rank has not reached this operation (stuck, or dead): compare the flight recorders every rank "
                 "wrote to stderr; ACCEL_COMM_TIMEOUT sets the timeout";
   }
-  std::string message = "accel::comm (" + s.describe() + "): " + (op != nullptr ? nccl_op_text(*op, seq) + " " : "") + what;
+  std::string message = "accel::comm (" + s.describe() + "): " + (op != nullptr ? op_text(*op, seq) + " " : "") + what;
   if (r != ncclSuccess) message += ": " + info.engine_string;
   if (!info.last_error.empty()) message += "; NCCL's last error: " + info.last_error;
   if (!info.hint.empty()) message += ". Hint: " + info.hint;
@@ -187,23 +164,8 @@ struct NcclState {
 /// Marks `s` failed with `error` (first failure wins), aborts it, writes the flight recorder. No throw.
 inline void mark_failed(NcclState& s, std::uint64_t seq, const CommError& error) noexcept {
   try {
-    bool first = false;
-    {
-      const std::lock_guard<std::mutex> lock(s.mutex);
-      if (!s.failed.load()) {
-        s.failure = error.what();
-        s.failed_seq = seq;
-        s.failed.store(true);
-        first = true;
-      }
-    }
-    if (!first) return;
-    s.recorder.failed(seq, error.timed_out());
-    const std::string dump = s.recorder.dump("accel::comm flight recorder (" + s.describe() + ", pid " +
-                                             std::to_string(::getpid()) + "), after " + error.info().op + " #" +
-                                             std::to_string(seq) + (error.timed_out() ? " timed out:" : " failed:"));
-    std::fprintf(stderr, "%s\n%s", error.what(), dump.c_str());
-    std::fflush(stderr);
+    if (!s.record_failure(seq, error.what())) return;
+    s.report(s.describe(), seq, error);
     note_failure(error.what());
     bool abort_now = false;
     {
@@ -227,17 +189,7 @@ inline void mark_failed(NcclState& s, std::uint64_t seq, const CommError& error)
 
 inline void throw_if_failed(NcclState& s, const Op& op, std::uint64_t seq) {
   if (!s.failed.load(std::memory_order_acquire)) [[likely]] return;
-  std::string first;
-  std::uint64_t first_seq = 0;
-  {
-    const std::lock_guard<std::mutex> lock(s.mutex);
-    first = s.failure;
-    first_seq = s.failed_seq;
-  }
-  throw nccl_error(s, &op, seq, ncclSuccess,
-                   "refused: this communicator failed at operation #" + std::to_string(first_seq) +
-                       " and was aborted (create a new one, or end the job). The first failure: " + first,
-                   false);
+  throw nccl_error(s, &op, seq, ncclSuccess, s.refusal(" and was aborted"), false);
 }
 
 /// Polls ncclCommGetAsyncError until the communicator's calls are no longer in progress, or the

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace accel::comm::detail {
@@ -92,6 +93,18 @@ struct Op {
     case OpKind::barrier: return 0;
     default: return 1;
   }
+}
+
+/// "all_reduce #5 (1000 x float32, sum)", "recv #2 (16 x int64, from 1)", "barrier #3": how errors name `op`.
+[[nodiscard]] inline std::string op_text(const Op& op, std::uint64_t seq) {
+  std::string out = std::string(name(op.kind)) + " #" + std::to_string(seq);
+  if (op.kind == OpKind::barrier) return out;
+  out += " (" + std::to_string(op.count) + " x " + std::string(name(op.dtype));
+  if (is_reduction(op.kind)) out += ", " + std::string(name(op.reduce));
+  if (has_root(op.kind)) out += ", root " + std::to_string(op.root);
+  if (op.kind == OpKind::send) out += ", to " + std::to_string(op.root);
+  if (op.kind == OpKind::recv) out += ", from " + std::to_string(op.root);
+  return out + ")";
 }
 
 }  // namespace accel::comm::detail
