@@ -4,8 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -119,6 +122,106 @@ TEST_CASE_TEMPLATE("all_gather into one buffer, out of place and in place", T, C
   CHECK(bits(inplace) == bits(expected));
 }
 
+/// Per-rank counts whose all_gather / reduce_scatter size S = count x ranks x sizeof(T) falls just
+/// below, at and inside the lower edge of the 8 KiB - 512 KiB range accel runs as its own ring of
+/// point-to-point messages (mpi_tuning.hpp: ring_selected); for float and bfloat16 also at and just
+/// above the upper edge (the reductions do not depend on the size: the big cases stay few, for the
+/// sanitizer runs). Outside the range MPI's collectives run.
+template <class T>
+std::vector<std::size_t> ring_edge_counts(int ranks) {
+  const std::size_t per = static_cast<std::size_t>(ranks) * sizeof(T);
+  const std::size_t lo = (8 * 1024 + per - 1) / per, hi = 512 * 1024 / per;
+  std::vector<std::size_t> counts{lo - 1, lo, (3 * lo) | 1};
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, accel::bfloat16>) {
+    counts.push_back(hi);
+    counts.push_back(hi + 1);
+  }
+  return counts;
+}
+
+TEST_CASE_TEMPLATE("all_gather and reduce_scatter around and inside 8 KiB - 512 KiB (accel's ring), in and out of place",
+                   T, COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  const auto n = static_cast<std::size_t>(c.size());
+  const auto me = static_cast<std::size_t>(c.rank());
+  for (const std::size_t count : ring_edge_counts<T>(c.size())) {
+    CAPTURE(count);
+    const std::size_t bytes = count * n * sizeof(T);
+    const bool ring = accel::comm::detail::ring_selected(c.size(), bytes);
+    CAPTURE(bytes);
+    CAPTURE(ring);
+    // all_gather: every rank's contribution, in rank order.
+    std::vector<T> gathered;
+    for (int r = 0; r < c.size(); ++r) {
+      const std::vector<T> part = contribution<T>(count, r, ReduceOp::sum);
+      gathered.insert(gathered.end(), part.begin(), part.end());
+    }
+    Buf<T> in = filled<T>(count, c.rank(), ReduceOp::sum, s);
+    Buf<T> out(count * n, s);
+    c.all_gather(s, in, out);
+    Buf<T> inplace(count * n, s);
+    std::copy(in.data(), in.data() + count, inplace.data() + count * me);
+    c.all_gather(s, inplace.data() + count * me, inplace.data(), count, accel::dtype_of<T>);
+    s.synchronize();
+    CHECK(bits(out) == bits(gathered));
+    CHECK(bits(inplace) == bits(gathered));
+    // reduce_scatter: this rank's block of the reduction, for every reduce op.
+    for (const ReduceOp op : accel::all_reduce_ops) {
+      CAPTURE(accel::name(op));
+      const std::vector<T> all = reduced<T>(op, count * n, c.size());
+      const std::vector<T> mine(all.begin() + static_cast<std::ptrdiff_t>(count * me),
+                                all.begin() + static_cast<std::ptrdiff_t>(count * (me + 1)));
+      Buf<T> rs_in = filled<T>(count * n, c.rank(), op, s);
+      Buf<T> rs_out(count, s);
+      c.reduce_scatter(s, rs_in, rs_out, op);
+      Buf<T> rs_inplace = filled<T>(count * n, c.rank(), op, s);
+      T* my_block = rs_inplace.data() + count * me;
+      c.reduce_scatter(s, rs_inplace.data(), my_block, count, accel::dtype_of<T>, op);
+      s.synchronize();
+      CHECK(bits(rs_out) == bits(mine));
+      CHECK(bits(std::vector<T>(my_block, my_block + count)) == bits(mine));
+      // The input is read, never written (out of place).
+      CHECK(bits(rs_in) == bits(contribution<T>(count * n, c.rank(), op)));
+    }
+  }
+}
+
+TEST_CASE("ring-sized all_gather and reduce_scatter inside one group, beside an MPI collective: each gets its own data") {
+  auto& c = world();
+  Stream s;
+  const auto n = static_cast<std::size_t>(c.size());
+  const auto me = static_cast<std::size_t>(c.rank());
+  const std::size_t count = 40 * 1024 / (n * sizeof(float)) + 1;  // S ~ 40 KiB: the ring
+  Buf<float> g_in = filled<float>(count, c.rank(), ReduceOp::sum, s);
+  Buf<float> g_out(count * n, s);
+  Buf<float> g2_in = filled<float>(count, c.rank() + 1, ReduceOp::sum, s);
+  Buf<float> g2_out(count * n, s);
+  Buf<float> r_in = filled<float>(count * n, c.rank(), ReduceOp::max, s);
+  Buf<float> r_out(count, s);
+  Buf<float> small = filled<float>(5, c.rank(), ReduceOp::sum, s);  // MPI's own all_reduce
+  {
+    auto group = c.group();
+    c.all_gather(s, g_in, g_out);
+    c.reduce_scatter(s, r_in, r_out, ReduceOp::max);
+    c.all_reduce(s, small);
+    c.all_gather(s, g2_in, g2_out);
+    group.end();
+  }
+  s.synchronize();
+  for (int r = 0; r < c.size(); ++r) {
+    CAPTURE(r);
+    const std::vector<float> a = contribution<float>(count, r, ReduceOp::sum);
+    const std::vector<float> b = contribution<float>(count, r + 1, ReduceOp::sum);
+    CHECK(bits(g_out.data() + count * static_cast<std::size_t>(r), count) == bits(a));
+    CHECK(bits(g2_out.data() + count * static_cast<std::size_t>(r), count) == bits(b));
+  }
+  const std::vector<float> all = reduced<float>(ReduceOp::max, count * n, c.size());
+  CHECK(bits(r_out) == bits(std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(count * me),
+                                               all.begin() + static_cast<std::ptrdiff_t>(count * (me + 1)))));
+  CHECK(bits(small) == bits(reduced<float>(ReduceOp::sum, 5, c.size())));
+}
+
 TEST_CASE_TEMPLATE("all_to_all: block j goes to rank j", T, COMM_TYPES) {
   auto& c = world();
   Stream s;
@@ -221,6 +324,16 @@ TEST_CASE("barrier orders the ranks: what a rank wrote before it is seen after i
   for (int r = 0; r < c.size(); ++r) CHECK(read_file(dir + "/rank" + std::to_string(r)) == std::to_string(r * 7));
   c.barrier(s);
   s.synchronize();
+}
+
+TEST_CASE("accel's own ring serves all_gather and reduce_scatter of 8 KiB to 512 KiB on 2 ranks or more") {
+  using accel::comm::detail::ring_selected;
+  const bool on = std::getenv("ACCEL_COMM_MPI_TUNING") == nullptr || std::string(std::getenv("ACCEL_COMM_MPI_TUNING")) != "0";
+  CHECK(ring_selected(2, 8 * 1024) == on);
+  CHECK(ring_selected(3, 512 * 1024) == on);
+  CHECK_FALSE(ring_selected(2, 8 * 1024 - 1));
+  CHECK_FALSE(ring_selected(2, 512 * 1024 + 1));
+  CHECK_FALSE(ring_selected(1, 64 * 1024));
 }
 
 TEST_CASE("Open MPI: accel may select libnbc's ring for 2 or 3 ranks (mpi_tuning.hpp); elsewhere it does not") {

@@ -13,6 +13,9 @@
 // then on reads what the peers told it. At the timeout (after a short grace for messages in flight),
 // the ranks that were not seen waiting in this operation or a later one are the ones that did not
 // arrive; the CommError names them. Operations that finish in time send nothing.
+//
+// all_gather and reduce_scatter of 8 KiB to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
+// (ring_start; mpi_tuning.hpp says why), polled the same way.
 // Compiled only where accel has MPI.
 #pragma once
 
@@ -208,7 +211,27 @@ struct Pending {
   bool done = false;
   bool announced = false;
   bool probe = false;  // ACCEL_COMM_CHECK's comparison before `op`: nothing to finish
+  // all_gather / reduce_scatter as a ring of point-to-point messages (ring_start): `request` is the
+  // step's send, `ring_recv` its receive; `scratch` holds reduce_scatter's partial sums (2 blocks).
+  bool ring = false;
+  int ring_step = 0;
+  MPI_Request ring_recv = MPI_REQUEST_NULL;
+  std::shared_ptr<std::byte[]> scratch{};
 };
+
+/// Keeps the scratch memory of an operation that is abandoned (failed, timed out) while its messages
+/// may still arrive: MPI could write into it later. The job ends soon after (MPI_Abort).
+inline void abandon(Pending& p) noexcept {
+  if (!p.scratch) return;
+  try {
+    static std::mutex mutex;
+    static auto* const kept = new std::vector<std::shared_ptr<std::byte[]>>();
+    const std::lock_guard<std::mutex> lock(mutex);
+    kept->push_back(std::move(p.scratch));
+  } catch (...) {
+    (void)new (std::nothrow) std::shared_ptr<std::byte[]>(std::move(p.scratch));  // never freed either
+  }
+}
 
 [[nodiscard]] inline int checked_count(MpiState& s, const Op& op, std::uint64_t seq, std::size_t count) {
   if (count > static_cast<std::size_t>(INT_MAX)) {
@@ -218,6 +241,127 @@ struct Pending {
                      std::move(info));
   }
   return static_cast<int>(count);
+}
+
+// ---- all_gather and reduce_scatter as a ring (mpi_tuning.hpp: ring_selected) ----------------------
+//
+// n - 1 steps; in step k each rank sends one block to its right neighbour and receives one from its
+// left (MPI_Isend + MPI_Irecv, tag ring_tag(seq)), and the next step starts when both completed. For 2
+// ranks that is one exchange. all_gather: step k passes on block (rank - k) of the output (k = 0: the
+// input itself) and receives block (rank - k - 1). reduce_scatter: step k passes on the partial
+// reduction of block (rank - k - 1) (k = 0: the input's block) and receives the left rank's partial of
+// block (rank - k - 2), to which this rank adds its own part of that block with MPI_Reduce_local (MPI's
+// op: user-defined ones for half and bfloat16 too); after the last step that block is this rank's,
+// (rank - n) mod n, complete.
+
+inline constexpr int ring_tag_base = 0x1000;  // tags 0x1000..0x2fff on the communicator: below the others
+inline constexpr int ring_tags = 0x2000;
+[[nodiscard]] inline int ring_tag(std::uint64_t seq) noexcept {
+  return ring_tag_base + static_cast<int>(seq % static_cast<std::uint64_t>(ring_tags));
+}
+[[nodiscard]] inline int ring_block(int r, int n) noexcept { return ((r % n) + n) % n; }
+
+/// reduce_scatter in place: the output is this rank's block of the input.
+[[nodiscard]] inline bool ring_in_place(const Pending& p, std::size_t bytes) noexcept {
+  return p.op.recv == static_cast<const std::byte*>(p.op.send) + static_cast<std::size_t>(p.state->rank) * bytes;
+}
+/// Where reduce_scatter's step p.ring_step receives: the output in the last step (unless in place),
+/// else the scratch block the step does not send from.
+[[nodiscard]] inline std::byte* ring_received(const Pending& p, std::size_t bytes) noexcept {
+  if (p.ring_step == p.state->size - 2 && !ring_in_place(p, bytes)) return static_cast<std::byte*>(p.op.recv);
+  return p.scratch.get() + static_cast<std::size_t>((p.ring_step + 1) % 2) * bytes;
+}
+
+/// Posts step p.ring_step: its send (p.request) and its receive (p.ring_recv).
+inline void ring_post(Pending& p) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  const int n = s.size, r = s.rank, k = p.ring_step;
+  const std::size_t bytes = op.count * size_of(op.dtype);
+  const auto at = [&](const void* base, int b) {
+    return static_cast<std::byte*>(const_cast<void*>(base)) + static_cast<std::size_t>(ring_block(b, n)) * bytes;
+  };
+  const void* out_block = nullptr;
+  void* in_block = nullptr;
+  if (op.kind == OpKind::all_gather) {
+    out_block = k == 0 ? op.send : at(op.recv, r - k);
+    in_block = at(op.recv, r - k - 1);
+  } else {
+    std::byte* partial = p.scratch.get();  // two blocks: the partial sent, the partial received
+    out_block = k == 0 ? at(op.send, r - 1) : partial + static_cast<std::size_t>(k % 2) * bytes;
+    in_block = ring_received(p, bytes);
+  }
+  const MPI_Datatype type = mpi_datatype(op.dtype);
+  const int count = static_cast<int>(op.count);  // checked by start()
+  const int tag = ring_tag(p.seq);
+  int rc = MPI_Isend(out_block, count, type, ring_block(r + 1, n), tag, s.comm, &p.request);
+  if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, "MPI_Isend (ring)", rc);
+  rc = MPI_Irecv(in_block, count, type, ring_block(r - 1, n), tag, s.comm, &p.ring_recv);
+  if (rc != MPI_SUCCESS) {
+    abandon(p);
+    fail_mpi(s, op, p.seq, "MPI_Irecv (ring)", rc);
+  }
+}
+
+/// Starts p as a ring.
+inline void ring_start(Pending& p) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  const std::size_t bytes = op.count * size_of(op.dtype);
+  p.ring = true;
+  p.ring_step = 0;
+  if (op.kind == OpKind::reduce_scatter && (s.size > 2 || ring_in_place(p, bytes))) {
+    // Partial sums need room of their own unless the only step receives straight into the output.
+    p.scratch = std::shared_ptr<std::byte[]>(new std::byte[2 * bytes]);
+  }
+  ring_post(p);
+  if (op.kind == OpKind::all_gather) {  // this rank's own block, while the messages travel (no step sends it)
+    std::byte* mine = static_cast<std::byte*>(op.recv) + static_cast<std::size_t>(s.rank) * bytes;
+    if (op.send != mine) std::memcpy(mine, op.send, bytes);
+  }
+}
+
+/// Tests the current step of p; when it completed, reduces what arrived and posts the next step.
+/// True once the last step completed (the result is in place).
+[[nodiscard]] inline bool ring_progress(Pending& p) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  MPI_Request both[2] = {p.request, p.ring_recv};
+  int flag = 0;
+  const int rc = MPI_Testall(2, both, &flag, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    abandon(p);
+    fail_mpi(s, op, p.seq, "MPI_Testall (ring)", rc);
+  }
+  if (flag == 0) return false;
+  p.request = both[0];
+  p.ring_recv = both[1];
+  const int n = s.size, r = s.rank, k = p.ring_step;
+  const bool last = k == n - 2;
+  if (op.kind == OpKind::reduce_scatter) {
+    const std::size_t bytes = op.count * size_of(op.dtype);
+    const std::byte* own =
+        static_cast<const std::byte*>(op.send) + static_cast<std::size_t>(ring_block(r - k - 2, n)) * bytes;
+    std::byte* received = ring_received(p, bytes);
+    const MPI_Datatype type = mpi_datatype(op.dtype);
+    const MPI_Op mop = mpi_op(op.reduce, op.dtype);
+    const int count = static_cast<int>(op.count);
+    // received = own (+) received: the next step's partial, or (last step) the result in the output;
+    // in place the output is `own`, so the sum goes there.
+    const int rr = last && ring_in_place(p, bytes) ? MPI_Reduce_local(received, op.recv, count, type, mop)
+                                                   : MPI_Reduce_local(own, received, count, type, mop);
+    if (rr != MPI_SUCCESS) {
+      abandon(p);
+      fail_mpi(s, op, p.seq, "MPI_Reduce_local (ring)", rr);
+    }
+  }
+  if (last) {
+    p.scratch.reset();
+    return true;
+  }
+  ++p.ring_step;
+  ring_post(p);
+  return false;
 }
 
 /// Issues the MPI_I* call of p.op.
@@ -256,11 +400,13 @@ inline void start(Pending& p) {
       break;
     }
     case OpKind::all_gather:
+      if (ring_selected(s.size, op.count * esize * static_cast<std::size_t>(s.size))) return ring_start(p);
       call = "MPI_Iallgather";
       rc = MPI_Iallgather(op.send == block(op.recv, s.rank) ? MPI_IN_PLACE : op.send, n, type, op.recv, n, type, s.comm,
                           &p.request);
       break;
     case OpKind::reduce_scatter: {
+      if (ring_selected(s.size, op.count * esize * static_cast<std::size_t>(s.size))) return ring_start(p);
       call = "MPI_Ireduce_scatter_block";
       // In place (the output at this rank's block of the input): MPI's in-place form leaves the result
       // at the start of the buffer; finish() moves it to the rank's block.
@@ -323,7 +469,7 @@ inline void finish(Pending& p, const MPI_Status& status) {
                       std::move(info)));
     }
   }
-  if (op.kind == OpKind::reduce_scatter && s.rank != 0 &&
+  if (op.kind == OpKind::reduce_scatter && !p.ring && s.rank != 0 &&
       op.recv == static_cast<const char*>(op.send) + static_cast<std::size_t>(s.rank) * op.count * esize) {
     std::memmove(op.recv, op.send, op.count * esize);
   }
@@ -336,6 +482,7 @@ inline void finish(Pending& p, const MPI_Status& status) {
 
 /// The timeout of p: names who did not arrive, marks the communicator failed, throws.
 [[noreturn]] inline void time_out(Pending& p) {
+  abandon(p);
   MpiState& s = *p.state;
   const Op& op = p.op;
   const auto timeout = s.timeout();
@@ -409,9 +556,12 @@ inline void wait_all(std::span<Pending> ops) {
     for (Pending& p : ops) {
       if (p.done) continue;
       int flag = 0;
-      MPI_Status status;
-      const int rc = MPI_Test(&p.request, &flag, &status);
-      if (rc != MPI_SUCCESS) fail_mpi(*p.state, p.op, p.seq, "MPI_Test", rc);
+      MPI_Status status{};
+      if (p.ring) {
+        flag = ring_progress(p) ? 1 : 0;
+      } else if (const int rc = MPI_Test(&p.request, &flag, &status); rc != MPI_SUCCESS) {
+        fail_mpi(*p.state, p.op, p.seq, "MPI_Test", rc);
+      }
       if (flag != 0) {
         p.done = true;
         --remaining;

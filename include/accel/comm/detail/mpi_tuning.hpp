@@ -14,6 +14,13 @@
 //     is not at its default when accel first looks);
 //   - ACCEL_COMM_MPI_TUNING=0;
 //   - 4 or more ranks (libnbc's own choice, Rabenseifner's algorithm for large messages, is good there).
+//
+// all_gather and reduce_scatter from 8 KiB to 512 KiB (nccl-tests' S: the whole n x count buffer) do
+// not go to MPI_Iallgather / MPI_Ireduce_scatter_block: there libnbc measured 0.44-0.86x the blocking
+// calls on 2 ranks (benchmarks/RESULTS.md, "Collectives"). accel runs them as a ring of MPI_Isend /
+// MPI_Irecv instead (mpi_engine.hpp: for 2 ranks one exchange, then MPI_Reduce_local for
+// reduce_scatter) — MPI's messages and MPI's reduction ops, accel's schedule. Smaller and larger sizes
+// keep MPI's collectives; ACCEL_COMM_MPI_TUNING=0 keeps them everywhere.
 // Compiled only where accel has MPI.
 #pragma once
 
@@ -73,6 +80,17 @@ class IallreduceTuning {
   MPI_T_cvar_handle handle_ = MPI_T_CVAR_HANDLE_NULL;
   int previous_ = 0;
 };
+
+/// Whether accel's own ring runs an all_gather / reduce_scatter of S bytes on `ranks` ranks (see above).
+[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes) {
+  constexpr std::size_t min_bytes = 8 * 1024, max_bytes = 512 * 1024;
+  if (ranks < 2 || bytes < min_bytes || bytes > max_bytes) return false;
+  static const bool allowed = [] {
+    const char* v = std::getenv("ACCEL_COMM_MPI_TUNING");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return allowed;
+}
 
 /// The process's instance: created on first use, never destroyed (MPI_T's handle lives until exit).
 inline IallreduceTuning& iallreduce_tuning() {
