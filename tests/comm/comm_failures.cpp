@@ -8,6 +8,9 @@
 //   log         ACCEL_COMM_LOG=1: the summary table at exit, from rank 0
 //   mismatch    ACCEL_COMM_CHECK=1: the last rank passes another count to an all_reduce; every rank gets a
 //               CommError naming the count, before any data moved
+//   abort       the last rank calls accel::comm::abort(reason, 3) while the others wait for it in an
+//               all_reduce: theirs fails within milliseconds (ACCEL_COMM_TIMEOUT is 30 s) with a CommError
+//               naming that rank and quoting the reason, and MPI_Abort ends the job with status 3
 // Each rank prints "rank R: ..." lines that CTest matches.
 #include <accel/comm.hpp>
 
@@ -117,6 +120,31 @@ int mismatch() {
   return 0;
 }
 
+int abort_job() {
+  auto& c = accel::comm::world<B>();
+  accel::cpu::Stream s;
+  accel::Buffer<float, B> buf(1000, s);
+  c.all_reduce(s, buf);  // #1 completes everywhere
+  s.synchronize();
+  const int last = c.size() - 1;
+  if (c.rank() == last) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others wait in #2 by now
+    accel::comm::abort("rank " + std::to_string(last) + " cannot go on (a test of accel::comm::abort)", 3);
+  }
+  try {
+    c.all_reduce(s, buf);  // #2: the last rank never comes
+    std::printf("rank %d: all_reduce #2 completed\n", c.rank());
+  } catch (const accel::comm::CommError& e) {
+    // May not get out: the aborting rank ends the job once this rank acknowledged (after its stderr).
+    std::printf("rank %d: caught CommError missing=[%d] timed_out=%d\n", c.rank(),
+                e.missing_ranks().empty() ? -1 : e.missing_ranks().front(), e.timed_out() ? 1 : 0);
+  }
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(8));  // MPI_Abort ends this process before
+  std::printf("rank %d: still running 8 s after the abort\n", c.rank());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,6 +155,7 @@ int main(int argc, char** argv) {
   if (mode == "death") return death();
   if (mode == "log") return log_summary();
   if (mode == "mismatch") return mismatch();
-  std::fprintf(stderr, "usage: comm_failures late-rank|p2p-silent|death|log|mismatch\n");
+  if (mode == "abort") return abort_job();
+  std::fprintf(stderr, "usage: comm_failures late-rank|p2p-silent|death|log|mismatch|abort\n");
   return 2;
 }

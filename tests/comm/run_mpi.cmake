@@ -1,6 +1,6 @@
 # Runs a program under mpiexec for CTest, and checks what it printed, not only its exit status.
 #   -DMPIEXEC=... -DNP=N -DPROGRAM=... [-DARGS=a@@b] (lists joined by @@) [-DOPENMPI=ON] [-DEXPECT="regex;regex"]
-#   [-DREJECT="regex;..."] [-DEXIT=zero|nonzero] [-DENV="A=1;B=2"] [-DMAX_SECONDS=s]
+#   [-DREJECT="regex;..."] [-DEXIT=zero|nonzero|<status>] [-DENV="A=1;B=2"] [-DMAX_SECONDS=s]
 # Open MPI's --oversubscribe (more ranks than cores) and --allow-run-as-root (CI runs as root; only
 # when root) are added here.
 foreach(list_var ARGS ENV EXPECT REJECT)
@@ -55,6 +55,9 @@ if(EXIT STREQUAL "zero" AND NOT status EQUAL 0)
 endif()
 if(EXIT STREQUAL "nonzero" AND status EQUAL 0)
   message(FATAL_ERROR "expected a non-zero exit status")
+endif()
+if(EXIT MATCHES "^[0-9]+$" AND NOT status EQUAL EXIT)
+  message(FATAL_ERROR "expected exit status ${EXIT}, got ${status}")
 endif()
 foreach(re IN LISTS EXPECT)
   if(NOT all MATCHES "${re}")

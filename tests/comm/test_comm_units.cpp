@@ -1,6 +1,7 @@
 // accel/comm's pieces that need no second rank: the environment variables, launch detection, the id
 // file exchange (between forked processes), the flight recorder, the byte counts and busbw factors,
-// the argument checks of the raw forms, ReduceOp names, the MPI types' reduction of half/bfloat16.
+// the argument checks of the raw forms, ReduceOp names, the MPI types' reduction of half/bfloat16,
+// accel::comm::abort in one process (forked).
 #include <accel/comm.hpp>
 #include <accel/comm/detail/arguments.hpp>
 #include <accel/comm/detail/config.hpp>
@@ -169,6 +170,35 @@ TEST_CASE("the id file: rank 0 publishes, three other processes read the same by
   CHECK_THROWS_WITH_AS((void)d::read_id_file(path, id.size(), 30ms), doctest::Contains("did not publish"),
                        accel::InvalidStateError);
   ::rmdir(dir_template);
+}
+
+TEST_CASE("accel::comm::abort in one process: the reason on stderr, then the exit status it was given") {
+  const ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"PMI_SIZE", nullptr}, {"RANK", nullptr}, {"WORLD_SIZE", nullptr}};
+  for (const int code : {4, 0}) {  // 0 becomes 1: an abort is a failure
+    CAPTURE(code);
+    const int expected = code == 0 ? 1 : code;
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::dup2(fds[1], 2);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      accel::comm::abort("the test gave up", code);
+    }
+    ::close(fds[1]);
+    std::string err;
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+    int status = -1;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == expected);
+    CHECK(err == "accel::comm: rank 0 of 1 aborts the job (exit status " + std::to_string(expected) +
+                     "): the test gave up\n");
+  }
 }
 
 TEST_CASE("the flight recorder keeps the newest N operations, oldest first, with their states") {

@@ -16,6 +16,10 @@
 //                                     communicator failed, ends the job with MPI_Abort (a clean finalize
 //                                     would wait for the rank that never arrived). Also runs at exit.
 //   accel::comm::launch_info()        rank, world size, local rank, and which launcher
+//   accel::comm::abort(reason [, exit_code])
+//                                     ends the job now because of a fatal error on this rank (MPI_Abort,
+//                                     ncclCommAbort, torchrun's "a worker failed"), so that no rank waits
+//                                     for this one until its timeout; see its comment
 //
 // CPU ranks start through mpirun: Open MPI cannot join processes it did not launch.
 #pragma once
@@ -31,6 +35,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,6 +45,21 @@ void finalize() noexcept;
 
 namespace detail {
 inline void finalize_at_exit() noexcept { accel::comm::finalize(); }
+
+/// The ACCEL_COMM_LOG summary on stderr, where the mode asks for it on this rank.
+inline void print_log_summary(int rank, int world_size) noexcept {
+  try {
+    const LogMode mode = log_mode_from_env();
+    if (mode == LogMode::all || (mode == LogMode::rank0 && rank == 0)) {
+      const std::string table = op_log().format(
+          "accel::comm summary (ACCEL_COMM_LOG), rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
+          ": latency from start to completion on the engine; algbw = bytes / latency, busbw = algbw x the "
+          "nccl-tests factor");
+      if (!table.empty()) std::fprintf(stderr, "%s", table.c_str());
+    }
+  } catch (...) {  // a malformed ACCEL_COMM_LOG was reported at init; print nothing
+  }
+}
 
 inline const LaunchInfo& init_impl(int* argc, char*** argv) {
   Runtime& r = runtime();
@@ -74,17 +94,7 @@ inline void finalize() noexcept {
   const std::lock_guard<std::recursive_mutex> lock(r.mutex);
   if (!r.initialized || r.finalized) return;
   r.finalized = true;
-  try {
-    const detail::LogMode mode = detail::log_mode_from_env();
-    if (mode == detail::LogMode::all || (mode == detail::LogMode::rank0 && r.launch.rank == 0)) {
-      const std::string table = detail::op_log().format(
-          "accel::comm summary (ACCEL_COMM_LOG), rank " + std::to_string(r.launch.rank) + " of " +
-          std::to_string(r.launch.world_size) + ": latency from start to completion on the engine; algbw = bytes / "
-          "latency, busbw = algbw x the nccl-tests factor");
-      if (!table.empty()) std::fprintf(stderr, "%s", table.c_str());
-    }
-  } catch (...) {  // a malformed ACCEL_COMM_LOG was reported at init; print nothing
-  }
+  detail::print_log_summary(r.launch.rank, r.launch.world_size);
   std::vector<std::function<void()>> destroyers = std::move(r.world_destroyers);
   for (auto it = destroyers.rbegin(); it != destroyers.rend(); ++it) {
     try {
@@ -94,6 +104,45 @@ inline void finalize() noexcept {
   }
   if (r.nccl_shutdown != nullptr) r.nccl_shutdown();
   if (r.mpi_finalize != nullptr) r.mpi_finalize(r);
+}
+
+/// Ends the job now because of a fatal error on this rank: what MPI_Abort does for MPI programs,
+/// ncclCommAbort for NCCL communicators, and a non-zero exit for torchrun (which then stops the other
+/// workers). Use it where a rank cannot go on (DeepSpeed and torch programs raise, and the launcher ends
+/// the job): the other ranks would otherwise wait for this one in their next collective until the
+/// timeout (ACCEL_COMM_TIMEOUT, 10 minutes by default).
+///  1. stderr: "accel::comm: rank R of N aborts the job (MPI_Abort): <reason>", the flight recorder of
+///     each communicator of this process, and the ACCEL_COMM_LOG summary where it is on;
+///  2. every NCCL communicator is aborted (its kernels end; its flight recorder is written);
+///  3. under mpirun, the other ranks are told: an operation of theirs that waits for this rank fails
+///     within about 10 ms with a CommError naming it and quoting `reason` (missing_ranks() holds it),
+///     their flight recorders go to their stderr, and they acknowledge; after every rank did, or after
+///     2 s (a rank busy computing is not waiting), MPI_Abort(MPI_COMM_WORLD, exit_code) ends them all;
+///  4. elsewhere (one process, or a torchrun-style launch) the process exits with exit_code.
+/// exit_code 0 becomes 1 (an abort is a failure). Safe from any thread; never returns.
+[[noreturn]] inline void abort(std::string_view reason, int exit_code = 1) noexcept {
+  if (exit_code == 0) exit_code = 1;
+  const detail::Runtime& r = detail::runtime();
+  try {
+    LaunchInfo launch;
+    try {
+      launch = detect_launch();  // the launcher's variables; no lock (another thread may hold the runtime's)
+    } catch (...) {
+    }
+    const std::string why(reason);
+    const std::string how = launch.launcher == Launcher::mpi && r.mpi_abort != nullptr
+                                ? std::string("MPI_Abort")
+                                : "exit status " + std::to_string(exit_code);
+    std::fprintf(stderr, "accel::comm: rank %d of %d aborts the job (%s): %s\n", launch.rank, launch.world_size,
+                 how.c_str(), why.c_str());
+    std::fflush(stderr);
+    detail::print_log_summary(launch.rank, launch.world_size);
+    if (r.nccl_abort != nullptr) r.nccl_abort(why);
+    if (r.mpi_abort != nullptr) r.mpi_abort(why, exit_code);  // under mpirun: does not return
+  } catch (...) {  // ending the job matters more than the report
+  }
+  std::fflush(nullptr);
+  std::_Exit(exit_code);
 }
 
 /// The communicator of every rank for backend B (see the top of this header).

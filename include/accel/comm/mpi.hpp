@@ -10,6 +10,8 @@
 //     the calling thread, else by the stream's next synchronize() as a TaskError whose original() is
 //     the CommError. The flight recorder goes to stderr, the communicator is failed (later operations
 //     are refused with a CommError quoting the first), and at exit the job ends with MPI_Abort.
+//   - another rank called accel::comm::abort (launch.hpp): an operation waiting for it fails within
+//     about 10 ms with a CommError naming it and quoting its reason (then MPI_Abort ends the job).
 //
 //   world<CpuBackend>() (comm/launch.hpp)      MPI_COMM_WORLD's copy, rank = the launcher's rank
 //   MpiCommunicator::from_native(comm)         a copy of a program's own MPI communicator
@@ -222,7 +224,9 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Comm_idup(MPI_COMM_WORLD, &copy, &request);
     detail::wait_creation(request, "copying MPI_COMM_WORLD");
-    return adopt(copy, "world");
+    MpiCommunicator world = adopt(copy, "world");
+    detail::mpi_registry().set_world(world.state_);  // its monitor carries accel::comm::abort's notices
+    return world;
   }
 
  private:
@@ -256,6 +260,7 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
     MPI_Group_translate_ranks(group, s.size, ranks.data(), world, s.world_ranks.data());
     MPI_Group_free(&group);
     MPI_Group_free(&world);
+    detail::mpi_registry().add(out.state_);
     return out;
   }
 
@@ -277,6 +282,14 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
 };
 
 static_assert(accel::Communicator<MpiCommunicator>);
+
+namespace detail {
+inline void mpi_abort_hook(const std::string& reason, int exit_code) { mpi_abort_job(reason, exit_code); }
+inline const bool mpi_abort_installed = [] {
+  runtime().mpi_abort = &mpi_abort_hook;
+  return true;
+}();
+}  // namespace detail
 
 }  // namespace accel::comm
 

@@ -462,9 +462,11 @@ inline std::string nccl_version() {
   return "NCCL " + api.version_string() + " (" + api.library.name() + ")";
 }
 inline void nccl_shutdown() { nccl_watchdog().stop(); }
+inline void nccl_abort_all(const std::string& reason) { nccl_watchdog().abort_all(reason); }
 inline const bool nccl_hooks_installed = [] {
   accel::detail::comm_version_probe(accel::detail::CommEngine::nccl).store(&nccl_version);
   runtime().nccl_shutdown = &nccl_shutdown;
+  runtime().nccl_abort = &nccl_abort_all;
   return true;
 }();
 }  // namespace detail

@@ -14,6 +14,10 @@
 // the ranks that were not seen waiting in this operation or a later one are the ones that did not
 // arrive; the CommError names them. Operations that finish in time send nothing.
 //
+// A rank that aborts the job (accel::comm::abort) sends its reason to every rank on the world's
+// monitor; an operation that has waited 1 ms looks for such a notice every 10 ms, fails naming the
+// aborting rank, and acknowledges it, and the aborting rank then ends the job with MPI_Abort.
+//
 // all_gather and reduce_scatter of 8 KiB to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
 // (ring_start; mpi_tuning.hpp says why), polled the same way.
 // Compiled only where accel has MPI.
@@ -57,6 +61,8 @@ using steady = std::chrono::steady_clock;
 
 inline constexpr int monitor_tag = 0x4acc;  // "I am waiting in #seq" messages on the monitor communicator
 inline constexpr int p2p_tag = 0x4acd;      // send / recv
+inline constexpr int abort_tag = 0x4ace;    // "this rank aborts the job: <reason>", on the world's monitor
+inline constexpr int abort_ack_tag = 0x4acf;  // "seen", back to the aborting rank
 
 /// True once MPI_Finalize ran (then nothing may call MPI).
 [[nodiscard]] inline bool mpi_finalized() noexcept {
@@ -197,6 +203,146 @@ inline void announce(MpiState& s, std::uint64_t seq, OpKind kind) {
     }
   }
   drain_announcements(s);
+}
+
+// ---- a rank that aborted the job (accel::comm::abort) ----------------------------------------------
+
+/// The process's MPI communicators (for the flight recorders written when this rank aborts) and the
+/// world's, whose monitor carries abort notices. Created on first use, never destroyed.
+struct MpiRegistry {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<MpiState>> states;
+  std::weak_ptr<MpiState> world;
+  // A notice received (by any thread): every operation waiting on this rank fails with it.
+  std::atomic<bool> aborted{false};
+  int aborted_by = -1;          // world rank; under mutex
+  std::string reason;           // under mutex
+
+  void add(const std::shared_ptr<MpiState>& s) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::erase_if(states, [](const std::weak_ptr<MpiState>& w) { return w.expired(); });
+    states.push_back(s);
+  }
+  void set_world(const std::shared_ptr<MpiState>& s) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    world = s;
+  }
+  [[nodiscard]] std::vector<std::shared_ptr<MpiState>> live() {
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::vector<std::shared_ptr<MpiState>> out;
+    for (const auto& w : states) {
+      if (auto s = w.lock()) out.push_back(std::move(s));
+    }
+    return out;
+  }
+};
+inline MpiRegistry& mpi_registry() {
+  static MpiRegistry* const instance = new MpiRegistry();
+  return *instance;
+}
+
+/// Reads an abort notice if one arrived (on the world's monitor). Returns true when this call took it:
+/// the caller then acknowledges it (ack_abort) once it has reported its own failure.
+inline bool poll_abort_notice() {
+  MpiRegistry& g = mpi_registry();
+  if (g.aborted.load(std::memory_order_acquire)) return false;
+  std::shared_ptr<MpiState> w;
+  {
+    const std::lock_guard<std::mutex> lock(g.mutex);
+    w = g.world.lock();
+  }
+  if (!w || w->size < 2) return false;
+  int flag = 0;
+  MPI_Message message;
+  MPI_Status status;
+  if (MPI_Improbe(MPI_ANY_SOURCE, abort_tag, w->monitor, &flag, &message, &status) != MPI_SUCCESS || flag == 0) {
+    return false;
+  }
+  int length = 0;
+  MPI_Get_count(&status, MPI_CHAR, &length);
+  std::string reason(static_cast<std::size_t>(std::max(length, 0)), '\0');
+  if (MPI_Mrecv(reason.data(), length, MPI_CHAR, &message, &status) != MPI_SUCCESS) reason = "(unreadable)";
+  {
+    const std::lock_guard<std::mutex> lock(g.mutex);
+    g.aborted_by = status.MPI_SOURCE;
+    g.reason = std::move(reason);
+  }
+  g.aborted.store(true, std::memory_order_release);
+  return true;
+}
+
+/// Tells the aborting rank that its notice was seen (it ends the job once every rank has, or after a
+/// short grace): fire and forget.
+inline void ack_abort() noexcept {
+  MpiRegistry& g = mpi_registry();
+  std::shared_ptr<MpiState> w;
+  int to = -1;
+  {
+    const std::lock_guard<std::mutex> lock(g.mutex);
+    w = g.world.lock();
+    to = g.aborted_by;
+  }
+  if (!w || to < 0) return;
+  static const int seen = 1;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (MPI_Isend(&seen, 1, MPI_INT, to, abort_ack_tag, w->monitor, &request) == MPI_SUCCESS) MPI_Request_free(&request);
+}
+
+/// This rank ends the job (accel::comm::abort, after its message): writes the flight recorder of each
+/// MPI communicator, sends `reason` to every other rank of the world (an operation of theirs that waits
+/// for this rank fails naming it, within 10 ms), waits until each has acknowledged or `grace` passed
+/// (a rank busy computing does not answer), and calls MPI_Abort. Returns only where MPI is not running.
+inline void mpi_abort_job(const std::string& reason, int exit_code,
+                          std::chrono::milliseconds grace = std::chrono::milliseconds(2000)) noexcept {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized == 0 || finalized != 0) return;
+  try {
+    MpiRegistry& g = mpi_registry();
+    for (const auto& s : g.live()) {
+      const std::string dump = s->recorder.dump("accel::comm flight recorder (" + s->describe() + ", pid " +
+                                                std::to_string(::getpid()) + "), when this rank aborted the job:");
+      std::fprintf(stderr, "%s", dump.c_str());
+    }
+    std::fflush(stderr);
+    std::shared_ptr<MpiState> w;
+    {
+      const std::lock_guard<std::mutex> lock(g.mutex);
+      w = g.world.lock();
+    }
+    if (w && w->size > 1) {
+      std::vector<MPI_Request> sends;
+      for (int peer = 0; peer < w->size; ++peer) {
+        if (peer == w->rank) continue;
+        MPI_Request request = MPI_REQUEST_NULL;
+        if (MPI_Isend(reason.data(), static_cast<int>(reason.size()), MPI_CHAR, peer, abort_tag, w->monitor,
+                      &request) == MPI_SUCCESS) {
+          sends.push_back(request);
+        }
+      }
+      const steady::time_point deadline = steady::now() + grace;
+      int acknowledged = 0, seen = 0, done = 0;
+      MPI_Request ack = MPI_REQUEST_NULL;
+      while (acknowledged < w->size - 1 && steady::now() < deadline) {
+        if (ack == MPI_REQUEST_NULL &&
+            MPI_Irecv(&seen, 1, MPI_INT, MPI_ANY_SOURCE, abort_ack_tag, w->monitor, &ack) != MPI_SUCCESS) {
+          break;
+        }
+        if (MPI_Test(&ack, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (done != 0) {
+          ++acknowledged;
+          ack = MPI_REQUEST_NULL;
+          continue;
+        }
+        if (!sends.empty()) MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+  } catch (...) {  // ending the job matters more than the report
+  }
+  std::fflush(nullptr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
 }
 
 // ---- starting and finishing an operation ---------------------------------------------------------
@@ -545,6 +691,44 @@ inline void finish(Pending& p, const MPI_Status& status) {
   fail(s, p.seq, make_error(s, op, p.seq, std::string("timed out after ") + waited + ": " + who, std::move(info)));
 }
 
+/// p waits for a rank that aborted the job: p fails naming it (its reason, how long p waited), and
+/// the notice is acknowledged after this rank's error and flight recorder are on stderr.
+[[noreturn]] inline void fail_aborted(Pending& p, bool acknowledge) {
+  abandon(p);
+  MpiState& s = *p.state;
+  MpiRegistry& g = mpi_registry();
+  int by = -1;
+  std::string reason;
+  {
+    const std::lock_guard<std::mutex> lock(g.mutex);
+    by = g.aborted_by;
+    reason = g.reason;
+  }
+  CommError::Info info;
+  info.waited_seconds = std::chrono::duration<double>(steady::now() - p.started).count();
+  std::string who = "world rank " + std::to_string(by);
+  for (std::size_t r = 0; r < s.world_ranks.size(); ++r) {
+    if (s.world_ranks[r] != by) continue;
+    info.missing_ranks.push_back(static_cast<int>(r));
+    who = s.rank_name(static_cast<int>(r));
+  }
+  if (s.world_ranks.empty() && by >= 0 && by < s.size) {  // no translation: the world itself
+    info.missing_ranks.push_back(by);
+    who = s.rank_name(by);
+  }
+  info.hint = "accel::comm::abort ended the job on that rank; its message and flight recorder are on its stderr";
+  char waited[64];
+  std::snprintf(waited, sizeof waited, "%.3f s", info.waited_seconds);
+  const CommError error =
+      make_error(s, p.op, p.seq, std::string("failed after ") + waited + ": " + who + " aborted the job: " + reason,
+                 std::move(info));
+  s.record_failure(p.seq, error.what());
+  note_failure(error.what());  // the job ends (MPI_Abort at exit): the aborting rank will not come back
+  s.report(s.describe(), p.seq, error);
+  if (acknowledge) ack_abort();
+  throw error;
+}
+
 /// Polls the operations until all completed; throws CommError on an engine error or a timeout.
 inline void wait_all(std::span<Pending> ops) {
   std::size_t remaining = 0;
@@ -572,6 +756,14 @@ inline void wait_all(std::span<Pending> ops) {
     const steady::time_point now = steady::now();
     const auto waited = now - first;
     if (waited < std::chrono::milliseconds(1)) continue;
+    if (now >= next_drain) {  // every 10 ms: did a rank abort the job (accel::comm::abort)?
+      const bool took = poll_abort_notice();
+      if (mpi_registry().aborted.load(std::memory_order_acquire)) {
+        for (Pending& p : ops) {
+          if (!p.done) fail_aborted(p, took);
+        }
+      }
+    }
     for (Pending& p : ops) {
       if (p.done) continue;
       const auto timeout = p.state->timeout();

@@ -218,6 +218,24 @@ class NcclWatchdog {
       std::thread([this] { run(); }).detach();
     }
   }
+  /// accel::comm::abort: every live communicator fails with `reason` (its flight recorder to stderr,
+  /// ncclCommAbort: its kernels end).
+  void abort_all(const std::string& reason) noexcept {
+    std::vector<std::shared_ptr<NcclState>> live;
+    try {
+      {
+        const std::lock_guard<std::mutex> lock(mutex_);
+        for (const auto& w : states_) {
+          if (auto s = w.lock()) live.push_back(std::move(s));
+        }
+      }
+      for (const auto& s : live) {
+        const std::uint64_t seq = s->next_seq.load();
+        mark_failed(*s, seq, nccl_error(*s, nullptr, seq, ncclSuccess, "aborted by accel::comm::abort: " + reason, false));
+      }
+    } catch (...) {  // the job ends anyway
+    }
+  }
   /// Stops the thread (before CUDA unloads at exit); it acknowledges within one period.
   void stop() noexcept {
     std::unique_lock<std::mutex> lock(mutex_);

@@ -29,8 +29,12 @@ struct Runtime {
   void (*mpi_init)(Runtime&, int*, char***) = nullptr;  // MPI_Init_thread when a launcher started us
   void (*mpi_finalize)(Runtime&) = nullptr;             // MPI_Finalize, or MPI_Abort after a failure
   void (*mpi_broadcast)(void*, int) = nullptr;          // bytes from world rank 0 to all (NCCL's unique id)
+  // accel::comm::abort: tell the other ranks, then MPI_Abort (returns only where MPI is not running).
+  void (*mpi_abort)(const std::string& reason, int exit_code) = nullptr;
   // NCCL's, set by accel/comm/nccl.hpp: stops its watchdog thread before CUDA unloads.
   void (*nccl_shutdown)() = nullptr;
+  // accel::comm::abort: aborts every NCCL communicator of the process (ncclCommAbort: kernels end).
+  void (*nccl_abort)(const std::string& reason) = nullptr;
 };
 
 inline Runtime& runtime() {
