@@ -19,16 +19,15 @@
 namespace {
 
 /// Prints the error (with the rank, on several) and returns the status. On several ranks a rank that
-/// fails ends the job: the others would wait for it in their next collective until the timeout, and
-/// a clean MPI_Finalize would wait for them, so accel::comm ends it with MPI_Abort at exit.
+/// fails ends the job with that status (accel::comm::abort: the others' collectives fail naming this
+/// rank instead of waiting for it until the timeout, then MPI_Abort ends them).
 int fail(int status, const char* kind, const char* what) {
 #if defined(ENGINE_HAS_COMM)
   if (accel::comm::is_initialized() && accel::comm::launch_info().world_size > 1) {
     const int rank = accel::comm::launch_info().rank;
     std::fprintf(stderr, "engine: rank %d: %s: %s\n", rank, kind, what);
     std::fflush(stderr);
-    accel::comm::detail::note_failure("engine: rank " + std::to_string(rank) + ": " + what);
-    return status;
+    accel::comm::abort("engine: rank " + std::to_string(rank) + ": " + what, status);
   }
 #endif
   std::fprintf(stderr, "engine: %s: %s\n", kind, what);
