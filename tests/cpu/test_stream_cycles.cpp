@@ -153,15 +153,20 @@ TEST_CASE("cycle of two: a task of A synchronizes B while a task of B synchroniz
   CHECK(what.find(link(b)) != std::string::npos);
 
   // Both streams stay usable, and a wait between them that forms no cycle now simply works.
+  // B's task is enqueued first so that A's wait covers it: the wait orders B's write before A's
+  // read (TSan checks that edge), and A sees it.
   int ran = 0;
+  int seen_by_a = -1;
+  b.enqueue([&] { ++ran; });
   a.enqueue([&, rb] {
     rb.synchronize();
+    seen_by_a = ran;
     ++ran;
   });
-  b.enqueue([&] { ++ran; });
   require_idle_within_deadline({a, b}, "after the cycle of two");
   CHECK_NOTHROW(a.synchronize());
   CHECK_NOTHROW(b.synchronize());
+  CHECK(seen_by_a == 1);
   CHECK(ran == 2);
 }
 
