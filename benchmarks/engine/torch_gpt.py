@@ -206,6 +206,25 @@ def default_data():
     return os.path.join(here, "..", "..", "data", "shakespeare", "shakespeare.txt")
 
 
+def timed_steps(forward, model, opt, train, B, T, gen, warmup, steps, autocast=False):
+    """Trains warmup + steps steps (forward, backward, clip 1.0, AdamW; the loss read back, as the
+    engine does) and returns the last `steps` step times in seconds, sorted."""
+    times = []
+    for s in range(warmup + steps):
+        x, y = get_batch(train, B, T, gen)
+        t0 = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = forward(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss.item()
+        if s >= warmup:
+            times.append(time.perf_counter() - t0)
+    return sorted(times)
+
+
 def bench(args):
     L, NH, C, T, B = SIZES[args.size]
     if args.batch:
@@ -219,21 +238,8 @@ def bench(args):
     if args.compile:
         step_fn = torch.compile(model)
     gen = torch.Generator().manual_seed(1)
-    times = []
     autocast = args.dtype == "bf16"
-    for s in range(args.warmup + args.steps):
-        x, y = get_batch(train, B, T, gen)
-        t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = step_fn(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        loss.item()
-        if s >= args.warmup:
-            times.append(time.perf_counter() - t0)
-    times.sort()
+    times = timed_steps(step_fn, model, opt, train, B, T, gen, args.warmup, args.steps, autocast)
     med = times[len(times) // 2]
     print(f"torch {torch.__version__} {'compile' if args.compile else 'eager'}{' autocast bf16' if autocast else ''} "
           f"{args.size} batch {B} threads {args.threads}: "
@@ -254,22 +260,10 @@ def _ddp_worker(rank, args, port, out):
     model = torch.nn.parallel.DistributedDataParallel(GPT(L, NH, C, T, V, V))
     opt = optimizer(model.module, 1e-3, (0.9, 0.99), 0.1)
     gen = torch.Generator().manual_seed(1 + rank)
-    times = []
-    for s in range(args.warmup + args.steps):
-        x, y = get_batch(train, B, T, gen)
-        t0 = time.perf_counter()
-        loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        loss.item()
-        if s >= args.warmup:
-            times.append(time.perf_counter() - t0)
+    times = timed_steps(model, model, opt, train, B, T, gen, args.warmup, args.steps)
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:
-        times.sort()
         med = times[len(times) // 2]
         out.put((med, times[0], times[-1], B * args.procs * T))
 
