@@ -116,7 +116,8 @@ training
                        its shard's gradients: backward writes a layer's gradients into a bucket, each
                        full bucket is reduced to the ranks that own its elements and reused, so a rank
                        holds 1/R of the gradients plus the buckets (a layer's, and the embeddings'),
-                       every micro-batch reduced as it completes; one stream per rank
+                       every micro-batch reduced as it completes; with --streams N each stream has
+                       its own buckets, summed over the streams before each reduction
   --reduce-bucket-size N   stage 2: a bucket gathers the tensors backward completes one after the
                        other up to N elements (DeepSpeed's reduce_bucket_size; default 0: one layer's
                        tensors a bucket; a tensor over N is a bucket of its own)
@@ -126,10 +127,10 @@ training
                        layer buckets (one filling, one reducing)
   --deterministic      bit-identical losses and weights on 1, 2, 4... ranks (fixed summation trees
                        over the micro-batches; the micro-batch stays --batch; one stream per rank).
-                       With stage 2 the ranks take the micro-batches in turn (rank r: r, r + R, ...)
-                       so each step's R leaves are summed at their owners, bucket by bucket; when the
-                       micro-batches per step are not a power of two, stage 2 keeps stage 1's full
-                       gradient buffers (runs of micro-batches are summed in place across backwards)
+                       With stage 2 the ranks take the tree's runs of micro-batches in turn (rank r:
+                       r, r + R, ...), a run's backwards adding into one bucket set in lockstep, and
+                       each bucket's R run sums are summed at their owners; when the micro-batches per
+                       step are not a power of two, a run of k holds k activation sets at once
   --deepspeed-config F a DeepSpeed JSON config (batch triple, clipping, optimizer, scheduler, fp16/bf16,
                        zero_optimization.stage); a key the engine does not support is an error
   --loss-scale dynamic|X   scale the loss (dynamic: DeepSpeed's fp16 scaler: 2^16, window 1000,
@@ -147,8 +148,9 @@ training
                        loss scaler unless --loss-scale is given (DeepSpeed's fp16 default)
   --threads N          CPU threads for the kernels and the BLAS (default: all cores)
   --streams N          split each batch's rows over N streams, each with its own activations and
-                       gradients (summed before the optimizer) and threads / N threads; default on the
-                       CPU: one per thread (no thread waits for another inside a kernel), else 1
+                       gradients (summed before the optimizer; stage 2: its own buckets, summed before
+                       each reduction) and threads / N threads; default on the CPU: one per thread (no
+                       thread waits for another inside a kernel), else 1
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
   --attention fused|gemm   fused: one kernel per direction (the CPU's default); gemm: the products as
                        strided-batched GEMMs around softmax kernels (the default elsewhere)
@@ -450,10 +452,6 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
   if (c.streams > 0 && c.batch % c.streams != 0) {
     throw UsageError("--streams " + std::to_string(c.streams) + " does not divide --batch " + std::to_string(c.batch) +
                      " (each stream runs batch / streams sequences)");
-  }
-  if (c.zero_stage == 2 && c.streams > 1) {
-    throw UsageError("--zero-stage 2 runs one stream per rank (each stream would need gradient buckets of its own): drop --streams " +
-                     std::to_string(c.streams));
   }
   if (c.graph && c.overlap == "on") {
     throw UsageError("--graph captures one stream: it cannot be combined with --overlap on (a second stream)");

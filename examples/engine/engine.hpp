@@ -44,6 +44,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -134,11 +135,10 @@ class Trainer {
     int depth = 1;
     while ((std::int64_t{1} << (depth - 1)) < runs) ++depth;
     // ZeRO stage 2 (buckets.hpp): backward writes into buckets, each reduced to its owners as it
-    // completes; this rank keeps its shard's sum only. --deterministic needs every micro-batch's leaf
-    // alone (odd == 1): a run of several is summed by backward itself, across micro-batches, in a
-    // buffer of the whole model (stage 1's path, taken then).
-    stage2_ = cfg.zero_stage == 2 && (!cfg.deterministic || det_odd_ == 1);
-    if (stage2_ && cfg.streams != 1) throw UsageError("--zero-stage 2 runs one stream per rank");
+    // completes; this rank keeps its shard's sum only. --deterministic with runs of several
+    // micro-batches (odd > 1) runs a run's backwards in lockstep over `odd` activation sets, each
+    // adding into the same bucket (enqueue_gradients_det2).
+    stage2_ = cfg.zero_stage == 2;
     // --overlap: buckets (stage 1: each layer's gradients after the last micro-batch's backward; stage
     // 2: every bucket) reduced to their owners on a communication stream while backward goes on
     // (compute stream -> comm stream).
@@ -148,13 +148,7 @@ class Trainer {
     if (stage2_) {
       buckets_.emplace(P_, cfg.reduce_bucket);
       grad_acc_ = accel::Buffer<T, B>(ns, stream_);  // this shard's reduced gradients
-      grad_shard_ = grad_acc_.data();
-      embed_bucket_ = accel::Buffer<T, B>(static_cast<std::size_t>(buckets_->embed.size), stream_);
-      for (int i = 0; i < (overlap_ ? 2 : 1); ++i) {
-        layer_buckets_.emplace_back(static_cast<std::size_t>(buckets_->cap), stream_);
-        bucket_done_.emplace_back();
-      }
-      bucket_done_.emplace_back();  // the embedding bucket's
+      grad_shard_ = grad_acc_.data();  // the lanes' buckets: with the lanes, below
       if (cfg.deterministic) {
         // Each bucket's leaves gathered at their owners, in rounds of `chunk` elements per owner.
         const std::int64_t most = std::max(buckets_->cap, buckets_->embed.size);
@@ -195,20 +189,44 @@ class Trainer {
       if (A_.bits > 0) lane.bits = accel::Buffer<std::uint32_t, B>(static_cast<std::size_t>(A_.bits), lane.s);
       lane.inputs = accel::Buffer<std::int32_t, B>(lane_tokens, lane.s);
       lane.targets = accel::Buffer<std::int32_t, B>(lane_tokens, lane.s);
-      if (l == 0) {
-        lane.grads = grads_.data();  // null in stage 2: g() points into the buckets
+      if (stage2_) {  // a bucket set per lane: the embeddings' and a layer bucket (two with --overlap)
+        lane.embed_bucket = accel::Buffer<T, B>(static_cast<std::size_t>(buckets_->embed.size), lane.s);
+        for (int i = 0; i < (overlap_ ? 2 : 1); ++i) {
+          lane.layer_buckets.emplace_back(static_cast<std::size_t>(buckets_->cap), lane.s);
+          lane.bucket_done.emplace_back();
+          lane.bucket_ready.emplace_back();
+        }
+        lane.bucket_done.emplace_back();  // the embedding bucket's
+        lane.bucket_ready.emplace_back();
+      } else if (l == 0) {
+        lane.grads = grads_.data();
       } else {
         lane.own_grads = accel::Buffer<T, B>(np, lane.s);
         lane.grads = lane.own_grads.data();
+      }
+    }
+    // --deterministic stage 2, runs of odd > 1 micro-batches: the run's other micro-batches' activations
+    // (on lane 0's stream), writing lane 0's buckets.
+    if (stage2_ && cfg.deterministic) {
+      for (std::int64_t i = 1; i < det_odd_; ++i) {
+        Lane& lane = chain_.emplace_back(typename B::StreamRef(stream_));
+        lane.act = accel::Buffer<T, B>(static_cast<std::size_t>(A_.act), lane.s);
+        lane.f32 = accel::Buffer<float, B>(static_cast<std::size_t>(A_.f32), lane.s);
+        if (A_.bits > 0) lane.bits = accel::Buffer<std::uint32_t, B>(static_cast<std::size_t>(A_.bits), lane.s);
+        lane.inputs = accel::Buffer<std::int32_t, B>(lane_tokens, lane.s);
+        lane.targets = accel::Buffer<std::int32_t, B>(lane_tokens, lane.s);
+        lane.buckets_of = &lanes_[0];
       }
     }
     cur_ = &lanes_[0];
     // Gradient memory on this rank (what stage 2 divides): the flat buffers, the lanes' own, the
     // buckets, --deterministic's partial sums and receive buffers.
     const auto bytes = [](const auto& buf) { return buf.size() * sizeof(T); };
-    gradient_bytes_ = bytes(grads_) + bytes(recv_) + bytes(embed_bucket_) + bytes(det_recv_);
-    for (const auto& lane : lanes_) gradient_bytes_ += bytes(lane.own_grads);
-    for (const auto& buf : layer_buckets_) gradient_bytes_ += bytes(buf);
+    gradient_bytes_ = bytes(grads_) + bytes(recv_) + bytes(det_recv_);
+    for (const auto& lane : lanes_) {
+      gradient_bytes_ += bytes(lane.own_grads) + bytes(lane.embed_bucket);
+      for (const auto& buf : lane.layer_buckets) gradient_bytes_ += bytes(buf);
+    }
     for (const auto& buf : det_pool_) gradient_bytes_ += bytes(buf);
     shard_gradient_bytes_ = bytes(grad_acc_);
     gradient_bytes_ += shard_gradient_bytes_ + grad32_.size() * sizeof(float);
@@ -344,7 +362,7 @@ class Trainer {
   [[nodiscard]] std::size_t shard_gradient_bytes() const noexcept { return shard_gradient_bytes_; }
   /// Stage 2 --deterministic: the summation tree's shard-sized partial sums (beside grad_acc_).
   [[nodiscard]] std::size_t tree_gradient_bytes() const noexcept { return tree_gradient_bytes_; }
-  /// Stage 2 (it may fall back to stage 1's buffers with --deterministic; see the constructor).
+  /// ZeRO stage 2: gradients through buckets into this rank's shard.
   [[nodiscard]] bool stage2() const noexcept { return stage2_; }
   [[nodiscard]] const DynamicLossScaler& scaler() const noexcept { return scaler_; }
   void set_inject_inf(bool on) noexcept { inject_inf_ = on; }
@@ -451,11 +469,13 @@ class Trainer {
     if (!scaler_.enabled()) b_.copy_async(stream_, &norm, lanes_[0].f32.data() + A_.norm, 4);
     stream_.synchronize();
     double sum = 0;
-    if (stage2_ && cfg_.deterministic) {  // rank r's micro-batch m is the global m x ranks + r
+    if (stage2_ && cfg_.deterministic) {  // global micro-batch gm: run gm / odd, rank run % R's (draw_batch)
       const std::size_t micro = static_cast<std::size_t>(cfg_.batch) * static_cast<std::size_t>(cfg_.shape.block);
       const std::size_t R = static_cast<std::size_t>(dp_.size()), A = static_cast<std::size_t>(cfg_.accum);
+      const auto odd = static_cast<std::size_t>(det_odd_);
       for (std::size_t gm = 0; gm < R * A; ++gm) {
-        const float* l = host_losses_.data() + ((gm % R) * A + gm / R) * micro;
+        const std::size_t run = gm / odd, m = run / R * odd + gm % odd;
+        const float* l = host_losses_.data() + ((run % R) * A + m) * micro;
         for (std::size_t i = 0; i < micro; ++i) sum += l[i];
       }
     } else {
@@ -551,6 +571,8 @@ class Trainer {
   }
 
  private:
+  struct Lane;
+
   /// --trace: a host range, and with a stream a span of that stream, around one phase of the step.
   class Phase {
    public:
@@ -613,7 +635,9 @@ class Trainer {
   T* g(int view) {
     if (!stage2_) return cur_->grads + P_.offset(view);
     const auto v = static_cast<std::size_t>(view);
-    T* mem = buckets_->view_bucket[v] < 0 ? embed_bucket_.data() : layer_buckets_[static_cast<std::size_t>(layer_bucket_)].data();
+    Lane& lane = cur_->buckets_of != nullptr ? *cur_->buckets_of : *cur_;
+    T* mem = buckets_->view_bucket[v] < 0 ? lane.embed_bucket.data()
+                                          : lane.layer_buckets[static_cast<std::size_t>(lane.layer_bucket)].data();
     return mem + buckets_->view_pos[v];
   }
   [[nodiscard]] typename B::StreamRef cs() const { return cur_->s; }
@@ -742,84 +766,159 @@ class Trainer {
     }
   }
 
-  /// Backward pass of micro-batch m (after forward(m, true)): accumulates into the gradients.
-  void backward(int m) {
-    const std::int64_t Bn = lane_batch_, Tn = cfg_.shape.block, C = cfg_.shape.width, N = Bn * Tn,
-                       Vp = plan_.vocab_padded;
-    const bool drop = cfg_.dropout > 0;
-    const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
-    T* dlogits = act(A_.logits);
-    bucket_begin(-1);
-    std::optional<Phase> head(std::in_place, *this, "head backward", cs());
-    gemm(Trans::no, Trans::no, N, C, Vp, dlogits, Vp, w(P_.wte), C, 0.0f, act(A_.dln), C);
-    gemm(Trans::yes, Trans::no, Vp, C, N, dlogits, Vp, act(A_.lnf), C, 1.0f, g(P_.wte), C);
-    ops_.fill(cs(), act(A_.dres), act_dtype, N * C, 0.0f);
-    const auto& last = A_.layers.back();
-    nn_.layernorm_backward(cs(), act(A_.dres), g(P_.lnf_w), g(P_.lnf_b), f32(A_.ln_scratch), act(A_.dln),
-                           act(last.res_out), w(P_.lnf_w), f32(A_.lnf_mean), f32(A_.lnf_rstd), N, C);
-    head.reset();
+  /// A lane and the micro-batch whose backward it runs (after forward(micro, true) on that lane).
+  struct Work {
+    Lane* lane = nullptr;
+    int micro = 0;
+  };
+
+  /// Backward passes, accumulating into the gradients. One lane: its backward in order. Several, in
+  /// lockstep: a tensor's gradients on each lane in turn. Stage 2's lanes (each with its own buckets):
+  /// each bucket, once complete on every lane, summed over the lanes and reduced by lane 0
+  /// (bucket_complete); the host enqueues every lane's part of a bucket before lane 0's wait for it (a
+  /// wait sees only the records enqueued before it, so whole lanes cannot go one after the other).
+  /// --deterministic stage 2's runs (lanes writing lane 0's buckets, the run's micro-batches in
+  /// order): each tensor's gradient takes the micro-batches' contributions in their order, as stage 1's
+  /// backward-after-backward gives them; wte is written by the head and by the embedding, so a lane's
+  /// head product into wte waits until the lane before it did its embedding's.
+  void backward(std::span<const Work> work) {
+    const std::size_t count = work.size();
+    const int m = work.front().micro;
+    const bool chained = count > 1 && work[1].lane->buckets_of != nullptr;
+    const auto each = [&](auto&& f) {
+      for (std::size_t i = 0; i < count; ++i) {
+        cur_ = work[i].lane;
+        f(i);
+      }
+    };
+    std::vector<std::optional<Phase>> spans(count);  // --trace: each lane's current span
+    const auto close = [&] {
+      for (std::size_t i = count; i-- > 0;) spans[i].reset();
+    };
+    each([&](std::size_t i) {
+      bucket_begin(-1);
+      spans[i].emplace(*this, "head backward", cs());
+      backward_head(!chained);
+    });
+    close();
     for (std::size_t li = A_.layers.size(); li-- > 0;) {
-      const auto& L = A_.layers[li];
+      each([&](std::size_t i) { spans[i].emplace(*this, bwd_names_[li], cs()); });
+      for (int k = 0; k < BucketPlan::units_per_layer; ++k) {
+        each([&](std::size_t) { backward_unit(li, k); });
+        bucket_complete(BucketPlan::unit_index(cfg_.shape.layers, static_cast<int>(li), k));
+      }
       const auto& W = P_.layers[li];
-      const Phase phase(*this, bwd_names_[li], cs());
-      // Stage 2: each tensor's gradient written into its bucket, the bucket reduced once complete.
-      const auto unit = [&](int k) { return BucketPlan::unit_index(cfg_.shape.layers, static_cast<int>(li), k); };
-      // res_out = res2 + dropout(fcproj)
-      T* dfc = act(A_.dres);
-      if (drop) {
-        dropout(act(A_.dtmp), act(A_.dres), L.bits_fc, N * C, false);
-        dfc = act(A_.dtmp);
-      }
-      gemm(Trans::no, Trans::no, N, 4 * C, C, dfc, C, w(W.fcproj_w), 4 * C, 0.0f, act(A_.dbig), 4 * C);
-      bucket_begin(unit(BucketPlan::fc_proj));
-      gemm(Trans::yes, Trans::no, C, 4 * C, N, dfc, C, act(L.gelu), 4 * C, 1.0f, g(W.fcproj_w), 4 * C);
-      bucket_end(unit(BucketPlan::fc_proj));
-      nn_.gelu_backward(cs(), act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
-      gemm(Trans::no, Trans::no, N, C, 4 * C, act(A_.dbig), 4 * C, w(W.fc_w), C, 0.0f, act(A_.dln), C);
-      bucket_begin(unit(BucketPlan::fc));
-      gemm(Trans::yes, Trans::no, 4 * C, C, N, act(A_.dbig), 4 * C, act(L.ln2), C, 1.0f, g(W.fc_w), C);
-      bucket_end(unit(BucketPlan::fc));
-      bucket_begin(unit(BucketPlan::ln2));
-      nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln2_w), g(W.ln2_b), f32(A_.ln_scratch), act(A_.dln),
-                             act(L.res2), w(W.ln2_w), f32(L.ln2_mean), f32(L.ln2_rstd), N, C);
-      bucket_end(unit(BucketPlan::ln2));
-      // res2 = res_in + dropout(attproj)
-      T* dap = act(A_.dres);
-      if (drop) {
-        dropout(act(A_.dtmp), act(A_.dres), L.bits_proj, N * C, false);
-        dap = act(A_.dtmp);
-      }
-      gemm(Trans::no, Trans::no, N, C, C, dap, C, w(W.proj_w), C, 0.0f, act(A_.datty), C);
-      bucket_begin(unit(BucketPlan::attn_proj));
-      gemm(Trans::yes, Trans::no, C, C, N, dap, C, act(L.atty), C, 1.0f, g(W.proj_w), C);
-      bucket_end(unit(BucketPlan::attn_proj));
-      T* dqkv = act(A_.dbig);
-      attention_backward(L, dqkv, drop, Bn, Tn);
-      gemm(Trans::no, Trans::no, N, C, 3 * C, dqkv, 3 * C, w(W.qkv_w), C, 0.0f, act(A_.dln), C);
-      bucket_begin(unit(BucketPlan::qkv));
-      gemm(Trans::yes, Trans::no, 3 * C, C, N, dqkv, 3 * C, act(L.ln1), C, 1.0f, g(W.qkv_w), C);
-      bucket_end(unit(BucketPlan::qkv));
-      bucket_begin(unit(BucketPlan::ln1));
-      nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
-                             act(L.res_in), w(W.ln1_w), f32(L.ln1_mean), f32(L.ln1_rstd), N, C);
-      bucket_end(unit(BucketPlan::ln1));
       if (!stage2_ && overlap_ && m == cfg_.accum - 1) {  // this layer's gradients are final: reduce them meanwhile
         enqueue_bucket(P_.offset(W.qkv_w), P_.offset(W.fcproj_w) + align16(P_.views[static_cast<std::size_t>(W.fcproj_w)].numel));
         enqueue_bucket(P_.offset(W.ln1_w), P_.offset(W.ln2_b) + align16(P_.views[static_cast<std::size_t>(W.ln2_b)].numel));
       }
+      close();
     }
-    const Phase phase(*this, "embedding backward", cs());
-    T* demb = act(A_.dres);
-    if (drop) {
-      dropout(act(A_.dtmp), act(A_.dres), A_.bits_emb, N * C, false);
-      demb = act(A_.dtmp);
-    }
-    nn_.embedding_backward(cs(), g(P_.wte), g(P_.wpe), demb, in, N, Tn, C, Vp);
-    bucket_end(-1);
+    each([&](std::size_t i) {
+      spans[i].emplace(*this, "embedding backward", cs());
+      if (chained) backward_head_wte();
+      backward_embedding(work[i].micro);
+    });
+    bucket_complete(-1);
     if (!stage2_ && overlap_ && m == cfg_.accum - 1) {
       enqueue_bucket(0, P_.offset(P_.layers[0].qkv_w));  // the embeddings (wte also took the LM head's)
       enqueue_bucket(P_.offset(P_.lnf_w), P_.total);
     }
+    close();
+    cur_ = work.front().lane;
+  }
+
+  /// The current lane's backward through the LM head and ln_f (after bucket_begin(-1)); the head's
+  /// product into wte's gradient now or (`wte` false) later, by backward_head_wte().
+  void backward_head(bool wte) {
+    const std::int64_t N = static_cast<std::int64_t>(lane_batch_) * cfg_.shape.block, C = cfg_.shape.width,
+                       Vp = plan_.vocab_padded;
+    gemm(Trans::no, Trans::no, N, C, Vp, act(A_.logits), Vp, w(P_.wte), C, 0.0f, act(A_.dln), C);
+    if (wte) backward_head_wte();
+    ops_.fill(cs(), act(A_.dres), act_dtype, N * C, 0.0f);
+    const auto& last = A_.layers.back();
+    nn_.layernorm_backward(cs(), act(A_.dres), g(P_.lnf_w), g(P_.lnf_b), f32(A_.ln_scratch), act(A_.dln),
+                           act(last.res_out), w(P_.lnf_w), f32(A_.lnf_mean), f32(A_.lnf_rstd), N, C);
+  }
+
+  /// The current lane's LM head gradient into wte's (dlogits and ln_f's output stay in its activations).
+  void backward_head_wte() {
+    const std::int64_t N = static_cast<std::int64_t>(lane_batch_) * cfg_.shape.block, C = cfg_.shape.width,
+                       Vp = plan_.vocab_padded;
+    gemm(Trans::yes, Trans::no, Vp, C, N, act(A_.logits), Vp, act(A_.lnf), C, 1.0f, g(P_.wte), C);
+  }
+
+  /// The current lane's backward of unit k (BucketPlan::Unit) of layer li: the tensor's input gradient
+  /// and its weight gradient, written into its bucket in stage 2 (bucket_begin / bucket_end around it).
+  void backward_unit(std::size_t li, int k) {
+    const std::int64_t Bn = lane_batch_, Tn = cfg_.shape.block, C = cfg_.shape.width, N = Bn * Tn;
+    const bool drop = cfg_.dropout > 0;
+    const auto& L = A_.layers[li];
+    const auto& W = P_.layers[li];
+    const int unit = BucketPlan::unit_index(cfg_.shape.layers, static_cast<int>(li), k);
+    switch (k) {
+      case BucketPlan::fc_proj: {  // res_out = res2 + dropout(fcproj)
+        T* dfc = act(A_.dres);
+        if (drop) {
+          dropout(act(A_.dtmp), act(A_.dres), L.bits_fc, N * C, false);
+          dfc = act(A_.dtmp);
+        }
+        gemm(Trans::no, Trans::no, N, 4 * C, C, dfc, C, w(W.fcproj_w), 4 * C, 0.0f, act(A_.dbig), 4 * C);
+        bucket_begin(unit);
+        gemm(Trans::yes, Trans::no, C, 4 * C, N, dfc, C, act(L.gelu), 4 * C, 1.0f, g(W.fcproj_w), 4 * C);
+        break;
+      }
+      case BucketPlan::fc:
+        nn_.gelu_backward(cs(), act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
+        gemm(Trans::no, Trans::no, N, C, 4 * C, act(A_.dbig), 4 * C, w(W.fc_w), C, 0.0f, act(A_.dln), C);
+        bucket_begin(unit);
+        gemm(Trans::yes, Trans::no, 4 * C, C, N, act(A_.dbig), 4 * C, act(L.ln2), C, 1.0f, g(W.fc_w), C);
+        break;
+      case BucketPlan::ln2:
+        bucket_begin(unit);
+        nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln2_w), g(W.ln2_b), f32(A_.ln_scratch), act(A_.dln),
+                               act(L.res2), w(W.ln2_w), f32(L.ln2_mean), f32(L.ln2_rstd), N, C);
+        break;
+      case BucketPlan::attn_proj: {  // res2 = res_in + dropout(attproj)
+        T* dap = act(A_.dres);
+        if (drop) {
+          dropout(act(A_.dtmp), act(A_.dres), L.bits_proj, N * C, false);
+          dap = act(A_.dtmp);
+        }
+        gemm(Trans::no, Trans::no, N, C, C, dap, C, w(W.proj_w), C, 0.0f, act(A_.datty), C);
+        bucket_begin(unit);
+        gemm(Trans::yes, Trans::no, C, C, N, dap, C, act(L.atty), C, 1.0f, g(W.proj_w), C);
+        break;
+      }
+      case BucketPlan::qkv: {
+        T* dqkv = act(A_.dbig);
+        attention_backward(L, dqkv, drop, Bn, Tn);
+        gemm(Trans::no, Trans::no, N, C, 3 * C, dqkv, 3 * C, w(W.qkv_w), C, 0.0f, act(A_.dln), C);
+        bucket_begin(unit);
+        gemm(Trans::yes, Trans::no, 3 * C, C, N, dqkv, 3 * C, act(L.ln1), C, 1.0f, g(W.qkv_w), C);
+        break;
+      }
+      case BucketPlan::ln1:
+        bucket_begin(unit);
+        nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
+                               act(L.res_in), w(W.ln1_w), f32(L.ln1_mean), f32(L.ln1_rstd), N, C);
+        break;
+      default: throw std::logic_error("backward_unit: no unit " + std::to_string(k));
+    }
+    bucket_end(unit);
+  }
+
+  /// The current lane's backward through the embeddings (wte also took the LM head's gradient).
+  void backward_embedding(int m) {
+    const std::int64_t N = static_cast<std::int64_t>(lane_batch_) * cfg_.shape.block, C = cfg_.shape.width;
+    const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
+    T* demb = act(A_.dres);
+    if (cfg_.dropout > 0) {
+      dropout(act(A_.dtmp), act(A_.dres), A_.bits_emb, N * C, false);
+      demb = act(A_.dtmp);
+    }
+    nn_.embedding_backward(cs(), g(P_.wte), g(P_.wpe), demb, in, N, cfg_.shape.block, C, plan_.vocab_padded);
+    bucket_end(-1);
   }
 
   /// --overlap: gradients [begin, end) reduced to their owners on the communication stream, after the
@@ -829,41 +928,64 @@ class Trainer {
     dp_.reduce_to_owners(*comm_stream_, {{grads_.data() + begin, begin, end}}, shard_, act_dtype);
   }
 
-  /// Stage 2: a bucket's buffer and its event (`unit` -1: the embedding bucket; else the layer bucket
-  /// holding that unit, in the buffer backward writes now).
+  /// Stage 2: a lane's bucket: its plan, the lane's buffer and that buffer's events (`unit` -1: the
+  /// embedding bucket; else the layer bucket holding that unit, in the buffer the lane writes now).
   struct BucketRef {
     const Bucket* b;
     T* mem;
-    typename B::Event* done;
+    typename B::Event* done;   // recorded once the buffer was last read (its reduction, or lane 0's sum)
+    typename B::Event* ready;  // lanes but 0: recorded on the lane's stream once backward wrote the bucket
   };
-  BucketRef bucket_ref(int unit) {
-    if (unit < 0) return {&buckets_->embed, embed_bucket_.data(), &bucket_done_.back()};
-    const auto i = static_cast<std::size_t>(layer_bucket_);
+  BucketRef bucket_ref(Lane& lane, int unit) {
+    if (unit < 0) return {&buckets_->embed, lane.embed_bucket.data(), &lane.bucket_done.back(), &lane.bucket_ready.back()};
+    const auto i = static_cast<std::size_t>(lane.layer_bucket);
     return {&buckets_->layers[static_cast<std::size_t>(buckets_->unit_bucket[static_cast<std::size_t>(unit)])],
-            layer_buckets_[i].data(), &bucket_done_[i]};
+            lane.layer_buckets[i].data(), &lane.bucket_done[i], &lane.bucket_ready[i]};
+  }
+  [[nodiscard]] bool last_of_bucket(int unit) const {
+    return unit < 0 || buckets_->layers[static_cast<std::size_t>(buckets_->unit_bucket[static_cast<std::size_t>(unit)])].last_unit == unit;
   }
 
-  /// Stage 2, before backward writes the gradients of `unit` (-1: the embedding bucket, at the start
-  /// of backward): when it is its bucket's first, the bucket's buffer (the other one with --overlap),
-  /// once that buffer's previous reduction is done, zeroed.
+  /// Stage 2, before the current lane's backward writes the gradients of `unit` (-1: the embedding
+  /// bucket, at the start of backward): when it is its bucket's first, the lane's buffer for it (the
+  /// other one with --overlap), once what last read that buffer is done, zeroed.
   void bucket_begin(int unit) {
-    if (!stage2_) return;
+    if (!stage2_ || cur_->buckets_of != nullptr) return;  // a run's later micro-batch adds to lane 0's
     if (unit >= 0) {
       if (buckets_->layers[static_cast<std::size_t>(buckets_->unit_bucket[static_cast<std::size_t>(unit)])].first_unit != unit) return;
-      if (overlap_) layer_bucket_ = (layer_bucket_ + 1) % static_cast<int>(layer_buckets_.size());
+      if (overlap_) cur_->layer_bucket = (cur_->layer_bucket + 1) % static_cast<int>(cur_->layer_buckets.size());
     }
-    const BucketRef r = bucket_ref(unit);
-    if (overlap_) stream_.wait(*r.done);
-    ops_.fill(stream_, r.mem, act_dtype, r.b->size, 0.0f);
+    const BucketRef r = bucket_ref(*cur_, unit);
+    if (overlap_ || cur_ != &lanes_[0]) cur_->s.wait(*r.done);  // else lane 0 read it in its own stream's order
+    ops_.fill(cs(), r.mem, act_dtype, r.b->size, 0.0f);
   }
 
-  /// Stage 2, after backward wrote the gradients of `unit` (-1: the embedding's backward): when it is its
-  /// bucket's last, the bucket reduced into this rank's shard (on the communication stream with
-  /// --overlap; --deterministic: gathered and summed at the owners).
+  /// Stage 2, after the current lane's backward wrote the gradients of `unit`: when that completes the
+  /// bucket, a lane other than 0 marks its buffer written (lane 0 sums it in bucket_complete).
   void bucket_end(int unit) {
-    if (!stage2_) return;
-    const BucketRef r = bucket_ref(unit);
-    if (unit >= 0 && r.b->last_unit != unit) return;
+    if (!stage2_ || cur_ == &lanes_[0] || cur_->buckets_of != nullptr || !last_of_bucket(unit)) return;
+    bucket_ref(*cur_, unit).ready->record(cur_->s);
+  }
+
+  /// Stage 2, once every lane's backward wrote the gradients of `unit` (-1: the embeddings'): when that
+  /// completes the bucket, the lanes' buckets summed into lane 0's in lane order (lane 0's stream waits
+  /// for each; the same sum every run), and the sum reduced into this rank's shard (on the
+  /// communication stream with --overlap; --deterministic: gathered and summed at the owners). The
+  /// lanes are a micro-batch split by rows: summed before the reduction, as stage 1 sums the lanes'
+  /// gradients before its reduce-scatter, so the ranks exchange a bucket once per micro-batch however
+  /// many lanes there are.
+  void bucket_complete(int unit) {
+    if (!stage2_ || !last_of_bucket(unit)) return;
+    const BucketRef r = bucket_ref(lanes_[0], unit);
+    if (lanes_.size() > 1) {
+      const Phase phase(*this, "lane sum", stream_);
+      for (std::size_t l = 1; l < lanes_.size(); ++l) {
+        const BucketRef x = bucket_ref(lanes_[l], unit);
+        stream_.wait(*x.ready);
+        nn_.add(stream_, r.mem, r.mem, x.mem, r.b->size);
+        x.done->record(stream_);
+      }
+    }
     if (cfg_.deterministic) {
       gather_bucket(*r.b, r.mem);
     } else if (overlap_) {
@@ -933,10 +1055,12 @@ class Trainer {
       train_sampler_.next(data_gen_, global_inputs_.data() + at, global_targets_.data() + at);
     }
     const std::size_t share = host_inputs_.size(), from = share * static_cast<std::size_t>(dp_.rank());
-    if (stage2_ && cfg_.deterministic) {  // micro-batch m of this rank: the global batch's m x ranks + rank
+    if (stage2_ && cfg_.deterministic) {  // micro-batch i of this rank's j-th run: global run j x ranks + rank
       const std::size_t micro = static_cast<std::size_t>(cfg_.batch) * static_cast<std::size_t>(Tk);
+      const auto odd = static_cast<std::size_t>(det_odd_);
       for (std::size_t m = 0; m < static_cast<std::size_t>(cfg_.accum); ++m) {
-        const std::size_t at = (m * static_cast<std::size_t>(dp_.size()) + static_cast<std::size_t>(dp_.rank())) * micro;
+        const std::size_t run = m / odd * static_cast<std::size_t>(dp_.size()) + static_cast<std::size_t>(dp_.rank());
+        const std::size_t at = (run * odd + m % odd) * micro;
         std::copy_n(global_inputs_.data() + at, micro, host_inputs_.data() + m * micro);
         std::copy_n(global_targets_.data() + at, micro, host_targets_.data() + m * micro);
       }
@@ -961,7 +1085,8 @@ class Trainer {
   void enqueue_micro(int m, bool zero) {
     if (zero && !stage2_) ops_.fill(cs(), cur_->grads, act_dtype, padded_, 0.0f);
     forward(m, true, lane_batch_, cfg_.shape.block);
-    backward(m);
+    const Work work{cur_, m};
+    backward(std::span<const Work>(&work, 1));
     if (inject_inf_ && !stage2_ && m == 0 && cur_ == &lanes_[0]) {  // the loss scaler's test: one gradient overflows
       ops_.fill(cs(), cur_->grads, act_dtype, 1, INFINITY);
     }
@@ -999,8 +1124,18 @@ class Trainer {
         enqueue_gradients_det2();
       } else {  // every micro-batch's buckets reduced into the shard as backward completes them
         ops_.fill(stream_, grad_acc_.data(), act_dtype, shard_, 0.0f);
-        for (int m = 0; m < cfg_.accum; ++m) enqueue_micro(m, false);
+        lanes_wait_for_lane0();  // the weights of the previous step's update
+        for (int m = 0; m < cfg_.accum; ++m) {
+          for (auto& lane : lanes_) {
+            cur_ = &lane;
+            forward(m, true, lane_batch_, cfg_.shape.block);
+          }
+          std::vector<Work> work;
+          for (auto& lane : lanes_) work.push_back({&lane, m});
+          backward(work);  // the lanes in lockstep, each bucket summed over them
+        }
         if (overlap_) stream_.wait_stream(*comm_stream_);  // every bucket reduced
+        for (std::size_t l = 1; l < lanes_.size(); ++l) stream_.wait_stream(lanes_[l].s);  // their losses
       }
       if (inject_inf_) ops_.fill(stream_, grad_acc_.data(), act_dtype, 1, INFINITY);  // the loss scaler's test
     } else if (cfg_.deterministic) {
@@ -1080,23 +1215,46 @@ class Trainer {
     }
   }
 
-  /// --deterministic stage 2: the ranks take the micro-batches in turn (rank r's m-th is the global
-  /// m x ranks + r; draw_batch), so at micro-step m the ranks hold the leaves of one subtree of R leaves
-  /// of stage 1's tree (its leaf count a power of two here): backward's buckets are gathered at their
-  /// owners and summed there (gather_bucket) into det_sum_, this shard's subtree sum, and those sums are
-  /// the leaves of the tree's upper levels: a stack of shard-sized partial sums, as stage 1 keeps of
-  /// whole-model ones. The stack's bottom is grad_acc_, where the step's sum ends.
+  /// --deterministic stage 2. Stage 1's tree has runs of `odd` leaves (micro-batches) summed in order,
+  /// then a perfect binary tree over the runs; the ranks take the runs in turn (rank r's j-th is the
+  /// global run j x ranks + r; draw_batch), so at run-step j the ranks hold the leaves of one R-leaf
+  /// subtree of the runs. A rank sums its run in its buckets: the run's micro-batches forward on their
+  /// own activation sets (lane 0 and chain_), then backward in lockstep, each adding into lane 0's
+  /// buckets in the run's order (backward()) — the order stage 1's backward-after-backward gives each
+  /// element, in a bucket instead of the whole model's buffer. The buckets are gathered at their owners
+  /// and summed there pairwise in rank order (gather_bucket) into det_sum_, this shard's subtree sum,
+  /// and those sums are the leaves of the tree's upper levels: a stack of shard-sized partial sums, as
+  /// stage 1 keeps of whole-model ones. The stack's bottom is grad_acc_, where the step's sum ends.
   void enqueue_gradients_det2() {
     std::vector<std::pair<int, T*>> stack;  // (level, partial sum of this shard)
     std::vector<T*> free;
     for (auto it = det_pool_.rbegin(); it != det_pool_.rend(); ++it) free.push_back(it->data());
     free.push_back(grad_acc_.data());
-    for (int m = 0; m < cfg_.accum; ++m) {
+    const int odd = static_cast<int>(det_odd_);
+    const std::int64_t N = static_cast<std::int64_t>(lane_batch_) * cfg_.shape.block;
+    const auto n4 = static_cast<std::size_t>(N) * 4;
+    std::vector<Work> work(static_cast<std::size_t>(odd));
+    for (int j = 0; j < cfg_.accum / odd; ++j) {
       if (free.empty()) throw std::logic_error("the summation tree is deeper than its pool");
       det_sum_ = free.back();
       free.pop_back();
       ops_.fill(stream_, det_sum_, act_dtype, shard_, 0.0f);  // the padding beyond the model stays zero
-      enqueue_micro(m, false);
+      for (int i = 0; i < odd; ++i) {
+        const int m = j * odd + i;
+        Lane& lane = i == 0 ? lanes_[0] : chain_[static_cast<std::size_t>(i - 1)];
+        if (i > 0) {  // lane 0 holds the batch's tokens
+          b_.copy_async(stream_, lane.inputs.data() + m * N, lanes_[0].inputs.data() + m * N, n4);
+          b_.copy_async(stream_, lane.targets.data() + m * N, lanes_[0].targets.data() + m * N, n4);
+        }
+        cur_ = &lane;
+        forward(m, true, lane_batch_, cfg_.shape.block);
+        if (i > 0) {  // the losses where enqueue_losses reads them
+          const std::int64_t at = A_.losses + m * N;
+          b_.copy_async(stream_, lanes_[0].f32.data() + at, lane.f32.data() + at, n4);
+        }
+        work[static_cast<std::size_t>(i)] = {&lane, m};
+      }
+      backward(work);
       stack.emplace_back(0, det_sum_);
       while (stack.size() >= 2 && stack[stack.size() - 1].first == stack[stack.size() - 2].first) {
         const auto [level, right] = stack.back();
@@ -1106,6 +1264,7 @@ class Trainer {
         free.push_back(right);
       }
     }
+    cur_ = &lanes_[0];
   }
 
   /// The global L2 norm into lane 0's norm slot: each rank's block norms, gathered in block order on
@@ -1220,16 +1379,12 @@ class Trainer {
   accel::Buffer<T, B> recv_;         // --deterministic: every rank's partial sums of this shard
   std::deque<accel::Buffer<T, B>> det_pool_;  // --deterministic: the summation tree's partial sums
   std::int64_t det_leaves_ = 0, det_odd_ = 0;
-  // ZeRO stage 2: the buckets backward writes into (buckets.hpp), reduced to their owners as each
-  // completes. With --overlap two layer buckets alternate, and each bucket's reduction (on the
-  // communication stream) records bucket_done_[its buffer] (the last: the embedding bucket's), which
-  // backward waits for before it writes that buffer again.
+  // ZeRO stage 2: the buckets backward writes into (buckets.hpp; each lane has its own set), reduced to
+  // their owners as each completes. With --overlap two layer buckets alternate, and each bucket's
+  // reduction (on the communication stream) records the buffer's done event, which backward waits for
+  // before it writes that buffer again.
   bool stage2_ = false;
   std::optional<BucketPlan> buckets_;
-  accel::Buffer<T, B> embed_bucket_;
-  std::deque<accel::Buffer<T, B>> layer_buckets_;
-  std::deque<typename B::Event> bucket_done_;
-  int layer_bucket_ = 0;              // the layer bucket buffer backward writes now
   accel::Buffer<T, B> det_recv_;      // --deterministic stage 2: the leaves of a chunk, gathered
   std::int64_t det_chunk_ = 0;
   T* det_sum_ = nullptr;              // --deterministic stage 2: the current micro-step's sum (shard)
@@ -1254,8 +1409,17 @@ class Trainer {
     accel::Buffer<std::uint32_t, B> bits;
     accel::Buffer<std::int32_t, B> inputs, targets;
     T* grads = nullptr;
+    // ZeRO stage 2: the lane's buckets (bucket_begin .. bucket_complete). bucket_done[i]: buffer i's
+    // contents were read (reduced; lanes but 0: added into lane 0's), so backward may write it again;
+    // bucket_ready[i]: written (lanes but 0). The last of each: the embedding bucket's.
+    accel::Buffer<T, B> embed_bucket;
+    std::deque<accel::Buffer<T, B>> layer_buckets;
+    std::deque<typename B::Event> bucket_done, bucket_ready;
+    int layer_bucket = 0;  // the layer bucket buffer backward writes now
+    Lane* buckets_of = nullptr;  // --deterministic stage 2's runs: the lane whose buckets it adds to
   };
   std::deque<Lane> lanes_;  // a deque: a Lane's address (and its stream's) never moves
+  std::deque<Lane> chain_;  // --deterministic stage 2: a run's micro-batches 1 .. odd - 1 (lane 0: its first)
   Lane* cur_ = nullptr;
   std::vector<std::int32_t> host_inputs_, host_targets_, val_inputs_, val_targets_, global_inputs_, global_targets_;
   std::vector<float> host_losses_;

@@ -148,10 +148,6 @@ class Engine {
       resume = read_checkpoint_manifest(resume_dir);
       check_resume(*resume, corpus);
     }
-    if (cfg_.zero_stage == 2 && cfg_.streams > 1) {
-      throw UsageError("--zero-stage 2 runs one stream per rank (each stream would need gradient buckets of its own): "
-                       "drop --streams " + std::to_string(cfg_.streams));
-    }
     if (cfg_.streams > 1 && cfg_.batch % cfg_.streams != 0) {
       throw UsageError("--streams " + std::to_string(cfg_.streams) + " does not divide the micro-batch of " +
                        std::to_string(cfg_.batch) + " sequences each of the " + std::to_string(cfg_.ranks) + " ranks runs");
@@ -214,8 +210,10 @@ class Engine {
                     std::to_string(t.gradient_bytes()) + " B: ";
     if (t.stage2()) {
       const std::size_t tree = t.tree_gradient_bytes();
-      s += "shard " + std::to_string(t.shard_gradient_bytes()) + " B + buckets " +
-           std::to_string(t.gradient_bytes() - t.shard_gradient_bytes() - tree) + " B" +
+      const std::size_t buckets = t.gradient_bytes() - t.shard_gradient_bytes() - tree;
+      const auto lanes = static_cast<std::size_t>(cfg_.streams);
+      s += "shard " + std::to_string(t.shard_gradient_bytes()) + " B + buckets " + std::to_string(buckets) + " B" +
+           (lanes > 1 ? " (" + std::to_string(lanes) + " lanes x " + std::to_string(buckets / lanes) + " B)" : std::string()) +
            (tree > 0 ? " + the summation tree's " + std::to_string(tree) + " B" : std::string()) + ", ZeRO stage 2)";
     } else {
       s += "the whole model's" + std::string(cfg_.deterministic ? " and the summation tree's" : "") + ")";
@@ -275,14 +273,22 @@ class Engine {
     const std::size_t np = static_cast<std::size_t>(P.total);
     const auto lanes = static_cast<std::size_t>(cfg_.streams);
     const std::size_t ns = static_cast<std::size_t>(shard_size(P.total, cfg_.ranks));
-    // Gradients: stage 1 the whole model's per lane; stage 2 the shard's and (at most) three buckets.
+    // Gradients: stage 1 the whole model's per lane; stage 2 the shard's and each lane's buckets (at
+    // most three with one lane, with --overlap's two layer buckets; two with several: no --overlap).
     std::size_t grads = np * act_bytes * lanes;
-    if (cfg_.zero_stage == 2) grads = (ns + static_cast<std::size_t>(BucketPlan(P, cfg_.reduce_bucket).elements(2))) * act_bytes;
+    if (cfg_.zero_stage == 2) {
+      const auto per_lane = static_cast<std::size_t>(BucketPlan(P, cfg_.reduce_bucket).elements(lanes > 1 ? 1 : 2));
+      grads = (ns + lanes * per_lane) * act_bytes;
+    }
     // Adam's moments; 16-bit models: fp32 master weights and, with the loss scaler, the shard's
     // unscaled fp32 gradients.
     const bool scaled = cfg_.loss_scale != 1.0;
     const std::size_t weights = np * act_bytes + grads + ns * 8 + (lowp ? ns * 4 : 0) + (lowp && scaled ? ns * 4 : 0);
-    const std::size_t acts = lanes * (static_cast<std::size_t>(A.act) * act_bytes + static_cast<std::size_t>(A.f32 + A.bits) * 4);
+    // Activations per lane; --deterministic stage 2 also holds a run's odd micro-batches at once.
+    const std::size_t sets = lanes + (cfg_.zero_stage == 2 && cfg_.deterministic
+                                          ? static_cast<std::size_t>(odd_part(cfg_.global_batch / cfg_.batch)) - 1
+                                          : 0);
+    const std::size_t acts = sets * (static_cast<std::size_t>(A.act) * act_bytes + static_cast<std::size_t>(A.f32 + A.bits) * 4);
     const std::size_t tokens = static_cast<std::size_t>(cfg_.batch) * s.block * cfg_.accum * 8;
     p.bytes = weights + acts + tokens;
     p.bytes_breakdown = mib(weights) + " MiB weights, gradients and optimizer state + " + mib(acts) + " MiB activations";
@@ -331,12 +337,6 @@ class Engine {
                     static_cast<long long>(cfg_.global_batch), cfg_.batch, cfg_.accum, ranks.size(),
                     mib(t.optimizer_bytes()).c_str(), ranks.size(), mib(static_cast<std::size_t>(whole)).c_str(),
                     gradient_text(t).c_str());
-      }
-      if (cfg_.zero_stage == 2 && !t.stage2()) {
-        std::printf("note: --deterministic stage 2 sums runs of %lld micro-batches in place across backwards, so it keeps "
-                    "stage 1's gradient buffers; a power-of-two count of micro-batches per step (global batch / --batch) "
-                    "keeps only the shard's\n",
-                    static_cast<long long>(odd_part(cfg_.global_batch / cfg_.batch)));
       }
       std::printf("training: %lld steps of %d x %d x %d tokens on %d stream%s, lr %.2e (%s, warmup %lld), AdamW (%.2f, %.3f, wd %.2f), clip %.2f, dropout %.2f, seed %llu%s\n",
                   static_cast<long long>(cfg_.steps), cfg_.accum * ranks.size(), cfg_.batch, cfg_.shape.block, cfg_.streams,

@@ -1,7 +1,7 @@
 # The data-parallel engine under mpiexec: one scenario per CTest test, each a few runs of a tiny model
 # on tests/engine/data/hamlet_act1.txt compared by dp_check (tests/engine/dp_check.cpp).
 #   cmake -DSCENARIO=name -DMPIEXEC=... -DOPENMPI=ON|OFF -DENGINE=... -DCHECK=... -DDATA=... -DWORK=dir -P run_dp.cmake
-# Scenarios: deterministic, default, zero2, resume, rank_death, rank_hang, loss_scale, ds_config,
+# Scenarios: deterministic, default, zero2, zero2_streams, resume, rank_death, rank_hang, loss_scale, ds_config,
 # two_machines (see each below).
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -184,6 +184,74 @@ elseif(SCENARIO STREQUAL "zero2")
   expect_in("${r4}" "resumed at step 3")
   check(losses-equal ${WORK}/d1.csv ${WORK}/r4.csv)
   check(files-equal ${WORK}/d1/latest/params.f32 ${WORK}/h/latest/params.f32)
+  # 6 micro-batches of 2 per step (runs of 3: not a power of two) on 2 ranks: each rank's run of three
+  # backwards in lockstep into its buckets, stage 1's bits without the whole model's gradient buffer.
+  engine_run(1 0 d1r ${d} --batch 2 --metrics ${WORK}/d1r.csv --save ${WORK}/d1r)
+  engine_run(2 0 d2r ${d} --batch 2 --zero-stage 2 --metrics ${WORK}/d2r.csv --save ${WORK}/d2r)
+  expect_in("${d2r}" "ZeRO stage 2, deterministic: global batch 12 = micro-batch 2 x accumulation 3 x 2 ranks"
+            "shard [0-9]+ B \\+ buckets [0-9]+ B")
+  check(losses-equal ${WORK}/d1r.csv ${WORK}/d2r.csv)
+  check(files-equal ${WORK}/d1r/latest/params.f32 ${WORK}/d2r/latest/params.f32)
+elseif(SCENARIO STREQUAL "zero2_streams")
+  # ZeRO stage 2 with --streams 2: two lanes per rank, each with its own buckets, summed in lane order
+  # by lane 0 before each reduction. On 2 and 3 ranks the losses are within 1e-5 of one rank's; a
+  # second run gives the same bits; a rank's gradient memory is its shard plus two bucket sets, and the
+  # backend's allocator falls from stage 1 --streams 2 by exactly what the accounting says.
+  set(s ${base} --batch 2 --streams 2)
+  engine_run(1 0 one ${base} --metrics ${WORK}/one.csv)
+  engine_run(2 0 s1 ${s} --metrics ${WORK}/s1.csv)
+  engine_run(2 0 z2 ${s} --zero-stage 2 --metrics ${WORK}/z2.csv)
+  engine_run(2 0 z2b ${s} --zero-stage 2 --metrics ${WORK}/z2b.csv)
+  engine_run(3 0 z3 ${s} --zero-stage 2 --metrics ${WORK}/z3.csv)
+  expect_in("${z2}" "ZeRO stage 2: global batch 12 = micro-batch 2 x accumulation 3 x 2 ranks" "on 2 streams")
+  expect_in("${z3}" "ZeRO stage 2: global batch 12 = micro-batch 2 x accumulation 2 x 3 ranks" "on 2 streams")
+  check(losses-close ${WORK}/s1.csv ${WORK}/one.csv 1e-5)
+  check(losses-close ${WORK}/z2.csv ${WORK}/one.csv 1e-5)
+  check(losses-close ${WORK}/z3.csv ${WORK}/one.csv 1e-5)
+  check(losses-equal ${WORK}/z2.csv ${WORK}/z2b.csv)
+  if(NOT one MATCHES "vocabulary ([0-9]+)")
+    message(FATAL_ERROR "no vocabulary size")
+  endif()
+  # Per lane (fp32, width 128, block 32): a layer bucket 12 C^2 + 4 C elements and the embedding
+  # bucket V C + T C + 2 C; the shard of the 800768-element model on R ranks: ceil(800768 / R) rounded
+  # up to the 4096-element norm block.
+  math(EXPR layer "12 * 128 * 128 + 4 * 128")
+  math(EXPR embed "${CMAKE_MATCH_1} * 128 + 32 * 128 + 2 * 128")
+  math(EXPR expect_buckets "2 * 4 * (${embed} + ${layer})")
+  math(EXPR expect_lane "4 * (${embed} + ${layer})")
+  foreach(n 2 3)
+    if(NOT z${n} MATCHES "gradients +[0-9.]+ MiB per rank \\(([0-9]+) B: shard ([0-9]+) B \\+ buckets ([0-9]+) B \\(2 lanes x ([0-9]+) B\\), ZeRO stage 2\\)")
+      message(FATAL_ERROR "no stage 2 gradient accounting with two lanes on ${n} ranks")
+    endif()
+    set(total ${CMAKE_MATCH_1})
+    set(shard ${CMAKE_MATCH_2})
+    set(buckets ${CMAKE_MATCH_3})
+    set(lane ${CMAKE_MATCH_4})
+    math(EXPR expect_shard "((800768 + ${n} - 1) / ${n} + 4095) / 4096 * 4096 * 4")
+    math(EXPR sum "${shard} + ${buckets}")
+    message("${n} ranks, 2 lanes: gradients ${total} B per rank = shard ${shard} B (expected ${expect_shard}) + buckets ${buckets} B = 2 x ${lane} B (expected ${expect_buckets})")
+    if(NOT shard EQUAL expect_shard OR NOT sum EQUAL total OR NOT buckets EQUAL expect_buckets OR NOT lane EQUAL expect_lane)
+      message(FATAL_ERROR "stage 2's gradient memory with two lanes on ${n} ranks is not the shard plus two bucket sets")
+    endif()
+  endforeach()
+  foreach(v s1 z2)
+    file(STRINGS ${WORK}/${v}.csv rows)
+    list(GET rows -1 last)
+    if(NOT last MATCHES ",([0-9]+),[0-9]+$")  # ...,allocated_bytes,reserved_bytes
+      message(FATAL_ERROR "no allocated_bytes in ${WORK}/${v}.csv")
+    endif()
+    set(alloc_${v} ${CMAKE_MATCH_1})
+    if(NOT ${v} MATCHES "gradients +[0-9.]+ MiB per rank \\(([0-9]+) B: ")
+      message(FATAL_ERROR "no gradient bytes in run ${v}")
+    endif()
+    set(grad_${v} ${CMAKE_MATCH_1})
+  endforeach()
+  math(EXPR alloc_drop "${alloc_s1} - ${alloc_z2}")
+  math(EXPR grad_drop "${grad_s1} - ${grad_z2}")
+  message("allocated, 2 lanes: stage 1 ${alloc_s1} B, stage 2 ${alloc_z2} B: ${alloc_drop} B less; gradients ${grad_drop} B less")
+  if(NOT alloc_drop EQUAL grad_drop OR grad_drop LESS_EQUAL 0)
+    message(FATAL_ERROR "the allocator's figure did not fall by the gradient memory stage 2 saves with two lanes")
+  endif()
 elseif(SCENARIO STREQUAL "resume")
   # Checkpoints of 2 ranks: 8 steps, or 4 + resume + 4, give the same bits; the step-4 checkpoint of
   # 2 ranks resumed on 4 (re-partitioned from 2 shards to 4) gives them too (--deterministic).
