@@ -150,7 +150,8 @@ training
   --streams N          split each batch's rows over N streams, each with its own activations and
                        gradients (summed before the optimizer; stage 2: its own buckets, summed before
                        each reduction) and threads / N threads; default on the CPU: one per thread (no
-                       thread waits for another inside a kernel), else 1
+                       thread waits for another inside a kernel; 1 with --graph, --deterministic or
+                       --zero-stage 2, whose lanes meet at every bucket), else 1
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
   --attention fused|gemm   fused: one kernel per direction (the CPU's default); gemm: the products as
                        strided-batched GEMMs around softmax kernels (the default elsewhere)

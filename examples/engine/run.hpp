@@ -222,7 +222,8 @@ class Engine {
   }
 
   /// --streams by default: on the CPU one lane per thread (the largest count up to the threads that
-  /// divides the batch; 1 with --graph), elsewhere 1.
+  /// divides the batch; 1 with --graph, --deterministic, and stage 2, whose lanes wait for each other
+  /// at every bucket: on a loaded or oversubscribed CPU that costs more than the lanes gain), elsewhere 1.
   [[nodiscard]] int default_streams() const {
     if (cfg_.graph || cfg_.deterministic || cfg_.zero_stage == 2 || b_.device_type() != accel::DeviceType::cpu) return 1;
     int n = cfg_.threads > 0 ? cfg_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
