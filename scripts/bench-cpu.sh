@@ -26,6 +26,7 @@ if git cat-file -e "$before:kernels/cpu/fused_adam.cpp" 2>/dev/null; then
   kdir=$(mktemp -d)
   git show "$before:kernels/cpu/fused_adam.cpp" > "$kdir/fused_adam.cpp"
   git show "$before:kernels/cpu/cpu_common.h" > "$kdir/cpu_common.h"
+  git show "$before:kernels/cpu/cpu_convert.h" > "$kdir/cpu_convert.h" 2>/dev/null || true  # from its split on
   git show "$before:kernels/common/accel_ops_abi.h" > "$kdir/accel_ops_abi.h"
   if ${CXX:-c++} -O3 -march=native -fopenmp -shared -fPIC -std=c++17 -fno-math-errno -ffp-contract=off \
        -mprefer-vector-width=512 -I"$kdir" "$kdir/fused_adam.cpp" -o "$kdir/fused_adam.so"; then

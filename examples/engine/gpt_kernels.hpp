@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace engine {
@@ -35,6 +36,11 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
   if (type == accel::DeviceType::cpu) {
     s.kind = accel::ops::OpKind::host;
     s.sources = {"attention.cpp", "peak.cpp"};
+    // attention.cpp's 16-bit loads and stores are accel's own (kernels/cpu/cpu_convert.h): its kernel
+    // directory's cpu/ and common/ go on the include path, and the headers into the cache key.
+    const std::filesystem::path accel_kernels = accel::ops::default_kernel_dir();
+    for (const char* d : {"cpu", "common"}) s.include_dirs.push_back((accel_kernels / d).string());
+    for (const char* h : {"cpu/cpu_convert.h", "common/accel_ops_abi.h"}) s.headers.push_back((accel_kernels / h).string());
     s.flags = {"-ffp-contract=fast", "-mprefer-vector-width=512"};
     for (const char* k : {"gpt_attention_forward", "gpt_attention_backward", "gpt_head_permute", "gpt_softmax_forward",
                           "gpt_softmax_backward"}) {
@@ -49,7 +55,7 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
       for (const char* d : {"_f32", "_bf16", "_f16"}) s.entry_points.push_back(std::string(k) + d);
     }
   }
-  s.headers = {"attention.h", "peak.h"};
+  s.headers.insert(s.headers.begin(), {"attention.h", "peak.h"});
   return s;
 }
 

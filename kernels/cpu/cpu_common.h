@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include "accel_ops_abi.h"
+#include "cpu_convert.h"  // bfloat16 / float16 <-> float, ld<D> / st<D>
 
 #define ACCEL_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -28,61 +29,6 @@ constexpr int isa = 1;
 #else
 constexpr int isa = 0;
 #endif
-
-inline float bits_to_float(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline std::uint32_t float_to_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-// bfloat16 <-> float: round to nearest even; a NaN stays a quiet NaN with its sign and top payload
-// (the same bits as accel::bfloat16 and VCVTNEPS2BF16).
-inline float bf16_to_float(std::uint16_t b) { return bits_to_float(static_cast<std::uint32_t>(b) << 16); }
-inline std::uint16_t float_to_bf16(float f) {
-  const std::uint32_t u = float_to_bits(f);
-  const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  const std::uint32_t nan = (u >> 16) | 0x40u;
-  return static_cast<std::uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
-}
-
-// IEEE binary16 <-> float, round to nearest even, subnormals kept (F. Giesen's branch-light method);
-// a NaN stays a quiet NaN with its sign and top payload, as accel::half.
-inline float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t o = static_cast<std::uint32_t>(h & 0x7FFFu) << 13;
-  const std::uint32_t exp = o & 0x0F800000u;
-  o += (127u - 15u) << 23;
-  if (exp == 0x0F800000u) {
-    o += (128u - 16u) << 23;  // inf / NaN
-    if ((o & 0x007FFFFFu) != 0) o |= 0x00400000u;
-  } else if (exp == 0) {
-    o += 1u << 23;  // zero / subnormal: renormalise
-    o = float_to_bits(bits_to_float(o) - bits_to_float(113u << 23));
-  }
-  return bits_to_float(o | sign);
-}
-inline std::uint16_t float_to_half(float f) {
-  std::uint32_t u = float_to_bits(f);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  u &= 0x7FFFFFFFu;
-  std::uint32_t o;
-  if (u >= (143u << 23)) {  // >= 65536: inf, or NaN
-    o = u > 0x7F800000u ? (0x7E00u | ((u >> 13) & 0x3FFu)) : 0x7C00u;
-  } else if (u < (113u << 23)) {  // half subnormal or zero: align with a magic add (rounds to nearest even)
-    const std::uint32_t magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-    o = float_to_bits(bits_to_float(u) + bits_to_float(magic)) - magic;
-  } else {
-    const std::uint32_t odd = (u >> 13) & 1u;
-    u += (static_cast<std::uint32_t>(15 - 127) << 23) + 0xFFFu + odd;
-    o = u >> 13;
-  }
-  return static_cast<std::uint16_t>(o | sign);
-}
 
 inline float load_as_float(const void* base, int dtype, long long i) {
   switch (dtype) {

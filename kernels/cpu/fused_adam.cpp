@@ -117,29 +117,6 @@ void adam_f32_blocks(const Coefs c, float* __restrict p, const float* __restrict
 #pragma GCC diagnostic pop
 #endif
 
-// Element loads/stores with the conversion inline, so one vectorised loop reads and writes each
-// tensor once whatever the dtypes (D: ACCEL_DTYPE_*).
-template <int D>
-inline float ld(const void* base, long long i) {
-  if constexpr (D == ACCEL_DTYPE_F32) {
-    return static_cast<const float*>(base)[i];
-  } else if constexpr (D == ACCEL_DTYPE_BF16) {
-    return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
-  } else {
-    return half_to_float(static_cast<const std::uint16_t*>(base)[i]);
-  }
-}
-template <int D>
-inline void st(void* base, long long i, float x) {
-  if constexpr (D == ACCEL_DTYPE_F32) {
-    static_cast<float*>(base)[i] = x;
-  } else if constexpr (D == ACCEL_DTYPE_BF16) {
-    static_cast<std::uint16_t*>(base)[i] = float_to_bf16(x);
-  } else {
-    static_cast<std::uint16_t*>(base)[i] = float_to_half(x);
-  }
-}
-
 // The same per-element operations as adam_f32 (so the bits match), for any dtype combination.
 template <int P, int G, int C, bool Amsgrad>
 void adam_mixed(const Coefs c, void* __restrict pp, const void* __restrict gp, void* __restrict mp,

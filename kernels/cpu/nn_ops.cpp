@@ -5,8 +5,8 @@
 //
 // Storage float32 (_f32), bfloat16 (_bf16) or float16 (_f16) for activations and weights, arithmetic in
 // float32 always: each kernel is one template over the storage dtype whose loads and stores convert
-// inline (bf16: a shift and integer round-to-nearest-even, vectorised; fp16: F16C's VCVTPH2PS /
-// VCVTPS2PH where the CPU has it, else the same bits in integer code). Where a value is accumulated into
+// inline (cpu_convert.h's ld<D> / st<D>: bf16 a shift and integer round-to-nearest-even, vectorised;
+// fp16 F16C's VCVTPH2PS / VCVTPS2PH where the CPU has it). Where a value is accumulated into
 // a 16-bit tensor (embedding and LayerNorm weight gradients) the sum is taken in float32 and added to
 // the stored value once, as the CUDA kernels do, so both backends round the same sums once.
 //
@@ -21,49 +21,11 @@
 #include <cstdlib>
 #include <vector>
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
-
 namespace {
 
 using namespace accel_kernels;
 
 constexpr int F32 = ACCEL_DTYPE_F32;
-
-// Element i of a tensor of storage dtype D, as float; and its store (rounded to nearest even).
-template <int D>
-inline float ld(const void* base, long long i) {
-  if constexpr (D == ACCEL_DTYPE_F32) {
-    return static_cast<const float*>(base)[i];
-  } else if constexpr (D == ACCEL_DTYPE_BF16) {
-    return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
-  } else {
-#if defined(__F16C__)
-    return _cvtsh_ss(static_cast<const unsigned short*>(base)[i]);
-#else
-    return half_to_float(static_cast<const std::uint16_t*>(base)[i]);
-#endif
-  }
-}
-template <int D>
-inline void st(void* base, long long i, float x) {
-  if constexpr (D == ACCEL_DTYPE_F32) {
-    static_cast<float*>(base)[i] = x;
-  } else if constexpr (D == ACCEL_DTYPE_BF16) {
-    static_cast<std::uint16_t*>(base)[i] = float_to_bf16(x);
-  } else {
-#if defined(__F16C__)
-    static_cast<unsigned short*>(base)[i] = _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT);
-#else
-    static_cast<std::uint16_t*>(base)[i] = float_to_half(x);
-#endif
-  }
-}
-template <int D>
-constexpr long long elem_size() {
-  return D == ACCEL_DTYPE_F32 ? 4 : 2;
-}
 
 // e^x for x in float's range (clamped below at -87.3: the result is then ~1e-38, not a subnormal).
 inline float exp_f(float x) {

@@ -5,6 +5,7 @@
 // The CUDA kernels are compiled by NVRTC here and
 // checked against the CPU kernel on a GPU (skipped, saying so, without one).
 #include "gpt_kernels.hpp"
+#include "support/storage16.hpp"
 
 #include <accel/accel.hpp>
 #include <accel/ops.hpp>
@@ -15,7 +16,6 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
-#include <type_traits>
 #include <vector>
 
 namespace {
@@ -142,34 +142,15 @@ void check_shape(const Shape& s, float p) {
   CHECK(y1 == y);
 }
 
-template <class H>
-std::vector<H> to16(const std::vector<float>& v) {
-  std::vector<H> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = H(v[i]);
-  return out;
-}
-template <class H>
-std::vector<float> widen(const std::vector<H>& v) {
-  return std::vector<float>(v.begin(), v.end());
-}
-template <class H>
-std::vector<std::uint16_t> bits16(const std::vector<H>& v) {
-  std::vector<std::uint16_t> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = v[i].bits();
-  return out;
-}
-template <class H>
-std::vector<std::uint16_t> rounded(const std::vector<float>& v) {
-  return bits16(to16<H>(v));
-}
-template <class H>
-constexpr accel::Dtype dtype16 = std::is_same_v<H, accel::bfloat16> ? accel::Dtype::bfloat16 : accel::Dtype::float16;
-template <class H>
-constexpr double unit_roundoff = std::is_same_v<H, accel::bfloat16> ? 0x1p-8 : 0x1p-11;
+using test16::bits16;
+using test16::rounded_bits;
+using test16::to16;
+using test16::unit_roundoff;
+using test16::widen;
 
 template <class H>
 engine::GptKernels<Cpu>& kernels16() {
-  static engine::GptKernels<Cpu> k(Cpu{}, dtype16<H>);
+  static engine::GptKernels<Cpu> k(Cpu{}, test16::dtype_of<H>);
   return k;
 }
 
@@ -202,8 +183,8 @@ void check_shape_16bit(const Shape& s, float p) {
                           s.NH);
   stream.synchronize();
   CHECK(att == att32);
-  CHECK(bits16(y) == rounded<H>(y32));
-  CHECK(bits16(dqkv) == rounded<H>(dqkv32));
+  CHECK(bits16(y) == rounded_bits<H>(y32));
+  CHECK(bits16(dqkv) == rounded_bits<H>(dqkv32));
   const std::uint32_t threshold = static_cast<std::uint32_t>(static_cast<double>(p) * 4294967296.0);
   const auto y64 = ref_forward(s, std::vector<double>(qkvw.begin(), qkvw.end()), bits, threshold, 1.0 / (1.0 - p));
   double num = 0, den = 0;
@@ -265,8 +246,8 @@ void check_gemm_path_16bit() {
     k.softmax_forward(stream, att.data(), pd.data(), mask, p, heads, T);
     k32.softmax_forward(stream, att32.data(), pd32.data(), mask, p, heads, T);
     stream.synchronize();
-    CHECK(bits16(att) == rounded<H>(att32));
-    if (p > 0) CHECK(bits16(pd) == rounded<H>(pd32));
+    CHECK(bits16(att) == rounded_bits<H>(att32));
+    if (p > 0) CHECK(bits16(pd) == rounded_bits<H>(pd32));
     // The backward from the stored (rounded) P, on both.
     const auto patt = widen(att);
     auto datt = to16<H>(randv(att.size(), 43));
@@ -274,7 +255,7 @@ void check_gemm_path_16bit() {
     k.softmax_backward(stream, datt.data(), att.data(), mask, p, heads, T, 0.125f);
     k32.softmax_backward(stream, datt32.data(), patt.data(), mask, p, heads, T, 0.125f);
     stream.synchronize();
-    CHECK(bits16(datt) == rounded<H>(datt32));
+    CHECK(bits16(datt) == rounded_bits<H>(datt32));
   }
 }
 

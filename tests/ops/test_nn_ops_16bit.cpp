@@ -5,6 +5,7 @@
 // rounded once. Sums into 16-bit tensors (embedding and LayerNorm weight gradients) are taken in
 // float32 and rounded once, as on CUDA. The same bits for 1 and 2 threads.
 #include "ops_test_support.hpp"
+#include "support/storage16.hpp"
 
 #include <accel/accel.hpp>
 #include <accel/ops.hpp>
@@ -23,12 +24,15 @@ namespace {
 using Cpu = accel::CpuBackend;
 using accel::ops::NnKernels;
 
-template <class H>
-constexpr accel::Dtype dtype_of = std::is_same_v<H, accel::bfloat16> ? accel::Dtype::bfloat16 : accel::Dtype::float16;
+using test16::bits16;
+using test16::dtype_of;
+using test16::rounded_bits;
+using test16::to16;
+using test16::widen;
 
 /// The storage's unit roundoff: one rounding of a value v is within eps<H> * |v| (bf16 8, fp16 11 bits).
 template <class H>
-constexpr double eps = std::is_same_v<H, accel::bfloat16> ? 0x1p-8 : 0x1p-11;
+constexpr double eps = test16::unit_roundoff<H>;
 
 /// Half the spacing of the smallest subnormals: the absolute error of rounding a tiny value (fp16's
 /// subnormals start below 6.1e-5; bf16 has float's range).
@@ -49,30 +53,6 @@ NnKernels<Cpu>& nn32() {
     return NnKernels<Cpu>(Cpu{});
   }();
   return k;
-}
-
-template <class H>
-std::vector<H> to16(const std::vector<float>& v) {
-  std::vector<H> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = H(v[i]);
-  return out;
-}
-template <class H>
-std::vector<float> widen(const std::vector<H>& v) {
-  std::vector<float> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i]);
-  return out;
-}
-template <class H>
-std::vector<std::uint16_t> bits(const std::vector<H>& v) {
-  std::vector<std::uint16_t> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = v[i].bits();
-  return out;
-}
-/// The 16-bit rounding of each float: what a kernel that computes `v` in float32 stores.
-template <class H>
-std::vector<std::uint16_t> rounded_bits(const std::vector<float>& v) {
-  return bits(to16<H>(v));
 }
 
 /// max |a - b| / max |b|.
@@ -136,8 +116,8 @@ TEST_CASE_TEMPLATE("nn_ops 16-bit embedding: forward rounded once, backward summ
     k.embedding_backward(s, (t == 1 ? g1 : g2).data(), (t == 1 ? p1 : p2).data(), dout.data(), tok.data(), N, T, C, V);
     s.synchronize();
   }
-  CHECK(bits(g1) == bits(g2));
-  CHECK(bits(p1) == bits(p2));
+  CHECK(bits16(g1) == bits16(g2));
+  CHECK(bits16(p1) == bits16(p2));
 }
 
 TEST_CASE_TEMPLATE("nn_ops 16-bit layernorm: forward and backward against float64 of the rounded inputs", H,
@@ -209,9 +189,9 @@ TEST_CASE_TEMPLATE("nn_ops 16-bit layernorm: forward and backward against float6
                          scratch.data(), dout.data(), xsum.data(), w.data(), mean.data(), rstd.data(), N, C);
     s.synchronize();
   }
-  CHECK(bits(a1) == bits(a2));
-  CHECK(bits(w1) == bits(w2));
-  CHECK(bits(b1) == bits(b2));
+  CHECK(bits16(a1) == bits16(a2));
+  CHECK(bits16(w1) == bits16(w2));
+  CHECK(bits16(b1) == bits16(b2));
 }
 
 TEST_CASE_TEMPLATE("nn_ops 16-bit gelu, add, dropout, clip: the float32 kernel's values on the widened inputs, rounded once",
@@ -235,16 +215,16 @@ TEST_CASE_TEMPLATE("nn_ops 16-bit gelu, add, dropout, clip: the float32 kernel's
   nn32().gelu_forward(s, g32.data(), xw.data(), n);
   nn32().gelu_backward(s, dg32.data(), xw.data(), dyw.data(), n);
   s.synchronize();
-  CHECK(bits(g) == rounded_bits<H>(g32));
-  CHECK(bits(dg) == rounded_bits<H>(dg32));
+  CHECK(bits16(g) == rounded_bits<H>(g32));
+  CHECK(bits16(dg) == rounded_bits<H>(dg32));
   std::vector<float> want_sum(n), want_drop(n);
   const float scale = static_cast<float>(1.0 / 0.75);
   for (long long i = 0; i < n; ++i) {
     want_sum[i] = xw[i] + y2w[i];
     want_drop[i] = mask[i] >= 1073741824u ? xw[i] * scale : 0.0f;
   }
-  CHECK(bits(sum) == rounded_bits<H>(want_sum));
-  CHECK(bits(drop) == rounded_bits<H>(want_drop));
+  CHECK(bits16(sum) == rounded_bits<H>(want_sum));
+  CHECK(bits16(drop) == rounded_bits<H>(want_drop));
   // GELU against float64 too: within one rounding (plus the float32 kernel's own ~3e-7).
   double worst = 0;
   for (long long i = 0; i < n; ++i) {
@@ -261,7 +241,7 @@ TEST_CASE_TEMPLATE("nn_ops 16-bit gelu, add, dropout, clip: the float32 kernel's
   const float coef = 1.0f / (10.0f + 1e-6f);
   std::vector<float> want_clip(n);
   for (long long i = 0; i < n; ++i) want_clip[i] = xw[i] * coef;
-  CHECK(bits(c) == rounded_bits<H>(want_clip));
+  CHECK(bits16(c) == rounded_bits<H>(want_clip));
 }
 
 TEST_CASE_TEMPLATE("nn_ops 16-bit cross_entropy: float32 losses of the rounded logits, the gradient rounded once", H,

@@ -21,115 +21,53 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
+#include "cpu_convert.h"  // accel's kernels/cpu: bfloat16 / float16 loads and stores
 
 #define GPT_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 
-// Storage dtypes (the entry points' suffixes).
-enum class St { f32, bf16, f16 };
-
-inline float bits_float(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline std::uint32_t float_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-// Element i of a tensor stored as D, as float; and its store, rounded to nearest even (bf16: the bits
-// of accel::bfloat16 and the CUDA kernels; f16: F16C where the CPU has it, else integer code with the
-// same bits, subnormals kept).
-template <St D>
-inline float ld(const void* p, long long i) {
-  if constexpr (D == St::f32) {
-    return static_cast<const float*>(p)[i];
-  } else if constexpr (D == St::bf16) {
-    return bits_float(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(p)[i]) << 16);
-  } else {
-    const std::uint16_t h = static_cast<const std::uint16_t*>(p)[i];
-#if defined(__F16C__)
-    return _cvtsh_ss(h);
-#else
-    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-    std::uint32_t o = static_cast<std::uint32_t>(h & 0x7FFFu) << 13;
-    const std::uint32_t exp = o & 0x0F800000u;
-    o += (127u - 15u) << 23;
-    if (exp == 0x0F800000u) {
-      o += (128u - 16u) << 23;
-      if ((o & 0x007FFFFFu) != 0) o |= 0x00400000u;
-    } else if (exp == 0) {
-      o += 1u << 23;
-      o = float_bits(bits_float(o) - bits_float(113u << 23));
-    }
-    return bits_float(o | sign);
-#endif
-  }
-}
-template <St D>
-inline void st(void* p, long long i, float x) {
-  if constexpr (D == St::f32) {
-    static_cast<float*>(p)[i] = x;
-  } else if constexpr (D == St::bf16) {
-    const std::uint32_t u = float_bits(x);
-    const std::uint32_t r = (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) | 0x40u) : ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    static_cast<std::uint16_t*>(p)[i] = static_cast<std::uint16_t>(r);
-  } else {
-#if defined(__F16C__)
-    static_cast<std::uint16_t*>(p)[i] = static_cast<std::uint16_t>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
-#else
-    std::uint32_t u = float_bits(x);
-    const std::uint32_t sign = (u >> 16) & 0x8000u;
-    u &= 0x7FFFFFFFu;
-    std::uint32_t o;
-    if (u >= (143u << 23)) {
-      o = u > 0x7F800000u ? (0x7E00u | ((u >> 13) & 0x3FFu)) : 0x7C00u;
-    } else if (u < (113u << 23)) {
-      const std::uint32_t magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-      o = float_bits(bits_float(u) + bits_float(magic)) - magic;
-    } else {
-      const std::uint32_t odd = (u >> 13) & 1u;
-      u += (static_cast<std::uint32_t>(15 - 127) << 23) + 0xFFFu + odd;
-      o = u >> 13;
-    }
-    static_cast<std::uint16_t*>(p)[i] = static_cast<std::uint16_t>(o | sign);
-#endif
-  }
-}
-template <St D>
-constexpr long long elem_bytes() {
-  return D == St::f32 ? 4 : 2;
-}
+using accel_kernels::elem_size;
+using accel_kernels::ld;  // element i of a tensor stored as D (ACCEL_DTYPE_*), as float; st: its store, rounded
+using accel_kernels::st;
+constexpr int F32 = ACCEL_DTYPE_F32;
 
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));  // unaligned loads and stores
 
 inline v16 load(const float* p) { return *reinterpret_cast<const v16u*>(p); }
+// A load kept in a register: GCC would otherwise fold it into each FMA that uses it, and an
+// R-row block would read the same 64 bytes R times (the loads, not the FMAs, then bound the loop).
+inline v16 load_reg(const float* p) {
+  v16 v = load(p);
+  __asm__("" : "+v"(v));
+  return v;
+}
 inline void store(float* p, v16 v) { *reinterpret_cast<v16u*>(p) = v; }
 inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }  // a broadcast (0 + x is an add)
-// Horizontal sum: halves added four times (constant two-input shuffles), not sixteen extractions.
-inline float hsum(v16 v) {
-  typedef int v16i_ __attribute__((vector_size(64)));
-  v += __builtin_shuffle(v, v16i_{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-  v += __builtin_shuffle(v, v16i_{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-  v += __builtin_shuffle(v, v16i_{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-  v += __builtin_shuffle(v, v16i_{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
-  return v[0];
-}
-
 typedef int v16i __attribute__((vector_size(64)));
 
-// e^x on 16 lanes: Cephes' expf polynomial (as kernels/cpu/nn_ops.cpp), n = round(x / ln 2) by the
-// 1.5 * 2^23 trick, whose low bits then hold n.
-inline v16 exp_v(v16 x) {
-  x = x < splat(88.3762626647949f) ? x : splat(88.3762626647949f);
-  x = x > splat(-87.3365447505531f) ? x : splat(-87.3365447505531f);
+inline v16 vmax(v16 a, v16 b) { return a > b ? a : b; }
+// Horizontal sum and maximum: halves combined four times (constant two-input shuffles), not sixteen
+// extractions.
+template <class Op>
+inline float reduce(v16 v, Op op) {
+  v = op(v, __builtin_shuffle(v, v16i{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
+  v = op(v, __builtin_shuffle(v, v16i{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}));
+  v = op(v, __builtin_shuffle(v, v16i{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));
+  v = op(v, __builtin_shuffle(v, v16i{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}));
+  return v[0];
+}
+inline float hsum(v16 v) {
+  return reduce(v, [](v16 a, v16 b) { return a + b; });
+}
+inline float hmax(v16 v) { return reduce(v, vmax); }
+
+// e^x on 16 lanes for x <= 0 (a softmax's x - max): Cephes' expf polynomial (as kernels/cpu/nn_ops.cpp),
+// n = round(x / ln 2) by the 1.5 * 2^23 trick, whose low bits then hold n. x is clamped at -87.3, where
+// the result is ~1e-38, never a subnormal.
+inline v16 exp_neg(v16 x) {
+  x = vmax(x, splat(-87.3365447505531f));
   const v16 t = x * 1.44269504088896341f + 12582912.0f;
   const v16 n = t - 12582912.0f;
   v16 r = x - n * 0.693359375f;
@@ -145,6 +83,27 @@ inline v16 exp_v(v16 x) {
   return y * (v16)e;
 }
 
+// A 16 x 16 transpose in registers: stage S (1, 2, 4, 8) swaps bit S of the row index with bit S of the
+// lane index, between rows r and r + S ((r & S) == 0), by two two-input shuffles.
+template <int S>
+inline void transpose_stage(v16 (&x)[16]) {
+  const v16i lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const v16i lo = (lane & S) == 0 ? lane : lane + (16 - S);
+  const v16i hi = (lane & S) == 0 ? lane + S : lane + 16;
+  for (int r = 0; r < 16; ++r) {
+    if ((r & S) != 0) continue;
+    const v16 a = x[r], b = x[r + S];
+    x[r] = __builtin_shuffle(a, b, lo);
+    x[r + S] = __builtin_shuffle(a, b, hi);
+  }
+}
+inline void transpose16(v16 (&x)[16]) {
+  transpose_stage<1>(x);
+  transpose_stage<2>(x);
+  transpose_stage<4>(x);
+  transpose_stage<8>(x);
+}
+
 inline v16i lane_index(long long j0) {
   return v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + static_cast<int>(j0);
 }
@@ -156,9 +115,11 @@ constexpr int R = 4;  // rows per register block
 
 // out[i*ldo + j] = scale * sum_d a[i*lda + d] * bt[d*Tp + j] for rows i < T and the 16-column blocks
 // that reach the diagonal (values past it are computed too; the caller masks them).
-// a: T rows of hs floats (global); bt: hs x Tp (local, transposed operand).
-void lower_products(const float* a, long long lda, const float* bt, long long hs, long long T, long long Tp,
-                    float* out, long long ldo, float scale) {
+// a: T rows of hs = 16 NV floats (global); bt: hs x Tp (local, transposed operand).
+template <int NV>
+void lower_products(const float* a, long long lda, const float* bt, long long T, long long Tp, float* out,
+                    long long ldo, float scale) {
+  constexpr int hs = 16 * NV;  // a compile-time trip count: the loops over d unroll whole
   for (long long i0 = 0; i0 < T; i0 += R) {
     const int rows = static_cast<int>(T - i0 < R ? T - i0 : R);
     const long long jend = i0 + rows;  // columns needed by the block's last row
@@ -167,8 +128,8 @@ void lower_products(const float* a, long long lda, const float* bt, long long hs
     for (long long j0 = 0; j0 < jend; j0 += 32) {
       v16 acc[R][2] = {};
       if (j0 + 16 < jend) {
-        for (long long d = 0; d < hs; ++d) {
-          const v16 b0 = load(bt + d * Tp + j0), b1 = load(bt + d * Tp + j0 + 16);
+        for (int d = 0; d < hs; ++d) {
+          const v16 b0 = load_reg(bt + d * Tp + j0), b1 = load_reg(bt + d * Tp + j0 + 16);
           for (int r = 0; r < R; ++r) {
             const v16 x = splat(ar[r][d]);
             acc[r][0] += x * b0;
@@ -180,8 +141,8 @@ void lower_products(const float* a, long long lda, const float* bt, long long hs
           store(out + (i0 + r) * ldo + j0 + 16, acc[r][1] * scale);
         }
       } else {
-        for (long long d = 0; d < hs; ++d) {
-          const v16 b0 = load(bt + d * Tp + j0);
+        for (int d = 0; d < hs; ++d) {
+          const v16 b0 = load_reg(bt + d * Tp + j0);
           for (int r = 0; r < R; ++r) acc[r][0] += splat(ar[r][d]) * b0;
         }
         for (int r = 0; r < rows; ++r) store(out + (i0 + r) * ldo + j0, acc[r][0] * scale);
@@ -200,7 +161,7 @@ void lower_times(const float* p, long long ldp, const float* b, long long ldb, l
     v16 acc[R][NV] = {};
     for (long long j = 0; j < i0 + rows; ++j) {
       v16 bv[NV];
-      for (int v = 0; v < NV; ++v) bv[v] = load(b + j * ldb + 16 * v);
+      for (int v = 0; v < NV; ++v) bv[v] = load_reg(b + j * ldb + 16 * v);
       for (int r = 0; r < R; ++r) {
         const v16 x = splat(p[(i0 + r) * ldp + j]);
         for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
@@ -222,7 +183,7 @@ void upper_times(const float* m, long long ldm, const float* b, long long ldb, l
     v16 acc[R][NV] = {};
     for (long long i = j0; i < T; ++i) {
       v16 bv[NV];
-      for (int v = 0; v < NV; ++v) bv[v] = load(b + i * ldb + 16 * v);
+      for (int v = 0; v < NV; ++v) bv[v] = load_reg(b + i * ldb + 16 * v);
       const float* mi = m + i * ldm + j0;
       for (int r = 0; r < R; ++r) {
         const v16 x = splat(mi[r]);
@@ -235,14 +196,15 @@ void upper_times(const float* m, long long ldm, const float* b, long long ldb, l
   }
 }
 
-// bt[d*Tp + j] = rows[j*ld + d] for j < T, zero for j in [T, Tp): each row read once, contiguously.
+// bt[d*Tp + j] = rows[j*ld + d] for j < T, zero for j in [T, Tp): 16 x 16 blocks transposed in registers.
 void transpose_in(const float* rows, long long ld, long long T, long long hs, long long Tp, float* bt) {
-  for (long long j = 0; j < T; ++j) {
-    const float* r = rows + j * ld;
-    for (long long d = 0; d < hs; ++d) bt[d * Tp + j] = r[d];
-  }
-  for (long long d = 0; d < hs; ++d) {
-    for (long long j = T; j < Tp; ++j) bt[d * Tp + j] = 0;
+  for (long long j0 = 0; j0 < Tp; j0 += 16) {
+    for (long long d0 = 0; d0 < hs; d0 += 16) {
+      v16 x[16];
+      for (int l = 0; l < 16; ++l) x[l] = j0 + l < T ? load(rows + (j0 + l) * ld + d0) : v16{};
+      transpose16(x);
+      for (int l = 0; l < 16; ++l) store(bt + (d0 + l) * Tp + j0, x[l]);
+    }
   }
 }
 
@@ -266,30 +228,28 @@ void head_forward(const gpt_attention_args& a, long long bh, const float* q, con
   float* pd = kt + hs * Tp;  // Tp x Tp: P with dropout (with dropout only)
   float* s = a.att + bh * Tp * Tp;  // this head's tile: scores, then P (zero past the diagonal)
   transpose_in(k, ld, T, hs, Tp, kt);
-  lower_products(q, ld, kt, hs, T, Tp, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
+  lower_products<NV>(q, ld, kt, T, Tp, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
   const v16 neg = splat(-3.0e38f);
   for (long long i = 0; i < T; ++i) {
     float* si = s + i * Tp;
-    const long long blocks = i / 16 + 1;  // the 16-column blocks holding columns 0..i
-    const v16i diag = v16i{} + static_cast<int>(i);
-    v16 mx = neg;
-    for (long long c = 0; c < blocks; ++c) {
-      const v16 x = load(si + 16 * c);
-      const v16 xm = lane_index(16 * c) <= diag ? x : neg;
-      mx = mx > xm ? mx : xm;
-    }
-    float m = mx[0];
-    for (int l = 1; l < 16; ++l) m = mx[l] > m ? mx[l] : m;
+    // Blocks before `last` lie wholly at or below the diagonal; only the diagonal's block is masked.
+    const long long last = i / 16;
+    const v16i below = lane_index(16 * last) <= (v16i{} + static_cast<int>(i));
+    v16 mx = below ? load(si + 16 * last) : neg;
+    for (long long c = 0; c < last; ++c) mx = vmax(mx, load(si + 16 * c));
+    const float m = hmax(mx);
     v16 sum = {};
-    for (long long c = 0; c < blocks; ++c) {
-      const v16 e = exp_v(load(si + 16 * c) - m);
-      const v16 em = lane_index(16 * c) <= diag ? e : v16{};
-      store(si + 16 * c, em);
-      sum += em;
+    for (long long c = 0; c < last; ++c) {
+      const v16 e = exp_neg(load(si + 16 * c) - m);
+      store(si + 16 * c, e);
+      sum += e;
     }
+    const v16 el = below ? exp_neg(load(si + 16 * last) - m) : v16{};
+    store(si + 16 * last, el);
+    sum += el;
     const float inv = 1.0f / hsum(sum);
-    for (long long c = 0; c < blocks; ++c) store(si + 16 * c, load(si + 16 * c) * inv);
-    for (long long c = blocks; c < Tp / 16; ++c) store(si + 16 * c, v16{});
+    for (long long c = 0; c <= last; ++c) store(si + 16 * c, load(si + 16 * c) * inv);
+    for (long long c = last + 1; c < Tp / 16; ++c) store(si + 16 * c, v16{});
     if (a.bits != nullptr) {
       const std::uint32_t* bits_row = a.bits + (bh * T + i) * T;
       float* pdi = pd + i * Tp;
@@ -313,7 +273,7 @@ void head_backward(const gpt_attention_args& a, long long bh, const float* q, co
   float* ds = vt + hs * Tp;  // Tp x Tp: dPd, then dS (zero past the diagonal)
   float* pd = ds + Tp * Tp;  // Tp x Tp: Pd = P x dropout (with dropout only)
   transpose_in(v, ld, T, hs, Tp, vt);
-  lower_products(dy, lddy, vt, hs, T, Tp, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
+  lower_products<NV>(dy, lddy, vt, T, Tp, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
   const float sc = 1.0f / std::sqrt(static_cast<float>(hs));
   for (long long i = 0; i < T; ++i) {
     float* dsi = ds + i * Tp;
@@ -324,8 +284,10 @@ void head_backward(const gpt_attention_args& a, long long bh, const float* q, co
     v16 dsum = {};
     for (long long c = 0; c < blocks; ++c) {
       v16 dp = load(dsi + 16 * c);
-      if (bits_row != nullptr) dp = dp * mask_v(a, bits_row, 16 * c, T);
-      store(dsi + 16 * c, dp);        // dP
+      if (bits_row != nullptr) {
+        dp = dp * mask_v(a, bits_row, 16 * c, T);
+        store(dsi + 16 * c, dp);  // dP
+      }
       dsum += load(pi + 16 * c) * dp;  // P is 0 past the diagonal
     }
     const float dsum_s = hsum(dsum);
@@ -350,7 +312,7 @@ void head_backward(const gpt_attention_args& a, long long bh, const float* q, co
 
 // `parts` column blocks of hs elements from T rows of a [.. x width] tensor stored as D (block p at
 // column p C + h hs of row r0 + t) into float rows of parts x hs (to_rows), or back (rounded once).
-template <St D>
+template <int D>
 void gather(float* rows, const void* t, long long r0, long long width, long long C, long long h, long long hs,
             long long T, int parts) {
   for (long long i = 0; i < T; ++i) {
@@ -361,7 +323,7 @@ void gather(float* rows, const void* t, long long r0, long long width, long long
     }
   }
 }
-template <St D>
+template <int D>
 void scatter(void* t, const float* rows, long long r0, long long width, long long C, long long h, long long hs,
              long long T, int parts) {
   for (long long i = 0; i < T; ++i) {
@@ -375,10 +337,10 @@ void scatter(void* t, const float* rows, long long r0, long long width, long lon
 
 // Pair p = b NH + h of the launch, from and into tensors stored as D. io: the 16-bit storage's float
 // rows (7 T hs floats).
-template <int NV, St D>
+template <int NV, int D>
 void pair(const gpt_attention_args& a, long long p, bool forward, float* work, float* io) {
   const long long b = p / a.NH, h = p % a.NH, T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
-  if constexpr (D == St::f32) {
+  if constexpr (D == F32) {
     const float* q = static_cast<const float*>(a.qkv) + b * T * ld3 + h * hs;
     if (forward) {
       head_forward<NV>(a, p, q, q + C, q + 2 * C, ld3, static_cast<float*>(a.y) + b * T * C + h * hs, C, work);
@@ -403,11 +365,11 @@ void pair(const gpt_attention_args& a, long long p, bool forward, float* work, f
   }
 }
 
-template <int NV, St D>
+template <int NV, int D>
 void run(const gpt_attention_args& a, bool forward, int threads) {
   const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16;
   const long long pairs = a.B * a.NH;
-  const long long io_floats = D == St::f32 ? 0 : 7 * T * hs;
+  const long long io_floats = D == F32 ? 0 : 7 * T * hs;
   const std::size_t work_floats = static_cast<std::size_t>(hs * Tp + 2 * Tp * Tp + io_floats);
 #pragma omp parallel num_threads(threads)
   {
@@ -422,7 +384,7 @@ void run(const gpt_attention_args& a, bool forward, int threads) {
   }
 }
 
-template <St D>
+template <int D>
 int dispatch(const void* p, int num_threads, bool forward) {
   const auto& a = *static_cast<const gpt_attention_args*>(p);
   if (a.B < 0 || a.T <= 0 || a.NH <= 0 || a.C <= 0 || a.C % a.NH != 0) return 1;
@@ -450,11 +412,11 @@ inline float mask_at(const gpt_softmax_args& a, long long idx) {
   return a.bits == nullptr ? 1.0f : (a.bits[idx] >= a.threshold ? a.scale : 0.0f);
 }
 
-template <St D>
+template <int D>
 int head_permute(const void* p, int num_threads) {
   const auto& a = *static_cast<const gpt_permute_args*>(p);
   if (a.B < 0 || a.T <= 0 || a.NH <= 0 || a.C % a.NH != 0 || (a.parts != 1 && a.parts != 3)) return 1;
-  const long long hs = a.C / a.NH, rows = a.B * a.T, width = a.parts * a.C, es = elem_bytes<D>();
+  const long long hs = a.C / a.NH, rows = a.B * a.T, width = a.parts * a.C, es = elem_size<D>();
   char* tokens = static_cast<char*>(a.tokens);
   const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -476,9 +438,10 @@ int head_permute(const void* p, int num_threads) {
   return 0;
 }
 
-template <St D>
-int softmax_forward(const void* p, int num_threads) {
-  const auto& a = *static_cast<const gpt_softmax_args*>(p);
+// Row r = (head, i) of the heads x T matrices in att / datt for each r, split statically over the
+// threads: f(s, i, base) with s a T-float row of the thread's own (kept across launches), base = r T.
+template <class F>
+int softmax_rows(const gpt_softmax_args& a, int num_threads, F&& f) {
   if (a.heads < 0 || a.T <= 0) return 1;
   const long long T = a.T, rows = a.heads * T;
   const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
@@ -486,51 +449,45 @@ int softmax_forward(const void* p, int num_threads) {
   {
     thread_local std::vector<float> row;
     if (row.size() < static_cast<std::size_t>(T)) row.resize(static_cast<std::size_t>(T));
-    float* s = row.data();
 #pragma omp for schedule(static)
-    for (long long r = 0; r < rows; ++r) {
-      const long long i = r % T, base = r * T;
-      for (long long j = 0; j < T; ++j) s[j] = ld<D>(a.att, base + j);
-      float mx = s[0];
-      for (long long j = 1; j <= i; ++j) mx = s[j] > mx ? s[j] : mx;
-      float sum = 0;
-      for (long long j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
-      const float inv = 1.0f / sum;
-      for (long long j = 0; j < T; ++j) {
-        s[j] = j <= i ? s[j] * inv : 0.0f;
-        st<D>(a.att, base + j, s[j]);
-      }
-      if (a.bits != nullptr) {
-        for (long long j = 0; j < T; ++j) st<D>(a.pd, base + j, s[j] * mask_at(a, base + j));
-      }
-    }
+    for (long long r = 0; r < rows; ++r) f(row.data(), r % T, r * T);
   }
   return 0;
 }
 
-template <St D>
+template <int D>
+int softmax_forward(const void* p, int num_threads) {
+  const auto& a = *static_cast<const gpt_softmax_args*>(p);
+  const long long T = a.T;
+  return softmax_rows(a, num_threads, [&](float* s, long long i, long long base) {
+    for (long long j = 0; j < T; ++j) s[j] = ld<D>(a.att, base + j);
+    float mx = s[0];
+    for (long long j = 1; j <= i; ++j) mx = s[j] > mx ? s[j] : mx;
+    float sum = 0;
+    for (long long j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    const float inv = 1.0f / sum;
+    for (long long j = 0; j < T; ++j) {
+      s[j] = j <= i ? s[j] * inv : 0.0f;
+      st<D>(a.att, base + j, s[j]);
+    }
+    if (a.bits != nullptr) {
+      for (long long j = 0; j < T; ++j) st<D>(a.pd, base + j, s[j] * mask_at(a, base + j));
+    }
+  });
+}
+
+template <int D>
 int softmax_backward(const void* p, int num_threads) {
   const auto& a = *static_cast<const gpt_softmax_args*>(p);
-  if (a.heads < 0 || a.T <= 0) return 1;
-  const long long T = a.T, rows = a.heads * T;
-  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
-#pragma omp parallel num_threads(threads)
-  {
-    thread_local std::vector<float> row;
-    if (row.size() < static_cast<std::size_t>(T)) row.resize(static_cast<std::size_t>(T));
-    float* d = row.data();
-#pragma omp for schedule(static)
-    for (long long r = 0; r < rows; ++r) {
-      const long long i = r % T, base = r * T;
-      float dsum = 0;
-      for (long long j = 0; j <= i; ++j) {
-        d[j] = ld<D>(a.datt, base + j) * mask_at(a, base + j);
-        dsum += ld<D>(a.att, base + j) * d[j];
-      }
-      for (long long j = 0; j < T; ++j) st<D>(a.datt, base + j, j <= i ? ld<D>(a.att, base + j) * (d[j] - dsum) * a.scale_qk : 0.0f);
+  const long long T = a.T;
+  return softmax_rows(a, num_threads, [&](float* d, long long i, long long base) {
+    float dsum = 0;
+    for (long long j = 0; j <= i; ++j) {
+      d[j] = ld<D>(a.datt, base + j) * mask_at(a, base + j);
+      dsum += ld<D>(a.att, base + j) * d[j];
     }
-  }
-  return 0;
+    for (long long j = 0; j < T; ++j) st<D>(a.datt, base + j, j <= i ? ld<D>(a.att, base + j) * (d[j] - dsum) * a.scale_qk : 0.0f);
+  });
 }
 
 }  // namespace
@@ -543,6 +500,6 @@ int softmax_backward(const void* p, int num_threads) {
   GPT_EXPORT int gpt_softmax_forward_##suffix(const void* a, int t) { return softmax_forward<D>(a, t); }    \
   GPT_EXPORT int gpt_softmax_backward_##suffix(const void* a, int t) { return softmax_backward<D>(a, t); }
 
-GPT_CPU_KERNELS(f32, St::f32)
-GPT_CPU_KERNELS(bf16, St::bf16)
-GPT_CPU_KERNELS(f16, St::f16)
+GPT_CPU_KERNELS(f32, ACCEL_DTYPE_F32)
+GPT_CPU_KERNELS(bf16, ACCEL_DTYPE_BF16)
+GPT_CPU_KERNELS(f16, ACCEL_DTYPE_F16)

@@ -54,7 +54,7 @@ inline OpSpec host_fused_adam(std::string name = "fused_adam", std::string class
   s.description = "multi-tensor fused Adam/AdamW on the CPU (AVX-512/AVX2/scalar, OpenMP)";
   s.kind = OpKind::host;
   s.sources = {"cpu/fused_adam.cpp"};
-  s.headers = {"cpu/cpu_common.h", "common/accel_ops_abi.h"};
+  s.headers = {"cpu/cpu_common.h", "cpu/cpu_convert.h", "common/accel_ops_abi.h"};
   s.include_dirs = {"cpu", "common"};
   s.flags = {"-mprefer-vector-width=512"};
   s.entry_points = {"accel_fused_adam", "accel_ops_abi_version", "accel_ops_isa"};
@@ -68,7 +68,7 @@ inline OpSpec host_tensor_ops() {
   s.description = "fill, cast, scale, multi-tensor L2 norm and isfinite on the CPU";
   s.kind = OpKind::host;
   s.sources = {"cpu/tensor_ops.cpp"};
-  s.headers = {"cpu/cpu_common.h", "common/accel_ops_abi.h"};
+  s.headers = {"cpu/cpu_common.h", "cpu/cpu_convert.h", "common/accel_ops_abi.h"};
   s.include_dirs = {"cpu", "common"};
   s.flags = {"-mprefer-vector-width=512"};
   s.entry_points = {"accel_fill", "accel_cast", "accel_scale", "accel_l2norm", "accel_isfinite"};
@@ -82,7 +82,7 @@ inline OpSpec host_nn_ops() {
   s.description = "embedding, LayerNorm, GELU, softmax cross-entropy, dropout, clipping on the CPU (float32, bfloat16, float16)";
   s.kind = OpKind::host;
   s.sources = {"cpu/nn_ops.cpp"};
-  s.headers = {"cpu/cpu_common.h", "common/accel_ops_abi.h", "common/accel_nn_abi.h"};
+  s.headers = {"cpu/cpu_common.h", "cpu/cpu_convert.h", "common/accel_ops_abi.h", "common/accel_nn_abi.h"};
   s.include_dirs = {"cpu", "common"};
   s.flags = {"-mprefer-vector-width=512"};
   for (const char* k : {"embedding_forward", "embedding_backward", "layernorm_forward", "layernorm_backward",
