@@ -7,16 +7,13 @@
 // directories (examples/engine/gpt_kernels.hpp). Exports nothing.
 //
 // Rounding is to nearest even everywhere; a NaN stays a quiet NaN with its sign and top payload (the bits
-// of accel::bfloat16 / accel::half, VCVTNEPS2BF16 and the CUDA kernels). float16 goes through F16C's
-// VCVTPH2PS / VCVTPS2PH where -march=native has it, else integer code with the same bits (subnormals kept).
+// of accel::bfloat16 / accel::half, VCVTNEPS2BF16, F16C and the CUDA kernels). Both conversions are
+// integer code (float16's subnormals kept), which GCC vectorises inside `omp simd` loops; F16C's scalar
+// intrinsics would not be, and they would keep a whole loop scalar.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
-
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 #include "accel_ops_abi.h"
 
@@ -82,11 +79,7 @@ inline float ld(const void* base, long long i) {
   } else if constexpr (D == ACCEL_DTYPE_BF16) {
     return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
   } else {
-#if defined(__F16C__)
-    return _cvtsh_ss(static_cast<const unsigned short*>(base)[i]);
-#else
     return half_to_float(static_cast<const std::uint16_t*>(base)[i]);
-#endif
   }
 }
 template <int D>
@@ -96,11 +89,7 @@ inline void st(void* base, long long i, float x) {
   } else if constexpr (D == ACCEL_DTYPE_BF16) {
     static_cast<std::uint16_t*>(base)[i] = float_to_bf16(x);
   } else {
-#if defined(__F16C__)
-    static_cast<unsigned short*>(base)[i] = static_cast<unsigned short>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
-#else
     static_cast<std::uint16_t*>(base)[i] = float_to_half(x);
-#endif
   }
 }
 template <int D>

@@ -5,10 +5,10 @@
 //
 // Storage float32 (_f32), bfloat16 (_bf16) or float16 (_f16) for activations and weights, arithmetic in
 // float32 always: each kernel is one template over the storage dtype whose loads and stores convert
-// inline (cpu_convert.h's ld<D> / st<D>: bf16 a shift and integer round-to-nearest-even, vectorised;
-// fp16 F16C's VCVTPH2PS / VCVTPS2PH where the CPU has it). Where a value is accumulated into
-// a 16-bit tensor (embedding and LayerNorm weight gradients) the sum is taken in float32 and added to
-// the stored value once, as the CUDA kernels do, so both backends round the same sums once.
+// inline (cpu_convert.h's ld<D> / st<D>: integer code, vectorised with the rest of each loop). Where a
+// value is accumulated into a 16-bit tensor (embedding and LayerNorm weight gradients) the sum is taken
+// in float32 and added to the stored value once, as the CUDA kernels do, so both backends round the
+// same sums once.
 //
 // Rows are split statically over the OpenMP threads; reductions across rows (LayerNorm's weight and
 // bias gradients, the embedding gradients) run in a fixed order that does not depend on the thread
@@ -47,13 +47,40 @@ inline float exp_f(float x) {
   return y * bits_to_float((float_to_bits(t) - 0x4B400000u + 127u) << 23);
 }
 
-constexpr float gelu_k = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float gelu_c = 0.044715f;
+// GELU's tanh form: u = k (x + c x^3), k = sqrt(2 / pi). The kernels take -2u = x (-2k - 2kc x^2) and
+// 2 u' = 2k + 6kc x^2 with the constants folded (in double, rounded once).
+constexpr double gelu_k = 0.7978845608028654;
+constexpr double gelu_c = 0.044715;
+constexpr float gelu_m2k = static_cast<float>(-2 * gelu_k);
+constexpr float gelu_m2kc = static_cast<float>(-2 * gelu_k * gelu_c);
+constexpr float gelu_2k = static_cast<float>(2 * gelu_k);
+constexpr float gelu_6kc = static_cast<float>(6 * gelu_k * gelu_c);
 
 // Thread t's share [begin, end) of n rows split T ways (contiguous, sizes differing by at most one).
 inline void row_range(long long n, int t, int T, long long* begin, long long* end) {
   *begin = n * t / T;
   *end = n * (t + 1) / T;
+}
+
+// Sums along a row: lane l (of 16) sums columns c = l mod 16 in order, and the lanes are added by halves
+// (8 + 8, 4 + 4, 2 + 2, 1 + 1) — a fixed order for any row, written so that GCC keeps the lanes in a
+// vector register (its `omp simd reduction` had the backward's two sums loaded by gathers).
+constexpr int lanes = 16;
+inline float lane_sum(const float* p) {
+  float h[8];
+  for (int l = 0; l < 8; ++l) h[l] = p[l] + p[l + 8];
+  for (int l = 0; l < 4; ++l) h[l] += h[l + 4];
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+// f(c, l) for c in [0, C) with l = c mod 16: whole 16-column groups as one vector step each, then the tail.
+template <class F>
+inline void by_lanes(long long C, F&& f) {
+  long long c0 = 0;
+  for (; c0 + lanes <= C; c0 += lanes) {
+#pragma omp simd
+    for (int l = 0; l < lanes; ++l) f(c0 + l, l);
+  }
+  for (int l = 0; c0 + l < C; ++l) f(c0 + l, l);
 }
 
 }  // namespace
@@ -144,6 +171,9 @@ int layernorm_forward(const void* p, int num_threads) {
   if (a.N < 0 || a.C <= 0) return 1;
   const long long C = a.C;
   const float inv_c = 1.0f / static_cast<float>(C);
+  void* const out = a.out;
+  const void* const weight = a.weight;
+  const void* const bias = a.bias;
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
@@ -151,29 +181,32 @@ int layernorm_forward(const void* p, int num_threads) {
     for (long long n = begin; n < end; ++n) {
       const long long row = n * C;
       const void* x = a.inp;  // row `row` of x: the input, or the residual sum as stored (rounded)
+      float ps[lanes] = {};
       if (a.residual != nullptr) {
         void* xo = a.residual_out;  // the host wrapper requires it with residual
-#pragma omp simd
-        for (long long c = 0; c < C; ++c) st<D>(xo, row + c, ld<D>(a.inp, row + c) + ld<D>(a.residual, row + c));
+        const void* res = a.residual;
+        by_lanes(C, [&](long long c, int l) {  // the sum stored, and its stored value summed
+          st<D>(xo, row + c, ld<D>(x, row + c) + ld<D>(res, row + c));
+          ps[l] += ld<D>(xo, row + c);
+        });
         x = xo;
-      } else if (a.residual_out != nullptr && a.residual_out != a.inp) {
-        std::memcpy(static_cast<char*>(a.residual_out) + row * elem_size<D>(),
-                    static_cast<const char*>(a.inp) + row * elem_size<D>(), static_cast<std::size_t>(C * elem_size<D>()));
+      } else {
+        if (a.residual_out != nullptr && a.residual_out != a.inp) {
+          std::memcpy(static_cast<char*>(a.residual_out) + row * elem_size<D>(),
+                      static_cast<const char*>(a.inp) + row * elem_size<D>(), static_cast<std::size_t>(C * elem_size<D>()));
+        }
+        by_lanes(C, [&](long long c, int l) { ps[l] += ld<D>(x, row + c); });
       }
-      float sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (long long c = 0; c < C; ++c) sum += ld<D>(x, row + c);
-      const float m = sum * inv_c;
-      float var = 0;
-#pragma omp simd reduction(+ : var)
-      for (long long c = 0; c < C; ++c) {
+      const float m = lane_sum(ps) * inv_c;
+      float pv[lanes] = {};
+      by_lanes(C, [&](long long c, int l) {
         const float d = ld<D>(x, row + c) - m;
-        var = fmaf(d, d, var);
-      }
-      const float s = 1.0f / sqrtf(fmaf(var, inv_c, a.eps));
+        pv[l] = fmaf(d, d, pv[l]);
+      });
+      const float s = 1.0f / sqrtf(fmaf(lane_sum(pv), inv_c, a.eps));
 #pragma omp simd
       for (long long c = 0; c < C; ++c) {
-        st<D>(a.out, row + c, fmaf((ld<D>(x, row + c) - m) * s, ld<D>(a.weight, c), ld<D>(a.bias, c)));
+        st<D>(out, row + c, fmaf((ld<D>(x, row + c) - m) * s, ld<D>(weight, c), ld<D>(bias, c)));
       }
       a.mean[n] = m;
       a.rstd[n] = s;
@@ -189,6 +222,10 @@ int layernorm_backward(const void* p, int num_threads) {
   const long long C = a.C;
   const long long chunks = (a.N + ACCEL_NN_LN_CHUNK - 1) / ACCEL_NN_LN_CHUNK;
   const float inv_c = 1.0f / static_cast<float>(C);
+  const void* const inp = a.inp;
+  const void* const dout = a.dout;
+  const void* const weight = a.weight;
+  void* const dinp = a.dinp;
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     const int T = omp_get_num_threads(), t = omp_get_thread_num();
@@ -206,21 +243,20 @@ int layernorm_backward(const void* p, int num_threads) {
       for (long long n = k * ACCEL_NN_LN_CHUNK; n < n1; ++n) {
         const long long row = n * C;
         const float m = a.mean[n], s = a.rstd[n];
-        float sum_g = 0, sum_gx = 0;  // sums of dnorm = dy * w and of dnorm * xhat
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-        for (long long c = 0; c < C; ++c) {
-          const float xhat = (ld<D>(a.inp, row + c) - m) * s;
-          const float g = ld<D>(a.dout, row + c) * ld<D>(a.weight, c);
-          sum_g += g;
-          sum_gx = fmaf(g, xhat, sum_gx);
-        }
-        const float mean_g = sum_g * inv_c, mean_gx = sum_gx * inv_c;
+        float pg[lanes] = {}, pgx[lanes] = {};  // sums of dnorm = dy * w and of dnorm * xhat
+        by_lanes(C, [&](long long c, int l) {
+          const float xhat = (ld<D>(inp, row + c) - m) * s;
+          const float g = ld<D>(dout, row + c) * ld<D>(weight, c);
+          pg[l] += g;
+          pgx[l] = fmaf(g, xhat, pgx[l]);
+        });
+        const float mean_g = lane_sum(pg) * inv_c, mean_gx = lane_sum(pgx) * inv_c;
 #pragma omp simd
         for (long long c = 0; c < C; ++c) {
-          const float xhat = (ld<D>(a.inp, row + c) - m) * s;
-          const float dy = ld<D>(a.dout, row + c);
-          const float g = dy * ld<D>(a.weight, c);
-          st<D>(a.dinp, row + c, ld<D>(a.dinp, row + c) + (g - mean_g - xhat * mean_gx) * s);
+          const float xhat = (ld<D>(inp, row + c) - m) * s;
+          const float dy = ld<D>(dout, row + c);
+          const float g = dy * ld<D>(weight, c);
+          st<D>(dinp, row + c, ld<D>(dinp, row + c) + (g - mean_g - xhat * mean_gx) * s);
           pw[c] = fmaf(dy, xhat, pw[c]);
           pb[c] += dy;
         }
@@ -264,15 +300,16 @@ template <int D>
 int gelu_forward(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_gelu_forward_args*>(p);
   if (a.n < 0) return 1;
+  const void* const inp = a.inp;
+  void* const out = a.out;
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
 #pragma omp simd
     for (long long i = begin; i < end; ++i) {
-      const float xi = ld<D>(a.inp, i);
-      const float u = gelu_k * fmaf(gelu_c * xi, xi * xi, xi);
-      st<D>(a.out, i, xi / (1.0f + exp_f(-2.0f * u)));
+      const float xi = ld<D>(inp, i);
+      st<D>(out, i, xi / (1.0f + exp_f(xi * fmaf(gelu_m2kc, xi * xi, gelu_m2k))));
     }
   }
   return 0;
@@ -284,20 +321,22 @@ template <int D>
 int gelu_backward(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_gelu_backward_args*>(p);
   if (a.n < 0) return 1;
+  const void* const inp = a.inp;
+  const void* const dout = a.dout;
+  void* const dinp = a.dinp;
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
 #pragma omp simd
     for (long long i = begin; i < end; ++i) {
-      const float xi = ld<D>(a.inp, i);
+      const float xi = ld<D>(inp, i);
       const float x2 = xi * xi;
-      const float u = gelu_k * fmaf(gelu_c * xi, x2, xi);
-      const float e = exp_f(-2.0f * u);
+      const float e = exp_f(xi * fmaf(gelu_m2kc, x2, gelu_m2k));
       const float s = 1.0f / (1.0f + e);
-      const float du = gelu_k * fmaf(3.0f * gelu_c, x2, 1.0f);
-      const float grad = fmaf(2.0f * xi * (e * s) * s, du, s);  // 1 - s = e s, without cancellation
-      st<D>(a.dinp, i, grad * ld<D>(a.dout, i));
+      const float du2 = fmaf(gelu_6kc, x2, gelu_2k);                 // 2 u'(x)
+      const float grad = fmaf(xi * (e * s) * s, du2, s);  // 1 - s = e s, without cancellation
+      st<D>(dinp, i, grad * ld<D>(dout, i));
     }
   }
   return 0;
