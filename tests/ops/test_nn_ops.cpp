@@ -126,8 +126,12 @@ TEST_CASE("nn_ops embedding: forward exact, backward sums tokens and positions (
   CHECK(out[0] == 0.0f);
 }
 
-TEST_CASE("nn_ops layernorm: forward against float64, residual fused, backward against finite differences") {
-  constexpr long long N = 70, C = 48;  // more than one 64-row chunk
+namespace {
+
+// N = 70: more than one 64-row chunk; C = 48 or 37 (the row sums' 16-column groups, and a tail).
+void check_layernorm(const long long C) {
+  CAPTURE(C);
+  constexpr long long N = 70;
   const auto x = randv(N * C, 4, -2, 3), r = randv(N * C, 5), w = randv(C, 6, 0.5f, 1.5f), b = randv(C, 7);
   accel::cpu::Stream s;
   std::vector<float> out(N * C), mean(N), rstd(N), xsum(N * C);
@@ -163,10 +167,10 @@ TEST_CASE("nn_ops layernorm: forward against float64, residual fused, backward a
     for (long long i = 0; i < N * C; ++i) l += o[i] * dout[i];
     return l;
   };
-  for (const std::size_t i : {std::size_t{0}, std::size_t{C + 7}, std::size_t{65 * C + 3}, std::size_t{N * C - 1}}) {
+  for (const long long i : {0LL, C + 7, 65 * C + 3, N * C - 1}) {
     CHECK(std::fabs((dx[i] - 0.125) - fd(xs, i, loss, 1e-4)) < 2e-5);
   }
-  for (const std::size_t c : {std::size_t{0}, std::size_t{13}, std::size_t{C - 1}}) {
+  for (const long long c : {0LL, 13LL, C - 1}) {
     CHECK(rel_err(dw[c] - 1.0, fd(wd, c, loss)) < 1e-5);
     CHECK(rel_err(db[c] + 1.0, fd(bd, c, loss)) < 1e-5);
   }
@@ -186,6 +190,13 @@ TEST_CASE("nn_ops layernorm: forward against float64, residual fused, backward a
   CHECK_THROWS_AS(nn().layernorm_forward(s, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
                                          1e-5f, r.data(), nullptr),
                   accel::InvalidArgumentError);
+}
+
+}  // namespace
+
+TEST_CASE("nn_ops layernorm: forward against float64, residual fused, backward against finite differences") {
+  check_layernorm(48);
+  check_layernorm(37);
 }
 
 TEST_CASE("nn_ops gelu: forward against float64 tanh GELU, backward against its derivative and FD") {
