@@ -40,7 +40,9 @@ inline v16 load(const float* p) { return *reinterpret_cast<const v16u*>(p); }
 // R-row block would read the same 64 bytes R times (the loads, not the FMAs, then bound the loop).
 inline v16 load_reg(const float* p) {
   v16 v = load(p);
-  __asm__("" : "+v"(v));
+#if defined(__AVX512F__)
+  __asm__("" : "+v"(v));  // one zmm register (without AVX-512 the vector is two, and GCC splits it anyway)
+#endif
   return v;
 }
 inline void store(float* p, v16 v) { *reinterpret_cast<v16u*>(p) = v; }
