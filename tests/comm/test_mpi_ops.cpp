@@ -152,9 +152,11 @@ TEST_CASE_TEMPLATE("all_gather and reduce_scatter up to and just above 512 KiB (
   for (const std::size_t count : ring_edge_counts<T>(c.size())) {
     CAPTURE(count);
     const std::size_t bytes = count * n * sizeof(T);
-    const bool ring = accel::comm::detail::ring_selected(c.size(), bytes);
+    const bool ring = accel::comm::detail::ring_selected(c.size(), bytes);  // reduce_scatter's
+    const bool gather_ring = accel::comm::detail::ring_selected(c.size(), bytes, true);
     CAPTURE(bytes);
     CAPTURE(ring);
+    CAPTURE(gather_ring);
     // all_gather: every rank's contribution, in rank order.
     std::vector<T> gathered;
     for (int r = 0; r < c.size(); ++r) {
@@ -188,6 +190,28 @@ TEST_CASE_TEMPLATE("all_gather and reduce_scatter up to and just above 512 KiB (
       // The input is read, never written (out of place).
       CHECK(bits(rs_in) == bits(contribution<T>(count * n, c.rank(), op)));
     }
+  }
+}
+
+TEST_CASE("all_gather at and just above 32 MiB, the largest its ring serves: every rank's block in place") {
+  auto& c = world();
+  Stream s;
+  const auto n = static_cast<std::size_t>(c.size());
+  const std::size_t edge = accel::comm::detail::ring_max_bytes_all_gather / (n * sizeof(std::int32_t));
+  for (const std::size_t count : {edge, edge + 1}) {
+    CAPTURE(count);
+    CAPTURE(accel::comm::detail::ring_selected(c.size(), count * n * sizeof(std::int32_t), true));
+    const auto value = [](std::size_t rank, std::size_t i) { return static_cast<std::int32_t>(rank << 28 | i); };
+    Buf<std::int32_t> in(count, s);
+    for (std::size_t i = 0; i < count; ++i) in.data()[i] = value(static_cast<std::size_t>(c.rank()), i);
+    Buf<std::int32_t> out(count * n, s);
+    c.all_gather(s, in, out);
+    s.synchronize();
+    std::size_t wrong = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t i = 0; i < count; ++i) wrong += out.data()[r * count + i] != value(r, i) ? 1 : 0;
+    }
+    CHECK(wrong == 0);
   }
 }
 
@@ -330,7 +354,7 @@ TEST_CASE("barrier orders the ranks: what a rank wrote before it is seen after i
   s.synchronize();
 }
 
-TEST_CASE("accel's own ring serves all_gather and reduce_scatter up to 512 KiB on 2 ranks or more") {
+TEST_CASE("accel's own ring serves reduce_scatter up to 512 KiB and all_gather up to 32 MiB on 2 ranks or more") {
   using accel::comm::detail::ring_selected;
   const bool on = std::getenv("ACCEL_COMM_MPI_TUNING") == nullptr || std::string(std::getenv("ACCEL_COMM_MPI_TUNING")) != "0";
   CHECK(ring_selected(2, 8 * 1024) == on);
@@ -339,6 +363,11 @@ TEST_CASE("accel's own ring serves all_gather and reduce_scatter up to 512 KiB o
   CHECK_FALSE(ring_selected(2, 0));
   CHECK_FALSE(ring_selected(2, 512 * 1024 + 1));
   CHECK_FALSE(ring_selected(1, 64 * 1024));
+  // all_gather's ring goes on to 32 MiB.
+  CHECK(ring_selected(2, 512 * 1024 + 1, true) == on);
+  CHECK(ring_selected(3, 32 * 1024 * 1024, true) == on);
+  CHECK_FALSE(ring_selected(2, 32 * 1024 * 1024 + 1, true));
+  CHECK_FALSE(ring_selected(2, 0, true));
   // A step's block: whole up to 3 KiB and above 8 KiB, else pieces of 2 KiB (eager-sized).
   using accel::comm::detail::ring_pieces;
   CHECK(ring_pieces(3 * 1024) == 1);

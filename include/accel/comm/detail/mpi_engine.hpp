@@ -18,7 +18,7 @@
 // monitor; an operation that has waited 1 ms looks for such a notice every 10 ms, fails naming the
 // aborting rank, and acknowledges it, and the aborting rank then ends the job with MPI_Abort.
 //
-// all_gather and reduce_scatter up to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
+// all_gather up to 32 MiB and reduce_scatter up to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
 // (ring_start; mpi_tuning.hpp says why), polled the same way.
 // Compiled only where accel has MPI.
 #pragma once
@@ -561,7 +561,7 @@ inline void start(Pending& p) {
       break;
     }
     case OpKind::all_gather:
-      if (ring_selected(s.size, op.count * esize * static_cast<std::size_t>(s.size))) return ring_start(p);
+      if (ring_selected(s.size, op.count * esize * static_cast<std::size_t>(s.size), true)) return ring_start(p);
       call = "MPI_Iallgather";
       rc = MPI_Iallgather(op.send == block(op.recv, s.rank) ? MPI_IN_PLACE : op.send, n, type, op.recv, n, type, s.comm,
                           &p.request);

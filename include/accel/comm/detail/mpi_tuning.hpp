@@ -15,9 +15,10 @@
 //   - ACCEL_COMM_MPI_TUNING=0;
 //   - 4 or more ranks (libnbc's own choice, Rabenseifner's algorithm for large messages, is good there).
 //
-// all_gather and reduce_scatter up to 512 KiB (nccl-tests' S: the whole n x count buffer) do not go to
-// MPI_Iallgather / MPI_Ireduce_scatter_block: there libnbc measured 0.44-0.86x the blocking calls on 2
-// ranks, and 0.35-0.55x below 8 KiB (benchmarks/RESULTS.md, "Collectives"). accel runs them as a ring
+// all_gather up to 32 MiB and reduce_scatter up to 512 KiB (nccl-tests' S: the whole n x count buffer)
+// do not go to MPI_Iallgather / MPI_Ireduce_scatter_block: there libnbc measured 0.44-0.86x the blocking
+// calls on 2 ranks, 0.35-0.55x below 8 KiB, and all_gather 0.22-0.43x at 2-8 MiB (benchmarks/RESULTS.md,
+// "Collectives"). accel runs them as a ring
 // of MPI_Isend / MPI_Irecv instead (mpi_engine.hpp: for 2 ranks one exchange, then MPI_Reduce_local for
 // reduce_scatter; blocks of 3-8 KiB as eager-sized pieces: ring_pieces) — MPI's messages and MPI's
 // reduction ops, accel's schedule. Larger sizes keep MPI's collectives; ACCEL_COMM_MPI_TUNING=0 keeps
@@ -82,10 +83,17 @@ class IallreduceTuning {
   int previous_ = 0;
 };
 
-/// Whether accel's own ring runs an all_gather / reduce_scatter of S bytes on `ranks` ranks (see above).
-[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes) {
-  constexpr std::size_t max_bytes = 512 * 1024;
-  if (ranks < 2 || bytes == 0 || bytes > max_bytes) return false;
+/// The largest S accel's ring serves: reduce_scatter up to 512 KiB (above it libnbc measured 1.04-1.19x
+/// the blocking call); all_gather up to 32 MiB, where libnbc's MPI_Iallgather measured 0.22-0.43x at 2-8
+/// MiB and the ring 2-4x faster than it (the largest size the ring was measured at; above it libnbc
+/// measured 1.02-1.07x).
+inline constexpr std::size_t ring_max_bytes = 512 * 1024;
+inline constexpr std::size_t ring_max_bytes_all_gather = 32 * 1024 * 1024;
+
+/// Whether accel's own ring runs an all_gather (`gather`) or a reduce_scatter of S bytes on `ranks`
+/// ranks (see above).
+[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes, bool gather = false) {
+  if (ranks < 2 || bytes == 0 || bytes > (gather ? ring_max_bytes_all_gather : ring_max_bytes)) return false;
   static const bool allowed = [] {
     const char* v = std::getenv("ACCEL_COMM_MPI_TUNING");
     return v == nullptr || std::string_view(v) != "0";
