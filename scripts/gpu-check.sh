@@ -1,103 +1,161 @@
 #!/usr/bin/env bash
 # The checks and benchmarks that need an NVIDIA GPU, in one go, from a Release build with tests and
-# benchmarks (cmake -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DACCEL_BUILD_TESTS=ON
-# -DACCEL_BUILD_BENCHMARKS=ON), or from a folder holding its executables (copied to a GPU machine):
+# benchmarks (cmake --preset default -DACCEL_BUILD_TESTS=ON -DACCEL_BUILD_BENCHMARKS=ON), run on the
+# GPU machine itself or unpacked there from scripts/gpu-bundle.sh:
 #
-#   scripts/gpu-check.sh BUILD_OR_BIN_DIR [RESULTS_DIR]
+#   scripts/gpu-check.sh BUILD_DIR [RESULTS_DIR]      (PHASES="checks compare bench" by default)
 #
-# Runs every test binary that has CUDA cases; compute-sanitizer memcheck / racecheck / synccheck over
-# the CUDA suites (when compute-sanitizer is on the PATH); then the GPU benchmarks (allocator, copies,
-# events, graphs, random fills three times, Thrust/CUB algorithms, fused Adam against torch when
-# python3 has torch). Full logs go to RESULTS_DIR (default ./gpu-results); a summary is printed last.
-# Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). About 5 minutes
-# on an H100. Exit status 1 when a test or a sanitizer run fails.
+# checks   (correctness, several processes at once): every test binary with CUDA cases (the engine's
+#          Engine<CudaBackend> cases among them); the engine on CUDA against PyTorch (--dump, then
+#          torch_gpt.py check: per-step losses and step-0 gradients within 1e-5); compute-sanitizer
+#          memcheck / racecheck / synccheck / initcheck over the CUDA suites and a few engine steps.
+# compare  (timed, alone on the GPU): GEMM through accel against raw cuBLAS (bench_blas --gpu);
+#          Engine<CudaBackend> against PyTorch eager (SDPA, fused AdamW) at
+#          the shakespeare and gpt2 sizes, bf16, with and without --graph (benchmarks/engine/compare.py
+#          --device cuda), and a short training run with validation loss and a sample.
+# bench    (timed, alone): the allocator,
+#          graphs, random fills, Thrust/CUB algorithms, fused Adam against torch in one process.
+# Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
+# $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
+# Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). A summary is
+# printed last. Exit status 1 when a test, a check or a sanitizer run fails.
 set -uo pipefail
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=$(cd "$1" && pwd)
 RES=${2:-$PWD/gpu-results}
+PHASES=${PHASES:-checks compare bench}
 mkdir -p "$RES"
+RES=$(cd "$RES" && pwd)
 export ACCEL_KERNEL_DIR=${ACCEL_KERNEL_DIR:-$ROOT/kernels}
-export ACCEL_CACHE_DIR=${ACCEL_CACHE_DIR:-$RES/jit-cache}
+export ACCEL_CACHE_DIR=${ACCEL_CACHE_DIR:-/tmp/accel-gpu-check-cache}
 export PATH=$PATH:/usr/local/cuda/bin
-
-find_bin() { find "$DIR" -type f -perm -u+x -name "$1" 2>/dev/null | head -1; }
+# Libraries a bundle brought (scripts/gpu-bundle.sh), CUDA's, and NCCL / cuBLAS from pip's wheels.
+nvidia_libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null)
+export LD_LIBRARY_PATH=$DIR/gpu-lib:/usr/local/cuda/lib64:${nvidia_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cd "$ROOT"
 status=0
+PACK=${PACK:-$RES.tgz}
+pack() { tar -C "$(dirname "$RES")" --exclude=dump -czf "$PACK" "$(basename "$RES")"; }
+find_bin() { find "$DIR" -type f -perm -u+x -name "$1" 2>/dev/null | head -1; }
+stamp() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+# Runs "$@" in the background with its output in $RES/$1.log (the first word: the log's name), then
+# one line "name rc=N (S s)" in $RES/checks.log; at most $JOBS at once.
+JOBS=${JOBS:-8}
+job() {
+  local name=$1
+  shift
+  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n; done
+  (
+    start=$SECONDS
+    timeout "${JOB_TIMEOUT:-300}" "$@" > "$RES/$name.log" 2>&1
+    rc=$?
+    echo "$name rc=$rc ($((SECONDS - start)) s) $(grep -hE 'test cases:|ERROR SUMMARY|RACECHECK SUMMARY' "$RES/$name.log" | tail -1)" >> "$RES/checks.log"
+  ) &
+}
 
 {
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1
+  nvcc --version 2>&1 | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1
   report=$(find_bin accel-report)
   [[ -n $report ]] && "$report"
 } > "$RES/env.log" 2>&1
+stamp "env: $(head -1 "$RES/env.log")"
 
-tests=(test_cuda_device test_cuda_random test_conformance test_dispatch test_ops test_algo_cuda test_philox
-       test_generator test_cuda_unavailable test_nvcc_consumer)
-for t in "${tests[@]}"; do
-  bin=$(find_bin "$t")
-  if [[ -z $bin ]]; then echo "=== $t: not built"; continue; fi
-  echo "=== $t"
-  start=$SECONDS
-  timeout 300 "$bin"
-  rc=$?
-  echo "=== $t rc=$rc ($((SECONDS - start)) s)"
-  [[ $rc -ne 0 ]] && status=1
-done > "$RES/tests.log" 2>&1
-
-sanitize() {  # tool, binary name, doctest arguments...
-  local tool=$1 name=$2
-  shift 2
-  local bin
-  bin=$(find_bin "$name")
-  [[ -z $bin ]] && return
-  timeout 300 compute-sanitizer --tool "$tool" --print-limit 20 "$bin" "$@" > "$RES/sanitizer_${tool}_${name}.log" 2>&1
-  local rc=$?
-  echo "$tool $name: rc=$rc; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$RES/sanitizer_${tool}_${name}.log" | tail -1)"
-  [[ $rc -ne 0 ]] && status=1
-}
-if command -v compute-sanitizer > /dev/null; then
-  {
-    sanitize memcheck test_conformance
-    sanitize memcheck test_cuda_device
-    sanitize memcheck test_cuda_random
-    sanitize memcheck test_ops -tc='cuda*'
-    sanitize memcheck test_algo_cuda
-    sanitize racecheck test_cuda_random
-    sanitize racecheck test_ops -tc='cuda fused*'
-    sanitize synccheck test_cuda_random
-    sanitize initcheck test_cuda_device
-  } > "$RES/sanitizer.log" 2>&1
-else
-  echo "compute-sanitizer not found: sanitizer runs skipped" > "$RES/sanitizer.log"
+engine=$(find_bin engine)
+if [[ " $PHASES " == *" checks "* ]]; then
+  stamp "checks"
+  : > "$RES/checks.log"
+  for t in test_engine test_conformance test_ops test_blas test_cuda_device test_cuda_random test_algo_cuda \
+           test_dispatch test_philox test_generator test_cuda_unavailable test_blas_nvcc test_comm_nccl \
+           test_comm_nvcc test_nvcc_consumer; do
+    bin=$(find_bin "$t")
+    if [[ -z $bin ]]; then echo "$t: not built" >> "$RES/checks.log"; continue; fi
+    job "$t" "$bin"
+  done
+  if [[ -n $engine ]]; then
+    job engine_vs_torch bash -c "ACCEL_BACKEND=cuda '$engine' --size tiny --steps 20 --dropout 0 --eval-every 0 --quiet \
+        --dump '$RES/dump' && python3 benchmarks/engine/torch_gpt.py check '$RES/dump' --threads 4"
+    if command -v compute-sanitizer > /dev/null; then
+      JOB_TIMEOUT=150 job memcheck_engine compute-sanitizer --tool memcheck --print-limit 20 "$engine" \
+        --size tiny --steps 3 --eval-every 0 --quiet --dropout 0.1
+      JOB_TIMEOUT=150 job memcheck_engine_bf16_graph compute-sanitizer --tool memcheck --print-limit 20 \
+        "$engine" --size tiny --steps 3 --eval-every 0 --quiet --dtype bf16 --graph
+    fi
+  fi
+  if command -v compute-sanitizer > /dev/null; then
+    san() {  # tool, binary, doctest arguments...
+      local tool=$1 name=$2 bin
+      shift 2
+      bin=$(find_bin "$name")
+      [[ -n $bin ]] && JOB_TIMEOUT=150 job "${tool}_$name" compute-sanitizer --tool "$tool" --print-limit 20 "$bin" "$@"
+    }
+    san memcheck test_engine -tc='*CUDA*,*Cuda*'
+    san racecheck test_engine -tc='attention on CUDA*'
+    san memcheck test_blas -tc='*CUDA*,*cuda*,*Cuda*'
+    san memcheck test_ops -tc='cuda*'
+    san memcheck test_conformance
+    san memcheck test_cuda_random
+    san racecheck test_ops -tc='cuda fused*'
+    san synccheck test_cuda_random
+    san initcheck test_cuda_device
+  fi
+  wait
+  grep -vE "rc=0 " "$RES/checks.log" | grep -q . && status=1
+  pack
 fi
 
-run_bench() {  # log name, binary name, arguments...
-  local log=$1 name=$2
-  shift 2
-  local bin
-  bin=$(find_bin "$name")
-  if [[ -z $bin ]]; then echo "$name: not built" >> "$RES/$log"; return; fi
-  timeout 300 "$bin" "$@" >> "$RES/$log" 2>&1
-}
-run_bench bench_memory.log bench_cuda_memory --benchmark_min_time=0.2
-run_bench bench_graph.log bench_cuda_graph --benchmark_min_time=0.2 --rounds=3 --json="$RES/cuda_graph.json"
-run_bench bench_rng.log bench_rng_fill_gpu --rounds=7 --json="$RES/rng_fill_gpu.json"
-run_bench bench_algo.log bench_algo_cuda --rounds=3 --json="$RES/algo_cuda.json"
-adam=$(find_bin bench_adam_gpu)
-if [[ -n $adam ]]; then
-  timeout 400 bash "$ROOT/benchmarks/ops/run_gpu_adam.sh" "$(dirname "$adam")" "$RES/adam" > "$RES/adam.log" 2>&1
+if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
+  stamp "compare"
+  bin=$(find_bin bench_blas)
+  [[ -n $bin ]] && timeout 120 "$bin" --gpu --rounds 7 > "$RES/bench_blas.log" 2>&1
+  for size_args in "shakespeare --dtype bf16,fp32 --rounds 3 --steps 100" "gpt2 --dtype bf16 --rounds 2 --steps 30"; do
+    read -r size rest <<< "$size_args"
+    # shellcheck disable=SC2086
+    timeout 240 python3 benchmarks/engine/compare.py --device cuda --graph --size $size $rest --engine "$engine" \
+      > "$RES/compare_$size.log" 2>&1 || status=1
+    pack
+  done
+  ACCEL_BACKEND=cuda timeout 90 "$engine" --size shakespeare --dtype bf16 --time 45 --eval-every 500 --sample 300 \
+    --metrics "$RES/train_shakespeare_bf16.csv" > "$RES/train_shakespeare_bf16.log" 2>&1 || status=1
+  pack
+fi
+
+if [[ " $PHASES " == *" bench "* ]]; then
+  stamp "bench"
+  run_bench() {  # log name, binary name, arguments...
+    local log=$1 name=$2 bin
+    shift 2
+    bin=$(find_bin "$name")
+    if [[ -z $bin ]]; then echo "$name: not built" >> "$RES/$log"; return; fi
+    timeout 200 "$bin" "$@" >> "$RES/$log" 2>&1
+  }
+  run_bench bench_memory.log bench_cuda_memory --benchmark_min_time=0.2
+  run_bench bench_graph.log bench_cuda_graph --benchmark_min_time=0.2 --rounds=3 --json="$RES/cuda_graph.json"
+  run_bench bench_rng.log bench_rng_fill_gpu --rounds=7 --json="$RES/rng_fill_gpu.json"
+  run_bench bench_algo.log bench_algo_cuda --rounds=3 --json="$RES/algo_cuda.json"
+  pack
+  adam=$(find_bin bench_adam_gpu)
+  if [[ -n $adam ]]; then
+    timeout 300 bash "$ROOT/benchmarks/ops/run_gpu_adam.sh" "$(dirname "$adam")" "$RES/adam" > "$RES/adam.log" 2>&1
+  fi
+  pack
 fi
 
 echo "## accel GPU check ($(head -1 "$RES/env.log"))"
-grep -E "^=== .*rc=|not built|test cases:" "$RES/tests.log"
-echo "skipped checks (see tests.log for why): $(grep -c SKIPPED "$RES/tests.log")"
-cat "$RES/sanitizer.log"
-sed -n '/^ratios/,$p' "$RES/bench_memory.log"
-sed -n '/^per replay/,$p' "$RES/bench_graph.log"
-grep -E "^uniform|^normal|^targets" "$RES/bench_rng.log"
-tail -14 "$RES/bench_algo.log"
+[[ -f $RES/checks.log ]] && sort "$RES/checks.log"
+for f in "$RES"/compare_*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; grep -vE "^# (command|load)" "$f" | tail -25; }; done
+[[ -f $RES/train_shakespeare_bf16.log ]] && { echo "--- train"; tail -22 "$RES/train_shakespeare_bf16.log"; }
+[[ -f $RES/bench_blas.log ]] && { echo "--- bench_blas"; tail -15 "$RES/bench_blas.log"; }
+[[ -f $RES/bench_memory.log ]] && sed -n '/^ratios/,$p' "$RES/bench_memory.log"
+[[ -f $RES/bench_graph.log ]] && sed -n '/^per replay/,$p' "$RES/bench_graph.log"
+[[ -f $RES/bench_rng.log ]] && grep -E "^uniform|^normal|^targets" "$RES/bench_rng.log"
+[[ -f $RES/bench_algo.log ]] && tail -14 "$RES/bench_algo.log"
 [[ -f $RES/adam.log ]] && grep -E "^\| accel|vs fused|target|FAIL|checks|identical" "$RES/adam.log"
-echo "logs: $RES"
+echo "logs: $RES (packed: $PACK)"
 exit $status

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Tokens/s of Engine<CpuBackend> against the same model and step in PyTorch, interleaved.
 
-  benchmarks/engine/compare.py [--size tiny|shakespeare] [--threads 1,2] [--rounds 5] [--steps N]
-                               [--compile] [--dtype fp32[,bf16]] [--engine build/default/examples/engine/engine]
+  benchmarks/engine/compare.py [--size tiny|shakespeare|gpt2] [--threads 1,2] [--rounds 5] [--steps N]
+                               [--compile] [--dtype fp32[,bf16]] [--device cpu|cuda] [--graph]
+                               [--engine build/default/examples/engine/engine]
 
 Each round runs the engine (`--steps N`, no evaluation) and then torch_gpt.py bench (eager, and with
 --compile also torch.compile) on the same corpus, batch and thread count; the engine's figure is its
@@ -12,6 +13,8 @@ moves both. Prints per thread count: median tokens/s of each (min-max over the r
 ratio engine / torch taken round by round (median, min-max). The CPU is named as lscpu names it.
 --dtype fp32,bf16 runs each side in each dtype every round (engine --dtype bf16; PyTorch's forward
 under torch.autocast("cpu", bfloat16)), and adds the ratio engine bf16 / engine fp32.
+--device cuda: Engine<CudaBackend> against PyTorch eager on the GPU (SDPA attention, fused AdamW;
+bf16 under torch.autocast("cuda")), --graph adds the engine with its step replayed as a CUDA graph.
 PyTorch is needed (pip install torch); it is never a dependency of accel.
 """
 import argparse
@@ -23,8 +26,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-BATCH = {"tiny": 12, "shakespeare": 64}
-BLOCK = {"tiny": 64, "shakespeare": 256}
+BATCH = {"tiny": 12, "shakespeare": 64, "gpt2": 8}
+BLOCK = {"tiny": 64, "shakespeare": 256, "gpt2": 1024}
 
 
 def cpu_name():
@@ -36,18 +39,38 @@ def cpu_name():
     return f"{f.get('Model name', '?')} (family {f.get('CPU family', '?')}, model {f.get('Model', '?')})"
 
 
-def run_engine(exe, size, threads, steps, dtype="fp32"):
-    env = dict(os.environ, ACCEL_BACKEND="cpu", OMP_NUM_THREADS=str(threads))
-    cmd = [exe, "--size", size, "--steps", str(steps), "--eval-every", "0", "--threads", str(threads), "--quiet",
-           "--dropout", "0", "--dtype", dtype]
+def gpu_name():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "no nvidia-smi"
+    return out.splitlines()[0] if out else "no GPU"
+
+
+MFU = {}  # the engine's last MFU line per configuration (on a GPU: of the data sheet's peak)
+
+
+def run_engine(exe, size, threads, steps, dtype="fp32", device="cpu", graph=False):
+    env = dict(os.environ, ACCEL_BACKEND=device, OMP_NUM_THREADS=str(threads))
+    cmd = [exe, "--size", size, "--steps", str(steps), "--eval-every", "0", "--quiet", "--dropout", "0",
+           "--dtype", dtype]
+    if device == "cpu":
+        cmd += ["--threads", str(threads)]
+    if graph:
+        cmd.append("--graph")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
     ms = float(re.search(r"ms/step\s+([0-9.]+) median", out).group(1))
+    mfu = re.search(r"MFU\s+(.*)", out)
+    if mfu:
+        MFU[(dtype, graph)] = mfu.group(1).strip()
     return BATCH[size] * BLOCK[size] / (ms / 1e3)
 
 
-def run_torch(size, threads, steps, compile_, dtype="fp32"):
+def run_torch(size, threads, steps, compile_, dtype="fp32", device="cpu"):
+    warmup = "10" if size == "tiny" or device == "cuda" else "2"
     cmd = [sys.executable, os.path.join(HERE, "torch_gpt.py"), "bench", "--size", size, "--threads", str(threads),
-           "--steps", str(steps), "--warmup", "10" if size == "tiny" else "2", "--dtype", dtype]
+           "--steps", str(steps), "--warmup", warmup, "--dtype", dtype, "--device", device]
     if compile_:
         cmd.append("--compile")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -68,10 +91,17 @@ def main():
     p.add_argument("--compile", action="store_true", help="also torch.compile")
     p.add_argument("--dtype", default="fp32", help="comma-separated: fp32, bf16 (engine --dtype bf16, torch autocast)")
     p.add_argument("--engine", default=os.path.join(ROOT, "build", "default", "examples", "engine", "engine"))
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: the engine on CudaBackend, PyTorch on the GPU (SDPA attention, fused AdamW); "
+                        "--threads is then ignored")
+    p.add_argument("--graph", action="store_true", help="also the engine with --graph (the step replayed)")
     args = p.parse_args()
-    steps = args.steps or (200 if args.size == "tiny" else 6)
+    steps = args.steps or (200 if args.size == "tiny" or args.device == "cuda" else 6)
+    if args.device == "cuda":
+        args.threads = "0"
+    where = gpu_name() if args.device == "cuda" else cpu_name()
     print(f"# {args.size} (batch {BATCH[args.size]}, block {BLOCK[args.size]}), {args.rounds} interleaved rounds, "
-          f"{steps} steps per run; {cpu_name()}")
+          f"{steps} steps per run; {where}")
     print(f"# command: benchmarks/engine/compare.py {' '.join(sys.argv[1:])}")
     print(f"# load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     dtypes = args.dtype.split(",")
@@ -80,12 +110,18 @@ def main():
         for _ in range(args.rounds):
             for dt in dtypes:
                 tag = "" if dtypes == ["fp32"] else f" {dt}"
-                rows.setdefault("engine" + tag, []).append(run_engine(args.engine, args.size, threads, steps, dt))
-                rows.setdefault("torch eager" + tag, []).append(run_torch(args.size, threads, max(4, steps // 2), False, dt))
+                rows.setdefault("engine" + tag, []).append(
+                    run_engine(args.engine, args.size, threads, steps, dt, args.device))
+                if args.graph:
+                    rows.setdefault("engine graph" + tag, []).append(
+                        run_engine(args.engine, args.size, threads, steps, dt, args.device, graph=True))
+                torch_steps = max(4, steps // 2)
+                rows.setdefault("torch eager" + tag, []).append(
+                    run_torch(args.size, threads, torch_steps, False, dt, args.device))
                 if args.compile:
                     rows.setdefault("torch.compile" + tag, []).append(
-                        run_torch(args.size, threads, max(4, steps // 2), True, dt))
-        print(f"{threads} thread{'s' if threads > 1 else ''}:")
+                        run_torch(args.size, threads, torch_steps, True, dt, args.device))
+        print(f"{threads} thread{'s' if threads > 1 else ''}:" if args.device == "cpu" else "cuda:")
         for name, vals in rows.items():
             print(f"  {name:20s} {summary(vals)} tokens/s")
         for dt in dtypes:
@@ -93,14 +129,21 @@ def main():
             for name in rows:
                 if name.startswith("engine") or not name.endswith(tag):
                     continue
-                ratios = [e / t for e, t in zip(rows["engine" + tag], rows[name])]
-                print(f"  engine{tag} / {name}: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+                for engine in ("engine", "engine graph"):
+                    if engine + tag not in rows:
+                        continue
+                    ratios = [e / t for e, t in zip(rows[engine + tag], rows[name])]
+                    print(f"  {engine}{tag} / {name}: {statistics.median(ratios):.2f}x "
+                          f"({min(ratios):.2f}-{max(ratios):.2f})")
         if "engine bf16" in rows and "engine fp32" in rows:
             ratios = [b / f for b, f in zip(rows["engine bf16"], rows["engine fp32"])]
             print(f"  engine bf16 / engine fp32: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
         if "torch eager bf16" in rows and "torch eager fp32" in rows:
             ratios = [b / f for b, f in zip(rows["torch eager bf16"], rows["torch eager fp32"])]
             print(f"  torch autocast bf16 / torch fp32: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        for (dt, graph), mfu in MFU.items():
+            print(f"  engine {dt}{' graph' if graph else ''} MFU (last run): {mfu}")
+        MFU.clear()
         print(f"  (load average now {os.getloadavg()[0]:.2f})", flush=True)
     return 0
 

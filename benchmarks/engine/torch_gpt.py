@@ -6,12 +6,13 @@
                                (accel's learning rate of each step), and compares per-step training
                                losses (relative error <= 1e-5) and every gradient tensor of the first
                                step (max|a - b| / max|b| <= 1e-5). Exit status 0 when all pass.
-  torch_gpt.py bench [--size tiny|shakespeare] [--threads N] [--steps N] [--compile] [--data FILE]
-                     [--dtype fp32|bf16]
+  torch_gpt.py bench [--size tiny|shakespeare|gpt2] [--threads N] [--steps N] [--compile] [--data FILE]
+                     [--dtype fp32|bf16] [--device cpu|cuda]
                                tokens/s of the same model and training step in PyTorch (eager or
                                torch.compile) on the same corpus, for benchmarks/engine/compare.py;
                                --dtype bf16: the forward under torch.autocast (bfloat16 on the device
-                               the model is on, the CPU here), fp32 weights and optimizer as autocast keeps them.
+                               the model is on), fp32 weights and optimizer as autocast keeps them;
+                               --device cuda: on the GPU with SDPA attention and fused AdamW.
   torch_gpt.py ddp [--size tiny|shakespeare] [--procs 2] [--threads 1] [--steps N]
                                the same step under DistributedDataParallel (gloo) on --procs processes
                                of --threads threads, the global batch split over them (tiny: 12);
@@ -96,11 +97,12 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, self.V), targets.reshape(-1))
 
 
-def optimizer(model, lr, betas, wd, eps=1e-8):
+def optimizer(model, lr, betas, wd, eps=1e-8, fused=False):
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
+    kind = {"fused": True} if fused else {"foreach": False}
     return torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": rest, "weight_decay": 0.0}],
-                             lr=lr, betas=betas, eps=eps, foreach=False)
+                             lr=lr, betas=betas, eps=eps, **kind)
 
 
 def read_kv(path):
@@ -184,7 +186,7 @@ def check(args):
     return 0 if ok else 1
 
 
-SIZES = {"tiny": (4, 4, 128, 64, 12), "shakespeare": (6, 6, 384, 256, 64)}
+SIZES = {"tiny": (4, 4, 128, 64, 12), "shakespeare": (6, 6, 384, 256, 64), "gpt2": (12, 12, 768, 1024, 8)}
 
 
 def load_corpus(path):
@@ -206,14 +208,16 @@ def default_data():
     return os.path.join(here, "..", "..", "data", "shakespeare", "shakespeare.txt")
 
 
-def timed_steps(forward, model, opt, train, B, T, gen, warmup, steps, autocast=False):
+def timed_steps(forward, model, opt, train, B, T, gen, warmup, steps, autocast=False, device="cpu"):
     """Trains warmup + steps steps (forward, backward, clip 1.0, AdamW; the loss read back, as the
-    engine does) and returns the last `steps` step times in seconds, sorted."""
+    engine does) and returns the last `steps` step times in seconds, sorted. On CUDA the batch's copy
+    to the device is inside the step, as the engine's is."""
     times = []
     for s in range(warmup + steps):
         x, y = get_batch(train, B, T, gen)
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        x, y = x.to(device), y.to(device)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
             loss = forward(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -232,17 +236,22 @@ def bench(args):
     torch.set_num_threads(args.threads)
     train, _, V = load_corpus(args.data)
     torch.manual_seed(1337)
-    model = GPT(L, NH, C, T, V, V)
-    opt = optimizer(model, 1e-3, (0.9, 0.99), 0.1)
+    # gpt2: the vocabulary padded to a multiple of 64, as the engine pads it.
+    Vp = (V + 63) // 64 * 64 if args.size == "gpt2" else V
+    on_gpu = args.device == "cuda"
+    # On a GPU the fastest eager PyTorch: SDPA attention (flash) and the fused AdamW kernel.
+    model = GPT(L, NH, C, T, Vp, V, sdpa=on_gpu).to(args.device)
+    opt = optimizer(model, 1e-3, (0.9, 0.99), 0.1, fused=on_gpu)
     step_fn = model
     if args.compile:
         step_fn = torch.compile(model)
     gen = torch.Generator().manual_seed(1)
     autocast = args.dtype == "bf16"
-    times = timed_steps(step_fn, model, opt, train, B, T, gen, args.warmup, args.steps, autocast)
+    times = timed_steps(step_fn, model, opt, train, B, T, gen, args.warmup, args.steps, autocast, args.device)
     med = times[len(times) // 2]
+    where = torch.cuda.get_device_name() if on_gpu else f"threads {args.threads}"
     print(f"torch {torch.__version__} {'compile' if args.compile else 'eager'}{' autocast bf16' if autocast else ''} "
-          f"{args.size} batch {B} threads {args.threads}: "
+          f"{args.size} batch {B} {where}: "
           f"{B * T / med:.0f} tokens/s ({med * 1e3:.1f} ms/step median of {len(times)}, "
           f"min {times[0] * 1e3:.1f}, max {times[-1] * 1e3:.1f})")
 
@@ -338,7 +347,9 @@ def main():
     b.add_argument("--steps", type=int, default=50)
     b.add_argument("--warmup", type=int, default=10)
     b.add_argument("--compile", action="store_true")
-    b.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="bf16: torch.autocast on the CPU")
+    b.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="bf16: torch.autocast on the device")
+    b.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: the model on the GPU, SDPA attention, fused AdamW")
     b.add_argument("--data", default=default_data())
     d = sub.add_parser("ddp")
     d.add_argument("--size", choices=SIZES, default="tiny")

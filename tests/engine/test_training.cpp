@@ -536,3 +536,123 @@ TEST_CASE("engine --zero-stage 2 --streams 2: a bucket set per lane, summed in l
     for (const auto& d : {s1, s2, again}) fs::remove_all(d);
   }
 }
+
+// Engine<CudaBackend>: the same checks on a GPU (skipped, saying so, where there is none). The GPU's
+// products and sums run in another order than the CPU's, so against the CPU's recorded trajectory the
+// losses agree within 1e-4; the determinism checks are bit for bit, as on the CPU.
+namespace {
+
+bool have_gpu() { return accel::CudaBackend{}.device_count() > 0; }
+
+int run_cuda(const engine::Config& c) { return engine::Engine<accel::CudaBackend>(accel::CudaBackend{}, c).run(); }
+
+void check_close(const std::vector<std::string>& a, const std::vector<std::string>& b, double rel) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) <= rel * std::stod(b[i]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --graph and AnyBackend bits, fused vs gemm attention, bf16") {
+  if (!have_gpu()) {
+    MESSAGE("skipped: " << accel::CudaBackend::availability().reason);
+    return;
+  }
+  SUBCASE("the CPU's recorded trajectory within 1e-4") {
+    const fs::path dir = temp_dir("cuda-trajectory");
+    auto c = small(dir);
+    c.steps = 12;
+    REQUIRE(run_cuda(c) == 0);
+    const double expected[] = {ENGINE_TEST_TRAJECTORY};
+    const auto got = losses(dir);
+    REQUIRE(got.size() == std::size(expected));
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::fabs(std::stod(got[i]) - expected[i]) <= 1e-4 * expected[i]);
+    }
+    fs::remove_all(dir);
+  }
+  SUBCASE("the same seed gives the same bits; 4 steps + resume + 4 steps give 8 steps' bits") {
+    const fs::path a = temp_dir("cuda-a"), b = temp_dir("cuda-b"), ck = temp_dir("cuda-ck"), r = temp_dir("cuda-r");
+    auto c = small(a);
+    c.dropout = 0.1;
+    REQUIRE(run_cuda(c) == 0);
+    auto again = small(b);
+    again.dropout = 0.1;
+    REQUIRE(run_cuda(again) == 0);
+    CHECK(losses(a) == losses(b));
+    auto first = small(temp_dir("cuda-first"));
+    first.dropout = 0.1;
+    first.stop_at = 4;
+    first.save = ck.string();
+    REQUIRE(run_cuda(first) == 0);
+    auto second = small(r);
+    second.dropout = 0.1;
+    second.resume = "latest";
+    second.save = ck.string();
+    REQUIRE(run_cuda(second) == 0);
+    const auto full = losses(a), resumed = losses(r);
+    REQUIRE(full.size() == 8);
+    REQUIRE(resumed.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(resumed[i] == full[4 + i]);
+    for (const auto& d : {a, b, ck, r}) fs::remove_all(d);
+  }
+  SUBCASE("--graph (a CUDA graph replayed) gives the eager step's bits, dropout on") {
+    const fs::path e = temp_dir("cuda-eager"), g = temp_dir("cuda-graph");
+    auto eager = small(e);
+    eager.dropout = 0.2;
+    auto graph = small(g);
+    graph.dropout = 0.2;
+    graph.graph = true;
+    REQUIRE(run_cuda(eager) == 0);
+    REQUIRE(run_cuda(graph) == 0);
+    CHECK(losses(e) == losses(g));
+    fs::remove_all(e);
+    fs::remove_all(g);
+  }
+  SUBCASE("Engine<AnyBackend> holding CUDA gives Engine<CudaBackend>'s bits") {
+    const fs::path st = temp_dir("cuda-static"), an = temp_dir("cuda-any");
+    auto c = small(st);
+    c.steps = 4;
+    REQUIRE(run_cuda(c) == 0);
+    auto a = small(an);
+    a.steps = 4;
+    REQUIRE(engine::Engine<accel::AnyBackend>(accel::AnyBackend{accel::CudaBackend{}}, a).run() == 0);
+    CHECK(losses(st) == losses(an));
+    fs::remove_all(st);
+    fs::remove_all(an);
+  }
+  SUBCASE("the fused attention kernel trains as the GEMM path does (within 1e-5)") {
+    const fs::path f = temp_dir("cuda-fused"), g = temp_dir("cuda-gemm");
+    auto fused = small(f);
+    fused.steps = 5;
+    fused.attention = "fused";
+    auto gemm = small(g);
+    gemm.steps = 5;
+    gemm.attention = "gemm";
+    REQUIRE(run_cuda(fused) == 0);
+    REQUIRE(run_cuda(gemm) == 0);
+    check_close(losses(f), losses(g), 1e-5);
+    fs::remove_all(f);
+    fs::remove_all(g);
+  }
+  SUBCASE("--dtype bf16: the losses within 2 % of fp32's, and it learns") {
+    const fs::path f = temp_dir("cuda-fp32"), h = temp_dir("cuda-bf16");
+    auto a = small(f);
+    a.steps = 12;
+    auto b = small(h);
+    b.steps = 12;
+    b.dtype = "bf16";
+    REQUIRE(run_cuda(a) == 0);
+    REQUIRE(run_cuda(b) == 0);
+    const auto x = losses(f), y = losses(h);
+    check_close(y, x, 0.02);
+    CHECK(x != y);
+    CHECK(std::stod(y.back()) < std::stod(y.front()) - 0.5);
+    fs::remove_all(f);
+    fs::remove_all(h);
+  }
+}
