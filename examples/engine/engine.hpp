@@ -76,6 +76,19 @@ struct Plan {
   std::string bytes_breakdown;
 };
 
+/// A new stream of the engine's backend. Engine<AnyBackend>'s streams belong to the backend it holds:
+/// AnyStream{} would take the process's selected backend (CUDA on a machine with a GPU) whatever the
+/// engine was given.
+template <class B>
+typename B::Stream new_stream(const B& b) {
+  if constexpr (!requires { std::integral_constant<accel::DeviceType, B::device_type()>{}; }) {
+    return typename B::Stream(b.index());
+  } else {
+    (void)b;
+    return typename B::Stream{};
+  }
+}
+
 template <class B, class T>
 class Trainer {
   // 16-bit weights and activations (bf16 or fp16) with fp32 master weights.
@@ -92,7 +105,7 @@ class Trainer {
         dp_(ranks),
         corpus_(corpus),
         plan_(plan),
-        stream_(),
+        stream_(new_stream(b)),
         lane_batch_(cfg.batch / cfg.streams),
         P_(cfg.shape, plan.vocab_padded),
         A_(cfg.shape, cfg.batch / cfg.streams, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.gemm_attention),
@@ -144,7 +157,7 @@ class Trainer {
     // (compute stream -> comm stream).
     const bool want = cfg.overlap == "on" || (cfg.overlap == "auto" && b.device_type() != accel::DeviceType::cpu);
     overlap_ = want && dp_.size() > 1 && cfg.streams == 1 && !cfg.deterministic && !cfg.graph;
-    if (overlap_) comm_stream_.emplace();
+    if (overlap_) comm_stream_.emplace(new_stream(b_));
     if (stage2_) {
       buckets_.emplace(P_, cfg.reduce_bucket);
       grad_acc_ = accel::Buffer<T, B>(ns, stream_);  // this shard's reduced gradients
@@ -183,7 +196,7 @@ class Trainer {
     optimizer_bytes_ = (exp_avg_.size() + exp_avg_sq_.size() + master_.size()) * sizeof(float);
     const std::size_t lane_tokens = static_cast<std::size_t>(lane_batch_) * cfg.shape.block * cfg.accum;
     for (int l = 0; l < cfg.streams; ++l) {
-      Lane& lane = l == 0 ? lanes_.emplace_back(typename B::StreamRef(stream_)) : lanes_.emplace_back();
+      Lane& lane = l == 0 ? lanes_.emplace_back(typename B::StreamRef(stream_)) : lanes_.emplace_back(new_stream(b_));
       lane.act = accel::Buffer<T, B>(static_cast<std::size_t>(A_.act), lane.s);
       lane.f32 = accel::Buffer<float, B>(static_cast<std::size_t>(A_.f32), lane.s);
       if (A_.bits > 0) lane.bits = accel::Buffer<std::uint32_t, B>(static_cast<std::size_t>(A_.bits), lane.s);
@@ -1400,7 +1413,7 @@ class Trainer {
   // A lane: a stream with its own activations and gradients running a slice of the batch's rows; the
   // lanes' gradients are summed on lane 0 (--streams). One lane: the whole batch on stream_.
   struct Lane {
-    Lane() : own(std::in_place), s(*own) {}
+    explicit Lane(typename B::Stream&& stream) : own(std::move(stream)), s(*own) {}
     explicit Lane(typename B::StreamRef ref) : s(ref) {}
     std::optional<typename B::Stream> own;
     typename B::StreamRef s;

@@ -56,6 +56,17 @@ inline double datasheet_peak(const std::string& device, bool bf16) {
   return 0;
 }
 
+/// The device's product name where the backend can tell it ("NVIDIA H200"), else its device name:
+/// the data-sheet peak is looked up by it.
+template <class B>
+std::string product_name(const B& b) {
+  if constexpr (requires { B::product_name(0); }) {
+    return B::product_name(b.current_device());
+  } else {
+    return b.device_name();
+  }
+}
+
 /// True for AnyBackend (a backend whose device type is not a compile-time constant): the run-time
 /// dispatch path, kept to float32 and bf16 (--dispatch any measures dispatch; each dtype is another
 /// instantiation of the whole Trainer to compile).
@@ -171,7 +182,7 @@ class Engine {
   /// for) is bad input, found with one 1 x 1 x 1 product before anything else is allocated.
   void check_dtype_gemm() const {
     if (cfg_.dtype != "bf16") return;
-    typename B::Stream s;
+    auto s = new_stream(b_);
     accel::Buffer<accel::bfloat16, B> x(3, s);
     try {
       accel::blas::gemm(b_, typename B::StreamRef(s), accel::blas::Trans::no, accel::blas::Trans::no, 1, 1, 1, 1.0f,
@@ -316,7 +327,7 @@ class Engine {
     }
     const FaultInjection fault = FaultInjection::from_env();
     const bool cpu = b_.device_type() == accel::DeviceType::cpu;
-    const double peak = cpu ? t.measure_peak(0.15) : datasheet_peak(b_.device_name(), cfg_.dtype != "fp32");
+    const double peak = cpu ? t.measure_peak(0.15) : datasheet_peak(product_name(b_), cfg_.dtype != "fp32");
     MetricsCsv metrics;
     if (cfg_.rank == 0) metrics.open(cfg_.metrics);  // rank 0 reports
     std::unique_ptr<Dump> dump;
@@ -469,7 +480,7 @@ class Engine {
     const double tok_s = train_seconds > 0 ? static_cast<double>(tokens_per_step * steps_done) / train_seconds : 0;
     const double mfu = peak > 0 && train_seconds > 0 ? static_cast<double>(plan.flops_per_step * steps_done) / train_seconds / peak : NAN;
     std::vector<std::pair<std::string, std::string>> rows = {
-        {"backend", std::string(b_.name()) + " (" + b_.device_name() + ")"},
+        {"backend", std::string(b_.name()) + " (" + product_name(b_) + ")"},
         {"model", cfg_.size + ": " + grouped(plan.params) + " parameters, " + cfg_.dtype},
         {"steps", std::to_string(t.step()) + " (" + std::to_string(steps_done) + " this run" +
                       (stopped_by.empty() ? "" : ", stopped by " + stopped_by) + ")"},
