@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -386,17 +387,39 @@ class NcclCommunicator : public detail::CommunicatorBase<NcclCommunicator, CudaB
     const cuda::Devices::DeviceGuard guard(s.device);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclComm_t comm = nullptr;
+    // The child's handle lives on the heap: a split that times out leaks it (8 bytes) rather than
+    // leave NCCL's thread a dangling pointer to write through later.
+    auto slot = std::make_unique<ncclComm_t>(nullptr);
+    ncclComm_t& comm = *slot;
     ncclResult_t r;
     {
       const std::lock_guard<std::mutex> lock(s.call_mutex);
-      r = s.api.comm_split(s.comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &comm, &config);
+      r = s.api.comm_split(s.comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, slot.get(), &config);
       if (r == ncclInProgress) r = detail::wait_in_progress(s, detail::steady::now() + s.timeout());
     }
-    if (r == ncclSuccess && comm != nullptr) {
+    if (r == ncclSuccess && color >= 0) {
+      // Non-blocking: NCCL writes *newcomm from its own thread only once the child is complete, which
+      // can be after the parent reports success. Wait for it: returning earlier gave an invalid
+      // communicator and NCCL a write into freed memory (seen on an H200: then a crash).
+      const std::atomic_ref<ncclComm_t> child(comm);
+      const detail::steady::time_point deadline = detail::steady::now() + s.timeout();
+      while (child.load(std::memory_order_acquire) == nullptr) {
+        ncclResult_t parent = ncclSuccess;
+        if (s.api.comm_get_async_error(s.comm, &parent) != ncclSuccess) parent = ncclInternalError;
+        if (parent != ncclSuccess && parent != ncclInProgress) {
+          (void)slot.release();
+          detail::creation_error(s.api, s.comm, "creating " + name + " (ncclCommSplit)", parent, false);
+        }
+        if (detail::steady::now() >= deadline) {
+          (void)slot.release();
+          detail::creation_error(s.api, s.comm, "creating " + name + " (ncclCommSplit) timed out", ncclSuccess, true);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
       ncclResult_t ready = ncclInProgress;
-      detail::wait_ready(s.api, comm, ready, "creating " + name);
+      detail::wait_ready(s.api, child.load(std::memory_order_acquire), ready, "creating " + name);
     } else if (r != ncclSuccess) {
+      if (r == ncclInProgress) (void)slot.release();  // still in NCCL's hands
       detail::creation_error(s.api, s.comm, "creating " + name + " (ncclCommSplit)", r, r == ncclInProgress);
     }
     if (comm == nullptr) return NcclCommunicator();
