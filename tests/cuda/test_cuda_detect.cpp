@@ -193,6 +193,17 @@ TEST_SUITE("nvml") {
     CHECK(cu_init_calls() == 0);
   }
 
+  TEST_CASE("detect: a probe ended from outside (compute-sanitizer) leaves NVML's answer standing") {
+    if (!fake_driver_loaded()) return;
+    reset_fake_driver();
+    const auto t0 = std::chrono::steady_clock::now();
+    const Detection d = detect({{"FAKE_CU_INIT_KILL_PARENT", "1"}});
+    CHECK(d.count == 2);  // before: 0, "the process probing cuInit was lost", and no GPU under the sanitizer
+    CHECK(d.reason.empty());
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10.0);
+    CHECK(cu_init_calls() == 0);  // still not initialised here
+  }
+
   TEST_CASE("detect: a process that initialised the driver itself needs no probe") {
     if (!fake_driver_loaded()) return;
     reset_fake_driver();

@@ -3,6 +3,9 @@
 //   FAKE_CU_DRIVER_VERSION (13000)   cuDriverGetVersion
 //   FAKE_CU_INIT (0)                 cuInit's CUresult (100 = CUDA_ERROR_NO_DEVICE)
 //   FAKE_CU_INIT_SLEEP_MS (0)        cuInit first sleeps this long (a driver that hangs)
+//   FAKE_CU_INIT_KILL_PARENT (0)     1: cuInit first kills its parent process with SIGKILL (what a tool
+//                                    following forked processes, compute-sanitizer, did to the probe's
+//                                    supervisor), then sleeps until killed itself
 //   FAKE_CU_COUNT (2)                cuDeviceGetCount
 // fake_cu_init_calls() tells how often cuInit ran in this process, fake_cu_reset() forgets it (the
 // driver is then uninitialised again). Never linked: tests put its folder on LD_LIBRARY_PATH.
@@ -10,6 +13,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+
+#include <signal.h>
+#include <unistd.h>
 
 namespace {
 int env_int(const char* name, int fallback) {
@@ -30,6 +36,10 @@ __attribute__((visibility("default"))) void fake_cu_reset() {
 }
 
 __attribute__((visibility("default"))) int cuInit(unsigned /*flags*/) {
+  if (env_int("FAKE_CU_INIT_KILL_PARENT", 0) == 1) {
+    ::kill(::getppid(), SIGKILL);
+    std::this_thread::sleep_for(std::chrono::seconds(30));  // PR_SET_PDEATHSIG ends it sooner
+  }
   if (const int ms = env_int("FAKE_CU_INIT_SLEEP_MS", 0); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   ++init_calls;
   const int status = env_int("FAKE_CU_INIT", 0);

@@ -15,7 +15,8 @@
 //      process uninitialised and safe to fork. The wait is bounded: ACCEL_CUDA_INIT_TIMEOUT seconds
 //      (default 30); a driver that does not answer in time is reported unusable. When this process has
 //      already initialised the driver (cuDeviceGetCount works without cuInit), no child is needed; when
-//      no child can be started (a sandbox without fork), NVML's answer stands. Cost: one fork() and
+//      no child can be started (a sandbox without fork) or it is ended from outside (compute-sanitizer),
+//      NVML's answer stands. Cost: one fork() and
 //      cuInit's own time in the child, once per process, only where NVML lists GPUs.
 //   5. otherwise cuInit(0) + cuDeviceGetCount: no context, but the driver is initialised
 // The answer is computed once per process (thread-safe) and cached.
@@ -132,9 +133,14 @@ inline std::string driver_init_problem(const DriverApi& api, int listed) {
     return std::string("CUDA driver unusable: cuInit did not return within ") + seconds + " s in a probe process" +
            listed_text + " (ACCEL_CUDA_INIT_TIMEOUT sets the limit)";
   }
-  // No process could be started (a sandbox that forbids fork, no process left under RLIMIT_NPROC):
-  // nothing is known beyond NVML's answer, which stands, as it did before the probe existed.
-  if (r.outcome == accel::detail::SubprocessOutcome::not_started) return {};
+  // No process could be started (a sandbox that forbids fork, no process left under RLIMIT_NPROC), or
+  // its supervisor was ended from outside before it could report (seen under compute-sanitizer, which
+  // follows forked processes): nothing is known beyond NVML's answer, which stands, as it did before
+  // the probe existed. A driver that cannot initialise still fails at first use, with CUDA's error.
+  if (r.outcome == accel::detail::SubprocessOutcome::not_started ||
+      r.outcome == accel::detail::SubprocessOutcome::lost) {
+    return {};
+  }
   if (!r.ok() || r.output.size() != sizeof(Probe)) {
     return "CUDA driver unusable: the process probing cuInit " + r.describe() + listed_text;
   }
