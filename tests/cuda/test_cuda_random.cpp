@@ -69,6 +69,9 @@ class DeviceVector {
   DeviceVector(std::size_t n, std::size_t shift) : n_(n), shift_(shift), total_(n + shift + 8) {
     REQUIRE(cudaMalloc(&base_, total_ * sizeof(T)) == cudaSuccess);
     REQUIRE(cudaMemset(base_, 0xA5, total_ * sizeof(T)) == cudaSuccess);
+    // cudaMemset runs on the legacy default stream, which the fills' non-blocking stream does not wait
+    // for: without this the pattern could land on top of a fill (seen on an H200 at 2^21 elements).
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
   DeviceVector(const DeviceVector&) = delete;
   DeviceVector& operator=(const DeviceVector&) = delete;
