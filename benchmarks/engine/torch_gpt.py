@@ -233,7 +233,8 @@ def bench(args):
     L, NH, C, T, B = SIZES[args.size]
     if args.batch:
         B = args.batch
-    torch.set_num_threads(args.threads)
+    if args.threads > 0:  # 0: PyTorch's default (compare.py --device cuda)
+        torch.set_num_threads(args.threads)
     train, _, V = load_corpus(args.data)
     torch.manual_seed(1337)
     # gpt2: the vocabulary padded to a multiple of 64, as the engine pads it.
