@@ -152,8 +152,11 @@ void check_kind(accel::cuda::StreamRef s, RandomFillKind kind) {
       }
     }
   }
-  MESSAGE(accel::cuda::RandomFillOp::kernel_name(kind) << ": largest difference from the host " << worst
-                                                         << (is_normal(kind) ? " ulp" : " (bytes differ: -1)"));
+  // doctest prints a const char* as a pointer: std::string makes it text.
+  const std::string summary = std::string(accel::cuda::RandomFillOp::kernel_name(kind)) +
+                              ": largest difference from the host " + std::to_string(worst) +
+                              (is_normal(kind) ? " ulp" : " (bytes differ: -1)");
+  MESSAGE(summary);
 }
 
 }  // namespace
