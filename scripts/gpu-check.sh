@@ -12,7 +12,8 @@
 # compare  (timed, alone on the GPU): GEMM through accel against raw cuBLAS (bench_blas --gpu);
 #          Engine<CudaBackend> against PyTorch eager (SDPA, fused AdamW) at
 #          the shakespeare and gpt2 sizes, bf16, with and without --graph (benchmarks/engine/compare.py
-#          --device cuda), and a short training run with validation loss and a sample.
+#          --device cuda), where a gpt2 step goes (a traced run: benchmarks/engine/trace_summary.py), and
+#          a short training run with validation loss and a sample.
 # bench    (timed, alone): the allocator,
 #          graphs, random fills, Thrust/CUB algorithms, fused Adam against torch in one process.
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|off, COMPARE ("SIZE ARGS;SIZE ARGS" for
@@ -23,7 +24,7 @@
 # printed last. Exit status 1 when a test, a check or a sanitizer run fails.
 set -uo pipefail
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -132,6 +133,11 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
       > "$RES/compare_$size.log" 2>&1 || status=1
     pack
   done
+  # Where a gpt2 step goes: the ops' spans of a traced run (CUDA events on the stream).
+  ACCEL_BACKEND=cuda timeout 120 "$engine" --size gpt2 --dtype bf16 --steps 6 --eval-every 0 --quiet \
+    --trace "$RES/trace_gpt2.json" --trace-steps 4 > "$RES/trace_gpt2.log" 2>&1 &&
+    python3 benchmarks/engine/trace_summary.py "$RES/trace_gpt2.json" > "$RES/trace_gpt2.txt" 2>&1
+  pack
   [[ ${TRAIN:-on} == on ]] && ACCEL_BACKEND=cuda timeout 90 "$engine" --size shakespeare --dtype bf16 --time 45 --eval-every 500 --sample 300 \
     --metrics "$RES/train_shakespeare_bf16.csv" > "$RES/train_shakespeare_bf16.log" 2>&1 || status=1
   pack
@@ -169,6 +175,7 @@ if [[ -f $RES/checks.log ]]; then
   done
 fi
 for f in "$RES"/compare_*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; grep -vE "^# (command|load)" "$f" | tail -25; }; done
+[[ -f $RES/trace_gpt2.txt ]] && { echo "--- trace_gpt2"; cat "$RES/trace_gpt2.txt"; }
 [[ -f $RES/train_shakespeare_bf16.log ]] && { echo "--- train"; tail -22 "$RES/train_shakespeare_bf16.log"; }
 [[ -f $RES/bench_blas.log ]] && { echo "--- bench_blas"; tail -15 "$RES/bench_blas.log"; }
 [[ -f $RES/bench_memory.log ]] && sed -n '/^ratios/,$p' "$RES/bench_memory.log"

@@ -657,10 +657,12 @@ class Trainer {
 
   void gemm(Trans ta, Trans tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda,
             const T* bm, std::int64_t ldb, float beta, T* c, std::int64_t ldc) {
+    const Phase op(*this, "gemm", cs());
     accel::blas::gemm(b_, typename B::StreamRef(cs()), ta, tb, m, n, k, 1.0f, a, lda, bm, ldb, beta, c, ldc);
   }
 
   void dropout(T* out, const T* in, std::int64_t bits_off, std::int64_t n, bool fresh) {
+    const Phase op(*this, "dropout", cs());
     std::uint32_t* mask = bits(bits_off);
     if (fresh) b_.fill_bits(cs(), mask, static_cast<std::size_t>(n));
     nn_.dropout(cs(), out, in, mask, n, static_cast<float>(cfg_.dropout));
@@ -669,6 +671,7 @@ class Trainer {
   /// y = attention(qkv) of a layer: the fused kernel (one launch), or four permutes, a softmax and two
   /// strided-batched GEMMs over the B x NH heads (the GEMM path).
   void attention_forward(const ActLayout::Layer& L, bool drop, std::int64_t Bn, std::int64_t Tn) {
+    const Phase op(*this, "attention", cs());
     const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, hs = C / NH, heads = Bn * NH;
     const float p = static_cast<float>(cfg_.dropout);
     const std::uint32_t* mask = drop ? bits(L.bits_att) : nullptr;
@@ -694,6 +697,7 @@ class Trainer {
 
   /// dqkv (overwritten) from the layer's saved attention and datty.
   void attention_backward(const ActLayout::Layer& L, T* dqkv, bool drop, std::int64_t Bn, std::int64_t Tn) {
+    const Phase op(*this, "attention backward", cs());
     const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, hs = C / NH, heads = Bn * NH;
     const float p = static_cast<float>(cfg_.dropout);
     const std::uint32_t* mask = drop ? bits(L.bits_att) : nullptr;
@@ -746,6 +750,7 @@ class Trainer {
       const auto& L = A_.layers[l];
       const auto& W = P_.layers[l];
       const Phase phase(*this, fwd_names_[l], cs());
+      std::optional<Phase> op(std::in_place, *this, "layernorm", cs());
       if (l == 0) {
         nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(L.res_in), w(W.ln1_w),
                               w(W.ln1_b), N, C);
@@ -754,15 +759,23 @@ class Trainer {
         nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(prev.res2), w(W.ln1_w),
                               w(W.ln1_b), N, C, 1e-5f, act(prev.fcproj), act(prev.res_out));
       }
+      op.reset();
       gemm(Trans::no, Trans::yes, N, 3 * C, C, act(L.ln1), C, w(W.qkv_w), C, 0.0f, act(L.qkv), 3 * C);
-      if (drop) b_.fill_bits(cs(), bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
+      if (drop) {
+        const Phase bits_op(*this, "dropout", cs());
+        b_.fill_bits(cs(), bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
+      }
       attention_forward(L, drop, Bn, Tn);
       gemm(Trans::no, Trans::yes, N, C, C, act(L.atty), C, w(W.proj_w), C, 0.0f, act(L.attproj), C);
       if (drop) dropout(act(L.attproj), act(L.attproj), L.bits_proj, N * C, true);
+      op.emplace(*this, "layernorm", cs());
       nn_.layernorm_forward(cs(), act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
                             w(W.ln2_b), N, C, 1e-5f, act(L.attproj), act(L.res2));
+      op.reset();
       gemm(Trans::no, Trans::yes, N, 4 * C, C, act(L.ln2), C, w(W.fc_w), C, 0.0f, act(L.fch), 4 * C);
+      op.emplace(*this, "gelu", cs());
       nn_.gelu_forward(cs(), act(L.gelu), act(L.fch), N * 4 * C);
+      op.reset();
       gemm(Trans::no, Trans::yes, N, C, 4 * C, act(L.gelu), 4 * C, w(W.fcproj_w), 4 * C, 0.0f, act(L.fcproj), C);
       if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true);
     }
@@ -881,17 +894,22 @@ class Trainer {
         gemm(Trans::yes, Trans::no, C, 4 * C, N, dfc, C, act(L.gelu), 4 * C, 1.0f, g(W.fcproj_w), 4 * C);
         break;
       }
-      case BucketPlan::fc:
+      case BucketPlan::fc: {
+        std::optional<Phase> op(std::in_place, *this, "gelu backward", cs());
         nn_.gelu_backward(cs(), act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
+        op.reset();
         gemm(Trans::no, Trans::no, N, C, 4 * C, act(A_.dbig), 4 * C, w(W.fc_w), C, 0.0f, act(A_.dln), C);
         bucket_begin(unit);
         gemm(Trans::yes, Trans::no, 4 * C, C, N, act(A_.dbig), 4 * C, act(L.ln2), C, 1.0f, g(W.fc_w), C);
         break;
-      case BucketPlan::ln2:
+      }
+      case BucketPlan::ln2: {
         bucket_begin(unit);
+        const Phase op(*this, "layernorm backward", cs());
         nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln2_w), g(W.ln2_b), f32(A_.ln_scratch), act(A_.dln),
                                act(L.res2), w(W.ln2_w), f32(L.ln2_mean), f32(L.ln2_rstd), N, C);
         break;
+      }
       case BucketPlan::attn_proj: {  // res2 = res_in + dropout(attproj)
         T* dap = act(A_.dres);
         if (drop) {
@@ -911,11 +929,13 @@ class Trainer {
         gemm(Trans::yes, Trans::no, 3 * C, C, N, dqkv, 3 * C, act(L.ln1), C, 1.0f, g(W.qkv_w), C);
         break;
       }
-      case BucketPlan::ln1:
+      case BucketPlan::ln1: {
         bucket_begin(unit);
+        const Phase op(*this, "layernorm backward", cs());
         nn_.layernorm_backward(cs(), act(A_.dres), g(W.ln1_w), g(W.ln1_b), f32(A_.ln_scratch), act(A_.dln),
                                act(L.res_in), w(W.ln1_w), f32(L.ln1_mean), f32(L.ln1_rstd), N, C);
         break;
+      }
       default: throw std::logic_error("backward_unit: no unit " + std::to_string(k));
     }
     bucket_end(unit);

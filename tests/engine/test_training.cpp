@@ -158,6 +158,15 @@ TEST_CASE("engine --trace: the first N steps as a Chrome trace (a range per step
   CHECK(count_in(json, "{\"name\": \"layer 3\", \"cat\": \"stream\"") == 3);
   CHECK(count_in(json, "{\"name\": \"layer 0 backward\", \"cat\": \"stream\"") == 3);
   CHECK(count_in(json, "\"args\": {\"name\": \"cpu:0\"}") == 1);
+  // The ops inside each of the 4 layers, per step: 4 GEMMs forward and 8 backward, attention, 2
+  // LayerNorms and GELU each way.
+  CHECK(count_in(json, "{\"name\": \"attention\", \"cat\": \"stream\"") == 3 * 4);
+  CHECK(count_in(json, "{\"name\": \"attention backward\", \"cat\": \"stream\"") == 3 * 4);
+  CHECK(count_in(json, "{\"name\": \"layernorm\", \"cat\": \"stream\"") == 3 * 4 * 2);
+  CHECK(count_in(json, "{\"name\": \"layernorm backward\", \"cat\": \"stream\"") == 3 * 4 * 2);
+  CHECK(count_in(json, "{\"name\": \"gelu\", \"cat\": \"stream\"") == 3 * 4);
+  CHECK(count_in(json, "{\"name\": \"gelu backward\", \"cat\": \"stream\"") == 3 * 4);
+  CHECK(count_in(json, "{\"name\": \"gemm\", \"cat\": \"stream\"") >= 3 * 4 * 12);
 
   auto g = small(graphed);  // the captured work has no spans of its own; the replay has one per step
   g.steps = 4;
