@@ -1,8 +1,10 @@
 // CPU graphs beyond the conformance suite: capture modes, replay ordering across streams, failures
 // inside a replay, nested replays, events recorded during a capture (external ones recorded by every
-// replay; the others points of the capture, as in CUDA), the pool's statistics, and what the CPU
-// backend refuses.
+// replay; the others points of the capture, as in CUDA), numbers recorded work takes from a counter
+// (a communicator's operation numbers) in host order, the pool's statistics, and what the CPU backend
+// refuses.
 #include <accel/cpu/backend.hpp>
+#include <accel/cpu/detail/graph_numbering.hpp>
 #include <accel/memory/buffer.hpp>
 
 #include <doctest/doctest.h>
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <latch>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -118,6 +121,61 @@ TEST_CASE("cpu graph: replay on the default stream runs inline; the current stre
   }
   s.synchronize();
   CHECK(runs == 3);
+}
+
+TEST_CASE("cpu graph: numbered work takes its numbers when the replay is enqueued (host order), not when it runs") {
+  using accel::cpu::detail::CountSlot;
+  using accel::cpu::detail::GraphNumbering;
+  const CpuBackend b;
+  Stream s;
+  auto counter = std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::vector<std::uint64_t> ran;  // the numbers the recorded tasks read, in the order they ran
+  const auto numbered = [&](accel::cpu::StreamRef on) {
+    CountSlot slot;
+    const std::uint64_t eager = GraphNumbering::take(on, counter, slot);
+    on.enqueue([&ran, eager, slot] { ran.push_back(eager != 0 ? eager : accel::cpu::detail::replay_number(slot)); });
+  };
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    numbered(s);
+    numbered(s);
+  }
+  CHECK(counter->load() == 0);  // the capture took no number
+  std::latch release(1);
+  s.enqueue([&] { release.wait(); });  // the replays run late: after the eager calls below took theirs
+  b.replay_graph(g, s);                // takes 1 and 2 now
+  numbered(s);                         // 3
+  b.replay_graph(g, s);                // 4, 5
+  numbered(s);                         // 6
+  CHECK(counter->load() == 6);
+  release.count_down();
+  s.synchronize();
+  CHECK(ran == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6});
+
+  // A replay recorded into another capture takes its numbers at each replay of that graph, in the
+  // order the outer capture recorded them.
+  auto outer = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(outer, s);
+    numbered(s);             // outer's first
+    b.replay_graph(g, s);    // then g's two
+    numbered(s);             // then one more
+  }
+  CHECK(counter->load() == 6);
+  ran.clear();
+  std::latch again(1);
+  s.enqueue([&] { again.wait(); });
+  b.replay_graph(outer, s);  // 7..10
+  numbered(s);               // 11
+  b.replay_graph(outer, s);  // 12..15
+  again.count_down();
+  s.synchronize();
+  CHECK(ran == std::vector<std::uint64_t>{7, 8, 9, 10, 11, 12, 13, 14, 15});
+
+  // A recorded numbered task run outside a replay says so.
+  CountSlot slot{0, 0};
+  CHECK_THROWS_AS((void)accel::cpu::detail::replay_number(slot), accel::InvalidStateError);
 }
 
 TEST_CASE("cpu graph: limits — random draws and event records in replays recorded into another capture") {

@@ -23,7 +23,11 @@
 //   c.native_handle() -> MPI_Comm, c.flight_recorder(), c.timeout(), c.set_timeout(d)
 //
 // Every rank must issue a communicator's operations in the same order (on one stream, or streams
-// ordered by events). half and bfloat16 are reduced by MPI through user-defined ops (mpi_types.hpp).
+// ordered by events). Their sequence numbers (the flight recorder's, and the MPI tags of accel's ring:
+// mpi_engine.hpp) follow the host's call order on every path: taken by the call, or, for an operation
+// captured into a graph, by each replay_graph call (cpu/detail/graph_numbering.hpp) — never when a
+// stream's thread reaches the operation, which differs from rank to rank. half and bfloat16 are
+// reduced by MPI through user-defined ops (mpi_types.hpp).
 #pragma once
 
 #include <accel/comm/communicator.hpp>
@@ -38,10 +42,12 @@
 #include <accel/comm/detail/mpi_engine.hpp>
 #include <accel/comm/flight_recorder.hpp>
 #include <accel/core/error.hpp>
+#include <accel/cpu/detail/graph_numbering.hpp>
 
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -57,10 +63,12 @@ class MpiCommunicator;
 
 namespace detail {
 
-/// The operations issued on this thread while an MpiGroup is open.
+/// The operations issued on this thread while an MpiGroup is open (slots[i]: where ops[i], recorded
+/// in a graph, finds its sequence number at each replay).
 struct MpiGroupContext {
   int depth = 0;
   std::vector<Pending> ops;
+  std::vector<cpu::detail::CountSlot> slots;
   std::optional<cpu::StreamRef> stream;
 };
 inline MpiGroupContext& mpi_group_context() noexcept {
@@ -68,16 +76,30 @@ inline MpiGroupContext& mpi_group_context() noexcept {
   return context;
 }
 
-/// The task that runs one operation (queued, or run by the caller on an idle stream).
+/// The task that runs one operation (queued, run by the caller on an idle stream, or recorded in a
+/// graph: then its sequence number is 0 and `slot` says where each replay's number is).
 struct MpiTask {
   Pending pending;
   std::uint64_t stream_id;
-  void operator()() const { execute(pending, stream_id); }
+  cpu::detail::CountSlot slot;
+  void operator()() const {
+    if (pending.seq != 0) return execute(pending);
+    Pending p = pending;
+    number_replayed(p, cpu::detail::replay_number(slot), stream_id);
+    execute(std::move(p));
+  }
 };
 struct MpiGroupTask {
   std::vector<Pending> ops;
+  std::vector<cpu::detail::CountSlot> slots;
   std::uint64_t stream_id;
-  void operator()() const { execute_group(ops, stream_id); }
+  void operator()() const {
+    std::vector<Pending> run = ops;
+    for (std::size_t i = 0; i < run.size(); ++i) {
+      if (run[i].seq == 0) number_replayed(run[i], cpu::detail::replay_number(slots[i]), stream_id);
+    }
+    execute_group(std::move(run));
+  }
 };
 
 /// Waits for a request of communicator creation against the timeout.
@@ -143,10 +165,12 @@ class MpiGroup {
     detail::MpiGroupContext& g = detail::mpi_group_context();
     if (--g.depth > 0) return;
     std::vector<detail::Pending> ops = std::move(g.ops);
+    std::vector<cpu::detail::CountSlot> slots = std::move(g.slots);
     g.ops.clear();
+    g.slots.clear();
     const std::optional<cpu::StreamRef> stream = std::exchange(g.stream, std::nullopt);
     if (ops.empty()) return;
-    detail::MpiGroupTask task{std::move(ops), stream->id()};
+    detail::MpiGroupTask task{std::move(ops), std::move(slots), stream->id()};
     if (may_throw) {
       stream->run_or_enqueue(std::move(task));
     } else {
@@ -194,8 +218,14 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
     detail::MpiState& st = *state_;
     detail::throw_if_failed(st, op, 0);
     detail::MpiGroupContext& g = detail::mpi_group_context();
-    const bool capturing = s.is_capturing();
-    const std::uint64_t seq = capturing ? 0 : st.next_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    // The sequence number (and so a ring's MPI tag: mpi_engine.hpp) in host order, identical on every
+    // rank: taken now, or, while s captures a graph, by each replay when it is enqueued (never when the
+    // replayed operation runs, which depends on thread timing).
+    cpu::detail::CountSlot slot;
+    const std::uint64_t seq =
+        !s.is_capturing() ? st.next_seq.fetch_add(1, std::memory_order_relaxed) + 1
+                          : cpu::detail::GraphNumbering::take(
+                                s, std::shared_ptr<std::atomic<std::uint64_t>>(state_, &st.next_seq), slot);
     if (seq != 0) st.recorder.enqueued(seq, op, s.id());
     detail::Pending p{state_, op, seq};
     if (g.depth > 0) {
@@ -205,9 +235,10 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
       }
       g.stream = s;
       g.ops.push_back(std::move(p));
+      g.slots.push_back(slot);
       return;
     }
-    s.run_or_enqueue(detail::MpiTask{std::move(p), s.id()});
+    s.run_or_enqueue(detail::MpiTask{std::move(p), s.id(), slot});
   }
 
   /// MPI_COMM_WORLD's copy (comm::world<CpuBackend>() keeps one per process).

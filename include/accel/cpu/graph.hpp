@@ -98,7 +98,8 @@ class Graph {
   }
 
   /// Replays on `stream` (of the graph's device): one task that runs the recorded ones in order, after
-  /// the previous replay of this graph. Asynchronous, like any enqueue.
+  /// the previous replay of this graph. Asynchronous, like any enqueue; the random offsets and the
+  /// numbers the recorded work takes (a communicator's operation numbers) are taken now, in call order.
   void replay(StreamRef stream) {
     check_replayable("replay");
     detail::StreamState& s = stream.state("Graph::replay");
@@ -118,12 +119,26 @@ class Graph {
     }
     std::optional<detail::ReplayEventBatch> events;  // this replay's records of the graph's external events
     if (!body_->event_records.empty()) events.emplace(*body_);
+    std::unique_ptr<detail::ReplayRecords> records = events ? events->task_records() : nullptr;
+    if (!body_->counts.empty()) {
+      // The numbers the recorded work takes from its counters: now, in host order, or, recorded into
+      // another capture, at each replay of that graph.
+      if (!records) records = std::make_unique<detail::ReplayRecords>();
+      const std::shared_ptr<detail::GraphRecording> outer = s.is_capturing() ? s.capture() : nullptr;
+      if (outer) {
+        for (const detail::GraphCount& c : body_->counts) {
+          records->nested.push_back(outer->add_count(c.counter, c.count));
+        }
+      } else {
+        records->numbers = detail::take_counts(*body_);
+      }
+    }
     detail::DrawPositions positions = reserve_graph_draws(body_->draws.data(), body_->draws.size());
     if (last_replay_.stream() != nullptr && last_replay_.stream() != &s && !last_replay_.done()) {
       s.wait_for(last_replay_);  // replays of one graph run one after another
     }
-    const std::uint64_t ticket = s.submit(detail::StreamTask(
-        detail::GraphReplayTask{body_, std::move(positions), events ? events->task_records() : nullptr}));
+    const std::uint64_t ticket =
+        s.submit(detail::StreamTask(detail::GraphReplayTask{body_, std::move(positions), std::move(records)}));
     if (events) events->publish(s, ticket);  // the events are recorded: they complete with this replay
     if (!s.is_default() && !s.is_capturing()) last_replay_ = detail::StreamPoint(s, ticket);
   }

@@ -49,6 +49,9 @@ class Stream;
 struct Streams;
 template <class>
 struct BasicRandom;
+namespace detail {
+struct GraphNumbering;
+}
 
 /// Non-owning view of a CPU stream. Cheap to copy; compares equal when it names the same stream.
 class StreamRef {
@@ -146,6 +149,7 @@ class StreamRef {
   friend struct Streams;
   template <class>
   friend struct BasicRandom;
+  friend struct detail::GraphNumbering;
 
   detail::StreamState& state(const char* operation) const {
     if (state_ == nullptr) {

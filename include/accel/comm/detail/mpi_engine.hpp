@@ -788,10 +788,10 @@ inline void wait_all(std::span<Pending> ops) {
   }
 }
 
-/// Assigns the sequence number of an operation that a graph replay runs (it had none at capture).
-inline void number_replayed(Pending& p, std::uint64_t stream_id) {
-  if (p.seq != 0) return;
-  p.seq = p.state->next_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+/// Gives an operation that a graph replay runs the sequence number the replay took for it (it had none
+/// at capture; mpi.hpp takes the replay's numbers in host order when the replay is enqueued).
+inline void number_replayed(Pending& p, std::uint64_t seq, std::uint64_t stream_id) {
+  p.seq = seq;
   p.state->recorder.enqueued(p.seq, p.op, stream_id, true);
 }
 
@@ -840,8 +840,7 @@ inline void check_arguments(Pending& p) {
 }
 
 /// Runs one operation to completion on the calling thread.
-inline void execute(Pending p, std::uint64_t stream_id) {
-  number_replayed(p, stream_id);
+inline void execute(Pending p) {
   throw_if_failed(*p.state, p.op, p.seq);
   if (p.state->check) check_arguments(p);
   p.state->recorder.started(p.seq);
@@ -850,11 +849,8 @@ inline void execute(Pending p, std::uint64_t stream_id) {
 }
 
 /// Runs the operations of a group: all started, in order, then waited for together.
-inline void execute_group(std::vector<Pending> ops, std::uint64_t stream_id) {
-  for (Pending& p : ops) {
-    number_replayed(p, stream_id);
-    throw_if_failed(*p.state, p.op, p.seq);
-  }
+inline void execute_group(std::vector<Pending> ops) {
+  for (Pending& p : ops) throw_if_failed(*p.state, p.op, p.seq);
   for (Pending& p : ops) {
     p.state->recorder.started(p.seq);
     start(p);

@@ -7,7 +7,11 @@
 // them to the recorded tasks through replay_positions() while it runs them in order. An external
 // event recorded during the capture (EventOptions::external) adds its event to event_records and a
 // step task that finds the replay's record of it the same way (cpu/detail/graph_replay.hpp, which
-// also holds the replay task). Internal to the CPU backend.
+// also holds the replay task). Work numbered from a counter of its own (a communicator's operation
+// numbers: cpu/detail/graph_numbering.hpp) records a GraphCount instead of taking a number: each
+// replay takes the graph's numbers from each counter in one step when it is enqueued, in host order as
+// the same calls made eagerly then would, and the recorded task reads its number from the replay
+// (replay_number). Internal to the CPU backend.
 #pragma once
 
 #include <accel/core/capture_mode.hpp>
@@ -29,6 +33,20 @@ namespace accel::cpu::detail {
 
 class EventSlot;  // cpu/detail/event_capture.hpp: the record state an external event shares with graphs
 
+/// A counter a graph takes `count` numbers from at each replay (the counter holds the last number
+/// taken; a replay takes counter + 1 .. counter + count).
+struct GraphCount {
+  std::shared_ptr<std::atomic<std::uint64_t>> counter;
+  std::uint64_t count = 0;
+};
+
+/// Where a recorded task finds its number in a replay: the first number GraphBody::counts[index] took
+/// for that replay, plus `offset`.
+struct CountSlot {
+  std::size_t index = 0;
+  std::uint64_t offset = 0;
+};
+
 /// The recorded work of a graph; immutable once the capture ended (replays share it).
 struct GraphBody {
   int device = 0;
@@ -37,6 +55,8 @@ struct GraphBody {
   /// The external events recorded during the capture, in recording order: the step task of record i
   /// records event_records[i] at its point of each replay.
   std::vector<std::shared_ptr<EventSlot>> event_records;
+  /// The counters the recorded work numbers itself from, one entry per counter, in first-use order.
+  std::vector<GraphCount> counts;
 };
 
 /// (seed, offset) of each draw of the replay the calling thread is running; null outside replays.
@@ -55,6 +75,23 @@ inline const DrawPositions*& replay_positions() noexcept {
   return (*positions)[index];
 }
 
+/// The first number each of the graph's counts took for the replay the calling thread is running;
+/// null outside replays.
+using CountBases = std::vector<std::uint64_t>;
+inline const CountBases*& replay_count_bases() noexcept {
+  thread_local const CountBases* bases = nullptr;
+  return bases;
+}
+
+/// The number `slot` names in the replay being run (a recorded numbered task calls this).
+[[nodiscard]] inline std::uint64_t replay_number(CountSlot slot) {
+  const CountBases* bases = replay_count_bases();
+  if (bases == nullptr || slot.index >= bases->size()) {
+    throw InvalidStateError("cpu graph: a numbered task recorded in a graph ran outside a replay of that graph");
+  }
+  return (*bases)[slot.index] + slot.offset;
+}
+
 /// A capture in progress on one stream. Shared by the stream (which appends to it) and the guard.
 class GraphRecording {
  public:
@@ -71,6 +108,21 @@ class GraphRecording {
     const std::lock_guard lock(mutex_);
     body_->draws.push_back(GraphDraw{&generator, n, wide});
     return body_->draws.size() - 1;
+  }
+
+  /// Records that each replay takes `n` numbers from `counter`; returns where the first of them is.
+  CountSlot add_count(const std::shared_ptr<std::atomic<std::uint64_t>>& counter, std::uint64_t n) {
+    const std::lock_guard lock(mutex_);
+    if (!body_ || ended()) throw InvalidStateError("cpu graph: the capture ended while numbered work was recorded");
+    std::vector<GraphCount>& counts = body_->counts;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      if (counts[i].counter.get() != counter.get()) continue;
+      const CountSlot slot{i, counts[i].count};
+      counts[i].count += n;
+      return slot;
+    }
+    counts.push_back(GraphCount{counter, n});
+    return CountSlot{counts.size() - 1, 0};
   }
 
   /// Records an external event record; returns its index among the graph's event records.

@@ -9,7 +9,10 @@
 // publishes the draw positions and its event captures to them (replay_positions(), replay_events());
 // the step an event record added (GraphEventRecord) stamps its capture: a timed event's timestamp is
 // taken at its point within the replayed work, while the event completes with the replay (a replay is
-// one stream task). Internal to the CPU backend.
+// one stream task). The numbers the graph takes from its counters (GraphBody::counts) are taken when
+// the replay is enqueued too, and published to the recorded tasks the same way (replay_count_bases());
+// a replay recorded into another capture takes them from that graph's replay instead (`nested`).
+// Internal to the CPU backend.
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -27,22 +30,37 @@
 
 namespace accel::cpu::detail {
 
-/// One replay's records of the graph's external events: captures[i] is event record i.
-struct ReplayEventRecords {
+/// What one replay holds beside the draw positions: its records of the graph's external events
+/// (captures[i] is event record i) and the first number each of the graph's counts took for it
+/// (numbers[i] for GraphBody::counts[i]; when the replay was recorded into another capture, `nested`
+/// says where in the outer replay's numbers each one is, and the task reads them when it runs).
+struct ReplayRecords {
   std::vector<CaptureRef> captures;
+  CountBases numbers;
+  std::vector<CountSlot> nested;
 };
 
-/// The event records of the replay the calling thread is running; null outside replays.
-inline const ReplayEventRecords*& replay_events() noexcept {
-  thread_local const ReplayEventRecords* events = nullptr;
+/// The records of the replay the calling thread is running; null outside replays.
+inline const ReplayRecords*& replay_events() noexcept {
+  thread_local const ReplayRecords* events = nullptr;
   return events;
+}
+
+/// Takes the numbers of each of the graph's counts for one replay, now (host order).
+[[nodiscard]] inline CountBases take_counts(const GraphBody& body) {
+  CountBases bases(body.counts.size());
+  for (std::size_t i = 0; i < bases.size(); ++i) {
+    const GraphCount& c = body.counts[i];
+    bases[i] = c.counter->fetch_add(c.count, std::memory_order_relaxed) + 1;
+  }
+  return bases;
 }
 
 /// The step an external event record adds to a graph: stamps that record of the replay running it.
 struct GraphEventRecord {
   std::size_t index;
   void operator()() const {
-    const ReplayEventRecords* events = replay_events();
+    const ReplayRecords* events = replay_events();
     if (events == nullptr || index >= events->captures.size()) {
       throw InvalidStateError("cpu graph: an event record recorded in a graph ran outside a replay of that graph");
     }
@@ -50,27 +68,38 @@ struct GraphEventRecord {
   }
 };
 
-/// The one stream task of a replay: publishes the draw positions and the event records, and runs the
-/// recorded tasks in order. A task that throws does not stop the others; the first failure is
-/// rethrown at the end (the stream then reports it at its next synchronization, as for any task).
+/// The one stream task of a replay: publishes the draw positions, the event records and the numbers,
+/// and runs the recorded tasks in order. A task that throws does not stop the others; the first
+/// failure is rethrown at the end (the stream then reports it at its next synchronization, as for any task).
 struct GraphReplayTask {
   std::shared_ptr<GraphBody> body;
   DrawPositions positions;
-  std::unique_ptr<ReplayEventRecords> events;  // null when the graph records no event
+  std::unique_ptr<ReplayRecords> records;  // null when the graph records no event and numbers nothing
 
   void operator()() {
+    // Recorded into another capture: this replay's numbers are the outer replay's (published now).
+    CountBases nested_numbers;
+    if (records && !records->nested.empty()) {
+      nested_numbers.reserve(records->nested.size());
+      for (const CountSlot slot : records->nested) nested_numbers.push_back(replay_number(slot));
+    }
+    const CountBases* numbers = !records ? nullptr : records->nested.empty() ? &records->numbers : &nested_numbers;
     struct Publish {
       const DrawPositions* previous_positions;
-      const ReplayEventRecords* previous_events;
-      Publish(const DrawPositions* p, const ReplayEventRecords* e)
-          : previous_positions(std::exchange(replay_positions(), p)), previous_events(std::exchange(replay_events(), e)) {}
+      const ReplayRecords* previous_events;
+      const CountBases* previous_numbers;
+      Publish(const DrawPositions* p, const ReplayRecords* e, const CountBases* n)
+          : previous_positions(std::exchange(replay_positions(), p)),
+            previous_events(std::exchange(replay_events(), e)),
+            previous_numbers(std::exchange(replay_count_bases(), n)) {}
       Publish(const Publish&) = delete;
       Publish& operator=(const Publish&) = delete;
       ~Publish() {
         replay_positions() = previous_positions;
         replay_events() = previous_events;
+        replay_count_bases() = previous_numbers;
       }
-    } scope(&positions, events.get());
+    } scope(&positions, records.get(), numbers);
     std::exception_ptr first;
     for (StreamTask& task : body->tasks) {
       try {
@@ -106,8 +135,8 @@ class ReplayEventBatch {
   }
 
   /// The replay task's references to the captures.
-  [[nodiscard]] std::unique_ptr<ReplayEventRecords> task_records() const {
-    auto records = std::make_unique<ReplayEventRecords>();
+  [[nodiscard]] std::unique_ptr<ReplayRecords> task_records() const {
+    auto records = std::make_unique<ReplayRecords>();
     records->captures.reserve(fresh_.size());
     for (EventCapture* c : fresh_) records->captures.emplace_back(c);
     return records;
