@@ -122,16 +122,20 @@ TEST_CASE_TEMPLATE("all_gather into one buffer, out of place and in place", T, C
   CHECK(bits(inplace) == bits(expected));
 }
 
-/// Per-rank counts whose all_gather / reduce_scatter size S = count x ranks x sizeof(T) falls just
-/// below, at and inside the lower edge of the 8 KiB - 512 KiB range accel runs as its own ring of
-/// point-to-point messages (mpi_tuning.hpp: ring_selected); for float and bfloat16 also at and just
-/// above the upper edge (the reductions do not depend on the size: the big cases stay few, for the
-/// sanitizer runs). Outside the range MPI's collectives run.
+/// Per-rank counts for accel's ring (mpi_tuning.hpp: ring_selected, S = count x ranks x sizeof(T) up to
+/// 512 KiB): one element; around 8 KiB, where a step's block is sent as eager pieces (ring_pieces) or
+/// whole; blocks of three pieces (the last of one element) and four, and one element more; for float
+/// and bfloat16 also at and just above 512 KiB (the reductions do not depend on the size: the big
+/// cases stay few, for the sanitizer runs). Above 512 KiB MPI's collectives run.
 template <class T>
 std::vector<std::size_t> ring_edge_counts(int ranks) {
   const std::size_t per = static_cast<std::size_t>(ranks) * sizeof(T);
   const std::size_t lo = (8 * 1024 + per - 1) / per, hi = 512 * 1024 / per;
-  std::vector<std::size_t> counts{lo - 1, lo, (3 * lo) | 1};
+  std::vector<std::size_t> counts{1, lo - 1, lo, (3 * lo) | 1};
+  constexpr std::size_t piece = accel::comm::detail::ring_piece_bytes / sizeof(T);
+  for (const std::size_t c : {2 * piece + 1, 4 * piece, 4 * piece + 1}) {
+    if (accel::comm::detail::ring_selected(ranks, c * per)) counts.push_back(c);
+  }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, accel::bfloat16>) {
     counts.push_back(hi);
     counts.push_back(hi + 1);
@@ -139,7 +143,7 @@ std::vector<std::size_t> ring_edge_counts(int ranks) {
   return counts;
 }
 
-TEST_CASE_TEMPLATE("all_gather and reduce_scatter around and inside 8 KiB - 512 KiB (accel's ring), in and out of place",
+TEST_CASE_TEMPLATE("all_gather and reduce_scatter up to and just above 512 KiB (accel's ring), in and out of place",
                    T, COMM_TYPES) {
   auto& c = world();
   Stream s;
@@ -148,9 +152,11 @@ TEST_CASE_TEMPLATE("all_gather and reduce_scatter around and inside 8 KiB - 512 
   for (const std::size_t count : ring_edge_counts<T>(c.size())) {
     CAPTURE(count);
     const std::size_t bytes = count * n * sizeof(T);
-    const bool ring = accel::comm::detail::ring_selected(c.size(), bytes);
+    const bool ring = accel::comm::detail::ring_selected(c.size(), bytes);  // reduce_scatter's
+    const bool gather_ring = accel::comm::detail::ring_selected(c.size(), bytes, true);
     CAPTURE(bytes);
     CAPTURE(ring);
+    CAPTURE(gather_ring);
     // all_gather: every rank's contribution, in rank order.
     std::vector<T> gathered;
     for (int r = 0; r < c.size(); ++r) {
@@ -184,6 +190,28 @@ TEST_CASE_TEMPLATE("all_gather and reduce_scatter around and inside 8 KiB - 512 
       // The input is read, never written (out of place).
       CHECK(bits(rs_in) == bits(contribution<T>(count * n, c.rank(), op)));
     }
+  }
+}
+
+TEST_CASE("all_gather at and just above 32 MiB, the largest its ring serves: every rank's block in place") {
+  auto& c = world();
+  Stream s;
+  const auto n = static_cast<std::size_t>(c.size());
+  const std::size_t edge = accel::comm::detail::ring_max_bytes_all_gather / (n * sizeof(std::int32_t));
+  for (const std::size_t count : {edge, edge + 1}) {
+    CAPTURE(count);
+    CAPTURE(accel::comm::detail::ring_selected(c.size(), count * n * sizeof(std::int32_t), true));
+    const auto value = [](std::size_t rank, std::size_t i) { return static_cast<std::int32_t>(rank << 28 | i); };
+    Buf<std::int32_t> in(count, s);
+    for (std::size_t i = 0; i < count; ++i) in.data()[i] = value(static_cast<std::size_t>(c.rank()), i);
+    Buf<std::int32_t> out(count * n, s);
+    c.all_gather(s, in, out);
+    s.synchronize();
+    std::size_t wrong = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::size_t i = 0; i < count; ++i) wrong += out.data()[r * count + i] != value(r, i) ? 1 : 0;
+    }
+    CHECK(wrong == 0);
   }
 }
 
@@ -326,19 +354,35 @@ TEST_CASE("barrier orders the ranks: what a rank wrote before it is seen after i
   s.synchronize();
 }
 
-TEST_CASE("accel's own ring serves all_gather and reduce_scatter of 8 KiB to 512 KiB on 2 ranks or more") {
+TEST_CASE("accel's own ring serves reduce_scatter up to 512 KiB and all_gather up to 32 MiB on 2 ranks or more") {
   using accel::comm::detail::ring_selected;
   const bool on = std::getenv("ACCEL_COMM_MPI_TUNING") == nullptr || std::string(std::getenv("ACCEL_COMM_MPI_TUNING")) != "0";
   CHECK(ring_selected(2, 8 * 1024) == on);
   CHECK(ring_selected(3, 512 * 1024) == on);
-  CHECK_FALSE(ring_selected(2, 8 * 1024 - 1));
+  CHECK(ring_selected(2, 4) == on);
+  CHECK_FALSE(ring_selected(2, 0));
   CHECK_FALSE(ring_selected(2, 512 * 1024 + 1));
   CHECK_FALSE(ring_selected(1, 64 * 1024));
+  // all_gather's ring goes on to 32 MiB.
+  CHECK(ring_selected(2, 512 * 1024 + 1, true) == on);
+  CHECK(ring_selected(3, 32 * 1024 * 1024, true) == on);
+  CHECK_FALSE(ring_selected(2, 32 * 1024 * 1024 + 1, true));
+  CHECK_FALSE(ring_selected(2, 0, true));
+  // A step's block: whole up to 3 KiB and above 8 KiB, else pieces of 2 KiB (eager-sized).
+  using accel::comm::detail::ring_pieces;
+  CHECK(ring_pieces(3 * 1024) == 1);
+  CHECK(ring_pieces(3 * 1024 + 4) == 2);
+  CHECK(ring_pieces(4 * 1024) == 2);
+  CHECK(ring_pieces(4 * 1024 + 2) == 3);
+  CHECK(ring_pieces(8 * 1024) == 4);
+  CHECK(ring_pieces(8 * 1024 + 4) == 1);
 }
 
 TEST_CASE("Open MPI: accel may select libnbc's ring for 2 or 3 ranks (mpi_tuning.hpp); elsewhere it does not") {
   const std::string version = B{}.communication_backend_version();
   const bool open_mpi = version.rfind("Open MPI", 0) == 0;
-  CHECK(accel::comm::detail::iallreduce_tuning().usable() == open_mpi);
+  const char* tuning = std::getenv("ACCEL_COMM_MPI_TUNING");
+  const bool allowed = tuning == nullptr || std::string(tuning) != "0";
+  CHECK(accel::comm::detail::iallreduce_tuning().usable() == (open_mpi && allowed));
   CHECK(accel::comm::detail::IallreduceTuning::min_bytes == 16 * 1024);
 }

@@ -18,7 +18,7 @@
 // monitor; an operation that has waited 1 ms looks for such a notice every 10 ms, fails naming the
 // aborting rank, and acknowledges it, and the aborting rank then ends the job with MPI_Abort.
 //
-// all_gather and reduce_scatter of 8 KiB to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
+// all_gather up to 32 MiB and reduce_scatter up to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
 // (ring_start; mpi_tuning.hpp says why), polled the same way.
 // Compiled only where accel has MPI.
 #pragma once
@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -357,11 +358,13 @@ struct Pending {
   bool done = false;
   bool announced = false;
   bool probe = false;  // ACCEL_COMM_CHECK's comparison before `op`: nothing to finish
-  // all_gather / reduce_scatter as a ring of point-to-point messages (ring_start): `request` is the
-  // step's send, `ring_recv` its receive; `scratch` holds reduce_scatter's partial sums (2 blocks).
+  // all_gather / reduce_scatter as a ring of point-to-point messages (ring_start): `ring_requests`
+  // holds the step's sends, then its receives (ring_pieces of each); `scratch` holds reduce_scatter's
+  // partial sums (2 blocks).
   bool ring = false;
   int ring_step = 0;
-  MPI_Request ring_recv = MPI_REQUEST_NULL;
+  int ring_piece_count = 1;
+  std::array<MPI_Request, 2 * ring_max_pieces> ring_requests{};
   std::shared_ptr<std::byte[]> scratch{};
 };
 
@@ -418,7 +421,8 @@ inline constexpr int ring_tags = 0x2000;
   return p.scratch.get() + static_cast<std::size_t>((p.ring_step + 1) % 2) * bytes;
 }
 
-/// Posts step p.ring_step: its send (p.request) and its receive (p.ring_recv).
+/// Posts step p.ring_step: its sends and its receives (p.ring_requests), p.ring_piece_count of each.
+/// The pieces of a step share one tag: MPI keeps messages between two ranks with one tag in order.
 inline void ring_post(Pending& p) {
   MpiState& s = *p.state;
   const Op& op = p.op;
@@ -438,14 +442,26 @@ inline void ring_post(Pending& p) {
     in_block = ring_received(p, bytes);
   }
   const MPI_Datatype type = mpi_datatype(op.dtype);
-  const int count = static_cast<int>(op.count);  // checked by start()
+  const std::size_t esize = size_of(op.dtype);
+  const int pieces = p.ring_piece_count;
+  const std::size_t piece = pieces == 1 ? op.count : ring_piece_bytes / esize;  // elements
   const int tag = ring_tag(p.seq);
-  int rc = MPI_Isend(out_block, count, type, ring_block(r + 1, n), tag, s.comm, &p.request);
-  if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, "MPI_Isend (ring)", rc);
-  rc = MPI_Irecv(in_block, count, type, ring_block(r - 1, n), tag, s.comm, &p.ring_recv);
-  if (rc != MPI_SUCCESS) {
-    abandon(p);
-    fail_mpi(s, op, p.seq, "MPI_Irecv (ring)", rc);
+  for (int i = 0; i < pieces; ++i) {
+    const std::size_t first = static_cast<std::size_t>(i) * piece;
+    const int count = static_cast<int>(std::min(piece, op.count - first));  // checked by start()
+    const std::size_t offset = first * esize;
+    int rc = MPI_Isend(static_cast<const std::byte*>(out_block) + offset, count, type, ring_block(r + 1, n), tag,
+                       s.comm, &p.ring_requests[static_cast<std::size_t>(i)]);
+    if (rc != MPI_SUCCESS) {
+      abandon(p);
+      fail_mpi(s, op, p.seq, "MPI_Isend (ring)", rc);
+    }
+    rc = MPI_Irecv(static_cast<std::byte*>(in_block) + offset, count, type, ring_block(r - 1, n), tag, s.comm,
+                   &p.ring_requests[static_cast<std::size_t>(pieces + i)]);
+    if (rc != MPI_SUCCESS) {
+      abandon(p);
+      fail_mpi(s, op, p.seq, "MPI_Irecv (ring)", rc);
+    }
   }
 }
 
@@ -456,6 +472,8 @@ inline void ring_start(Pending& p) {
   const std::size_t bytes = op.count * size_of(op.dtype);
   p.ring = true;
   p.ring_step = 0;
+  p.ring_piece_count = ring_pieces(bytes);
+  p.ring_requests.fill(MPI_REQUEST_NULL);
   if (op.kind == OpKind::reduce_scatter && (s.size > 2 || ring_in_place(p, bytes))) {
     // Partial sums need room of their own unless the only step receives straight into the output.
     p.scratch = std::shared_ptr<std::byte[]>(new std::byte[2 * bytes]);
@@ -472,16 +490,13 @@ inline void ring_start(Pending& p) {
 [[nodiscard]] inline bool ring_progress(Pending& p) {
   MpiState& s = *p.state;
   const Op& op = p.op;
-  MPI_Request both[2] = {p.request, p.ring_recv};
   int flag = 0;
-  const int rc = MPI_Testall(2, both, &flag, MPI_STATUSES_IGNORE);
+  const int rc = MPI_Testall(2 * p.ring_piece_count, p.ring_requests.data(), &flag, MPI_STATUSES_IGNORE);
   if (rc != MPI_SUCCESS) {
     abandon(p);
     fail_mpi(s, op, p.seq, "MPI_Testall (ring)", rc);
   }
   if (flag == 0) return false;
-  p.request = both[0];
-  p.ring_recv = both[1];
   const int n = s.size, r = s.rank, k = p.ring_step;
   const bool last = k == n - 2;
   if (op.kind == OpKind::reduce_scatter) {
@@ -546,7 +561,7 @@ inline void start(Pending& p) {
       break;
     }
     case OpKind::all_gather:
-      if (ring_selected(s.size, op.count * esize * static_cast<std::size_t>(s.size))) return ring_start(p);
+      if (ring_selected(s.size, op.count * esize * static_cast<std::size_t>(s.size), true)) return ring_start(p);
       call = "MPI_Iallgather";
       rc = MPI_Iallgather(op.send == block(op.recv, s.rank) ? MPI_IN_PLACE : op.send, n, type, op.recv, n, type, s.comm,
                           &p.request);

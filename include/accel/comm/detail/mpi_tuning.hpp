@@ -15,12 +15,14 @@
 //   - ACCEL_COMM_MPI_TUNING=0;
 //   - 4 or more ranks (libnbc's own choice, Rabenseifner's algorithm for large messages, is good there).
 //
-// all_gather and reduce_scatter from 8 KiB to 512 KiB (nccl-tests' S: the whole n x count buffer) do
-// not go to MPI_Iallgather / MPI_Ireduce_scatter_block: there libnbc measured 0.44-0.86x the blocking
-// calls on 2 ranks (benchmarks/RESULTS.md, "Collectives"). accel runs them as a ring of MPI_Isend /
-// MPI_Irecv instead (mpi_engine.hpp: for 2 ranks one exchange, then MPI_Reduce_local for
-// reduce_scatter) — MPI's messages and MPI's reduction ops, accel's schedule. Smaller and larger sizes
-// keep MPI's collectives; ACCEL_COMM_MPI_TUNING=0 keeps them everywhere.
+// all_gather up to 32 MiB and reduce_scatter up to 512 KiB (nccl-tests' S: the whole n x count buffer)
+// do not go to MPI_Iallgather / MPI_Ireduce_scatter_block: there libnbc measured 0.44-0.86x the blocking
+// calls on 2 ranks, 0.35-0.55x below 8 KiB, and all_gather 0.22-0.43x at 2-8 MiB (benchmarks/RESULTS.md,
+// "Collectives"). accel runs them as a ring
+// of MPI_Isend / MPI_Irecv instead (mpi_engine.hpp: for 2 ranks one exchange, then MPI_Reduce_local for
+// reduce_scatter; blocks of 3-8 KiB as eager-sized pieces: ring_pieces) — MPI's messages and MPI's
+// reduction ops, accel's schedule. Larger sizes keep MPI's collectives; ACCEL_COMM_MPI_TUNING=0 keeps
+// them everywhere.
 // Compiled only where accel has MPI.
 #pragma once
 
@@ -81,15 +83,34 @@ class IallreduceTuning {
   int previous_ = 0;
 };
 
-/// Whether accel's own ring runs an all_gather / reduce_scatter of S bytes on `ranks` ranks (see above).
-[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes) {
-  constexpr std::size_t min_bytes = 8 * 1024, max_bytes = 512 * 1024;
-  if (ranks < 2 || bytes < min_bytes || bytes > max_bytes) return false;
+/// The largest S accel's ring serves: reduce_scatter up to 512 KiB (above it libnbc measured 1.04-1.19x
+/// the blocking call); all_gather up to 32 MiB, where libnbc's MPI_Iallgather measured 0.22-0.43x at 2-8
+/// MiB and the ring 2-4x faster than it (the largest size the ring was measured at; above it libnbc
+/// measured 1.02-1.07x).
+inline constexpr std::size_t ring_max_bytes = 512 * 1024;
+inline constexpr std::size_t ring_max_bytes_all_gather = 32 * 1024 * 1024;
+
+/// Whether accel's own ring runs an all_gather (`gather`) or a reduce_scatter of S bytes on `ranks`
+/// ranks (see above).
+[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes, bool gather = false) {
+  if (ranks < 2 || bytes == 0 || bytes > (gather ? ring_max_bytes_all_gather : ring_max_bytes)) return false;
   static const bool allowed = [] {
     const char* v = std::getenv("ACCEL_COMM_MPI_TUNING");
     return v == nullptr || std::string_view(v) != "0";
   }();
   return allowed;
+}
+
+/// How many messages a ring step sends its block of `bytes` in. A block of 3-8 KiB goes as pieces of
+/// at most 2 KiB: a 4 KiB message is just above the shared-memory transport's eager limit (Open MPI's
+/// vader: 4 KiB including its header), so it waits for a rendezvous, while eager pieces travel at once
+/// (all_gather of 8 KiB on 2 ranks: 1.2 us as two pieces against 2.6 us as one message). Larger blocks
+/// go whole: there the rendezvous costs little next to the copy.
+inline constexpr std::size_t ring_piece_bytes = 2048;
+inline constexpr int ring_max_pieces = 4;
+[[nodiscard]] inline int ring_pieces(std::size_t bytes) noexcept {
+  if (bytes <= 3 * 1024 || bytes > ring_piece_bytes * ring_max_pieces) return 1;
+  return static_cast<int>((bytes + ring_piece_bytes - 1) / ring_piece_bytes);
 }
 
 /// The process's instance: created on first use, never destroyed (MPI_T's handle lives until exit).
