@@ -378,6 +378,27 @@ TEST_CASE("accel's own ring serves reduce_scatter up to 512 KiB and all_gather u
   CHECK(ring_pieces(8 * 1024 + 4) == 1);
 }
 
+TEST_CASE("the ring's tags: from 0x4ad0 (above the engine's fixed tags) up to MPI_TAG_UB, cycling with the sequence number") {
+  using namespace accel::comm::detail;
+  int* tag_ub = nullptr;
+  int found = 0;
+  REQUIRE(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found) == MPI_SUCCESS);
+  REQUIRE(found != 0);
+  CHECK(*tag_ub >= 32767);  // the standard's least
+  MPI_Comm comm = MPI_COMM_NULL, monitor = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);  // collective: every rank runs this case
+  MPI_Comm_dup(MPI_COMM_WORLD, &monitor);
+  const MpiState st(comm, monitor, "tags", 0);  // frees both
+  CHECK(st.ring_tags == static_cast<std::uint64_t>(*tag_ub) - 0x4ad0 + 1);
+  CHECK(ring_tag_base > abort_ack_tag);
+  CHECK(ring_tag_base > p2p_tag);
+  CHECK(ring_tag(st, 0) == 0x4ad0);
+  CHECK(ring_tag(st, 1) == 0x4ad1);
+  CHECK(ring_tag(st, st.ring_tags - 1) == *tag_ub);  // the last usable tag
+  CHECK(ring_tag(st, st.ring_tags) == 0x4ad0);        // then round again
+  CHECK(ring_tag(st, 3 * st.ring_tags + 5) == 0x4ad5);
+}
+
 TEST_CASE("Open MPI: accel may select libnbc's ring for 2 or 3 ranks (mpi_tuning.hpp); elsewhere it does not") {
   const std::string version = B{}.communication_backend_version();
   const bool open_mpi = version.rfind("Open MPI", 0) == 0;

@@ -19,7 +19,8 @@
 // aborting rank, and acknowledges it, and the aborting rank then ends the job with MPI_Abort.
 //
 // all_gather up to 32 MiB and reduce_scatter up to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
-// (ring_start; mpi_tuning.hpp says why), polled the same way.
+// (ring_start; mpi_tuning.hpp says why), polled the same way; their messages' tags come from the
+// operation's sequence number (ring_tag), which every rank takes alike, in host order (mpi.hpp).
 // Compiled only where accel has MPI.
 #pragma once
 
@@ -64,6 +65,10 @@ inline constexpr int monitor_tag = 0x4acc;  // "I am waiting in #seq" messages o
 inline constexpr int p2p_tag = 0x4acd;      // send / recv
 inline constexpr int abort_tag = 0x4ace;    // "this rank aborts the job: <reason>", on the world's monitor
 inline constexpr int abort_ack_tag = 0x4acf;  // "seen", back to the aborting rank
+// accel's ring (all_gather / reduce_scatter) tags its messages ring_tag_base + seq mod ring_tags, on the
+// communicator, up to MPI_TAG_UB (at least 32767 by the standard, 2^31 - 1 in Open MPI): above the tags
+// above, so that nothing else shares them.
+inline constexpr int ring_tag_base = 0x4ad0;
 
 /// True once MPI_Finalize ran (then nothing may call MPI).
 [[nodiscard]] inline bool mpi_finalized() noexcept {
@@ -90,11 +95,21 @@ struct MpiState : StateBase {
   };
   std::vector<PendingSend> sends;
 
+  // How many tags accel's ring cycles through (ring_tag): two ring operations share a tag only when
+  // this many sequence numbers apart.
+  std::uint64_t ring_tags = 32767 - ring_tag_base + 1;
+
   MpiState(MPI_Comm c, MPI_Comm m, std::string n, std::size_t trace)
       : StateBase(std::move(n), trace), comm(c), monitor(m), check(check_from_env()) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     peer_seq.assign(static_cast<std::size_t>(size), 0);
+    int* tag_ub = nullptr;
+    int found = 0;  // MPI_TAG_UB is an attribute of MPI_COMM_WORLD (MPI 3.1 section 8.1.2)
+    if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found) == MPI_SUCCESS && found != 0 &&
+        tag_ub != nullptr && *tag_ub > ring_tag_base) {
+      ring_tags = static_cast<std::uint64_t>(*tag_ub) - ring_tag_base + 1;
+    }
   }
 
   ~MpiState() {
@@ -363,6 +378,7 @@ struct Pending {
   // partial sums (2 blocks).
   bool ring = false;
   int ring_step = 0;
+  int tag = 0;  // ring_tag(s, seq)
   int ring_piece_count = 1;
   std::array<MPI_Request, 2 * ring_max_pieces> ring_requests{};
   std::shared_ptr<std::byte[]> scratch{};
@@ -395,7 +411,7 @@ inline void abandon(Pending& p) noexcept {
 // ---- all_gather and reduce_scatter as a ring (mpi_tuning.hpp: ring_selected) ----------------------
 //
 // n - 1 steps; in step k each rank sends one block to its right neighbour and receives one from its
-// left (MPI_Isend + MPI_Irecv, tag ring_tag(seq)), and the next step starts when both completed. For 2
+// left (MPI_Isend + MPI_Irecv, tag ring_tag(s, seq)), and the next step starts when both completed. For 2
 // ranks that is one exchange. all_gather: step k passes on block (rank - k) of the output (k = 0: the
 // input itself) and receives block (rank - k - 1). reduce_scatter: step k passes on the partial
 // reduction of block (rank - k - 1) (k = 0: the input's block) and receives the left rank's partial of
@@ -403,10 +419,15 @@ inline void abandon(Pending& p) noexcept {
 // op: user-defined ones for half and bfloat16 too); after the last step that block is this rank's,
 // (rank - n) mod n, complete.
 
-inline constexpr int ring_tag_base = 0x1000;  // tags 0x1000..0x2fff on the communicator: below the others
-inline constexpr int ring_tags = 0x2000;
-[[nodiscard]] inline int ring_tag(std::uint64_t seq) noexcept {
-  return ring_tag_base + static_cast<int>(seq % static_cast<std::uint64_t>(ring_tags));
+//
+// The tag: ring_tag(seq). Every rank numbers an operation alike (in host order, mpi.hpp), so its
+// messages meet; two ring operations share a tag only when s.ring_tags (MPI_TAG_UB - 0x4ad0 + 1:
+// 2^31 - 19152 in Open MPI, at least 13616) numbers apart, and even then MPI's order between two ranks
+// keeps them apart wherever every rank starts them in one order (one stream's operations): a mix-up
+// needs that many operations of the communicator to start on other streams while one is in flight.
+
+[[nodiscard]] inline int ring_tag(const MpiState& s, std::uint64_t seq) noexcept {
+  return ring_tag_base + static_cast<int>(seq % s.ring_tags);
 }
 [[nodiscard]] inline int ring_block(int r, int n) noexcept { return ((r % n) + n) % n; }
 
@@ -445,7 +466,7 @@ inline void ring_post(Pending& p) {
   const std::size_t esize = size_of(op.dtype);
   const int pieces = p.ring_piece_count;
   const std::size_t piece = pieces == 1 ? op.count : ring_piece_bytes / esize;  // elements
-  const int tag = ring_tag(p.seq);
+  const int tag = p.tag;
   for (int i = 0; i < pieces; ++i) {
     const std::size_t first = static_cast<std::size_t>(i) * piece;
     const int count = static_cast<int>(std::min(piece, op.count - first));  // checked by start()
@@ -472,6 +493,7 @@ inline void ring_start(Pending& p) {
   const std::size_t bytes = op.count * size_of(op.dtype);
   p.ring = true;
   p.ring_step = 0;
+  p.tag = ring_tag(s, p.seq);
   p.ring_piece_count = ring_pieces(bytes);
   p.ring_requests.fill(MPI_REQUEST_NULL);
   if (op.kind == OpKind::reduce_scatter && (s.size > 2 || ring_in_place(p, bytes))) {
