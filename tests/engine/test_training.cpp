@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <set>
 #include <string>
@@ -61,10 +62,16 @@ std::vector<std::string> losses(const fs::path& dump) {
 
 int run(const engine::Config& c) { return engine::Engine<accel::CpuBackend>(accel::CpuBackend{}, c).run(); }
 
-}  // namespace
+int run_cuda(const engine::Config& c) { return engine::Engine<accel::CudaBackend>(accel::CudaBackend{}, c).run(); }
 
-TEST_CASE("engine: the tiny model's losses on a small text follow the recorded trajectory") {
-  const fs::path dir = temp_dir("trajectory");
+using Run = int (*)(const engine::Config&);
+
+// The checks every backend passes, `run` being one backend's Engine; `tag` names their directories.
+
+/// 12 steps against the trajectory recorded on the CPU, within `rel` (the CPU's own bits may differ
+/// by CPU; a GPU's sums run in another order), and the model learns.
+void check_trajectory(Run run, const std::string& tag, double rel) {
+  const fs::path dir = temp_dir(tag + "trajectory");
   auto c = small(dir);
   c.steps = 12;
   REQUIRE(run(c) == 0);
@@ -75,23 +82,25 @@ TEST_CASE("engine: the tiny model's losses on a small text follow the recorded t
   REQUIRE(got.size() == std::size(expected));
   for (std::size_t i = 0; i < got.size(); ++i) {
     CAPTURE(i);
-    CHECK(std::fabs(std::stod(got[i]) - expected[i]) <= 1e-4 * expected[i]);
+    CHECK(std::fabs(std::stod(got[i]) - expected[i]) <= rel * expected[i]);
   }
   CHECK(std::stod(got.back()) < std::stod(got.front()) - 0.5);  // it learns
   fs::remove_all(dir);
 }
 
-TEST_CASE("engine: the same seed gives the same bits; 4 steps + resume + 4 steps give 8 steps' bits") {
-  const fs::path a = temp_dir("a"), b = temp_dir("b"), ck = temp_dir("ck"), r = temp_dir("r");
+/// The same seed gives the same bits; 4 steps + resume + 4 steps give 8 steps' bits (dropout on: the
+/// device generator's state travels in the checkpoint too).
+void check_same_seed_and_resume(Run run, const std::string& tag) {
+  const fs::path a = temp_dir(tag + "a"), b = temp_dir(tag + "b"), ck = temp_dir(tag + "ck"), r = temp_dir(tag + "r");
   auto c = small(a);
-  c.dropout = 0.1;  // the device generator's state travels in the checkpoint too
+  c.dropout = 0.1;
   REQUIRE(run(c) == 0);
   auto again = small(b);
   again.dropout = 0.1;
   REQUIRE(run(again) == 0);
   CHECK(losses(a) == losses(b));
 
-  auto first = small(temp_dir("first"));
+  auto first = small(temp_dir(tag + "first"));
   first.dropout = 0.1;
   first.stop_at = 4;  // the same schedule, stopped half way
   first.save = ck.string();
@@ -109,6 +118,96 @@ TEST_CASE("engine: the same seed gives the same bits; 4 steps + resume + 4 steps
   for (std::size_t i = 0; i < 4; ++i) CHECK(resumed[i] == full[4 + i]);
   CHECK(fs::read_symlink(ck / "latest") == "step_00000008");
   for (const auto& d : {a, b, ck, r}) fs::remove_all(d);
+}
+
+/// --graph: the step captured once and replayed gives the eager step's bits, dropout on.
+void check_graph_bits(Run run, const std::string& tag) {
+  const fs::path e = temp_dir(tag + "eager"), g = temp_dir(tag + "graph");
+  auto eager = small(e);
+  eager.dropout = 0.2;
+  auto graph = small(g);
+  graph.dropout = 0.2;
+  graph.graph = true;
+  REQUIRE(run(eager) == 0);
+  REQUIRE(run(graph) == 0);
+  CHECK(losses(e) == losses(g));
+  fs::remove_all(e);
+  fs::remove_all(g);
+}
+
+/// Engine<AnyBackend> holding `backend` gives the static engine's bits.
+void check_any_bits(Run run, const accel::AnyBackend& backend, const std::string& tag) {
+  const fs::path st = temp_dir(tag + "static"), an = temp_dir(tag + "any");
+  auto c = small(st);
+  c.steps = 4;
+  REQUIRE(run(c) == 0);
+  auto a = small(an);
+  a.steps = 4;
+  REQUIRE(engine::Engine<accel::AnyBackend>(backend, a).run() == 0);
+  CHECK(losses(st) == losses(an));
+  fs::remove_all(st);
+  fs::remove_all(an);
+}
+
+/// --attention gemm (strided-batched GEMMs around softmax kernels) trains as the fused kernel does,
+/// within `rel`, with each dropout rate of `dropouts`.
+void check_fused_vs_gemm(Run run, const std::string& tag, std::initializer_list<double> dropouts, double rel) {
+  for (const double dropout : dropouts) {
+    CAPTURE(dropout);
+    const fs::path f = temp_dir(tag + "fused"), g = temp_dir(tag + "gemm");
+    auto fused = small(f);
+    fused.steps = 5;
+    fused.dropout = dropout;
+    fused.attention = "fused";
+    auto gemm = small(g);
+    gemm.steps = 5;
+    gemm.dropout = dropout;
+    gemm.attention = "gemm";
+    REQUIRE(run(fused) == 0);
+    REQUIRE(run(gemm) == 0);
+    const auto a = losses(f), b = losses(g);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) < rel * std::stod(a[i]));
+    fs::remove_all(f);
+    fs::remove_all(g);
+  }
+}
+
+/// --dtype bf16: bf16 weights and activations train, the losses within 2 % of fp32's.
+void check_bf16(Run run, const std::string& tag) {
+  const fs::path f = temp_dir(tag + "fp32"), h = temp_dir(tag + "bf16");
+  auto a = small(f);
+  a.steps = 12;
+  auto b = small(h);
+  b.steps = 12;
+  b.dtype = "bf16";
+  REQUIRE(run(a) == 0);
+  REQUIRE(run(b) == 0);
+  const auto x = losses(f), y = losses(h);
+  REQUIRE(x.size() == 12);
+  REQUIRE(y.size() == 12);
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(i);
+    const double rel = std::fabs(std::stod(y[i]) - std::stod(x[i])) / std::stod(x[i]);
+    worst = std::max(worst, rel);
+    CHECK(rel < 0.02);
+  }
+  MESSAGE("bf16 vs fp32, largest relative loss difference over 12 steps: " << worst);
+  CHECK(std::stod(y.back()) < std::stod(y.front()) - 0.5);  // it learns
+  CHECK(x != y);  // and is not the fp32 run
+  for (const auto& d : {f, h}) fs::remove_all(d);
+}
+
+
+}  // namespace
+
+TEST_CASE("engine: the tiny model's losses on a small text follow the recorded trajectory") {
+  check_trajectory(run, "", 1e-4);
+}
+
+TEST_CASE("engine: the same seed gives the same bits; 4 steps + resume + 4 steps give 8 steps' bits") {
+  check_same_seed_and_resume(run, "");
 }
 
 TEST_CASE("engine: SIGTERM finishes the step, writes a checkpoint and returns 0; --resume latest goes on") {
@@ -181,52 +280,15 @@ TEST_CASE("engine --trace: the first N steps as a Chrome trace (a range per step
 }
 
 TEST_CASE("engine --graph: the step captured once and replayed gives the eager step's bits (dropout on)") {
-  const fs::path e = temp_dir("eager"), g = temp_dir("graph");
-  auto eager = small(e);
-  eager.dropout = 0.2;
-  auto graph = small(g);
-  graph.dropout = 0.2;
-  graph.graph = true;
-  REQUIRE(run(eager) == 0);
-  REQUIRE(run(graph) == 0);
-  CHECK(losses(e) == losses(g));
-  fs::remove_all(e);
-  fs::remove_all(g);
+  check_graph_bits(run, "");
 }
 
 TEST_CASE("Engine<AnyBackend>: the same code dispatched at run time gives Engine<CpuBackend>'s bits") {
-  const fs::path st = temp_dir("static"), an = temp_dir("any");
-  auto c = small(st);
-  c.steps = 4;
-  REQUIRE(run(c) == 0);
-  auto a = small(an);
-  a.steps = 4;
-  REQUIRE(engine::Engine<accel::AnyBackend>(accel::AnyBackend{accel::CpuBackend{}}, a).run() == 0);
-  CHECK(losses(st) == losses(an));
-  fs::remove_all(st);
-  fs::remove_all(an);
+  check_any_bits(run, accel::AnyBackend{accel::CpuBackend{}}, "");
 }
 
 TEST_CASE("engine --attention gemm (CUDA's default path: strided-batched GEMMs around softmax kernels) trains as the fused kernel does") {
-  for (const double dropout : {0.0, 0.2}) {
-    CAPTURE(dropout);
-    const fs::path f = temp_dir("fused"), g = temp_dir("gemm");
-    auto fused = small(f);
-    fused.steps = 5;
-    fused.dropout = dropout;
-    fused.attention = "fused";
-    auto gemm = small(g);
-    gemm.steps = 5;
-    gemm.dropout = dropout;
-    gemm.attention = "gemm";
-    REQUIRE(run(fused) == 0);
-    REQUIRE(run(gemm) == 0);
-    const auto a = losses(f), b = losses(g);
-    REQUIRE(a.size() == b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) < 1e-6 * std::stod(a[i]));
-    fs::remove_all(f);
-    fs::remove_all(g);
-  }
+  check_fused_vs_gemm(run, "", {0.0, 0.2}, 1e-6);
 }
 
 TEST_CASE("engine --streams 2: the batch's rows on two streams, gradients summed, trains as one stream does") {
@@ -320,28 +382,7 @@ std::vector<double> norms(const fs::path& dump) {
 }
 
 TEST_CASE("engine --dtype bf16 on the CPU: bf16 weights and activations train, the losses within 2 % of fp32's") {
-  const fs::path f = temp_dir("fp32"), h = temp_dir("bf16");
-  auto a = small(f);
-  a.steps = 12;
-  auto b = small(h);
-  b.steps = 12;
-  b.dtype = "bf16";
-  REQUIRE(run(a) == 0);
-  REQUIRE(run(b) == 0);
-  const auto x = losses(f), y = losses(h);
-  REQUIRE(x.size() == 12);
-  REQUIRE(y.size() == 12);
-  double worst = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    CAPTURE(i);
-    const double rel = std::fabs(std::stod(y[i]) - std::stod(x[i])) / std::stod(x[i]);
-    worst = std::max(worst, rel);
-    CHECK(rel < 0.02);
-  }
-  MESSAGE("bf16 vs fp32, largest relative loss difference over 12 steps: " << worst);
-  CHECK(std::stod(y.back()) < std::stod(y.front()) - 0.5);  // it learns
-  CHECK(x != y);  // and is not the fp32 run
-  for (const auto& d : {f, h}) fs::remove_all(d);
+  check_bf16(run, "");
 }
 
 TEST_CASE("engine --dtype fp16 on the CPU: the dynamic loss scaler overflows at the start, backs off, and the loss falls") {
@@ -549,119 +590,21 @@ TEST_CASE("engine --zero-stage 2 --streams 2: a bucket set per lane, summed in l
 // Engine<CudaBackend>: the same checks on a GPU (skipped, saying so, where there is none). The GPU's
 // products and sums run in another order than the CPU's, so against the CPU's recorded trajectory the
 // losses agree within 1e-4; the determinism checks are bit for bit, as on the CPU.
-namespace {
-
-bool have_gpu() { return accel::CudaBackend{}.device_count() > 0; }
-
-int run_cuda(const engine::Config& c) { return engine::Engine<accel::CudaBackend>(accel::CudaBackend{}, c).run(); }
-
-void check_close(const std::vector<std::string>& a, const std::vector<std::string>& b, double rel) {
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) <= rel * std::stod(b[i]));
-  }
-}
-
-}  // namespace
-
 TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --graph and AnyBackend bits, fused vs gemm attention, bf16") {
-  if (!have_gpu()) {
+  if (accel::CudaBackend{}.device_count() == 0) {
     MESSAGE("skipped: " << accel::CudaBackend::availability().reason);
     return;
   }
-  SUBCASE("the CPU's recorded trajectory within 1e-4") {
-    const fs::path dir = temp_dir("cuda-trajectory");
-    auto c = small(dir);
-    c.steps = 12;
-    REQUIRE(run_cuda(c) == 0);
-    const double expected[] = {ENGINE_TEST_TRAJECTORY};
-    const auto got = losses(dir);
-    REQUIRE(got.size() == std::size(expected));
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      CAPTURE(i);
-      CHECK(std::fabs(std::stod(got[i]) - expected[i]) <= 1e-4 * expected[i]);
-    }
-    fs::remove_all(dir);
-  }
+  SUBCASE("the CPU's recorded trajectory within 1e-4") { check_trajectory(run_cuda, "cuda-", 1e-4); }
   SUBCASE("the same seed gives the same bits; 4 steps + resume + 4 steps give 8 steps' bits") {
-    const fs::path a = temp_dir("cuda-a"), b = temp_dir("cuda-b"), ck = temp_dir("cuda-ck"), r = temp_dir("cuda-r");
-    auto c = small(a);
-    c.dropout = 0.1;
-    REQUIRE(run_cuda(c) == 0);
-    auto again = small(b);
-    again.dropout = 0.1;
-    REQUIRE(run_cuda(again) == 0);
-    CHECK(losses(a) == losses(b));
-    auto first = small(temp_dir("cuda-first"));
-    first.dropout = 0.1;
-    first.stop_at = 4;
-    first.save = ck.string();
-    REQUIRE(run_cuda(first) == 0);
-    auto second = small(r);
-    second.dropout = 0.1;
-    second.resume = "latest";
-    second.save = ck.string();
-    REQUIRE(run_cuda(second) == 0);
-    const auto full = losses(a), resumed = losses(r);
-    REQUIRE(full.size() == 8);
-    REQUIRE(resumed.size() == 4);
-    for (std::size_t i = 0; i < 4; ++i) CHECK(resumed[i] == full[4 + i]);
-    for (const auto& d : {a, b, ck, r}) fs::remove_all(d);
+    check_same_seed_and_resume(run_cuda, "cuda-");
   }
-  SUBCASE("--graph (a CUDA graph replayed) gives the eager step's bits, dropout on") {
-    const fs::path e = temp_dir("cuda-eager"), g = temp_dir("cuda-graph");
-    auto eager = small(e);
-    eager.dropout = 0.2;
-    auto graph = small(g);
-    graph.dropout = 0.2;
-    graph.graph = true;
-    REQUIRE(run_cuda(eager) == 0);
-    REQUIRE(run_cuda(graph) == 0);
-    CHECK(losses(e) == losses(g));
-    fs::remove_all(e);
-    fs::remove_all(g);
-  }
+  SUBCASE("--graph (a CUDA graph replayed) gives the eager step's bits, dropout on") { check_graph_bits(run_cuda, "cuda-"); }
   SUBCASE("Engine<AnyBackend> holding CUDA gives Engine<CudaBackend>'s bits") {
-    const fs::path st = temp_dir("cuda-static"), an = temp_dir("cuda-any");
-    auto c = small(st);
-    c.steps = 4;
-    REQUIRE(run_cuda(c) == 0);
-    auto a = small(an);
-    a.steps = 4;
-    REQUIRE(engine::Engine<accel::AnyBackend>(accel::AnyBackend{accel::CudaBackend{}}, a).run() == 0);
-    CHECK(losses(st) == losses(an));
-    fs::remove_all(st);
-    fs::remove_all(an);
+    check_any_bits(run_cuda, accel::AnyBackend{accel::CudaBackend{}}, "cuda-");
   }
   SUBCASE("the fused attention kernel trains as the GEMM path does (within 1e-5)") {
-    const fs::path f = temp_dir("cuda-fused"), g = temp_dir("cuda-gemm");
-    auto fused = small(f);
-    fused.steps = 5;
-    fused.attention = "fused";
-    auto gemm = small(g);
-    gemm.steps = 5;
-    gemm.attention = "gemm";
-    REQUIRE(run_cuda(fused) == 0);
-    REQUIRE(run_cuda(gemm) == 0);
-    check_close(losses(f), losses(g), 1e-5);
-    fs::remove_all(f);
-    fs::remove_all(g);
+    check_fused_vs_gemm(run_cuda, "cuda-", {0.0}, 1e-5);
   }
-  SUBCASE("--dtype bf16: the losses within 2 % of fp32's, and it learns") {
-    const fs::path f = temp_dir("cuda-fp32"), h = temp_dir("cuda-bf16");
-    auto a = small(f);
-    a.steps = 12;
-    auto b = small(h);
-    b.steps = 12;
-    b.dtype = "bf16";
-    REQUIRE(run_cuda(a) == 0);
-    REQUIRE(run_cuda(b) == 0);
-    const auto x = losses(f), y = losses(h);
-    check_close(y, x, 0.02);
-    CHECK(x != y);
-    CHECK(std::stod(y.back()) < std::stod(y.front()) - 0.5);
-    fs::remove_all(f);
-    fs::remove_all(h);
-  }
+  SUBCASE("--dtype bf16: the losses within 2 % of fp32's, and it learns") { check_bf16(run_cuda, "cuda-"); }
 }
