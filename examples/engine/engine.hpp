@@ -76,12 +76,20 @@ struct Plan {
   std::string bytes_breakdown;
 };
 
+/// True for AnyBackend (a backend whose device type is not a compile-time constant): the run-time
+/// dispatch path, kept to float32 and bf16 (--dispatch any measures dispatch; each dtype is another
+/// instantiation of the whole Trainer to compile).
+template <class B>
+constexpr bool runtime_backend() {
+  return !requires { std::integral_constant<accel::DeviceType, B::device_type()>{}; };
+}
+
 /// A new stream of the engine's backend. Engine<AnyBackend>'s streams belong to the backend it holds:
 /// AnyStream{} would take the process's selected backend (CUDA on a machine with a GPU) whatever the
 /// engine was given.
 template <class B>
 typename B::Stream new_stream(const B& b) {
-  if constexpr (!requires { std::integral_constant<accel::DeviceType, B::device_type()>{}; }) {
+  if constexpr (runtime_backend<B>()) {
     return typename B::Stream(b.index());
   } else {
     (void)b;

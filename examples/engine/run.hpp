@@ -67,14 +67,6 @@ std::string product_name(const B& b) {
   }
 }
 
-/// True for AnyBackend (a backend whose device type is not a compile-time constant): the run-time
-/// dispatch path, kept to float32 and bf16 (--dispatch any measures dispatch; each dtype is another
-/// instantiation of the whole Trainer to compile).
-template <class B>
-constexpr bool runtime_backend() {
-  return !requires { std::integral_constant<accel::DeviceType, B::device_type()>{}; };
-}
-
 /// Failures injected by the tests (ENGINE_FAULT): "kill:RANK:STEP" — that rank kills itself with
 /// SIGKILL as step STEP begins (a rank dying mid-run); "hang:RANK:STEP" — that rank stops there, alive
 /// (a stuck rank: the others' collectives time out naming it); "inf:STEP" — the last rank's gradients
