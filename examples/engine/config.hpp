@@ -77,7 +77,7 @@ struct Config {
   int threads = 0;             // CPU threads for kernels and BLAS (0: all cores)
   int streams = 0;             // lanes: streams that each run a slice of the batch's rows (0: auto)
   bool graph = false;
-  std::string attention = "auto";  // fused | gemm | auto (fused on the CPU, gemm elsewhere)
+  std::string attention = "auto";  // fused | gemm | flash | auto (fused on the CPU; flash on CUDA where it fits, else gemm)
   std::string dispatch = "static";  // static: Engine<CpuBackend|CudaBackend> via accel::visit; any: Engine<AnyBackend>
   std::string save;            // checkpoint directory ("" : none, except on a signal)
   std::int64_t save_every = 0;
@@ -153,8 +153,10 @@ training
                        thread waits for another inside a kernel; 1 with --graph, --deterministic or
                        --zero-stage 2, whose lanes meet at every bucket), else 1
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
-  --attention fused|gemm   fused: one kernel per direction (the CPU's default); gemm: the products as
-                       strided-batched GEMMs around softmax kernels (the default elsewhere)
+  --attention fused|gemm|flash   fused: one kernel per direction (the CPU's default); gemm: the
+                       products as strided-batched GEMMs around softmax kernels; flash: tensor-core
+                       kernels keeping the scores on chip (CUDA, bf16/fp16, head size 32 or 64; the
+                       default there, gemm otherwise on CUDA)
   --dispatch static|any  static (default): Engine<B> on the concrete backend (accel::visit once);
                        any: Engine<AnyBackend>, every call dispatched at run time (for comparison)
 checkpoints
@@ -399,8 +401,8 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       }
     } else if (a == "--attention") {
       c.attention = value();
-      if (c.attention != "fused" && c.attention != "gemm" && c.attention != "auto") {
-        throw UsageError("--attention expects fused, gemm or auto, got '" + c.attention + "'");
+      if (c.attention != "fused" && c.attention != "gemm" && c.attention != "flash" && c.attention != "auto") {
+        throw UsageError("--attention expects fused, gemm, flash or auto, got '" + c.attention + "'");
       }
     } else if (a == "--streams") {
       c.streams = static_cast<int>(parse_int(a, value(), 1, 256));

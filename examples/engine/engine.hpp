@@ -72,7 +72,7 @@ struct Plan {
   std::int64_t params = 0;         // trained parameters
   std::int64_t flops_per_step = 0;  // nanoGPT's estimate: (6 N + 12 L C T) per token
   std::size_t bytes = 0;            // device memory the run allocates
-  bool gemm_attention = false;      // attention through strided-batched GEMMs (--attention)
+  AttentionPath attention = AttentionPath::fused;  // --attention (auto resolved)
   std::string bytes_breakdown;
 };
 
@@ -116,9 +116,9 @@ class Trainer {
         stream_(new_stream(b)),
         lane_batch_(cfg.batch / cfg.streams),
         P_(cfg.shape, plan.vocab_padded),
-        A_(cfg.shape, cfg.batch / cfg.streams, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.gemm_attention),
+        A_(cfg.shape, cfg.batch / cfg.streams, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.attention),
         nn_(b, act_dtype),
-        attn_(b, act_dtype),
+        attn_(b, act_dtype, cfg.shape.width / cfg.shape.heads),
         ops_(b),
         train_sampler_(corpus.train(), cfg.draw_chunk, cfg.shape.block),
         val_sampler_(corpus.val(), cfg.eval_rows, cfg.shape.block),
@@ -683,6 +683,10 @@ class Trainer {
     const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, hs = C / NH, heads = Bn * NH;
     const float p = static_cast<float>(cfg_.dropout);
     const std::uint32_t* mask = drop ? bits(L.bits_att) : nullptr;
+    if (A_.flash) {
+      attn_.flash_forward(cs(), act(L.atty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
+      return;
+    }
     if (!A_.gemm) {
       attn_.forward(cs(), act(L.atty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
       return;
@@ -709,6 +713,11 @@ class Trainer {
     const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, hs = C / NH, heads = Bn * NH;
     const float p = static_cast<float>(cfg_.dropout);
     const std::uint32_t* mask = drop ? bits(L.bits_att) : nullptr;
+    if (A_.flash) {
+      attn_.flash_backward(cs(), dqkv, f32(A_.att_scratch), act(A_.datty), act(L.atty), f32(L.att), act(L.qkv), mask,
+                           p, Bn, Tn, C, NH);
+      return;
+    }
     if (!A_.gemm) {
       attn_.backward(cs(), dqkv, f32(A_.att_scratch), act(A_.datty), f32(L.att), act(L.qkv), mask, p, Bn, Tn, C, NH);
       return;

@@ -32,7 +32,7 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
   accel::ops::OpSpec s;
   s.name = "gpt_kernels";
   s.class_name = "GptKernelsBuilder";
-  s.description = "the engine's causal multi-head self-attention (and the CPU's FMA peak)";
+  s.description = "the engine's causal multi-head self-attention (flash kernels on CUDA for 16-bit activations; and the CPU's FMA peak)";
   if (type == accel::DeviceType::cpu) {
     s.kind = accel::ops::OpKind::host;
     s.sources = {"attention.cpp", "peak.cpp"};
@@ -54,9 +54,23 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
                           "gpt_head_permute", "gpt_softmax_forward", "gpt_softmax_backward"}) {
       for (const char* d : {"_f32", "_bf16", "_f16"}) s.entry_points.push_back(std::string(k) + d);
     }
+    for (const char* k : {"gpt_flash_forward", "gpt_flash_backward_dq", "gpt_flash_backward_dkv"}) {
+      for (const char* d : {"_bf16", "_f16"}) {
+        for (const char* hs : {"_32", "_64"}) s.entry_points.push_back(std::string(k) + d + hs);
+      }
+    }
+    s.headers.insert(s.headers.begin(), "flash_attention.cuh");
   }
   s.headers.insert(s.headers.begin(), {"attention.h", "peak.h"});
   return s;
+}
+
+/// Whether the flash kernels (kernels/flash_attention.cuh) serve this attention: CUDA, 16-bit
+/// activations, head size 32 or 64, width a multiple of 8 (their 16-byte tile loads).
+inline bool flash_attention_fits(accel::DeviceType type, accel::Dtype dtype, std::int64_t width, std::int64_t heads) {
+  const std::int64_t hs = heads > 0 ? width / heads : 0;
+  return heads > 0 && type == accel::DeviceType::cuda && (dtype == accel::Dtype::bfloat16 || dtype == accel::Dtype::float16) &&
+         width % heads == 0 && (hs == 32 || hs == 64) && width % 8 == 0;
 }
 
 template <class B>
@@ -64,7 +78,8 @@ class GptKernels {
  public:
   using StreamRef = typename B::StreamRef;
 
-  GptKernels(B b, accel::Dtype dtype) : b_(b) {
+  /// head_size: the flash kernels of that size are resolved too when flash_attention_fits.
+  GptKernels(B b, accel::Dtype dtype, std::int64_t head_size = 0) : b_(b) {
     auto builder = b.create_op_builder(gpt_kernels_spec(b.device_type()));
     builder.set_kernel_dir(engine_kernel_dir());
     accel::ops::LoadedOp op = builder.load();
@@ -76,6 +91,12 @@ class GptKernels {
     softmax_backward_ = accel::ops::Kernel(op, "gpt_softmax_backward" + suffix);
     if (op.kind() == accel::ops::OpKind::cuda) {
       backward_kv_ = accel::ops::Kernel(op, "gpt_attention_backward_kv" + suffix);
+      if (suffix != "_f32" && (head_size == 32 || head_size == 64)) {
+        const std::string tail = suffix + "_" + std::to_string(head_size);
+        flash_forward_ = accel::ops::Kernel(op, "gpt_flash_forward" + tail);
+        flash_dq_ = accel::ops::Kernel(op, "gpt_flash_backward_dq" + tail);
+        flash_dkv_ = accel::ops::Kernel(op, "gpt_flash_backward_dkv" + tail);
+      }
     } else {
       peak_ = accel::ops::Kernel(op, "gpt_fma_peak");
     }
@@ -96,6 +117,24 @@ class GptKernels {
     const gpt_attention_args a = args(nullptr, dqkv, const_cast<float*>(att), scratch, qkv, dy, bits, p, batch, T, C, NH);
     b_.launch_kernel(s, backward_, shape(batch, T, NH, T * 4), a);
     if (backward_kv_.valid()) b_.launch_kernel(s, backward_kv_, shape(batch, T, NH, 0), a);
+  }
+
+  // The flash kernels (kernels/flash_attention.cuh): CUDA, 16-bit activations.
+
+  [[nodiscard]] bool has_flash() const noexcept { return flash_forward_.valid(); }
+  /// y and lse ([B x NH x T] floats) from qkv; bits: attention dropout's words or null.
+  void flash_forward(StreamRef s, void* y, float* lse, const void* qkv, const std::uint32_t* bits, float p,
+                     std::int64_t batch, std::int64_t T, std::int64_t C, std::int64_t NH) const {
+    b_.launch_kernel(s, flash_forward_, flash_shape(batch, T, NH), args(y, nullptr, lse, nullptr, qkv, nullptr, bits, p, batch, T, C, NH));
+  }
+  /// dqkv (overwritten) from dy, the forward's y and lse, and qkv; dsum: [B x NH x T] floats of scratch.
+  void flash_backward(StreamRef s, void* dqkv, float* dsum, const void* dy, const void* y, const float* lse,
+                      const void* qkv, const std::uint32_t* bits, float p, std::int64_t batch, std::int64_t T,
+                      std::int64_t C, std::int64_t NH) const {
+    const gpt_attention_args a =
+        args(const_cast<void*>(y), dqkv, const_cast<float*>(lse), dsum, qkv, dy, bits, p, batch, T, C, NH);
+    b_.launch_kernel(s, flash_dq_, flash_shape(batch, T, NH), a);  // writes dsum, which flash_dkv_ reads
+    b_.launch_kernel(s, flash_dkv_, flash_shape(batch, T, NH), a);
   }
 
   // The GEMM path's kernels (kernels/attention.h).
@@ -171,6 +210,14 @@ class GptKernels {
     return l;
   }
 
+  // The flash kernels: a block of 128 threads per (64-row tile, head, batch).
+  [[nodiscard]] accel::ops::LaunchShape flash_shape(std::int64_t batch, std::int64_t T, std::int64_t NH) const {
+    accel::ops::LaunchShape l = accel::ops::LaunchShape::blocks(static_cast<std::uint32_t>((T + 63) / 64), 128, 0, threads_);
+    l.grid[1] = static_cast<std::uint32_t>(NH);
+    l.grid[2] = static_cast<std::uint32_t>(batch);
+    return l;
+  }
+
   static gpt_softmax_args softmax_args(void* att, void* pd, void* datt, const std::uint32_t* bits, float p,
                                        std::int64_t heads, std::int64_t T, float scale_qk) {
     gpt_softmax_args a{};
@@ -194,6 +241,7 @@ class GptKernels {
   B b_;
   int threads_ = 0;
   accel::ops::Kernel forward_, backward_, backward_kv_, permute_, softmax_forward_, softmax_backward_, peak_;
+  accel::ops::Kernel flash_forward_, flash_dq_, flash_dkv_;
 };
 
 }  // namespace engine

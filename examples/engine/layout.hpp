@@ -92,6 +92,11 @@ class ParamLayout {
   }
 };
 
+/// How attention runs (--attention): the fused kernels (one per direction; P kept as float32 tiles),
+/// strided-batched GEMMs around softmax kernels (P in the activation dtype), or the flash kernels
+/// (CUDA, 16-bit: only each row's log-sum-exp is kept).
+enum class AttentionPath { fused, gemm, flash };
+
 /// Offsets (in elements) of the activations of one micro-batch of N = batch x block tokens.
 struct ActLayout {
   struct Layer {
@@ -100,11 +105,11 @@ struct ActLayout {
     std::int64_t bits_att, bits_proj, bits_fc;                                            // uint32 (dropout)
   };
 
-  /// gemm_attention: attention through strided-batched GEMMs (P in the activation dtype, [B x NH x T x T],
-  /// and the heads' scratch); else the fused kernels' float32 tiles ([B x NH x Tp x Tp]).
+  /// path gemm: P in the activation dtype, [B x NH x T x T], and the heads' scratch; flash: the rows'
+  /// log-sum-exp and dy . y ([B x NH x T] floats); fused: float32 tiles ([B x NH x Tp x Tp]).
   ActLayout(const ModelShape& s, std::int64_t batch, std::int64_t vocab_padded, int accum, bool dropout,
-            bool gemm_attention = false)
-      : gemm(gemm_attention) {
+            AttentionPath path = AttentionPath::fused)
+      : gemm(path == AttentionPath::gemm), flash(path == AttentionPath::flash) {
     const std::int64_t T = s.block, C = s.width, NH = s.heads, N = batch * T, Tp = (T + 15) / 16 * 16;
     const auto a = [&](std::int64_t n) { return take(act, n); };
     const auto f = [&](std::int64_t n) { return take(f32, n); };
@@ -129,7 +134,8 @@ struct ActLayout {
       L.ln1_rstd = f(N);
       L.ln2_mean = f(N);
       L.ln2_rstd = f(N);
-      L.att = gemm ? a(batch * NH * T * T) : f(batch * NH * Tp * Tp);  // P (kernels/attention.h)
+      // P (kernels/attention.h), or the flash kernels' log-sum-exp (kernels/flash_attention.cuh)
+      L.att = gemm ? a(batch * NH * T * T) : flash ? f(batch * NH * T) : f(batch * NH * Tp * Tp);
       L.bits_att = u(batch * NH * T * T);
       L.bits_proj = u(N * C);
       L.bits_fc = u(N * C);
@@ -154,12 +160,14 @@ struct ActLayout {
       vacc = a(N * C);        // P v (forward), dy permuted (backward)
       datt = a(batch * NH * T * T);
       if (dropout) pd = a(batch * NH * T * T);
+    } else if (flash) {
+      att_scratch = f(batch * NH * T);  // the rows' dy . y
     } else {
       att_scratch = f(batch * NH * Tp * Tp);  // the CUDA fused kernels' backward (dS)
     }
   }
 
-  bool gemm = false;
+  bool gemm = false, flash = false;
   std::int64_t heads = 0, dheads = 0, vacc = 0, datt = 0, pd = -1;
 
   std::vector<Layer> layers;

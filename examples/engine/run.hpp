@@ -114,6 +114,28 @@ struct FaultInjection {
   }
 };
 
+/// --attention resolved for a device: auto is fused on the CPU, and on CUDA flash where its kernels
+/// fit (16-bit activations, head size 32 or 64), else gemm. flash asked for where it does not fit is an
+/// error naming why.
+inline AttentionPath attention_path(accel::DeviceType type, const Config& c) {
+  const accel::Dtype dtype = c.dtype == "bf16"   ? accel::Dtype::bfloat16
+                             : c.dtype == "fp16" ? accel::Dtype::float16
+                                                 : accel::Dtype::float32;
+  const bool fits = flash_attention_fits(type, dtype, c.shape.width, c.shape.heads);
+  if (c.attention == "fused") return AttentionPath::fused;
+  if (c.attention == "gemm") return AttentionPath::gemm;
+  if (c.attention == "flash") {
+    if (fits) return AttentionPath::flash;
+    const std::int64_t hs = c.shape.heads > 0 ? c.shape.width / c.shape.heads : 0;
+    throw UsageError("--attention flash needs a CUDA device, --dtype bf16 or fp16, and a head size of 32 or 64 "
+                     "(width / heads, width a multiple of 8); this run has " +
+                     std::string(type == accel::DeviceType::cuda ? "CUDA" : "no CUDA device") + ", --dtype " + c.dtype +
+                     ", head size " + std::to_string(hs) + " (width " + std::to_string(c.shape.width) + ")");
+  }
+  if (type == accel::DeviceType::cpu) return AttentionPath::fused;
+  return fits ? AttentionPath::flash : AttentionPath::gemm;
+}
+
 template <class B>
 class Engine {
  public:
@@ -265,9 +287,9 @@ class Engine {
                        std::to_string(corpus.train().size()) + " (train) and " + std::to_string(corpus.val().size()) +
                        " (validation)");
     }
-    p.gemm_attention = cfg_.attention == "gemm" || (cfg_.attention == "auto" && b_.device_type() != accel::DeviceType::cpu);
+    p.attention = attention_path(b_.device_type(), cfg_);
     const ParamLayout P(s, p.vocab_padded);
-    const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.gemm_attention);
+    const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.attention);
     p.params = P.count();
     const std::int64_t non_embedding = p.params - s.block * static_cast<std::int64_t>(s.width);
     const std::int64_t per_token = 6 * non_embedding + 12LL * s.layers * s.width * s.block;
@@ -473,7 +495,10 @@ class Engine {
     const double mfu = peak > 0 && train_seconds > 0 ? static_cast<double>(plan.flops_per_step * steps_done) / train_seconds / peak : NAN;
     std::vector<std::pair<std::string, std::string>> rows = {
         {"backend", std::string(b_.name()) + " (" + product_name(b_) + ")"},
-        {"model", cfg_.size + ": " + grouped(plan.params) + " parameters, " + cfg_.dtype},
+        {"model", cfg_.size + ": " + grouped(plan.params) + " parameters, " + cfg_.dtype + ", attention " +
+                      (plan.attention == AttentionPath::flash  ? "flash"
+                       : plan.attention == AttentionPath::gemm ? "gemm"
+                                                               : "fused")},
         {"steps", std::to_string(t.step()) + " (" + std::to_string(steps_done) + " this run" +
                       (stopped_by.empty() ? "" : ", stopped by " + stopped_by) + ")"},
         {"tokens", grouped(static_cast<double>(tokens_per_step * steps_done))},

@@ -337,3 +337,99 @@ TEST_CASE("attention on CUDA: NVRTC compiles the kernels; on a GPU they compute 
   CHECK(rel(gq, dq) < 1e-5);
 }
 #endif
+
+#if defined(ACCEL_HAS_CUDA)
+// The flash kernels (kernels/flash_attention.cuh) against the CPU's float32 kernel on the same
+// 16-bit inputs: y and dqkv within a few of the storage's roundings (P enters the tensor-core
+// products rounded to 16 bits, as the GEMM path stores it), with and without attention dropout, at
+// both head sizes, T a multiple of the 64-row tile and not; the same bits run to run (no atomics).
+template <class H>
+void check_flash(const Shape& s, float p, double tolerance) {
+  CAPTURE(s.T);
+  CAPTURE(s.C / s.NH);
+  CAPTURE(p);
+  const long long N = s.B * s.T, Tp = GPT_ATT_TP(s.T);
+  const auto qkv = test16::to16<H>(randv(static_cast<std::size_t>(N * 3 * s.C), 41, 1.5f));
+  const auto dy = test16::to16<H>(randv(static_cast<std::size_t>(N * s.C), 42));
+  const auto qkvw = test16::widen(qkv), dyw = test16::widen(dy);
+  std::vector<std::uint32_t> bits;
+  if (p > 0) {
+    bits.resize(static_cast<std::size_t>(s.B * s.NH * s.T * s.T));
+    accel::rng::fill_bits(std::span<std::uint32_t>(bits), 55, 0);
+  }
+  const std::uint32_t* mask = bits.empty() ? nullptr : bits.data();
+  std::vector<float> y32(static_cast<std::size_t>(N * s.C)), att32(static_cast<std::size_t>(s.B * s.NH * Tp * Tp)),
+      dqkv32(static_cast<std::size_t>(N * 3 * s.C));
+  accel::cpu::Stream hs;
+  kernels<Cpu>().forward(hs, y32.data(), att32.data(), qkvw.data(), mask, p, s.B, s.T, s.C, s.NH);
+  kernels<Cpu>().backward(hs, dqkv32.data(), nullptr, dyw.data(), att32.data(), qkvw.data(), mask, p, s.B, s.T, s.C, s.NH);
+  hs.synchronize();
+
+  const accel::CudaBackend cuda;
+  engine::GptKernels<accel::CudaBackend> g(cuda, test16::dtype_of<H>, s.C / s.NH);
+  REQUIRE(g.has_flash());
+  accel::cuda::Stream st;
+  accel::Buffer<H, accel::CudaBackend> dQkv(qkv.size(), st), dDy(dy.size(), st), dY(y32.size(), st), dDq(dqkv32.size(), st);
+  accel::Buffer<float, accel::CudaBackend> dLse(static_cast<std::size_t>(s.B * s.NH * s.T), st),
+      dSum(static_cast<std::size_t>(s.B * s.NH * s.T), st);
+  accel::Buffer<std::uint32_t, accel::CudaBackend> dBits(bits.empty() ? 1 : bits.size(), st);
+  cuda.copy_async(st, dQkv.data(), qkv.data(), qkv.size() * sizeof(H));
+  cuda.copy_async(st, dDy.data(), dy.data(), dy.size() * sizeof(H));
+  if (!bits.empty()) cuda.copy_async(st, dBits.data(), bits.data(), bits.size() * 4);
+  const std::uint32_t* gmask = bits.empty() ? nullptr : dBits.data();
+  const auto run = [&](std::vector<H>& y, std::vector<H>& dq) {
+    g.flash_forward(st, dY.data(), dLse.data(), dQkv.data(), gmask, p, s.B, s.T, s.C, s.NH);
+    g.flash_backward(st, dDq.data(), dSum.data(), dDy.data(), dY.data(), dLse.data(), dQkv.data(), gmask, p, s.B, s.T,
+                     s.C, s.NH);
+    y.resize(y32.size());
+    dq.resize(dqkv32.size());
+    cuda.copy_async(st, y.data(), dY.data(), y.size() * sizeof(H));
+    cuda.copy_async(st, dq.data(), dDq.data(), dq.size() * sizeof(H));
+    st.synchronize();
+  };
+  std::vector<H> y, dq, y2, dq2;
+  run(y, dq);
+  const auto rel = [](const std::vector<H>& a, const std::vector<float>& b, std::size_t from, std::size_t width,
+                      std::size_t stride) {
+    double num = 0, den = 0;
+    for (std::size_t r = 0; r * stride < b.size(); ++r) {
+      for (std::size_t c = from; c < from + width; ++c) {
+        const std::size_t i = r * stride + c;
+        num = std::max(num, std::fabs(static_cast<double>(static_cast<float>(a[i])) - b[i]));
+        den = std::max(den, std::fabs(static_cast<double>(b[i])));
+      }
+    }
+    return num / den;
+  };
+  const auto C = static_cast<std::size_t>(s.C);
+  const double ry = rel(y, y32, 0, C, C), rq = rel(dq, dqkv32, 0, C, 3 * C), rk = rel(dq, dqkv32, C, C, 3 * C),
+               rv = rel(dq, dqkv32, 2 * C, C, 3 * C);
+  MESSAGE("flash vs the float32 kernel, max|diff| / max|ref|: y " << ry << ", dq " << rq << ", dk " << rk << ", dv " << rv);
+  CHECK(ry < tolerance);
+  CHECK(rq < tolerance);
+  CHECK(rk < tolerance);
+  CHECK(rv < tolerance);
+  run(y2, dq2);
+  CHECK(test16::bits16(y2) == test16::bits16(y));
+  CHECK(test16::bits16(dq2) == test16::bits16(dq));
+}
+
+TEST_CASE("flash attention on CUDA (bf16, fp16): the float32 kernel's values, tiles past T, dropout, same bits twice") {
+  // Where they serve (the engine's --attention auto), checked everywhere.
+  CHECK_FALSE(engine::flash_attention_fits(accel::DeviceType::cuda, accel::Dtype::float32, 128, 2));
+  CHECK_FALSE(engine::flash_attention_fits(accel::DeviceType::cuda, accel::Dtype::bfloat16, 96, 2));  // head size 48
+  CHECK_FALSE(engine::flash_attention_fits(accel::DeviceType::cpu, accel::Dtype::bfloat16, 128, 2));
+  CHECK_FALSE(engine::flash_attention_fits(accel::DeviceType::cuda, accel::Dtype::bfloat16, 128, 0));
+  CHECK(engine::flash_attention_fits(accel::DeviceType::cuda, accel::Dtype::float16, 768, 12));
+  CHECK(engine::flash_attention_fits(accel::DeviceType::cuda, accel::Dtype::bfloat16, 128, 4));
+  if (!accel::ops::nvrtc().loaded || accel::CudaBackend{}.device_count() == 0) {
+    MESSAGE("skipped the launches: no CUDA device (the kernels are compiled by NVRTC in 'attention on CUDA')");
+    return;
+  }
+  for (const float p : {0.0f, 0.25f}) {
+    check_flash<accel::bfloat16>(Shape{2, 200, 128, 2}, p, 3e-2);  // head size 64, a partial last tile
+    check_flash<accel::bfloat16>(Shape{3, 64, 128, 4}, p, 3e-2);   // head size 32, one tile
+    check_flash<accel::half>(Shape{2, 130, 256, 4}, p, 5e-3);      // head size 64, fp16
+  }
+}
+#endif

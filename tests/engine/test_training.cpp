@@ -121,12 +121,14 @@ void check_same_seed_and_resume(Run run, const std::string& tag) {
 }
 
 /// --graph: the step captured once and replayed gives the eager step's bits, dropout on.
-void check_graph_bits(Run run, const std::string& tag) {
+void check_graph_bits(Run run, const std::string& tag, const std::string& dtype = "fp32") {
   const fs::path e = temp_dir(tag + "eager"), g = temp_dir(tag + "graph");
   auto eager = small(e);
   eager.dropout = 0.2;
+  eager.dtype = dtype;
   auto graph = small(g);
   graph.dropout = 0.2;
+  graph.dtype = dtype;
   graph.graph = true;
   REQUIRE(run(eager) == 0);
   REQUIRE(run(graph) == 0);
@@ -149,20 +151,24 @@ void check_any_bits(Run run, const accel::AnyBackend& backend, const std::string
   fs::remove_all(an);
 }
 
-/// --attention gemm (strided-batched GEMMs around softmax kernels) trains as the fused kernel does,
-/// within `rel`, with each dropout rate of `dropouts`.
-void check_fused_vs_gemm(Run run, const std::string& tag, std::initializer_list<double> dropouts, double rel) {
+/// --attention gemm (strided-batched GEMMs around softmax kernels) trains as the fused kernel does
+/// (or `second` as `first`, in `dtype`), within `rel`, with each dropout rate of `dropouts`.
+void check_fused_vs_gemm(Run run, const std::string& tag, std::initializer_list<double> dropouts, double rel,
+                         const std::string& first = "fused", const std::string& second = "gemm",
+                         const std::string& dtype = "fp32") {
   for (const double dropout : dropouts) {
     CAPTURE(dropout);
-    const fs::path f = temp_dir(tag + "fused"), g = temp_dir(tag + "gemm");
+    const fs::path f = temp_dir(tag + first), g = temp_dir(tag + second);
     auto fused = small(f);
     fused.steps = 5;
     fused.dropout = dropout;
-    fused.attention = "fused";
+    fused.attention = first;
+    fused.dtype = dtype;
     auto gemm = small(g);
     gemm.steps = 5;
     gemm.dropout = dropout;
-    gemm.attention = "gemm";
+    gemm.attention = second;
+    gemm.dtype = dtype;
     REQUIRE(run(fused) == 0);
     REQUIRE(run(gemm) == 0);
     const auto a = losses(f), b = losses(g);
@@ -454,6 +460,10 @@ TEST_CASE("engine: bad input is refused before anything is allocated or written"
   c = small(dir);
   c.trace = (dir / "no-such-dir" / "trace.json").string();
   refused(c, "--trace " + c.trace + ": the directory");
+  c = small(dir);
+  c.attention = "flash";  // the CPU, fp32: the flash kernels are CUDA's, for 16-bit activations
+  refused(c, "--attention flash needs a CUDA device, --dtype bf16 or fp16, and a head size of 32 or 64 "
+             "(width / heads, width a multiple of 8); this run has no CUDA device, --dtype fp32, head size 32");
   fs::remove_all(dir);
 }
 
@@ -607,4 +617,10 @@ TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --gr
     check_fused_vs_gemm(run_cuda, "cuda-", {0.0}, 1e-5);
   }
   SUBCASE("--dtype bf16: the losses within 2 % of fp32's, and it learns") { check_bf16(run_cuda, "cuda-"); }
+  SUBCASE("bf16: the flash kernels (the default) train as the GEMM path does (within 1 %), dropout off and on") {
+    check_fused_vs_gemm(run_cuda, "cuda-", {0.0, 0.2}, 1e-2, "flash", "gemm", "bf16");
+  }
+  SUBCASE("bf16 --graph with the flash kernels gives the eager step's bits, dropout on") {
+    check_graph_bits(run_cuda, "cuda-bf16-", "bf16");
+  }
 }

@@ -242,3 +242,4 @@ extern "C" __global__ void gpt_attention_backward_f16(const gpt_attention_args a
 extern "C" __global__ void gpt_attention_backward_kv_f32(const gpt_attention_args a) { backward_cols<f32>(a); }
 extern "C" __global__ void gpt_attention_backward_kv_bf16(const gpt_attention_args a) { backward_cols<bf16>(a); }
 extern "C" __global__ void gpt_attention_backward_kv_f16(const gpt_attention_args a) { backward_cols<f16>(a); }
+#include "flash_attention.cuh"

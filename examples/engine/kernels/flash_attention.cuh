@@ -1,0 +1,425 @@
+// flash_attention.cuh — the engine's causal self-attention on CUDA tensor cores for 16-bit activations
+// (bfloat16, float16), the scores kept on chip (FlashAttention-2's scheme, written for this engine):
+// included by attention.cu, compiled by NVRTC for sm_80 and later. Arguments: gpt_attention_args
+// (attention.h), with att = the rows' log-sum-exp (float, [B x NH x T], log2 units) and scratch = the
+// rows' D = dy . y (float, [B x NH x T], written by the backward's first kernel, read by its second).
+//
+// Tiles of 64 queries x 64 keys; a block of 4 warps, each warp 16 rows of the tile, the products on
+// mma.sync m16n8k16 (16-bit inputs, fp32 accumulators); the tiles of K, V (forward, dq) or Q, dy
+// (dk, dv) staged in shared memory as [row][HS + 8] (the padding keeps the fragment loads free of bank
+// conflicts). Forward: online softmax over the key tiles up to the diagonal. Backward in two kernels,
+// both recomputing P from the log-sum-exp: per query tile dq (and D); per key tile dk and dv, walking
+// the query tiles from the diagonal down. No atomics: each output element is written once, its sums
+// taken in a fixed order, so results do not depend on the schedule. Attention dropout: the same
+// random words and rule as the other kernels (attention.h).
+#ifndef GPT_FLASH_ATTENTION_CUH
+#define GPT_FLASH_ATTENTION_CUH
+
+#include "attention.h"
+
+namespace flash {
+
+constexpr int tile = 64;       // queries (and keys) per tile
+constexpr int threads = 128;   // 4 warps x 16 rows
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+struct bf16_tag {};
+struct f16_tag {};
+
+__device__ __forceinline__ void mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1, bf16_tag) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1, f16_tag) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as one register of two 16-bit values, lo in the low half (round to nearest even).
+__device__ __forceinline__ unsigned pack(float lo, float hi, bf16_tag) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ unsigned pack(float lo, float hi, f16_tag) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ float widen(unsigned short v, bf16_tag) { return __uint_as_float(((unsigned)v) << 16); }
+__device__ __forceinline__ float widen(unsigned short v, f16_tag) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
+  return f;
+}
+__device__ __forceinline__ float lo_of(unsigned v, bf16_tag t) { return widen((unsigned short)(v & 0xFFFFu), t); }
+__device__ __forceinline__ float hi_of(unsigned v, bf16_tag t) { return widen((unsigned short)(v >> 16), t); }
+__device__ __forceinline__ float lo_of(unsigned v, f16_tag t) { return widen((unsigned short)(v & 0xFFFFu), t); }
+__device__ __forceinline__ float hi_of(unsigned v, f16_tag t) { return widen((unsigned short)(v >> 16), t); }
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ unsigned ld32(const unsigned short* p) { return *reinterpret_cast<const unsigned*>(p); }
+// Two 16-bit values from two rows of a shared tile (the k-pairs of a B fragment read across rows).
+__device__ __forceinline__ unsigned ld_pair(const unsigned short* p, int stride) {
+  return (unsigned)p[0] | ((unsigned)p[stride] << 16);
+}
+
+// Rows [r0, r0 + 64) of a [rows x ld] 16-bit matrix, columns [0, HS), into a shared [64][HS + 8] tile;
+// rows at or past `rows` are zeros.
+template <int HS>
+__device__ __forceinline__ void load_tile(unsigned short* dst, const unsigned short* src, long long ld, long long r0,
+                                          long long rows) {
+  constexpr int chunks = HS / 8, stride = HS + 8;
+  for (int i = threadIdx.x; i < tile * chunks; i += threads) {
+    const int r = i / chunks, c = (i % chunks) * 8;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (r0 + r < rows) v = *reinterpret_cast<const uint4*>(src + (r0 + r) * ld + c);
+    *reinterpret_cast<uint4*>(dst + r * stride + c) = v;
+  }
+}
+
+// The A fragments (16 rows x HS) of rows [r0, r0 + 16) of a [rows x ld] 16-bit matrix from global memory.
+template <int HS>
+__device__ __forceinline__ void load_a(unsigned (&f)[HS / 16][4], const unsigned short* src, long long ld, long long r0,
+                                       long long rows) {
+  const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+  const long long ra = r0 + g, rb = r0 + g + 8;
+#pragma unroll
+  for (int k = 0; k < HS / 16; ++k) {
+    const int c = k * 16 + q * 2;
+    f[k][0] = ra < rows ? ld32(src + ra * ld + c) : 0u;
+    f[k][1] = rb < rows ? ld32(src + rb * ld + c) : 0u;
+    f[k][2] = ra < rows ? ld32(src + ra * ld + c + 8) : 0u;
+    f[k][3] = rb < rows ? ld32(src + rb * ld + c + 8) : 0u;
+  }
+}
+
+// acc[n] (16 x 8 tiles n = 0..7, a 16 x 64 block) += A (16 x HS) x tile^T, the shared tile [64][HS + 8]
+// holding the 64 columns' rows (B[k][n] = tile[n][k]).
+template <int HS, class D>
+__device__ __forceinline__ void mma_abt(float (&acc)[8][4], const unsigned (&a)[HS / 16][4], const unsigned short* t) {
+  constexpr int stride = HS + 8;
+  const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const unsigned short* row = t + (n * 8 + g) * stride + q * 2;
+#pragma unroll
+    for (int k = 0; k < HS / 16; ++k) mma(acc[n], a[k], ld32(row + k * 16), ld32(row + k * 16 + 8), D());
+  }
+}
+
+// out[n] (16 x HS: HS / 8 tiles) += P (16 x 64, the accumulator layout of p) x tile, the shared tile
+// [64][HS + 8] holding the 64 rows (B[k][n] = tile[k][n]); p rounded to 16 bits first.
+template <int HS, class D>
+__device__ __forceinline__ void mma_pt(float (&out)[HS / 8][4], const float (&p)[8][4], const unsigned short* t) {
+  constexpr int stride = HS + 8;
+  const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {  // 16 of the 64 columns of p at a time
+    const unsigned a[4] = {pack(p[2 * s][0], p[2 * s][1], D()), pack(p[2 * s][2], p[2 * s][3], D()),
+                           pack(p[2 * s + 1][0], p[2 * s + 1][1], D()), pack(p[2 * s + 1][2], p[2 * s + 1][3], D())};
+    const unsigned short* rows = t + (s * 16 + q * 2) * stride + g;
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      mma(out[n], a, ld_pair(rows + n * 8, stride), ld_pair(rows + 8 * stride + n * 8, stride), D());
+    }
+  }
+}
+
+__device__ __forceinline__ float keep(const gpt_attention_args& a, long long idx) {
+  return a.bits == nullptr ? 1.0f : (a.bits[idx] >= a.threshold ? a.scale : 0.0f);
+}
+
+// Forward: block (query tile, head, batch); the heaviest tiles (the last, most keys) first.
+template <class D, int HS>
+__device__ void forward(const gpt_attention_args& a) {
+  __shared__ __align__(16) unsigned short ks[tile * (HS + 8)];
+  __shared__ __align__(16) unsigned short vs[tile * (HS + 8)];
+  const long long T = a.T, C = a.C, ld3 = 3 * C;
+  const int tiles = (int)((T + tile - 1) / tile);
+  const int qt = tiles - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+  const long long bh = (long long)b * a.NH + h;
+  const unsigned short* qkv = static_cast<const unsigned short*>(a.qkv) + (long long)b * T * ld3 + h * HS;
+  const long long r0 = (long long)qt * tile + warp * 16;  // this warp's first query row
+  const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);  // softmax scale, log2 units
+
+  unsigned qf[HS / 16][4];
+  load_a<HS>(qf, qkv, ld3, r0, T);
+  float o[HS / 8][4];
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.0f, 0.0f};
+
+  for (int kt = 0; kt <= qt; ++kt) {
+    __syncthreads();  // the previous tiles are consumed
+    load_tile<HS>(ks, qkv + C, ld3, (long long)kt * tile, T);
+    load_tile<HS>(vs, qkv + 2 * C, ld3, (long long)kt * tile, T);
+    __syncthreads();
+    float s[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    mma_abt<HS, D>(s, qf, ks);
+    float mx[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long row = r0 + g + (e >> 1) * 8, col = (long long)kt * tile + n * 8 + q * 2 + (e & 1);
+        const float z = col <= row ? __fmul_rn(s[n][e], sl2) : neg_inf();
+        s[n][e] = z;
+        mx[e >> 1] = fmaxf(mx[e >> 1], z);
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 2));
+      const float mn = fmaxf(m[r], mx[r]);  // finite: every row sees its own key in its diagonal tile
+      alpha[r] = fast_exp2(__fsub_rn(m[r], mn));
+      m[r] = mn;
+      l[r] = __fmul_rn(l[r], alpha[r]);
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = fast_exp2(__fsub_rn(s[n][e], m[e >> 1]));
+        l[e >> 1] = __fadd_rn(l[e >> 1], p);
+        s[n][e] = p;
+        if (a.bits != nullptr) {
+          const long long row = r0 + g + (e >> 1) * 8, col = (long long)kt * tile + n * 8 + q * 2 + (e & 1);
+          s[n][e] = row < T && col < T ? __fmul_rn(p, keep(a, (bh * T + row) * T + col)) : 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      o[n][0] = __fmul_rn(o[n][0], alpha[0]);
+      o[n][1] = __fmul_rn(o[n][1], alpha[0]);
+      o[n][2] = __fmul_rn(o[n][2], alpha[1]);
+      o[n][3] = __fmul_rn(o[n][3], alpha[1]);
+    }
+    mma_pt<HS, D>(o, s, vs);
+  }
+
+  unsigned short* y = static_cast<unsigned short*>(a.y) + (long long)b * T * C + h * HS;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xFFFFFFFFu, l[r], 1));
+    l[r] = __fadd_rn(l[r], __shfl_xor_sync(0xFFFFFFFFu, l[r], 2));
+    const long long row = r0 + g + r * 8;
+    if (row >= T) continue;
+    const float inv = __fdiv_rn(1.0f, l[r]);
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      *reinterpret_cast<unsigned*>(y + row * C + n * 8 + q * 2) =
+          pack(__fmul_rn(o[n][2 * r], inv), __fmul_rn(o[n][2 * r + 1], inv), D());
+    }
+    if (q == 0) a.att[bh * T + row] = __fadd_rn(m[r], __log2f(l[r]));
+  }
+}
+
+// Backward, first kernel: block (query tile, head, batch). D = dy . y per row (into scratch), then
+// dq = scale sum over the key tiles of dS K, dS = P (dP - D), dP = (dy v^T) x the dropout's factors.
+template <class D, int HS>
+__device__ void backward_dq(const gpt_attention_args& a) {
+  __shared__ __align__(16) unsigned short ks[tile * (HS + 8)];
+  __shared__ __align__(16) unsigned short vs[tile * (HS + 8)];
+  const long long T = a.T, C = a.C, ld3 = 3 * C;
+  const int tiles = (int)((T + tile - 1) / tile);
+  const int qt = tiles - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+  const long long bh = (long long)b * a.NH + h;
+  const unsigned short* qkv = static_cast<const unsigned short*>(a.qkv) + (long long)b * T * ld3 + h * HS;
+  const unsigned short* dy = static_cast<const unsigned short*>(a.dy) + (long long)b * T * C + h * HS;
+  const unsigned short* y = static_cast<const unsigned short*>(a.y) + (long long)b * T * C + h * HS;
+  const long long r0 = (long long)qt * tile + warp * 16;
+  const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);
+
+  unsigned qf[HS / 16][4], df[HS / 16][4], yf[HS / 16][4];
+  load_a<HS>(qf, qkv, ld3, r0, T);
+  load_a<HS>(df, dy, C, r0, T);
+  load_a<HS>(yf, y, C, r0, T);
+  float dsum[2] = {0.0f, 0.0f}, lse[2];
+#pragma unroll
+  for (int k = 0; k < HS / 16; ++k) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float& acc = dsum[e & 1];  // registers 0 and 2: row g; 1 and 3: row g + 8
+      acc = __fmaf_rn(lo_of(df[k][e], D()), lo_of(yf[k][e], D()), acc);
+      acc = __fmaf_rn(hi_of(df[k][e], D()), hi_of(yf[k][e], D()), acc);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    dsum[r] = __fadd_rn(dsum[r], __shfl_xor_sync(0xFFFFFFFFu, dsum[r], 1));
+    dsum[r] = __fadd_rn(dsum[r], __shfl_xor_sync(0xFFFFFFFFu, dsum[r], 2));
+    const long long row = r0 + g + r * 8;
+    lse[r] = row < T ? a.att[bh * T + row] : 0.0f;
+    if (row < T && q == 0) a.scratch[bh * T + row] = dsum[r];
+  }
+  float dq[HS / 8][4];
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+
+  for (int kt = 0; kt <= qt; ++kt) {
+    __syncthreads();
+    load_tile<HS>(ks, qkv + C, ld3, (long long)kt * tile, T);
+    load_tile<HS>(vs, qkv + 2 * C, ld3, (long long)kt * tile, T);
+    __syncthreads();
+    float s[8][4], dp[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+    }
+    mma_abt<HS, D>(s, qf, ks);
+    mma_abt<HS, D>(dp, df, vs);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const long long row = r0 + g + r * 8, col = (long long)kt * tile + n * 8 + q * 2 + (e & 1);
+        float ds = 0.0f;
+        if (col <= row && row < T) {
+          const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse[r]));
+          const float d = a.bits != nullptr ? __fmul_rn(dp[n][e], keep(a, (bh * T + row) * T + col)) : dp[n][e];
+          ds = __fmul_rn(p, __fsub_rn(d, dsum[r]));
+        }
+        s[n][e] = ds;
+      }
+    }
+    mma_pt<HS, D>(dq, s, ks);
+  }
+
+  unsigned short* out = static_cast<unsigned short*>(a.dqkv) + (long long)b * T * ld3 + h * HS;
+  const float scale = rsqrtf((float)HS);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const long long row = r0 + g + r * 8;
+    if (row >= T) continue;
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      *reinterpret_cast<unsigned*>(out + row * ld3 + n * 8 + q * 2) =
+          pack(__fmul_rn(dq[n][2 * r], scale), __fmul_rn(dq[n][2 * r + 1], scale), D());
+    }
+  }
+}
+
+// Backward, second kernel: block (key tile, head, batch), the heaviest (the first, most queries)
+// first. Over the query tiles from the diagonal: dv += Pd^T dy, dk += scale dS^T q (the transposed
+// products: rows of the accumulators are keys).
+template <class D, int HS>
+__device__ void backward_dkv(const gpt_attention_args& a) {
+  __shared__ __align__(16) unsigned short qs[tile * (HS + 8)];
+  __shared__ __align__(16) unsigned short ds_tile[tile * (HS + 8)];  // dy of the query tile
+  __shared__ float lse_s[tile], dsum_s[tile];
+  const long long T = a.T, C = a.C, ld3 = 3 * C;
+  const int tiles = (int)((T + tile - 1) / tile);
+  const int kt = (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+  const long long bh = (long long)b * a.NH + h;
+  const unsigned short* qkv = static_cast<const unsigned short*>(a.qkv) + (long long)b * T * ld3 + h * HS;
+  const unsigned short* dy = static_cast<const unsigned short*>(a.dy) + (long long)b * T * C + h * HS;
+  const long long k0 = (long long)kt * tile + warp * 16;  // this warp's first key row
+  const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);
+
+  unsigned kf[HS / 16][4], vf[HS / 16][4];
+  load_a<HS>(kf, qkv + C, ld3, k0, T);
+  load_a<HS>(vf, qkv + 2 * C, ld3, k0, T);
+  float dk[HS / 8][4], dv[HS / 8][4];
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+  }
+
+  for (int qt = kt; qt < tiles; ++qt) {
+    __syncthreads();
+    load_tile<HS>(qs, qkv, ld3, (long long)qt * tile, T);
+    load_tile<HS>(ds_tile, dy, C, (long long)qt * tile, T);
+    for (int i = threadIdx.x; i < tile; i += threads) {
+      const long long row = (long long)qt * tile + i;
+      lse_s[i] = row < T ? a.att[bh * T + row] : 0.0f;
+      dsum_s[i] = row < T ? a.scratch[bh * T + row] : 0.0f;
+    }
+    __syncthreads();
+    float s[8][4], dp[8][4];  // rows: keys; columns: queries
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+    }
+    mma_abt<HS, D>(s, kf, qs);
+    mma_abt<HS, D>(dp, vf, ds_tile);
+    float pd[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ci = n * 8 + q * 2 + (e & 1);
+        const long long key = k0 + g + (e >> 1) * 8, row = (long long)qt * tile + ci;
+        float p = 0.0f, ds = 0.0f, pdv = 0.0f;
+        if (key <= row && row < T) {
+          p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse_s[ci]));
+          const float kv = keep(a, (bh * T + row) * T + key);
+          pdv = a.bits != nullptr ? __fmul_rn(p, kv) : p;
+          const float d = a.bits != nullptr ? __fmul_rn(dp[n][e], kv) : dp[n][e];
+          ds = __fmul_rn(p, __fsub_rn(d, dsum_s[ci]));
+        }
+        pd[n][e] = pdv;
+        s[n][e] = ds;
+      }
+    }
+    mma_pt<HS, D>(dv, pd, ds_tile);
+    mma_pt<HS, D>(dk, s, qs);
+  }
+
+  unsigned short* out = static_cast<unsigned short*>(a.dqkv) + (long long)b * T * ld3 + h * HS;
+  const float scale = rsqrtf((float)HS);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const long long key = k0 + g + r * 8;
+    if (key >= T) continue;
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      *reinterpret_cast<unsigned*>(out + key * ld3 + C + n * 8 + q * 2) =
+          pack(__fmul_rn(dk[n][2 * r], scale), __fmul_rn(dk[n][2 * r + 1], scale), D());
+      *reinterpret_cast<unsigned*>(out + key * ld3 + 2 * C + n * 8 + q * 2) = pack(dv[n][2 * r], dv[n][2 * r + 1], D());
+    }
+  }
+}
+
+}  // namespace flash
+
+// Entry points gpt_flash_{forward,backward_dq,backward_dkv}_{bf16,f16}_{32,64}: grid (ceil(T / 64),
+// NH, B) of 128 threads (flash::tile, flash::threads).
+#define GPT_FLASH_ENTRIES(D, name, HS)                                                                        \
+  extern "C" __global__ void __launch_bounds__(flash::threads) gpt_flash_forward_##name##_##HS(const gpt_attention_args a) { \
+    flash::forward<flash::D, HS>(a);                                                                          \
+  }                                                                                                           \
+  extern "C" __global__ void __launch_bounds__(flash::threads) gpt_flash_backward_dq_##name##_##HS(const gpt_attention_args a) { \
+    flash::backward_dq<flash::D, HS>(a);                                                                      \
+  }                                                                                                           \
+  extern "C" __global__ void __launch_bounds__(flash::threads) gpt_flash_backward_dkv_##name##_##HS(const gpt_attention_args a) { \
+    flash::backward_dkv<flash::D, HS>(a);                                                                     \
+  }
+
+GPT_FLASH_ENTRIES(bf16_tag, bf16, 32)
+GPT_FLASH_ENTRIES(bf16_tag, bf16, 64)
+GPT_FLASH_ENTRIES(f16_tag, f16, 32)
+GPT_FLASH_ENTRIES(f16_tag, f16, 64)
+
+#endif  // GPT_FLASH_ATTENTION_CUH
