@@ -103,34 +103,61 @@ __device__ __forceinline__ void load_a(unsigned (&f)[HS / 16][4], const unsigned
   }
 }
 
+// Four 8 x 8 matrices of 16-bit values from shared memory in one instruction (ldmatrix): lane L
+// gives the address of row L % 8 of matrix L / 8; r[m] is this lane's part of matrix m, in the
+// layout of an mma fragment register (.trans: of the transposed matrix).
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const unsigned short* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const unsigned short* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 // acc[n] (16 x 8 tiles n = 0..7, a 16 x 64 block) += A (16 x HS) x tile^T, the shared tile [64][HS + 8]
-// holding the 64 columns' rows (B[k][n] = tile[n][k]).
+// holding the 64 columns' rows (B[k][n] = tile[n][k]). One ldmatrix gives the B fragments of two
+// k-steps of a column tile: matrices (columns 32j + 8m of its 8 rows), m = 0..3.
 template <int HS, class D>
 __device__ __forceinline__ void mma_abt(float (&acc)[8][4], const unsigned (&a)[HS / 16][4], const unsigned short* t) {
   constexpr int stride = HS + 8;
-  const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+  const int lane = threadIdx.x % 32;
+  const unsigned short* base = t + (lane % 8) * stride + (lane / 8) * 8;
 #pragma unroll
   for (int n = 0; n < 8; ++n) {
-    const unsigned short* row = t + (n * 8 + g) * stride + q * 2;
 #pragma unroll
-    for (int k = 0; k < HS / 16; ++k) mma(acc[n], a[k], ld32(row + k * 16), ld32(row + k * 16 + 8), D());
+    for (int j = 0; j < HS / 32; ++j) {
+      unsigned b[4];
+      ldsm_x4(b, base + n * 8 * stride + j * 32);
+      mma(acc[n], a[2 * j], b[0], b[1], D());
+      mma(acc[n], a[2 * j + 1], b[2], b[3], D());
+    }
   }
 }
 
 // out[n] (16 x HS: HS / 8 tiles) += P (16 x 64, the accumulator layout of p) x tile, the shared tile
-// [64][HS + 8] holding the 64 rows (B[k][n] = tile[k][n]); p rounded to 16 bits first.
+// [64][HS + 8] holding the 64 rows (B[k][n] = tile[k][n]); p rounded to 16 bits first. One transposing
+// ldmatrix gives the B fragments of two column tiles of a k-step: matrices (rows 16s + 8 (m % 2),
+// columns 8 (n + m / 2)).
 template <int HS, class D>
 __device__ __forceinline__ void mma_pt(float (&out)[HS / 8][4], const float (&p)[8][4], const unsigned short* t) {
   constexpr int stride = HS + 8;
-  const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+  const int lane = threadIdx.x % 32, m = lane / 8;
+  const unsigned short* base = t + ((m % 2) * 8 + lane % 8) * stride + (m / 2) * 8;
 #pragma unroll
   for (int s = 0; s < 4; ++s) {  // 16 of the 64 columns of p at a time
     const unsigned a[4] = {pack(p[2 * s][0], p[2 * s][1], D()), pack(p[2 * s][2], p[2 * s][3], D()),
                            pack(p[2 * s + 1][0], p[2 * s + 1][1], D()), pack(p[2 * s + 1][2], p[2 * s + 1][3], D())};
-    const unsigned short* rows = t + (s * 16 + q * 2) * stride + g;
 #pragma unroll
-    for (int n = 0; n < HS / 8; ++n) {
-      mma(out[n], a, ld_pair(rows + n * 8, stride), ld_pair(rows + 8 * stride + n * 8, stride), D());
+    for (int n = 0; n < HS / 8; n += 2) {
+      unsigned b[4];
+      ldsm_x4_trans(b, base + s * 16 * stride + n * 8);
+      mma(out[n], a, b[0], b[1], D());
+      mma(out[n + 1], a, b[2], b[3], D());
     }
   }
 }
@@ -144,13 +171,14 @@ template <class D, int HS>
 __device__ void forward(const gpt_attention_args& a) {
   __shared__ __align__(16) unsigned short ks[tile * (HS + 8)];
   __shared__ __align__(16) unsigned short vs[tile * (HS + 8)];
-  const long long T = a.T, C = a.C, ld3 = 3 * C;
+  const int T = (int)a.T;
+  const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
   const int qt = tiles - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
   const long long bh = (long long)b * a.NH + h;
   const unsigned short* qkv = static_cast<const unsigned short*>(a.qkv) + (long long)b * T * ld3 + h * HS;
-  const long long r0 = (long long)qt * tile + warp * 16;  // this warp's first query row
+  const int r0 = qt * tile + warp * 16;  // this warp's first query row
   const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);  // softmax scale, log2 units
 
   unsigned qf[HS / 16][4];
@@ -174,7 +202,7 @@ __device__ void forward(const gpt_attention_args& a) {
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const long long row = r0 + g + (e >> 1) * 8, col = (long long)kt * tile + n * 8 + q * 2 + (e & 1);
+        const int row = r0 + g + (e >> 1) * 8, col = kt * tile + n * 8 + q * 2 + (e & 1);
         const float z = col <= row ? __fmul_rn(s[n][e], sl2) : neg_inf();
         s[n][e] = z;
         mx[e >> 1] = fmaxf(mx[e >> 1], z);
@@ -198,7 +226,7 @@ __device__ void forward(const gpt_attention_args& a) {
         l[e >> 1] = __fadd_rn(l[e >> 1], p);
         s[n][e] = p;
         if (a.bits != nullptr) {
-          const long long row = r0 + g + (e >> 1) * 8, col = (long long)kt * tile + n * 8 + q * 2 + (e & 1);
+          const int row = r0 + g + (e >> 1) * 8, col = kt * tile + n * 8 + q * 2 + (e & 1);
           s[n][e] = row < T && col < T ? __fmul_rn(p, keep(a, (bh * T + row) * T + col)) : 0.0f;
         }
       }
@@ -236,7 +264,8 @@ template <class D, int HS>
 __device__ void backward_dq(const gpt_attention_args& a) {
   __shared__ __align__(16) unsigned short ks[tile * (HS + 8)];
   __shared__ __align__(16) unsigned short vs[tile * (HS + 8)];
-  const long long T = a.T, C = a.C, ld3 = 3 * C;
+  const int T = (int)a.T;
+  const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
   const int qt = tiles - 1 - (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
@@ -244,7 +273,7 @@ __device__ void backward_dq(const gpt_attention_args& a) {
   const unsigned short* qkv = static_cast<const unsigned short*>(a.qkv) + (long long)b * T * ld3 + h * HS;
   const unsigned short* dy = static_cast<const unsigned short*>(a.dy) + (long long)b * T * C + h * HS;
   const unsigned short* y = static_cast<const unsigned short*>(a.y) + (long long)b * T * C + h * HS;
-  const long long r0 = (long long)qt * tile + warp * 16;
+  const int r0 = qt * tile + warp * 16;
   const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);
 
   unsigned qf[HS / 16][4], df[HS / 16][4], yf[HS / 16][4];
@@ -291,7 +320,7 @@ __device__ void backward_dq(const gpt_attention_args& a) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
-        const long long row = r0 + g + r * 8, col = (long long)kt * tile + n * 8 + q * 2 + (e & 1);
+        const int row = r0 + g + r * 8, col = kt * tile + n * 8 + q * 2 + (e & 1);
         float ds = 0.0f;
         if (col <= row && row < T) {
           const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse[r]));
@@ -326,14 +355,15 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
   __shared__ __align__(16) unsigned short qs[tile * (HS + 8)];
   __shared__ __align__(16) unsigned short ds_tile[tile * (HS + 8)];  // dy of the query tile
   __shared__ float lse_s[tile], dsum_s[tile];
-  const long long T = a.T, C = a.C, ld3 = 3 * C;
+  const int T = (int)a.T;
+  const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
   const int kt = (int)blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
   const long long bh = (long long)b * a.NH + h;
   const unsigned short* qkv = static_cast<const unsigned short*>(a.qkv) + (long long)b * T * ld3 + h * HS;
   const unsigned short* dy = static_cast<const unsigned short*>(a.dy) + (long long)b * T * C + h * HS;
-  const long long k0 = (long long)kt * tile + warp * 16;  // this warp's first key row
+  const int k0 = kt * tile + warp * 16;  // this warp's first key row
   const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);
 
   unsigned kf[HS / 16][4], vf[HS / 16][4];
@@ -364,27 +394,31 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
     }
     mma_abt<HS, D>(s, kf, qs);
     mma_abt<HS, D>(dp, vf, ds_tile);
-    float pd[8][4];
+    // s becomes Pd (P x the dropout's factors), dp becomes dS, in place (fewer live registers).
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int ci = n * 8 + q * 2 + (e & 1);
-        const long long key = k0 + g + (e >> 1) * 8, row = (long long)qt * tile + ci;
-        float p = 0.0f, ds = 0.0f, pdv = 0.0f;
+        const int key = k0 + g + (e >> 1) * 8, row = qt * tile + ci;
+        float pdv = 0.0f, ds = 0.0f;
         if (key <= row && row < T) {
-          p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse_s[ci]));
-          const float kv = keep(a, (bh * T + row) * T + key);
-          pdv = a.bits != nullptr ? __fmul_rn(p, kv) : p;
-          const float d = a.bits != nullptr ? __fmul_rn(dp[n][e], kv) : dp[n][e];
+          const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse_s[ci]));
+          float d = dp[n][e];
+          pdv = p;
+          if (a.bits != nullptr) {
+            const float kv = keep(a, (bh * T + row) * T + key);
+            pdv = __fmul_rn(p, kv);
+            d = __fmul_rn(d, kv);
+          }
           ds = __fmul_rn(p, __fsub_rn(d, dsum_s[ci]));
         }
-        pd[n][e] = pdv;
-        s[n][e] = ds;
+        s[n][e] = pdv;
+        dp[n][e] = ds;
       }
     }
-    mma_pt<HS, D>(dv, pd, ds_tile);
-    mma_pt<HS, D>(dk, s, qs);
+    mma_pt<HS, D>(dv, s, ds_tile);
+    mma_pt<HS, D>(dk, dp, qs);
   }
 
   unsigned short* out = static_cast<unsigned short*>(a.dqkv) + (long long)b * T * ld3 + h * HS;
