@@ -73,17 +73,26 @@ __device__ __forceinline__ unsigned ld_pair(const unsigned short* p, int stride)
   return (unsigned)p[0] | ((unsigned)p[stride] << 16);
 }
 
-// Rows [r0, r0 + 64) of a [rows x ld] 16-bit matrix, columns [0, HS), into a shared [64][HS + 8] tile;
-// rows at or past `rows` are zeros.
+// Rows [r0, r0 + 64) of a [rows x ld] 16-bit matrix, columns [0, HS), into a shared [64][HS + 8] tile
+// by cp.async (16 bytes a copy, asynchronous: cp_async_commit() closes the group, cp_async_wait<N>()
+// waits until at most N groups are in flight); rows at or past `rows` are zero-filled.
+__device__ __forceinline__ void cp_async16(unsigned short* dst, const unsigned short* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 template <int HS>
-__device__ __forceinline__ void load_tile(unsigned short* dst, const unsigned short* src, long long ld, long long r0,
-                                          long long rows) {
+__device__ __forceinline__ void load_tile(unsigned short* dst, const unsigned short* src, long long ld, int r0, int rows) {
   constexpr int chunks = HS / 8, stride = HS + 8;
+#pragma unroll
   for (int i = threadIdx.x; i < tile * chunks; i += threads) {
     const int r = i / chunks, c = (i % chunks) * 8;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (r0 + r < rows) v = *reinterpret_cast<const uint4*>(src + (r0 + r) * ld + c);
-    *reinterpret_cast<uint4*>(dst + r * stride + c) = v;
+    const bool valid = r0 + r < rows;
+    cp_async16(dst + r * stride + c, src + (valid ? (long long)(r0 + r) * ld + c : 0), valid);
   }
 }
 
@@ -169,8 +178,9 @@ __device__ __forceinline__ float keep(const gpt_attention_args& a, long long idx
 // Forward: block (query tile, head, batch); the heaviest tiles (the last, most keys) first.
 template <class D, int HS>
 __device__ void forward(const gpt_attention_args& a) {
-  __shared__ __align__(16) unsigned short ks[tile * (HS + 8)];
-  __shared__ __align__(16) unsigned short vs[tile * (HS + 8)];
+  constexpr int words = tile * (HS + 8);
+  __shared__ __align__(16) unsigned short ks_buf[2 * words];  // two stages: tile kt + 1 loads while kt computes
+  __shared__ __align__(16) unsigned short vs_buf[2 * words];
   const int T = (int)a.T;
   const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
@@ -181,6 +191,9 @@ __device__ void forward(const gpt_attention_args& a) {
   const int r0 = qt * tile + warp * 16;  // this warp's first query row
   const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);  // softmax scale, log2 units
 
+  load_tile<HS>(ks_buf, qkv + C, ld3, 0, T);
+  load_tile<HS>(vs_buf, qkv + 2 * C, ld3, 0, T);
+  cp_async_commit();
   unsigned qf[HS / 16][4];
   load_a<HS>(qf, qkv, ld3, r0, T);
   float o[HS / 8][4];
@@ -189,10 +202,15 @@ __device__ void forward(const gpt_attention_args& a) {
   float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.0f, 0.0f};
 
   for (int kt = 0; kt <= qt; ++kt) {
-    __syncthreads();  // the previous tiles are consumed
-    load_tile<HS>(ks, qkv + C, ld3, (long long)kt * tile, T);
-    load_tile<HS>(vs, qkv + 2 * C, ld3, (long long)kt * tile, T);
+    if (kt < qt) {  // the next tiles into the other stage (its last readers passed the loop's end barrier)
+      load_tile<HS>(ks_buf + ((kt + 1) & 1) * words, qkv + C, ld3, (kt + 1) * tile, T);
+      load_tile<HS>(vs_buf + ((kt + 1) & 1) * words, qkv + 2 * C, ld3, (kt + 1) * tile, T);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // tile kt has landed (only the group just issued may still be in flight)
     __syncthreads();
+    const unsigned short* ks = ks_buf + (kt & 1) * words;
+    const unsigned short* vs = vs_buf + (kt & 1) * words;
     float s[8][4];
 #pragma unroll
     for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -239,6 +257,7 @@ __device__ void forward(const gpt_attention_args& a) {
       o[n][3] = __fmul_rn(o[n][3], alpha[1]);
     }
     mma_pt<HS, D>(o, s, vs);
+    __syncthreads();  // this stage is read: the next iteration's loads may overwrite it
   }
 
   unsigned short* y = static_cast<unsigned short*>(a.y) + (long long)b * T * C + h * HS;
@@ -262,8 +281,9 @@ __device__ void forward(const gpt_attention_args& a) {
 // dq = scale sum over the key tiles of dS K, dS = P (dP - D), dP = (dy v^T) x the dropout's factors.
 template <class D, int HS>
 __device__ void backward_dq(const gpt_attention_args& a) {
-  __shared__ __align__(16) unsigned short ks[tile * (HS + 8)];
-  __shared__ __align__(16) unsigned short vs[tile * (HS + 8)];
+  constexpr int words = tile * (HS + 8);
+  __shared__ __align__(16) unsigned short ks_buf[2 * words];
+  __shared__ __align__(16) unsigned short vs_buf[2 * words];
   const int T = (int)a.T;
   const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
@@ -276,6 +296,9 @@ __device__ void backward_dq(const gpt_attention_args& a) {
   const int r0 = qt * tile + warp * 16;
   const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);
 
+  load_tile<HS>(ks_buf, qkv + C, ld3, 0, T);
+  load_tile<HS>(vs_buf, qkv + 2 * C, ld3, 0, T);
+  cp_async_commit();
   unsigned qf[HS / 16][4], df[HS / 16][4], yf[HS / 16][4];
   load_a<HS>(qf, qkv, ld3, r0, T);
   load_a<HS>(df, dy, C, r0, T);
@@ -303,10 +326,15 @@ __device__ void backward_dq(const gpt_attention_args& a) {
   for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
   for (int kt = 0; kt <= qt; ++kt) {
+    if (kt < qt) {
+      load_tile<HS>(ks_buf + ((kt + 1) & 1) * words, qkv + C, ld3, (kt + 1) * tile, T);
+      load_tile<HS>(vs_buf + ((kt + 1) & 1) * words, qkv + 2 * C, ld3, (kt + 1) * tile, T);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
-    load_tile<HS>(ks, qkv + C, ld3, (long long)kt * tile, T);
-    load_tile<HS>(vs, qkv + 2 * C, ld3, (long long)kt * tile, T);
-    __syncthreads();
+    const unsigned short* ks = ks_buf + (kt & 1) * words;
+    const unsigned short* vs = vs_buf + (kt & 1) * words;
     float s[8][4], dp[8][4];
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
@@ -331,6 +359,7 @@ __device__ void backward_dq(const gpt_attention_args& a) {
       }
     }
     mma_pt<HS, D>(dq, s, ks);
+    __syncthreads();
   }
 
   unsigned short* out = static_cast<unsigned short*>(a.dqkv) + (long long)b * T * ld3 + h * HS;
@@ -352,9 +381,10 @@ __device__ void backward_dq(const gpt_attention_args& a) {
 // products: rows of the accumulators are keys).
 template <class D, int HS>
 __device__ void backward_dkv(const gpt_attention_args& a) {
-  __shared__ __align__(16) unsigned short qs[tile * (HS + 8)];
-  __shared__ __align__(16) unsigned short ds_tile[tile * (HS + 8)];  // dy of the query tile
-  __shared__ float lse_s[tile], dsum_s[tile];
+  constexpr int words = tile * (HS + 8);
+  __shared__ __align__(16) unsigned short qs_buf[2 * words];
+  __shared__ __align__(16) unsigned short dys_buf[2 * words];  // dy of the query tile
+  __shared__ float lse_buf[2 * tile], dsum_buf[2 * tile];
   const int T = (int)a.T;
   const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
@@ -366,6 +396,19 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
   const int k0 = kt * tile + warp * 16;  // this warp's first key row
   const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);
 
+  // Stage (qt & 1) of the query tile qt: q and dy by cp.async, the rows' lse and D by plain loads.
+  const auto stage = [&](int qt) {
+    const int st = qt & 1;
+    load_tile<HS>(qs_buf + st * words, qkv, ld3, qt * tile, T);
+    load_tile<HS>(dys_buf + st * words, dy, C, qt * tile, T);
+    for (int i = threadIdx.x; i < tile; i += threads) {
+      const int row = qt * tile + i;
+      lse_buf[st * tile + i] = row < T ? a.att[bh * T + row] : 0.0f;
+      dsum_buf[st * tile + i] = row < T ? a.scratch[bh * T + row] : 0.0f;
+    }
+  };
+  stage(kt);
+  cp_async_commit();
   unsigned kf[HS / 16][4], vf[HS / 16][4];
   load_a<HS>(kf, qkv + C, ld3, k0, T);
   load_a<HS>(vf, qkv + 2 * C, ld3, k0, T);
@@ -377,15 +420,14 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
   }
 
   for (int qt = kt; qt < tiles; ++qt) {
+    if (qt + 1 < tiles) stage(qt + 1);
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
-    load_tile<HS>(qs, qkv, ld3, (long long)qt * tile, T);
-    load_tile<HS>(ds_tile, dy, C, (long long)qt * tile, T);
-    for (int i = threadIdx.x; i < tile; i += threads) {
-      const long long row = (long long)qt * tile + i;
-      lse_s[i] = row < T ? a.att[bh * T + row] : 0.0f;
-      dsum_s[i] = row < T ? a.scratch[bh * T + row] : 0.0f;
-    }
-    __syncthreads();
+    const unsigned short* qs = qs_buf + (qt & 1) * words;
+    const unsigned short* ds_tile = dys_buf + (qt & 1) * words;
+    const float* lse_s = lse_buf + (qt & 1) * tile;
+    const float* dsum_s = dsum_buf + (qt & 1) * tile;
     float s[8][4], dp[8][4];  // rows: keys; columns: queries
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
@@ -419,6 +461,7 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
     }
     mma_pt<HS, D>(dv, s, ds_tile);
     mma_pt<HS, D>(dk, dp, qs);
+    __syncthreads();
   }
 
   unsigned short* out = static_cast<unsigned short*>(a.dqkv) + (long long)b * T * ld3 + h * HS;
