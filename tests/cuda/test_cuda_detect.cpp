@@ -204,6 +204,20 @@ TEST_SUITE("nvml") {
     CHECK(cu_init_calls() == 0);  // still not initialised here
   }
 
+  TEST_CASE("detect: under a CUDA injection tool (ncu, nsys, compute-sanitizer) no probe runs; NVML's answer stands") {
+    if (!fake_driver_loaded()) return;
+    reset_fake_driver();
+    const auto t0 = std::chrono::steady_clock::now();
+    // A probe would hang for 20 s (as cuInit in a forked child did under Nsight Compute).
+    const Detection d = detect({{"CUDA_INJECTION64_PATH", "/opt/nsight/libInjection.so"},
+                                {"FAKE_CU_INIT_SLEEP_MS", "20000"},
+                                {"ACCEL_CUDA_INIT_TIMEOUT", "10"}});
+    CHECK(d.count == 2);
+    CHECK(d.reason.empty());
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
+    CHECK(cu_init_calls() == 0);
+  }
+
   TEST_CASE("detect: a process that initialised the driver itself needs no probe") {
     if (!fake_driver_loaded()) return;
     reset_fake_driver();
