@@ -71,7 +71,7 @@ class RawStep {
         V_(vocab),
         Vp_(vocab_padded),
         P_(cfg.shape, vocab_padded),
-        A_(cfg.shape, cfg.batch, vocab_padded, 1, false, false),
+        A_(cfg.shape, cfg.batch, vocab_padded, 1, false, engine::AttentionPath::fused),
         params_(P_.total),
         grads_(P_.total),
         m_(P_.total),
