@@ -245,7 +245,8 @@ __device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& 
             for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
           }
         }
-        __syncthreads();  // list and warp_hits are rewritten by the next tile
+        // No barrier here: the next tile rewrites list only after its first barrier (which every thread
+        // reaches after reading this list), and warp_hits was last read before this tile's second one.
       }
       if (on) {
         void* dst = row_of<T>(a.dwte, r, a.C);
