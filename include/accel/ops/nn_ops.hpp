@@ -14,6 +14,8 @@
 // statistics (mean, rstd, losses, norms) are float32, token ids int32. What each kernel computes is
 // written in kernels/common/accel_nn_abi.h; the CPU and CUDA kernels agree within float32 rounding.
 // Results do not depend on the thread count or the grid: row sums have a fixed order.
+// The CUDA kernels move 8 elements per access where C is a multiple of 8 and the pointers 16-byte
+// aligned (checked at run time; one element per access otherwise); the grids below are sized for that.
 #pragma once
 
 #include <accel/core/dtype.hpp>
