@@ -31,7 +31,8 @@ typedef struct accel_nn_embedding_forward_args {
 } accel_nn_embedding_forward_args;
 
 /* dwte[tokens[n], :] += dout[n, :];  dwpe[t, :] += sum over n with n % T == t of dout[n, :].
- * Sums run in row order: the result does not depend on the thread count. */
+ * Sums run in row order: the result does not depend on the thread count. (The CUDA kernel adds runs of
+ * the rows in row order and then the runs in order, a fixed order of its own.) */
 typedef struct accel_nn_embedding_backward_args {
   void* dwte;         /* [V x C] += */
   void* dwpe;         /* [T x C] += */

@@ -177,25 +177,38 @@ __device__ __forceinline__ void store_group(void* row, long long g, const float 
   }
 }
 
-constexpr int emb_max_threads = 1024;
+// The block size nn_ops.hpp launches the embedding backward with, and its shared memory: a pool of
+// 8 floats per thread, first the tile's list of matching rows (4 ints per thread), then the slices'
+// partial sums.
+constexpr int emb_backward_threads = 1024;
+constexpr int emb_max_slices = 16;
 
-// Block x = r: r < V is vocabulary row r of dwte (the rows n with tokens[n] == r, in order), r >= V is
-// position r - V of dwpe (rows r - V, r - V + T, ...). Block y and the thread pick a group of VEC
-// columns (passes cover the rest when the grid is narrower than C / VEC groups). For a vocabulary row
-// the block scans the tokens 4 per thread at a time, compacts the matching row numbers into shared
-// memory in order (a prefix sum of the matches), then each thread adds those rows of its columns.
+// Block x = r: r < V is vocabulary row r of dwte (the rows n with tokens[n] == r), r >= V is position
+// r - V of dwpe (rows r - V, r - V + T, ...). The block covers W groups of VEC columns per pass (block y
+// and the passes cover the rest) with S = blockDim / W slices of threads (at most 16): slice s adds its
+// contiguous share of the matching rows, in row order, and the slices' sums are added in slice order —
+// a fixed order (for the host's block size), so the result does not depend on the grid or the schedule,
+// and a frequent token (a space in a character vocabulary: 15 % of the rows) is spread over S threads
+// per column group instead of one. For a vocabulary row the block scans the tokens, 4 per thread per
+// tile, and compacts the tile's matching rows into shared memory in row order (a prefix sum of the
+// matches); slice s takes its share of each tile's list.
 template <class T, int VEC>
-__device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& a, int* list, int* warp_hits) {
+__device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& a, float* pool, int* warp_hits) {
+  int* const list = reinterpret_cast<int*>(pool);
+  float* const red = pool;
   const long long r = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   const long long groups = a.C / VEC;
-  const long long per_pass = (long long)gridDim.y * blockDim.x;
+  const int W = (int)lmin(groups, (long long)blockDim.x);
+  const int S = imin((int)blockDim.x / W, emb_max_slices);
+  const int gl = (int)threadIdx.x % W, sl = (int)threadIdx.x / W;  // sl >= S: idle in the sums
+  const long long per_pass = (long long)gridDim.y * W;
   const long long passes = (groups + per_pass - 1) / per_pass;
   const long long tile = 4LL * blockDim.x;
   const bool tok16 = al16(a.tokens);
   for (long long p = 0; p < passes; ++p) {
-    const long long g = p * per_pass + (long long)blockIdx.y * blockDim.x + threadIdx.x;
-    const bool on = g < groups;
+    const long long g = p * per_pass + (long long)blockIdx.y * W + gl;
+    const bool on = g < groups && sl < S;
     float acc[VEC];
 #pragma unroll
     for (int k = 0; k < VEC; ++k) acc[k] = 0.0f;
@@ -223,7 +236,7 @@ __device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& 
           if (lane >= o) incl += y;
         }
         if (lane == 31 || threadIdx.x == blockDim.x - 1) warp_hits[warp] = incl;
-        __syncthreads();
+        __syncthreads();  // (also: every thread is done reading the previous tile's list)
         int before = 0, total = 0;
         for (int w = 0; w < warps; ++w) {
           const int h = warp_hits[w];
@@ -237,53 +250,66 @@ __device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& 
         }
         __syncthreads();
         if (on) {
-#pragma unroll 4
-          for (int i = 0; i < total; ++i) {
+          const int seg = (total + S - 1) / S;
+          const int i0 = imin(total, sl * seg), i1 = imin(total, i0 + seg);
+#pragma unroll 8
+          for (int i = i0; i < i1; ++i) {
             float d[VEC];
             load_group<T, VEC>(row_of<T>(a.dout, base + list[i], a.C), g, d);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
           }
         }
-        // No barrier here: the next tile rewrites list only after its first barrier (which every thread
-        // reaches after reading this list), and warp_hits was last read before this tile's second one.
-      }
-      if (on) {
-        void* dst = row_of<T>(a.dwte, r, a.C);
-        float cur[VEC];
-        load_group<T, VEC>(dst, g, cur);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) cur[k] = __fadd_rn(cur[k], acc[k]);
-        store_group<T, VEC>(dst, g, cur);
+        // No barrier here: the next tile writes list only after its first barrier, and warp_hits was
+        // last read before this tile's second one.
       }
     } else if (on) {
       const long long t = r - a.V;
-#pragma unroll 4
-      for (long long n = t; n < a.N; n += a.T) {
+      const long long m = t < a.N ? (a.N - 1 - t) / a.T + 1 : 0;  // rows t, t + T, ... below N
+      const long long seg = (m + S - 1) / S;
+      const long long i0 = lmin(m, sl * seg), i1 = lmin(m, i0 + seg);
+#pragma unroll 8
+      for (long long i = i0; i < i1; ++i) {
         float d[VEC];
-        load_group<T, VEC>(row_of<T>(a.dout, n, a.C), g, d);
+        load_group<T, VEC>(row_of<T>(a.dout, t + i * a.T, a.C), g, d);
 #pragma unroll
         for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
       }
-      void* dst = row_of<T>(a.dwpe, t, a.C);
+    }
+    __syncthreads();  // red overlays list
+    if (sl < S) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) red[(sl * W + gl) * VEC + k] = acc[k];
+    }
+    __syncthreads();
+    if (on && sl == 0) {
+      float sum[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) sum[k] = red[gl * VEC + k];
+      for (int q = 1; q < S; ++q) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) sum[k] = __fadd_rn(sum[k], red[(q * W + gl) * VEC + k]);
+      }
+      void* dst = r < a.V ? row_of<T>(a.dwte, r, a.C) : row_of<T>(a.dwpe, r - a.V, a.C);
       float cur[VEC];
       load_group<T, VEC>(dst, g, cur);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) cur[k] = __fadd_rn(cur[k], acc[k]);
+      for (int k = 0; k < VEC; ++k) cur[k] = __fadd_rn(cur[k], sum[k]);
       store_group<T, VEC>(dst, g, cur);
     }
+    __syncthreads();  // red is rewritten by the next pass
   }
 }
 
 template <class T>
 __device__ void embedding_backward(const accel_nn_embedding_backward_args& a) {
-  __shared__ int list[4 * emb_max_threads];
-  __shared__ int warp_hits[emb_max_threads / 32];
+  __shared__ __align__(16) float pool[8 * emb_backward_threads];
+  __shared__ int warp_hits[emb_backward_threads / 32];
   if (a.N <= 0) return;  // nothing to add (and the gradients may be null)
   if (a.C % 8 == 0 && al16(a.dout) && al16(a.dwte) && al16(a.dwpe)) {
-    embedding_backward_impl<T, 8>(a, list, warp_hits);
+    embedding_backward_impl<T, 8>(a, pool, warp_hits);
   } else {
-    embedding_backward_impl<T, 1>(a, list, warp_hits);
+    embedding_backward_impl<T, 1>(a, pool, warp_hits);
   }
 }
 
@@ -809,7 +835,7 @@ __device__ void clip(const accel_nn_clip_args& a) {
   extern "C" __global__ void __launch_bounds__(threads) accel_nn_##name##_f16(const args_type a) { name<f16>(a); }
 
 ACCEL_NN_KERNEL(embedding_forward, accel_nn_embedding_forward_args)
-ACCEL_NN_KERNEL(embedding_backward, accel_nn_embedding_backward_args)
+ACCEL_NN_KERNEL_BOUNDED(embedding_backward, accel_nn_embedding_backward_args, emb_backward_threads)
 ACCEL_NN_KERNEL(layernorm_forward, accel_nn_layernorm_forward_args)
 ACCEL_NN_KERNEL_BOUNDED(layernorm_backward, accel_nn_layernorm_backward_args, ln_backward_threads)
 ACCEL_NN_KERNEL(layernorm_backward_reduce, accel_nn_layernorm_backward_args)

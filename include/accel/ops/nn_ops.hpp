@@ -86,11 +86,12 @@ class NnKernels {
                           std::int64_t N, std::int64_t T, std::int64_t C, std::int64_t V) const {
     check("embedding_backward", N >= 0 && T > 0 && C > 0 && V > 0 && (N == 0 || (dwte && dwpe && dout && tokens)));
     const abi::NnEmbeddingBackward a{dwte, dwpe, dout, tokens, N, T, C, V};
-    // CUDA: block x is a vocabulary row, then a position; block y and the thread a group of 8 columns
-    // (one column where C or the alignment rules out 16-byte accesses).
+    // CUDA: block x is a vocabulary row, then a position; 1024 threads (the kernel's summation order is
+    // fixed for this block size) over up to 1024 groups of 8 columns (one column where C or the
+    // alignment rules out 16-byte accesses), block y the further groups.
     const std::int64_t groups = C % 8 == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe) ? C / 8 : C;
-    const std::int64_t col_blocks = (groups + 255) / 256;
-    LaunchShape shape = with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(V + T), 256));
+    const std::int64_t col_blocks = (groups + 1023) / 1024;
+    LaunchShape shape = with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(V + T), 1024));
     shape.grid[1] = static_cast<std::uint32_t>(col_blocks < 65535 ? col_blocks : 65535);
     b_.launch_kernel(s, embedding_backward_, shape, a);
   }
@@ -113,8 +114,9 @@ class NnKernels {
           N >= 0 && C > 0 && (N == 0 || (dinp && dweight && dbias && scratch && dout && inp && weight && mean && rstd)));
     const abi::NnLayerNormBackward a{dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C};
     const std::int64_t chunks = (N + abi::nn_ln_chunk - 1) / abi::nn_ln_chunk;
-    // CUDA: a block of 16 warps per chunk (the kernel's summation order is fixed for this block size),
-    // then a block per 32 columns adding the chunks' partial sums.
+    // CUDA: a block of 16 warps per chunk (512 = ln_backward_threads in nn_ops.cu, its launch bound; the
+    // kernel's summation order is fixed for this block size), then a block per 32 columns adding the
+    // chunks' partial sums.
     b_.launch_kernel(s, layernorm_backward_,
                      with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(chunks > 0 ? chunks : 1), 512)), a);
     if (layernorm_backward_reduce_.valid()) {  // CUDA: the chunks' partial sums, in order, in a second kernel
