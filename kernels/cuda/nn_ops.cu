@@ -183,15 +183,16 @@ __device__ __forceinline__ void store_group(void* row, long long g, const float 
 constexpr int emb_backward_threads = 1024;
 constexpr int emb_max_slices = 16;
 
-// Block x = r: r < V is vocabulary row r of dwte (the rows n with tokens[n] == r), r >= V is position
-// r - V of dwpe (rows r - V, r - V + T, ...). The block covers W groups of VEC columns per pass (block y
-// and the passes cover the rest) with S = blockDim / W slices of threads (at most 16): slice s adds its
-// contiguous share of the matching rows, in row order, and the slices' sums are added in slice order —
-// a fixed order (for the host's block size), so the result does not depend on the grid or the schedule,
-// and a frequent token (a space in a character vocabulary: 15 % of the rows) is spread over S threads
-// per column group instead of one. For a vocabulary row the block scans the tokens, 4 per thread per
-// tile, and compacts the tile's matching rows into shared memory in row order (a prefix sum of the
-// matches); slice s takes its share of each tile's list.
+// Block x = r < V: vocabulary row r of dwte (the rows n with tokens[n] == r). The block covers W groups
+// of VEC columns per pass (block y and the passes cover the rest) with S = blockDim / W slices of
+// threads (at most 16): slice s adds its contiguous share of the matching rows, in row order, and the
+// slices' sums are added in slice order — a fixed order (for the host's block size), so the result does
+// not depend on the grid or the schedule, and a frequent token (a space in a character vocabulary: 15 %
+// of the rows) is spread over S threads per column group instead of one. The block scans the tokens, 4
+// per thread per tile, and compacts the tile's matching rows into shared memory in row order (a prefix
+// sum of the matches); slice s takes its share of each tile's list.
+// Blocks x >= V: positions of dwpe, blockDim / W of them per block (a grid-stride loop over the rest),
+// each thread summing rows t, t + T, ... of its column group in row order (N / T rows: no slices).
 template <class T, int VEC>
 __device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& a, float* pool, int* warp_hits) {
   int* const list = reinterpret_cast<int*>(pool);
@@ -200,10 +201,38 @@ __device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   const long long groups = a.C / VEC;
   const int W = (int)lmin(groups, (long long)blockDim.x);
-  const int S = imin((int)blockDim.x / W, emb_max_slices);
-  const int gl = (int)threadIdx.x % W, sl = (int)threadIdx.x / W;  // sl >= S: idle in the sums
+  const int gl = (int)threadIdx.x % W, sl = (int)threadIdx.x / W;
   const long long per_pass = (long long)gridDim.y * W;
   const long long passes = (groups + per_pass - 1) / per_pass;
+  if (r >= a.V) {  // positions (no barriers on this side)
+    const int P = (int)blockDim.x / W;
+    if (sl >= P) return;
+    const long long step = ((long long)gridDim.x - a.V) * P;
+    for (long long t = (r - a.V) * P + sl; t < a.T; t += step) {
+      for (long long p = 0; p < passes; ++p) {
+        const long long g = p * per_pass + (long long)blockIdx.y * W + gl;
+        if (g >= groups) continue;
+        float acc[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) acc[k] = 0.0f;
+#pragma unroll 8
+        for (long long n = t; n < a.N; n += a.T) {
+          float d[VEC];
+          load_group<T, VEC>(row_of<T>(a.dout, n, a.C), g, d);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
+        }
+        void* dst = row_of<T>(a.dwpe, t, a.C);
+        float cur[VEC];
+        load_group<T, VEC>(dst, g, cur);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) cur[k] = __fadd_rn(cur[k], acc[k]);
+        store_group<T, VEC>(dst, g, cur);
+      }
+    }
+    return;
+  }
+  const int S = imin((int)blockDim.x / W, emb_max_slices);  // sl >= S: idle in the sums
   const long long tile = 4LL * blockDim.x;
   const bool tok16 = al16(a.tokens);
   for (long long p = 0; p < passes; ++p) {
@@ -212,69 +241,55 @@ __device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& 
     float acc[VEC];
 #pragma unroll
     for (int k = 0; k < VEC; ++k) acc[k] = 0.0f;
-    if (r < a.V) {
-      for (long long base = 0; base < a.N; base += tile) {
-        const long long t0 = base + 4LL * threadIdx.x;
-        int tok[4];
-        if (tok16 && t0 + 4 <= a.N) {
-          const int4 q = reinterpret_cast<const int4*>(a.tokens)[t0 >> 2];
-          tok[0] = q.x; tok[1] = q.y; tok[2] = q.z; tok[3] = q.w;
-        } else {
+    for (long long base = 0; base < a.N; base += tile) {
+      const long long t0 = base + 4LL * threadIdx.x;
+      int tok[4];
+      if (tok16 && t0 + 4 <= a.N) {
+        const int4 q = reinterpret_cast<const int4*>(a.tokens)[t0 >> 2];
+        tok[0] = q.x; tok[1] = q.y; tok[2] = q.z; tok[3] = q.w;
+      } else {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) tok[q] = t0 + q < a.N ? a.tokens[t0 + q] : -1;
-        }
-        unsigned int hits = 0;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          if (t0 + q < a.N && (long long)tok[q] == r) hits |= 1u << q;
-        }
-        const int count = __popc(hits);
-        int incl = count;  // inclusive prefix sum of the counts over the warp
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-          if (lane >= o) incl += y;
-        }
-        if (lane == 31 || threadIdx.x == blockDim.x - 1) warp_hits[warp] = incl;
-        __syncthreads();  // (also: every thread is done reading the previous tile's list)
-        int before = 0, total = 0;
-        for (int w = 0; w < warps; ++w) {
-          const int h = warp_hits[w];
-          if (w < warp) before += h;
-          total += h;
-        }
-        int at = before + incl - count;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          if ((hits >> q) & 1u) list[at++] = 4 * (int)threadIdx.x + q;
-        }
-        __syncthreads();
-        if (on) {
-          const int seg = (total + S - 1) / S;
-          const int i0 = imin(total, sl * seg), i1 = imin(total, i0 + seg);
-#pragma unroll 8
-          for (int i = i0; i < i1; ++i) {
-            float d[VEC];
-            load_group<T, VEC>(row_of<T>(a.dout, base + list[i], a.C), g, d);
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
-          }
-        }
-        // No barrier here: the next tile writes list only after its first barrier, and warp_hits was
-        // last read before this tile's second one.
+        for (int q = 0; q < 4; ++q) tok[q] = t0 + q < a.N ? a.tokens[t0 + q] : -1;
       }
-    } else if (on) {
-      const long long t = r - a.V;
-      const long long m = t < a.N ? (a.N - 1 - t) / a.T + 1 : 0;  // rows t, t + T, ... below N
-      const long long seg = (m + S - 1) / S;
-      const long long i0 = lmin(m, sl * seg), i1 = lmin(m, i0 + seg);
-#pragma unroll 8
-      for (long long i = i0; i < i1; ++i) {
-        float d[VEC];
-        load_group<T, VEC>(row_of<T>(a.dout, t + i * a.T, a.C), g, d);
+      unsigned int hits = 0;
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
+      for (int q = 0; q < 4; ++q) {
+        if (t0 + q < a.N && (long long)tok[q] == r) hits |= 1u << q;
       }
+      const int count = __popc(hits);
+      int incl = count;  // inclusive prefix sum of the counts over the warp
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (lane >= o) incl += y;
+      }
+      if (lane == 31 || threadIdx.x == blockDim.x - 1) warp_hits[warp] = incl;
+      __syncthreads();  // (also: every thread is done reading the previous tile's list)
+      int before = 0, total = 0;
+      for (int w = 0; w < warps; ++w) {
+        const int h = warp_hits[w];
+        if (w < warp) before += h;
+        total += h;
+      }
+      int at = before + incl - count;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if ((hits >> q) & 1u) list[at++] = 4 * (int)threadIdx.x + q;
+      }
+      __syncthreads();
+      if (on) {
+        const int seg = (total + S - 1) / S;
+        const int i0 = imin(total, sl * seg), i1 = imin(total, i0 + seg);
+#pragma unroll 8
+        for (int i = i0; i < i1; ++i) {
+          float d[VEC];
+          load_group<T, VEC>(row_of<T>(a.dout, base + list[i], a.C), g, d);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
+        }
+      }
+      // No barrier here: the next tile writes list only after its first barrier, and warp_hits was
+      // last read before this tile's second one.
     }
     __syncthreads();  // red overlays list
     if (sl < S) {
@@ -290,7 +305,7 @@ __device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& 
 #pragma unroll
         for (int k = 0; k < VEC; ++k) sum[k] = __fadd_rn(sum[k], red[(q * W + gl) * VEC + k]);
       }
-      void* dst = r < a.V ? row_of<T>(a.dwte, r, a.C) : row_of<T>(a.dwpe, r - a.V, a.C);
+      void* dst = row_of<T>(a.dwte, r, a.C);
       float cur[VEC];
       load_group<T, VEC>(dst, g, cur);
 #pragma unroll

@@ -81,17 +81,19 @@ class NnKernels {
     const bool vec = C % 8 == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe);
     b_.launch_kernel(s, embedding_forward_, with_threads(elementwise_shape(vec ? N * C / 8 : N * C)), a);
   }
-  /// dwte[tokens[n]] += dout[n]; dwpe[n % T] += dout[n] (sums in row order).
+  /// dwte[tokens[n]] += dout[n]; dwpe[n % T] += dout[n] (sums in a fixed order: row order on the host).
   void embedding_backward(StreamRef s, void* dwte, void* dwpe, const void* dout, const std::int32_t* tokens,
                           std::int64_t N, std::int64_t T, std::int64_t C, std::int64_t V) const {
     check("embedding_backward", N >= 0 && T > 0 && C > 0 && V > 0 && (N == 0 || (dwte && dwpe && dout && tokens)));
     const abi::NnEmbeddingBackward a{dwte, dwpe, dout, tokens, N, T, C, V};
-    // CUDA: block x is a vocabulary row, then a position; 1024 threads (the kernel's summation order is
-    // fixed for this block size) over up to 1024 groups of 8 columns (one column where C or the
-    // alignment rules out 16-byte accesses), block y the further groups.
+    // CUDA: 1024 threads (the kernel's summation order is fixed for this block size) over up to 1024
+    // groups of 8 columns (one column where C or the alignment rules out 16-byte accesses), block y the
+    // further groups; block x a vocabulary row, then blocks of 1024 / groups positions each.
     const std::int64_t groups = C % 8 == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe) ? C / 8 : C;
     const std::int64_t col_blocks = (groups + 1023) / 1024;
-    LaunchShape shape = with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(V + T), 1024));
+    const std::int64_t per_block = 1024 / (groups < 1024 ? groups : 1024);
+    LaunchShape shape =
+        with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(V + (T + per_block - 1) / per_block), 1024));
     shape.grid[1] = static_cast<std::uint32_t>(col_blocks < 65535 ? col_blocks : 65535);
     b_.launch_kernel(s, embedding_backward_, shape, a);
   }
