@@ -67,8 +67,45 @@ __device__ __forceinline__ void st8_raw(void* base, I v, const Raw8& r) {
   }
 }
 template <class T>
+struct IsF16 {
+  static constexpr bool value = false;
+};
+template <>
+struct IsF16<f16> {
+  static constexpr bool value = true;
+};
+// float16's conversions are long (subnormals, NaN payloads: cuda_common.cuh); out of line, so that the
+// unrolled row kernels stay quick to compile (inlined, nn_ops took ~15 s instead of ~4 s per
+// architecture, most of it float16's). bfloat16's are a shift and a rounding: inline.
+struct F8 {
+  float v[8];
+};
+__device__ __noinline__ F8 unpack8_f16(uint4 r) {
+  F8 o;
+  const unsigned int w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    o.v[2 * k] = half_to_float((unsigned short)(w[k] & 0xFFFFu));
+    o.v[2 * k + 1] = half_to_float((unsigned short)(w[k] >> 16));
+  }
+  return o;
+}
+__device__ __noinline__ uint4 pack8_f16(F8 x) {
+  unsigned int w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    w[k] = (unsigned int)float_to_half(x.v[2 * k]) | ((unsigned int)float_to_half(x.v[2 * k + 1]) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <class T>
 __device__ __forceinline__ void unpack8(const Raw8& r, float (&o)[8]) {
-  if constexpr (Is16<T>::value) {
+  if constexpr (IsF16<T>::value) {
+    const F8 f = unpack8_f16(r.lo);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o[k] = f.v[k];
+  } else if constexpr (Is16<T>::value) {
     const unsigned int w[4] = {r.lo.x, r.lo.y, r.lo.z, r.lo.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -86,10 +123,17 @@ template <class T, class I>
 __device__ __forceinline__ void ld8f(const void* base, I v, float (&o)[8]) {
   unpack8<T>(ld8<T>(base, v), o);
 }
-template <class T, class I>
-__device__ __forceinline__ void st8(void* base, I v, const float (&x)[8]) {
+// 8 floats rounded to T and packed as stored.
+template <class T>
+__device__ __forceinline__ Raw8 pack8(const float (&x)[8]) {
   Raw8 r;
-  if constexpr (Is16<T>::value) {
+  if constexpr (IsF16<T>::value) {
+    F8 f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) f.v[k] = x[k];
+    r.lo = pack8_f16(f);
+    r.hi = r.lo;
+  } else if constexpr (Is16<T>::value) {
     unsigned int w[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -101,7 +145,11 @@ __device__ __forceinline__ void st8(void* base, I v, const float (&x)[8]) {
     r.lo = make_uint4(__float_as_uint(x[0]), __float_as_uint(x[1]), __float_as_uint(x[2]), __float_as_uint(x[3]));
     r.hi = make_uint4(__float_as_uint(x[4]), __float_as_uint(x[5]), __float_as_uint(x[6]), __float_as_uint(x[7]));
   }
-  st8_raw<T>(base, v, r);
+  return r;
+}
+template <class T, class I>
+__device__ __forceinline__ void st8(void* base, I v, const float (&x)[8]) {
+  st8_raw<T>(base, v, pack8<T>(x));
 }
 // Row n of a [N x C] tensor.
 template <class T>
@@ -111,11 +159,6 @@ __device__ __forceinline__ const void* row_of(const void* base, long long n, lon
 template <class T>
 __device__ __forceinline__ void* row_of(void* base, long long n, long long C) {
   return reinterpret_cast<typename storage<T>::type*>(base) + n * C;
-}
-// The value a float rounds to in T's storage, as float.
-template <class T>
-__device__ __forceinline__ float stored(float x) {
-  return to_f(from_f(x, T()), T());
 }
 
 // ---- Embedding ----------------------------------------------------------------------------------------
@@ -143,12 +186,10 @@ __device__ void embedding_forward(const accel_nn_embedding_forward_args& a) {
   const long long gid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (a.C % 8 == 0 && al16(a.out) && al16(a.wte) && al16(a.wpe)) {
     const long long gpr = a.C / 8, total = a.N * gpr;
-    if (total + stride < 0x100000000LL) {
+    if (total + stride < 0x100000000LL) {  // else (2^35 elements) the one-element loop
       embedding_forward_vec<T, unsigned int>(a, (unsigned int)gpr, (unsigned int)total);
-    } else {
-      embedding_forward_vec<T, long long>(a, gpr, total);
+      return;
     }
-    return;
   }
   const long long total = a.N * a.C;
   for (long long i = gid; i < total; i += stride) {
@@ -347,9 +388,9 @@ __device__ __forceinline__ void layernorm_forward_row(const accel_nn_layernorm_f
         ld8f<T>(row_of<T>(a.residual, n, a.C), v, r);
 #pragma unroll
         for (int k = 0; k < 8; ++k) x[j][k] = __fadd_rn(x[j][k], r[k]);
-        st8<T>(row_of<T>(a.residual_out, n, a.C), v, x[j]);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) x[j][k] = stored<T>(x[j][k]);  // the statistics are of the stored sum
+        const Raw8 sum = pack8<T>(x[j]);
+        st8_raw<T>(row_of<T>(a.residual_out, n, a.C), v, sum);
+        unpack8<T>(sum, x[j]);  // the statistics are of the stored sum
       } else if (a.residual_out != nullptr && a.residual_out != a.inp) {
         st8_raw<T>(row_of<T>(a.residual_out, n, a.C), v, raw);
       }
@@ -665,22 +706,19 @@ __device__ void layernorm_backward_reduce(const accel_nn_layernorm_backward_args
 
 // ---- Elementwise ----------------------------------------------------------------------------------------
 
-// A grid-stride loop over n elements: op.vec(v) for each group of 8 (elements [8v, 8v + 8), v of a
-// 32-bit type where the counts allow) when vec_ok, then op.one(i) for the elements left (all of them
-// without vec_ok). (Functors, not generic lambdas: NVRTC takes those for host code.)
+// A grid-stride loop over n elements: op.vec(v) for each group of 8 (elements [8v, 8v + 8), v 32-bit)
+// when vec_ok, then op.one(i) for the elements left (all of them without vec_ok, or past 2^32 groups
+// of 8: one instantiation of the unrolled body keeps the JIT quick). (Functors, not generic lambdas:
+// NVRTC takes those for host code.)
 template <class Op>
 __device__ __forceinline__ void elementwise8(long long n, bool vec_ok, const Op& op) {
   const long long total = (long long)blockDim.x * gridDim.x;
   const long long gid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   long long done = 0;
-  if (vec_ok) {
-    const long long nv = n >> 3;
-    if (nv + total < 0x100000000LL) {
-      const unsigned int count = (unsigned int)nv, stride = (unsigned int)total;
-      for (unsigned int v = (unsigned int)gid; v < count; v += stride) op.vec(v);
-    } else {
-      for (long long v = gid; v < nv; v += total) op.vec(v);
-    }
+  const long long nv = n >> 3;
+  if (vec_ok && nv + total < 0x100000000LL) {
+    const unsigned int count = (unsigned int)nv, stride = (unsigned int)total;
+    for (unsigned int v = (unsigned int)gid; v < count; v += stride) op.vec(v);
     done = nv << 3;
   }
   for (long long i = done + gid; i < n; i += total) op.one(i);
