@@ -31,7 +31,8 @@ typedef struct accel_nn_embedding_forward_args {
 } accel_nn_embedding_forward_args;
 
 /* dwte[tokens[n], :] += dout[n, :];  dwpe[t, :] += sum over n with n % T == t of dout[n, :].
- * Sums run in row order: the result does not depend on the thread count. */
+ * Sums run in row order: the result does not depend on the thread count. (The CUDA kernel adds runs of
+ * the rows in row order and then the runs in order, a fixed order of its own.) */
 typedef struct accel_nn_embedding_backward_args {
   void* dwte;         /* [V x C] += */
   void* dwpe;         /* [T x C] += */
@@ -59,8 +60,10 @@ typedef struct accel_nn_layernorm_forward_args {
 
 /* dinp += d(loss)/d(x); dweight += sum over rows of dout * xhat; dbias += sum over rows of dout.
  * The weight and bias sums are taken over fixed chunks of ACCEL_NN_LN_CHUNK rows, then the chunks in
- * order: bit-identical for any thread count. scratch holds
- * accel_nn_layernorm_scratch_floats(N, C) floats. */
+ * order: bit-identical for any thread count. (The CUDA kernel adds a chunk's rows in runs of a few rows
+ * and the chunks in runs too, a fixed order of its own: the same bits on every run, within float32
+ * rounding of the host's.) scratch holds accel_nn_layernorm_scratch_floats(N, C) floats: a chunk's
+ * partial dweight, then its partial dbias. */
 typedef struct accel_nn_layernorm_backward_args {
   void* dinp;          /* [N x C] += */
   void* dweight;       /* [C] += */

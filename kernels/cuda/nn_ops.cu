@@ -2,9 +2,13 @@
 // residual add fused in, GELU (tanh), softmax cross-entropy with its gradient, dropout and clipping;
 // float32, bfloat16 and float16 storage (fp32 arithmetic). Compiled by NVRTC (or nvcc ahead of time).
 // Arguments: kernels/common/accel_nn_abi.h, passed by value (accel/ops/launch.hpp); the launch shapes
-// are computed by accel/ops/nn_ops.hpp: rows kernels use one warp per row and 8 rows per block,
-// elementwise kernels a grid-stride loop. Sums across rows run in a fixed order (no atomics), so
-// results do not depend on the grid.
+// are computed by accel/ops/nn_ops.hpp. Sums across rows run in a fixed order (no atomics), so results
+// do not depend on the grid or the schedule (for the block sizes the host launches).
+//
+// Speed: the hot kernels move 8 elements per access (16 bytes of bfloat16/float16, two 16-byte accesses
+// of float32) where C is a multiple of 8 and the pointers are 16-byte aligned — checked here at run time,
+// since the ABI promises no alignment — and fall back to one element per access otherwise. Row kernels
+// with C <= 1024 hold a row in registers (a warp per row: each row read once).
 #include "cuda_common.cuh"
 
 #include "accel_nn_abi.h"
@@ -16,6 +20,11 @@ namespace {
 constexpr float gelu_k = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float gelu_c = 0.044715f;
 
+// The block sizes nn_ops.hpp launches (the LayerNorm backward's summation order depends on them).
+constexpr int ln_backward_threads = 512;
+// Row kernels hold a row in registers up to this many columns (8 per lane per 256 columns).
+constexpr int row_fast_max_c = 1024;
+
 __device__ __forceinline__ float warp_sum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xFFFFFFFFu, x, o);
   return x;
@@ -24,11 +33,166 @@ __device__ __forceinline__ float warp_max(float x) {
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xFFFFFFFFu, x, o));
   return x;
 }
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ long long lmin(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ bool al16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0; }
 
 template <class T>
+struct Is16 {
+  static constexpr bool value = sizeof(typename storage<T>::type) == 2;
+};
+
+// 8 consecutive elements as stored: one 16-byte word of 16-bit values (hi unused), two of float32.
+struct Raw8 {
+  uint4 lo, hi;
+};
+// Elements [8v, 8v + 8) of base (16-byte aligned). I: the index type (32-bit where sizes allow).
+template <class T, class I>
+__device__ __forceinline__ Raw8 ld8(const void* base, I v) {
+  Raw8 r;
+  if constexpr (Is16<T>::value) {
+    r.lo = reinterpret_cast<const uint4*>(base)[v];
+    r.hi = make_uint4(0u, 0u, 0u, 0u);
+  } else {
+    r = reinterpret_cast<const Raw8*>(base)[v];
+  }
+  return r;
+}
+template <class T, class I>
+__device__ __forceinline__ void st8_raw(void* base, I v, const Raw8& r) {
+  if constexpr (Is16<T>::value) {
+    reinterpret_cast<uint4*>(base)[v] = r.lo;
+  } else {
+    reinterpret_cast<Raw8*>(base)[v] = r;
+  }
+}
+template <class T>
+struct IsF16 {
+  static constexpr bool value = false;
+};
+template <>
+struct IsF16<f16> {
+  static constexpr bool value = true;
+};
+// float16's conversions are long (subnormals, NaN payloads: cuda_common.cuh); out of line, so that the
+// unrolled row kernels stay quick to compile (inlined, nn_ops took ~15 s instead of ~4 s per
+// architecture, most of it float16's). bfloat16's are a shift and a rounding: inline.
+struct F8 {
+  float v[8];
+};
+__device__ __noinline__ F8 unpack8_f16(uint4 r) {
+  F8 o;
+  const unsigned int w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    o.v[2 * k] = half_to_float((unsigned short)(w[k] & 0xFFFFu));
+    o.v[2 * k + 1] = half_to_float((unsigned short)(w[k] >> 16));
+  }
+  return o;
+}
+__device__ __noinline__ uint4 pack8_f16(F8 x) {
+  unsigned int w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    w[k] = (unsigned int)float_to_half(x.v[2 * k]) | ((unsigned int)float_to_half(x.v[2 * k + 1]) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <class T>
+__device__ __forceinline__ void unpack8(const Raw8& r, float (&o)[8]) {
+  if constexpr (IsF16<T>::value) {
+    const F8 f = unpack8_f16(r.lo);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) o[k] = f.v[k];
+  } else if constexpr (Is16<T>::value) {
+    const unsigned int w[4] = {r.lo.x, r.lo.y, r.lo.z, r.lo.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      o[2 * k] = to_f((unsigned short)(w[k] & 0xFFFFu), T());
+      o[2 * k + 1] = to_f((unsigned short)(w[k] >> 16), T());
+    }
+  } else {
+    o[0] = __uint_as_float(r.lo.x); o[1] = __uint_as_float(r.lo.y);
+    o[2] = __uint_as_float(r.lo.z); o[3] = __uint_as_float(r.lo.w);
+    o[4] = __uint_as_float(r.hi.x); o[5] = __uint_as_float(r.hi.y);
+    o[6] = __uint_as_float(r.hi.z); o[7] = __uint_as_float(r.hi.w);
+  }
+}
+template <class T, class I>
+__device__ __forceinline__ void ld8f(const void* base, I v, float (&o)[8]) {
+  unpack8<T>(ld8<T>(base, v), o);
+}
+// 8 floats rounded to T and packed as stored.
+template <class T>
+__device__ __forceinline__ Raw8 pack8(const float (&x)[8]) {
+  Raw8 r;
+  if constexpr (IsF16<T>::value) {
+    F8 f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) f.v[k] = x[k];
+    r.lo = pack8_f16(f);
+    r.hi = r.lo;
+  } else if constexpr (Is16<T>::value) {
+    unsigned int w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      w[k] = (unsigned int)from_f(x[2 * k], T()) | ((unsigned int)from_f(x[2 * k + 1], T()) << 16);
+    }
+    r.lo = make_uint4(w[0], w[1], w[2], w[3]);
+    r.hi = r.lo;
+  } else {
+    r.lo = make_uint4(__float_as_uint(x[0]), __float_as_uint(x[1]), __float_as_uint(x[2]), __float_as_uint(x[3]));
+    r.hi = make_uint4(__float_as_uint(x[4]), __float_as_uint(x[5]), __float_as_uint(x[6]), __float_as_uint(x[7]));
+  }
+  return r;
+}
+template <class T, class I>
+__device__ __forceinline__ void st8(void* base, I v, const float (&x)[8]) {
+  st8_raw<T>(base, v, pack8<T>(x));
+}
+// Row n of a [N x C] tensor.
+template <class T>
+__device__ __forceinline__ const void* row_of(const void* base, long long n, long long C) {
+  return reinterpret_cast<const typename storage<T>::type*>(base) + n * C;
+}
+template <class T>
+__device__ __forceinline__ void* row_of(void* base, long long n, long long C) {
+  return reinterpret_cast<typename storage<T>::type*>(base) + n * C;
+}
+
+// ---- Embedding ----------------------------------------------------------------------------------------
+
+template <class T, class I>
+__device__ __forceinline__ void embedding_forward_vec(const accel_nn_embedding_forward_args& a, I groups_per_row,
+                                                      I total) {
+  const I stride = (I)blockDim.x * (I)gridDim.x;
+  for (I g = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; g < total; g += stride) {
+    const I n = g / groups_per_row, cg = g - n * groups_per_row;
+    const long long tok = a.tokens[n], pos = (long long)n % a.T;
+    float e[8], p[8];
+    ld8f<T>(a.wte, tok * groups_per_row + cg, e);
+    ld8f<T>(a.wpe, pos * groups_per_row + cg, p);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) e[k] = __fadd_rn(e[k], p[k]);
+    st8<T>(a.out, g, e);
+  }
+}
+
+// One thread per 8 columns where C % 8 == 0 and the tensors are 16-byte aligned, else per element.
+template <class T>
 __device__ void embedding_forward(const accel_nn_embedding_forward_args& a) {
-  const long long total = a.N * a.C, stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += stride) {
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  const long long gid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (a.C % 8 == 0 && al16(a.out) && al16(a.wte) && al16(a.wpe)) {
+    const long long gpr = a.C / 8, total = a.N * gpr;
+    if (total + stride < 0x100000000LL) {  // else (2^35 elements) the one-element loop
+      embedding_forward_vec<T, unsigned int>(a, (unsigned int)gpr, (unsigned int)total);
+      return;
+    }
+  }
+  const long long total = a.N * a.C;
+  for (long long i = gid; i < total; i += stride) {
     const long long n = i / a.C, c = i - n * a.C;
     const int tok = a.tokens[n];
     const float v = __fadd_rn(load1<T>(a.wte, tok * a.C + c), load1<T>(a.wpe, (n % a.T) * a.C + c));
@@ -36,33 +200,261 @@ __device__ void embedding_forward(const accel_nn_embedding_forward_args& a) {
   }
 }
 
-// Block row y < V: vocabulary row y of dwte (every row n with tokens[n] == y, in order); y >= V:
-// position y - V of dwpe (rows y - V, y - V + T, ...). Column c = blockIdx.x * blockDim.x + threadIdx.x.
-template <class T>
-__device__ void embedding_backward(const accel_nn_embedding_backward_args& a) {
-  const long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (c >= a.C) return;
-  const long long row = blockIdx.y;
-  float acc = 0;
-  if (row < a.V) {
-    for (long long n = 0; n < a.N; ++n) {
-      if (a.tokens[n] == row) acc = __fadd_rn(acc, load1<T>(a.dout, n * a.C + c));
-    }
-    const long long i = row * a.C + c;
-    store1<T>(a.dwte, i, __fadd_rn(load1<T>(a.dwte, i), acc));
+// VEC consecutive columns starting at group g (VEC = 8: 16-byte accesses; 1: one element).
+template <class T, int VEC>
+__device__ __forceinline__ void load_group(const void* row, long long g, float (&o)[VEC]) {
+  if constexpr (VEC == 8) {
+    ld8f<T>(row, g, o);
   } else {
-    const long long t = row - a.V;
-    for (long long n = t; n < a.N; n += a.T) acc = __fadd_rn(acc, load1<T>(a.dout, n * a.C + c));
-    const long long i = t * a.C + c;
-    store1<T>(a.dwpe, i, __fadd_rn(load1<T>(a.dwpe, i), acc));
+    o[0] = load1<T>(row, g);
+  }
+}
+template <class T, int VEC>
+__device__ __forceinline__ void store_group(void* row, long long g, const float (&x)[VEC]) {
+  if constexpr (VEC == 8) {
+    st8<T>(row, g, x);
+  } else {
+    store1<T>(row, g, x[0]);
   }
 }
 
+// The block size nn_ops.hpp launches the embedding backward with, and its shared memory: a pool of
+// 8 floats per thread, first the tile's list of matching rows (4 ints per thread), then the slices'
+// partial sums.
+constexpr int emb_backward_threads = 1024;
+constexpr int emb_max_slices = 16;
+
+// Block x = r < V: vocabulary row r of dwte (the rows n with tokens[n] == r). The block covers W groups
+// of VEC columns per pass (block y and the passes cover the rest) with S = blockDim / W slices of
+// threads (at most 16): slice s adds its contiguous share of the matching rows, in row order, and the
+// slices' sums are added in slice order — a fixed order (for the host's block size), so the result does
+// not depend on the grid or the schedule, and a frequent token (a space in a character vocabulary: 15 %
+// of the rows) is spread over S threads per column group instead of one. The block scans the tokens, 4
+// per thread per tile, and compacts the tile's matching rows into shared memory in row order (a prefix
+// sum of the matches); slice s takes its share of each tile's list.
+// Blocks x >= V: positions of dwpe, blockDim / W of them per block (a grid-stride loop over the rest),
+// each thread summing rows t, t + T, ... of its column group in row order (N / T rows: no slices).
+template <class T, int VEC>
+__device__ void embedding_backward_impl(const accel_nn_embedding_backward_args& a, float* pool, int* warp_hits) {
+  int* const list = reinterpret_cast<int*>(pool);
+  float* const red = pool;
+  const long long r = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  const long long groups = a.C / VEC;
+  const int W = (int)lmin(groups, (long long)blockDim.x);
+  const int gl = (int)threadIdx.x % W, sl = (int)threadIdx.x / W;
+  const long long per_pass = (long long)gridDim.y * W;
+  const long long passes = (groups + per_pass - 1) / per_pass;
+  if (r >= a.V) {  // positions (no barriers on this side)
+    const int P = (int)blockDim.x / W;
+    if (sl >= P) return;
+    const long long step = ((long long)gridDim.x - a.V) * P;
+    for (long long t = (r - a.V) * P + sl; t < a.T; t += step) {
+      for (long long p = 0; p < passes; ++p) {
+        const long long g = p * per_pass + (long long)blockIdx.y * W + gl;
+        if (g >= groups) continue;
+        float acc[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) acc[k] = 0.0f;
+#pragma unroll 8
+        for (long long n = t; n < a.N; n += a.T) {
+          float d[VEC];
+          load_group<T, VEC>(row_of<T>(a.dout, n, a.C), g, d);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
+        }
+        void* dst = row_of<T>(a.dwpe, t, a.C);
+        float cur[VEC];
+        load_group<T, VEC>(dst, g, cur);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) cur[k] = __fadd_rn(cur[k], acc[k]);
+        store_group<T, VEC>(dst, g, cur);
+      }
+    }
+    return;
+  }
+  const int S = imin((int)blockDim.x / W, emb_max_slices);  // sl >= S: idle in the sums
+  const long long tile = 4LL * blockDim.x;
+  const bool tok16 = al16(a.tokens);
+  for (long long p = 0; p < passes; ++p) {
+    const long long g = p * per_pass + (long long)blockIdx.y * W + gl;
+    const bool on = g < groups && sl < S;
+    float acc[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) acc[k] = 0.0f;
+    for (long long base = 0; base < a.N; base += tile) {
+      const long long t0 = base + 4LL * threadIdx.x;
+      int tok[4];
+      if (tok16 && t0 + 4 <= a.N) {
+        const int4 q = reinterpret_cast<const int4*>(a.tokens)[t0 >> 2];
+        tok[0] = q.x; tok[1] = q.y; tok[2] = q.z; tok[3] = q.w;
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) tok[q] = t0 + q < a.N ? a.tokens[t0 + q] : -1;
+      }
+      unsigned int hits = 0;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if (t0 + q < a.N && (long long)tok[q] == r) hits |= 1u << q;
+      }
+      const int count = __popc(hits);
+      int incl = count;  // inclusive prefix sum of the counts over the warp
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (lane >= o) incl += y;
+      }
+      if (lane == 31 || threadIdx.x == blockDim.x - 1) warp_hits[warp] = incl;
+      __syncthreads();  // (also: every thread is done reading the previous tile's list)
+      int before = 0, total = 0;
+      for (int w = 0; w < warps; ++w) {
+        const int h = warp_hits[w];
+        if (w < warp) before += h;
+        total += h;
+      }
+      int at = before + incl - count;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if ((hits >> q) & 1u) list[at++] = 4 * (int)threadIdx.x + q;
+      }
+      __syncthreads();
+      if (on) {
+        const int seg = (total + S - 1) / S;
+        const int i0 = imin(total, sl * seg), i1 = imin(total, i0 + seg);
+#pragma unroll 8
+        for (int i = i0; i < i1; ++i) {
+          float d[VEC];
+          load_group<T, VEC>(row_of<T>(a.dout, base + list[i], a.C), g, d);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) acc[k] = __fadd_rn(acc[k], d[k]);
+        }
+      }
+      // No barrier here: the next tile writes list only after its first barrier, and warp_hits was
+      // last read before this tile's second one.
+    }
+    __syncthreads();  // red overlays list
+    if (sl < S) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) red[(sl * W + gl) * VEC + k] = acc[k];
+    }
+    __syncthreads();
+    if (on && sl == 0) {
+      float sum[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) sum[k] = red[gl * VEC + k];
+      for (int q = 1; q < S; ++q) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) sum[k] = __fadd_rn(sum[k], red[(q * W + gl) * VEC + k]);
+      }
+      void* dst = row_of<T>(a.dwte, r, a.C);
+      float cur[VEC];
+      load_group<T, VEC>(dst, g, cur);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) cur[k] = __fadd_rn(cur[k], sum[k]);
+      store_group<T, VEC>(dst, g, cur);
+    }
+    __syncthreads();  // red is rewritten by the next pass
+  }
+}
+
+template <class T>
+__device__ void embedding_backward(const accel_nn_embedding_backward_args& a) {
+  __shared__ __align__(16) float pool[8 * emb_backward_threads];
+  __shared__ int warp_hits[emb_backward_threads / 32];
+  if (a.N <= 0) return;  // nothing to add (and the gradients may be null)
+  if (a.C % 8 == 0 && al16(a.dout) && al16(a.dwte) && al16(a.dwpe)) {
+    embedding_backward_impl<T, 8>(a, pool, warp_hits);
+  } else {
+    embedding_backward_impl<T, 1>(a, pool, warp_hits);
+  }
+}
+
+// ---- LayerNorm ----------------------------------------------------------------------------------------
+
+// Fast path of the forward: lane l holds the 8-column groups l, l + 32, ... (K of them) of row n.
+template <class T, int K>
+__device__ __forceinline__ void layernorm_forward_row(const accel_nn_layernorm_forward_args& a, long long n, int lane) {
+  const int C = (int)a.C;
+  const void* inp = row_of<T>(a.inp, n, a.C);
+  float x[K][8];
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    const int v = j * 32 + lane;
+    if (v * 8 < C) {
+      const Raw8 raw = ld8<T>(inp, v);
+      unpack8<T>(raw, x[j]);
+      if (a.residual != nullptr) {
+        float r[8];
+        ld8f<T>(row_of<T>(a.residual, n, a.C), v, r);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[j][k] = __fadd_rn(x[j][k], r[k]);
+        const Raw8 sum = pack8<T>(x[j]);
+        st8_raw<T>(row_of<T>(a.residual_out, n, a.C), v, sum);
+        unpack8<T>(sum, x[j]);  // the statistics are of the stored sum
+      } else if (a.residual_out != nullptr && a.residual_out != a.inp) {
+        st8_raw<T>(row_of<T>(a.residual_out, n, a.C), v, raw);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) x[j][k] = 0.0f;
+    }
+  }
+  float sum = 0;
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    if ((j * 32 + lane) * 8 < C) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) sum = __fadd_rn(sum, x[j][k]);
+    }
+  }
+  const float inv_c = 1.0f / (float)a.C;
+  const float m = __fmul_rn(warp_sum(sum), inv_c);
+  float var = 0;
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    if ((j * 32 + lane) * 8 < C) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float d = __fsub_rn(x[j][k], m);
+        var = __fmaf_rn(d, d, var);
+      }
+    }
+  }
+  const float s = 1.0f / sqrtf(__fmaf_rn(warp_sum(var), inv_c, a.eps));
+  void* out = row_of<T>(a.out, n, a.C);
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+    const int v = j * 32 + lane;
+    if (v * 8 < C) {
+      float w[8], b[8], o[8];
+      ld8f<T>(a.weight, v, w);
+      ld8f<T>(a.bias, v, b);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) o[k] = __fmaf_rn(__fmul_rn(__fsub_rn(x[j][k], m), s), w[k], b[k]);
+      st8<T>(out, v, o);
+    }
+  }
+  if (lane == 0) {
+    a.mean[n] = m;
+    a.rstd[n] = s;
+  }
+}
+
+// One warp per row (blockDim / 32 rows per block).
 template <class T>
 __device__ void layernorm_forward(const accel_nn_layernorm_forward_args& a) {
   const long long n = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= a.N) return;
+  if (a.C % 8 == 0 && a.C <= row_fast_max_c && al16(a.out) && al16(a.inp) && al16(a.weight) && al16(a.bias) &&
+      al16(a.residual) && al16(a.residual_out)) {
+    switch ((int)((a.C + 255) / 256)) {
+      case 1: layernorm_forward_row<T, 1>(a, n, lane); return;
+      case 2: layernorm_forward_row<T, 2>(a, n, lane); return;
+      case 3: layernorm_forward_row<T, 3>(a, n, lane); return;
+      default: layernorm_forward_row<T, 4>(a, n, lane); return;
+    }
+  }
   const long long base = n * a.C;
   const void* x = a.inp;
   if (a.residual != nullptr) {
@@ -93,11 +485,140 @@ __device__ void layernorm_forward(const accel_nn_layernorm_forward_args& a) {
   }
 }
 
-// One block per chunk of ACCEL_NN_LN_CHUNK rows: the warps find each row's two means, then every
-// thread walks its columns down the chunk's rows (in order) for dinp and the chunk's partial sums.
+// Fast path of the backward (C % 8 == 0, C <= 1024, 16-byte aligned): the block's warps split the
+// chunk's rows into contiguous runs; a warp reads each of its rows once into registers (lane l: the
+// 8-column groups l, l + 32, ...), takes the row's two sums with shuffles, writes dinp and adds the row
+// to its own dweight/dbias partials (rows in order). The warps' partials are then added in warp order in
+// shared memory (part: 2 C floats) and the chunk's sums written to scratch. The order depends only on
+// the block size, which the host fixes (ln_backward_threads).
+template <class T, int K>
+__device__ void layernorm_backward_rows(const accel_nn_layernorm_backward_args& a, float* part) {
+  const int C = (int)a.C;
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long n0 = (long long)blockIdx.x * ACCEL_NN_LN_CHUNK;
+  const int rows = (int)lmin(ACCEL_NN_LN_CHUNK, a.N - n0);
+  const int per = (rows + warps - 1) / warps;
+  const int r0 = imin(rows, warp * per), r1 = imin(rows, r0 + per);
+  const float inv_c = 1.0f / (float)a.C;
+  float dw[K][8], db[K][8];
+#pragma unroll
+  for (int j = 0; j < K; ++j) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      dw[j][k] = 0.0f;
+      db[j][k] = 0.0f;
+    }
+  }
+  for (int r = r0; r < r1; ++r) {
+    const long long n = n0 + r;
+    const void* dy_row = row_of<T>(a.dout, n, a.C);
+    const void* x_row = row_of<T>(a.inp, n, a.C);
+    void* dx_row = row_of<T>(a.dinp, n, a.C);
+    const float m = a.mean[n], s = a.rstd[n];
+    Raw8 rdy[K], rx[K], rdx[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const int v = j * 32 + lane;
+      if (v * 8 < C) {
+        rdy[j] = ld8<T>(dy_row, v);
+        rx[j] = ld8<T>(x_row, v);
+        rdx[j] = ld8<T>(dx_row, v);
+      }
+    }
+    float sg = 0, sgx = 0;
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      if ((j * 32 + lane) * 8 < C) {
+        float dy[8], x[8], w[8];
+        unpack8<T>(rdy[j], dy);
+        unpack8<T>(rx[j], x);
+        ld8f<T>(a.weight, j * 32 + lane, w);  // weight is re-read (from L1) rather than held: registers
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const float xhat = __fmul_rn(__fsub_rn(x[k], m), s);
+          const float g = __fmul_rn(dy[k], w[k]);
+          sg = __fadd_rn(sg, g);
+          sgx = __fmaf_rn(g, xhat, sgx);
+        }
+      }
+    }
+    const float mean_g = __fmul_rn(warp_sum(sg), inv_c), mean_gx = __fmul_rn(warp_sum(sgx), inv_c);
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const int v = j * 32 + lane;
+      if (v * 8 < C) {
+        float dy[8], x[8], w[8], dx[8];
+        unpack8<T>(rdy[j], dy);
+        unpack8<T>(rx[j], x);
+        ld8f<T>(a.weight, v, w);
+        unpack8<T>(rdx[j], dx);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const float xhat = __fmul_rn(__fsub_rn(x[k], m), s);
+          const float g = __fmul_rn(dy[k], w[k]);
+          const float d = __fmul_rn(__fsub_rn(__fsub_rn(g, mean_g), __fmul_rn(xhat, mean_gx)), s);
+          dx[k] = __fadd_rn(dx[k], d);
+          dw[j][k] = __fmaf_rn(dy[k], xhat, dw[j][k]);
+          db[j][k] = __fadd_rn(db[j][k], dy[k]);
+        }
+        st8<T>(dx_row, v, dx);
+      }
+    }
+  }
+  // The warps' partials in warp order: warp 0 writes, then warps 1, 2, ... add theirs (a lane of each
+  // warp owns the same columns).
+  for (int w = 0; w < warps; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        const int v = j * 32 + lane;
+        if (v * 8 < C) {
+          float4* pw = reinterpret_cast<float4*>(part) + 2 * v;
+          float4* pb = reinterpret_cast<float4*>(part + C) + 2 * v;
+          if (w == 0) {
+            pw[0] = make_float4(dw[j][0], dw[j][1], dw[j][2], dw[j][3]);
+            pw[1] = make_float4(dw[j][4], dw[j][5], dw[j][6], dw[j][7]);
+            pb[0] = make_float4(db[j][0], db[j][1], db[j][2], db[j][3]);
+            pb[1] = make_float4(db[j][4], db[j][5], db[j][6], db[j][7]);
+          } else {
+            float4 t0 = pw[0], t1 = pw[1], u0 = pb[0], u1 = pb[1];
+            t0.x = __fadd_rn(t0.x, dw[j][0]); t0.y = __fadd_rn(t0.y, dw[j][1]);
+            t0.z = __fadd_rn(t0.z, dw[j][2]); t0.w = __fadd_rn(t0.w, dw[j][3]);
+            t1.x = __fadd_rn(t1.x, dw[j][4]); t1.y = __fadd_rn(t1.y, dw[j][5]);
+            t1.z = __fadd_rn(t1.z, dw[j][6]); t1.w = __fadd_rn(t1.w, dw[j][7]);
+            u0.x = __fadd_rn(u0.x, db[j][0]); u0.y = __fadd_rn(u0.y, db[j][1]);
+            u0.z = __fadd_rn(u0.z, db[j][2]); u0.w = __fadd_rn(u0.w, db[j][3]);
+            u1.x = __fadd_rn(u1.x, db[j][4]); u1.y = __fadd_rn(u1.y, db[j][5]);
+            u1.z = __fadd_rn(u1.z, db[j][6]); u1.w = __fadd_rn(u1.w, db[j][7]);
+            pw[0] = t0; pw[1] = t1; pb[0] = u0; pb[1] = u1;
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  float* out = a.scratch + (long long)blockIdx.x * 2 * a.C;
+  for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) out[i] = part[i];
+}
+
+// One block per chunk of ACCEL_NN_LN_CHUNK rows.
 template <class T>
 __device__ void layernorm_backward(const accel_nn_layernorm_backward_args& a) {
-  __shared__ float row_g[ACCEL_NN_LN_CHUNK], row_gx[ACCEL_NN_LN_CHUNK];
+  __shared__ __align__(16) float part[2 * row_fast_max_c];
+  if ((long long)blockIdx.x * ACCEL_NN_LN_CHUNK >= a.N) return;  // N == 0: no chunk, no scratch
+  if (a.C % 8 == 0 && a.C <= row_fast_max_c && (blockDim.x & 31) == 0 && al16(a.dinp) && al16(a.dout) &&
+      al16(a.inp) && al16(a.weight)) {
+    switch ((int)((a.C + 255) / 256)) {
+      case 1: layernorm_backward_rows<T, 1>(a, part); return;
+      case 2: layernorm_backward_rows<T, 2>(a, part); return;
+      case 3: layernorm_backward_rows<T, 3>(a, part); return;
+      default: layernorm_backward_rows<T, 4>(a, part); return;
+    }
+  }
+  // Any C or alignment: the warps find each row's two means, then every thread walks its columns down
+  // the chunk's rows (in order) for dinp and the chunk's partial sums.
+  float* row_g = part;
+  float* row_gx = part + ACCEL_NN_LN_CHUNK;
   const long long n0 = blockIdx.x * (long long)ACCEL_NN_LN_CHUNK;
   const long long n1 = n0 + ACCEL_NN_LN_CHUNK < a.N ? n0 + ACCEL_NN_LN_CHUNK : a.N;
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -141,19 +662,66 @@ __device__ void layernorm_backward(const accel_nn_layernorm_backward_args& a) {
   }
 }
 
-// dweight[c] += sum of the chunks' partials, in chunk order.
+// dweight[c] += the sum of the chunks' partials. A block takes 32 columns (a lane each); its warps split
+// the chunks into contiguous runs summed in order, and the runs are added in warp order (fixed for the
+// host's block size).
 template <class T>
 __device__ void layernorm_backward_reduce(const accel_nn_layernorm_backward_args& a) {
-  const long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (c >= a.C) return;
+  __shared__ float red[2][32][32];
+  if (a.N <= 0) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  const long long c = (long long)blockIdx.x * 32 + lane;
   const long long chunks = (a.N + ACCEL_NN_LN_CHUNK - 1) / ACCEL_NN_LN_CHUNK;
+  const long long per = (chunks + warps - 1) / warps;
+  const long long k0 = lmin(chunks, warp * per), k1 = lmin(chunks, k0 + per);
   float dw = 0, db = 0;
-  for (long long k = 0; k < chunks; ++k) {
-    dw = __fadd_rn(dw, a.scratch[k * 2 * a.C + c]);
-    db = __fadd_rn(db, a.scratch[k * 2 * a.C + a.C + c]);
+  if (c < a.C) {
+    const long long step = 2 * a.C;
+    const float* p = a.scratch + k0 * step + c;
+    long long k = k0;
+    for (; k + 4 <= k1; k += 4, p += 4 * step) {
+      const float w0 = p[0], w1 = p[step], w2 = p[2 * step], w3 = p[3 * step];
+      const float b0 = p[a.C], b1 = p[step + a.C], b2 = p[2 * step + a.C], b3 = p[3 * step + a.C];
+      dw = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(dw, w0), w1), w2), w3);
+      db = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(db, b0), b1), b2), b3);
+    }
+    for (; k < k1; ++k, p += step) {
+      dw = __fadd_rn(dw, p[0]);
+      db = __fadd_rn(db, p[a.C]);
+    }
   }
-  store1<T>(a.dweight, c, __fadd_rn(load1<T>(a.dweight, c), dw));
-  store1<T>(a.dbias, c, __fadd_rn(load1<T>(a.dbias, c), db));
+  red[0][warp][lane] = dw;
+  red[1][warp][lane] = db;
+  __syncthreads();
+  if (warp == 0 && c < a.C) {
+    float sw = 0, sb = 0;
+    for (int w = 0; w < warps; ++w) {
+      sw = __fadd_rn(sw, red[0][w][lane]);
+      sb = __fadd_rn(sb, red[1][w][lane]);
+    }
+    store1<T>(a.dweight, c, __fadd_rn(load1<T>(a.dweight, c), sw));
+    store1<T>(a.dbias, c, __fadd_rn(load1<T>(a.dbias, c), sb));
+  }
+}
+
+// ---- Elementwise ----------------------------------------------------------------------------------------
+
+// A grid-stride loop over n elements: op.vec(v) for each group of 8 (elements [8v, 8v + 8), v 32-bit)
+// when vec_ok, then op.one(i) for the elements left (all of them without vec_ok, or past 2^32 groups
+// of 8: one instantiation of the unrolled body keeps the JIT quick). (Functors, not generic lambdas:
+// NVRTC takes those for host code.)
+template <class Op>
+__device__ __forceinline__ void elementwise8(long long n, bool vec_ok, const Op& op) {
+  const long long total = (long long)blockDim.x * gridDim.x;
+  const long long gid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  long long done = 0;
+  const long long nv = n >> 3;
+  if (vec_ok && nv + total < 0x100000000LL) {
+    const unsigned int count = (unsigned int)nv, stride = (unsigned int)total;
+    for (unsigned int v = (unsigned int)gid; v < count; v += stride) op.vec(v);
+    done = nv << 3;
+  }
+  for (long long i = done + gid; i < n; i += total) op.one(i);
 }
 
 __device__ __forceinline__ float gelu_tanh(float x, float* th) {
@@ -161,29 +729,58 @@ __device__ __forceinline__ float gelu_tanh(float x, float* th) {
   *th = tanhf(u);
   return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, *th));
 }
+__device__ __forceinline__ float gelu_value(float x) {
+  float th;
+  return gelu_tanh(x, &th);
+}
+__device__ __forceinline__ float gelu_grad(float x) {
+  float th;
+  (void)gelu_tanh(x, &th);
+  const float sech2 = __fmaf_rn(-th, th, 1.0f);
+  const float du = __fmul_rn(gelu_k, __fmaf_rn(3.0f * gelu_c, __fmul_rn(x, x), 1.0f));
+  return __fmaf_rn(__fmul_rn(__fmul_rn(0.5f, x), sech2), du, __fmul_rn(0.5f, __fadd_rn(1.0f, th)));
+}
 
+template <class T>
+struct GeluForward {
+  accel_nn_gelu_forward_args a;
+  template <class I>
+  __device__ __forceinline__ void vec(I v) const {
+    float x[8];
+    ld8f<T>(a.inp, v, x);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = gelu_value(x[k]);
+    st8<T>(a.out, v, x);
+  }
+  __device__ __forceinline__ void one(long long i) const { store1<T>(a.out, i, gelu_value(load1<T>(a.inp, i))); }
+};
 template <class T>
 __device__ void gelu_forward(const accel_nn_gelu_forward_args& a) {
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n; i += stride) {
-    float th;
-    store1<T>(a.out, i, gelu_tanh(load1<T>(a.inp, i), &th));
-  }
+  elementwise8(a.n, al16(a.out) && al16(a.inp), GeluForward<T>{a});
 }
 
 template <class T>
-__device__ void gelu_backward(const accel_nn_gelu_backward_args& a) {
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n; i += stride) {
-    const float x = load1<T>(a.inp, i);
-    float th;
-    (void)gelu_tanh(x, &th);
-    const float sech2 = __fmaf_rn(-th, th, 1.0f);
-    const float du = __fmul_rn(gelu_k, __fmaf_rn(3.0f * gelu_c, __fmul_rn(x, x), 1.0f));
-    const float grad = __fmaf_rn(__fmul_rn(__fmul_rn(0.5f, x), sech2), du, __fmul_rn(0.5f, __fadd_rn(1.0f, th)));
-    store1<T>(a.dinp, i, __fmul_rn(grad, load1<T>(a.dout, i)));
+struct GeluBackward {
+  accel_nn_gelu_backward_args a;
+  template <class I>
+  __device__ __forceinline__ void vec(I v) const {
+    float x[8], dy[8];
+    ld8f<T>(a.inp, v, x);
+    ld8f<T>(a.dout, v, dy);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = __fmul_rn(gelu_grad(x[k]), dy[k]);
+    st8<T>(a.dinp, v, x);
   }
+  __device__ __forceinline__ void one(long long i) const {
+    store1<T>(a.dinp, i, __fmul_rn(gelu_grad(load1<T>(a.inp, i)), load1<T>(a.dout, i)));
+  }
+};
+template <class T>
+__device__ void gelu_backward(const accel_nn_gelu_backward_args& a) {
+  elementwise8(a.n, al16(a.dinp) && al16(a.inp) && al16(a.dout), GeluBackward<T>{a});
 }
+
+// ---- Cross-entropy (one warp per row) and the other elementwise kernels ---------------------------------
 
 template <class T>
 __device__ void cross_entropy(const accel_nn_cross_entropy_args& a) {
@@ -215,29 +812,67 @@ __device__ void cross_entropy(const accel_nn_cross_entropy_args& a) {
 }
 
 template <class T>
-__device__ void add(const accel_nn_add_args& a) {
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n; i += stride) {
+struct Add {
+  accel_nn_add_args a;
+  template <class I>
+  __device__ __forceinline__ void vec(I v) const {
+    float x[8], y[8];
+    ld8f<T>(a.a, v, x);
+    ld8f<T>(a.b, v, y);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = __fadd_rn(x[k], y[k]);
+    st8<T>(a.out, v, x);
+  }
+  __device__ __forceinline__ void one(long long i) const {
     store1<T>(a.out, i, __fadd_rn(load1<T>(a.a, i), load1<T>(a.b, i)));
   }
+};
+template <class T>
+__device__ void add(const accel_nn_add_args& a) {
+  elementwise8(a.n, al16(a.out) && al16(a.a) && al16(a.b), Add<T>{a});
 }
 
 template <class T>
-__device__ void dropout(const accel_nn_dropout_args& a) {
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n; i += stride) {
+struct Dropout {
+  accel_nn_dropout_args a;
+  template <class I>
+  __device__ __forceinline__ void vec(I v) const {
+    float x[8];
+    ld8f<T>(a.inp, v, x);
+    const Raw8 b = reinterpret_cast<const Raw8*>(a.bits)[v];  // 8 words: two 16-byte accesses
+    const unsigned int bits[8] = {b.lo.x, b.lo.y, b.lo.z, b.lo.w, b.hi.x, b.hi.y, b.hi.z, b.hi.w};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = bits[k] >= a.threshold ? __fmul_rn(x[k], a.scale) : 0.0f;
+    st8<T>(a.out, v, x);
+  }
+  __device__ __forceinline__ void one(long long i) const {
     store1<T>(a.out, i, a.bits[i] >= a.threshold ? __fmul_rn(load1<T>(a.inp, i), a.scale) : 0.0f);
   }
+};
+template <class T>
+__device__ void dropout(const accel_nn_dropout_args& a) {
+  elementwise8(a.n, al16(a.out) && al16(a.inp) && al16(a.bits), Dropout<T>{a});
 }
 
+template <class T>
+struct Clip {
+  void* data;
+  float coef;
+  template <class I>
+  __device__ __forceinline__ void vec(I v) const {
+    float x[8];
+    ld8f<T>(data, v, x);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = __fmul_rn(x[k], coef);
+    st8<T>(data, v, x);
+  }
+  __device__ __forceinline__ void one(long long i) const { store1<T>(data, i, __fmul_rn(load1<T>(data, i), coef)); }
+};
 template <class T>
 __device__ void clip(const accel_nn_clip_args& a) {
   const float coef = __fdiv_rn(a.max_norm, __fadd_rn(*a.norm, 1e-6f));
   if (!(coef < 1.0f)) return;
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n; i += stride) {
-    store1<T>(a.data, i, __fmul_rn(load1<T>(a.data, i), coef));
-  }
+  elementwise8(a.n, al16(a.data), Clip<T>{a.data, coef});
 }
 
 }  // namespace
@@ -246,11 +881,16 @@ __device__ void clip(const accel_nn_clip_args& a) {
   extern "C" __global__ void accel_nn_##name##_f32(const args_type a) { name<f32>(a); }              \
   extern "C" __global__ void accel_nn_##name##_bf16(const args_type a) { name<bf16>(a); }            \
   extern "C" __global__ void accel_nn_##name##_f16(const args_type a) { name<f16>(a); }
+// With a block-size bound, so that the compiler keeps the registers a block of `threads` can have.
+#define ACCEL_NN_KERNEL_BOUNDED(name, args_type, threads)                                                          \
+  extern "C" __global__ void __launch_bounds__(threads) accel_nn_##name##_f32(const args_type a) { name<f32>(a); }   \
+  extern "C" __global__ void __launch_bounds__(threads) accel_nn_##name##_bf16(const args_type a) { name<bf16>(a); } \
+  extern "C" __global__ void __launch_bounds__(threads) accel_nn_##name##_f16(const args_type a) { name<f16>(a); }
 
 ACCEL_NN_KERNEL(embedding_forward, accel_nn_embedding_forward_args)
-ACCEL_NN_KERNEL(embedding_backward, accel_nn_embedding_backward_args)
+ACCEL_NN_KERNEL_BOUNDED(embedding_backward, accel_nn_embedding_backward_args, emb_backward_threads)
 ACCEL_NN_KERNEL(layernorm_forward, accel_nn_layernorm_forward_args)
-ACCEL_NN_KERNEL(layernorm_backward, accel_nn_layernorm_backward_args)
+ACCEL_NN_KERNEL_BOUNDED(layernorm_backward, accel_nn_layernorm_backward_args, ln_backward_threads)
 ACCEL_NN_KERNEL(layernorm_backward_reduce, accel_nn_layernorm_backward_args)
 ACCEL_NN_KERNEL(gelu_forward, accel_nn_gelu_forward_args)
 ACCEL_NN_KERNEL(gelu_backward, accel_nn_gelu_backward_args)

@@ -14,6 +14,8 @@
 // statistics (mean, rstd, losses, norms) are float32, token ids int32. What each kernel computes is
 // written in kernels/common/accel_nn_abi.h; the CPU and CUDA kernels agree within float32 rounding.
 // Results do not depend on the thread count or the grid: row sums have a fixed order.
+// The CUDA kernels move 8 elements per access where C is a multiple of 8 and the pointers 16-byte
+// aligned (checked at run time; one element per access otherwise); the grids below are sized for that.
 #pragma once
 
 #include <accel/core/dtype.hpp>
@@ -76,15 +78,23 @@ class NnKernels {
                          std::int64_t N, std::int64_t T, std::int64_t C, std::int64_t V) const {
     check("embedding_forward", N >= 0 && T > 0 && C > 0 && V > 0 && (N == 0 || (out && tokens && wte && wpe)));
     const abi::NnEmbeddingForward a{out, tokens, wte, wpe, N, T, C, V};
-    b_.launch_kernel(s, embedding_forward_, with_threads(LaunchShape::linear(N * C, 256)), a);
+    const bool vec = C % 8 == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe);
+    b_.launch_kernel(s, embedding_forward_, with_threads(elementwise_shape(vec ? N * C / 8 : N * C)), a);
   }
-  /// dwte[tokens[n]] += dout[n]; dwpe[n % T] += dout[n] (sums in row order).
+  /// dwte[tokens[n]] += dout[n]; dwpe[n % T] += dout[n] (sums in a fixed order: row order on the host).
   void embedding_backward(StreamRef s, void* dwte, void* dwpe, const void* dout, const std::int32_t* tokens,
                           std::int64_t N, std::int64_t T, std::int64_t C, std::int64_t V) const {
     check("embedding_backward", N >= 0 && T > 0 && C > 0 && V > 0 && (N == 0 || (dwte && dwpe && dout && tokens)));
     const abi::NnEmbeddingBackward a{dwte, dwpe, dout, tokens, N, T, C, V};
-    LaunchShape shape = with_threads(LaunchShape::blocks(static_cast<std::uint32_t>((C + 255) / 256), 256));
-    shape.grid[1] = static_cast<std::uint32_t>(V + T);  // CUDA: one block row per vocabulary row, then per position
+    // CUDA: 1024 threads (the kernel's summation order is fixed for this block size) over up to 1024
+    // groups of 8 columns (one column where C or the alignment rules out 16-byte accesses), block y the
+    // further groups; block x a vocabulary row, then blocks of 1024 / groups positions each.
+    const std::int64_t groups = C % 8 == 0 && aligned16(dout) && aligned16(dwte) && aligned16(dwpe) ? C / 8 : C;
+    const std::int64_t col_blocks = (groups + 1023) / 1024;
+    const std::int64_t per_block = 1024 / (groups < 1024 ? groups : 1024);
+    LaunchShape shape =
+        with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(V + (T + per_block - 1) / per_block), 1024));
+    shape.grid[1] = static_cast<std::uint32_t>(col_blocks < 65535 ? col_blocks : 65535);
     b_.launch_kernel(s, embedding_backward_, shape, a);
   }
   /// x = inp (+ residual), residual_out = x (when given), out = LayerNorm(x) * weight + bias; mean and
@@ -106,10 +116,14 @@ class NnKernels {
           N >= 0 && C > 0 && (N == 0 || (dinp && dweight && dbias && scratch && dout && inp && weight && mean && rstd)));
     const abi::NnLayerNormBackward a{dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C};
     const std::int64_t chunks = (N + abi::nn_ln_chunk - 1) / abi::nn_ln_chunk;
+    // CUDA: a block of 16 warps per chunk (512 = ln_backward_threads in nn_ops.cu, its launch bound; the
+    // kernel's summation order is fixed for this block size), then a block per 32 columns adding the
+    // chunks' partial sums.
     b_.launch_kernel(s, layernorm_backward_,
-                     with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(chunks > 0 ? chunks : 1), 256)), a);
+                     with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(chunks > 0 ? chunks : 1), 512)), a);
     if (layernorm_backward_reduce_.valid()) {  // CUDA: the chunks' partial sums, in order, in a second kernel
-      b_.launch_kernel(s, layernorm_backward_reduce_, LaunchShape::linear(C, 256), a);
+      b_.launch_kernel(s, layernorm_backward_reduce_, LaunchShape::blocks(static_cast<std::uint32_t>((C + 31) / 32), 256),
+                       a);
     }
   }
   [[nodiscard]] static constexpr std::int64_t layernorm_scratch_floats(std::int64_t N, std::int64_t C) noexcept {
@@ -118,12 +132,15 @@ class NnKernels {
   /// out = GELU(inp) (tanh approximation), n elements.
   void gelu_forward(StreamRef s, void* out, const void* inp, std::int64_t n) const {
     check("gelu_forward", n >= 0 && (n == 0 || (out && inp)));
-    b_.launch_kernel(s, gelu_forward_, with_threads(elementwise_shape(n)), abi::NnGeluForward{out, inp, n});
+    b_.launch_kernel(s, gelu_forward_, with_threads(elementwise8_shape(n, aligned16(out) && aligned16(inp))),
+                     abi::NnGeluForward{out, inp, n});
   }
   /// dinp = dout * GELU'(inp); dinp may be dout.
   void gelu_backward(StreamRef s, void* dinp, const void* inp, const void* dout, std::int64_t n) const {
     check("gelu_backward", n >= 0 && (n == 0 || (dinp && inp && dout)));
-    b_.launch_kernel(s, gelu_backward_, with_threads(elementwise_shape(n)), abi::NnGeluBackward{dinp, inp, dout, n});
+    b_.launch_kernel(s, gelu_backward_,
+                     with_threads(elementwise8_shape(n, aligned16(dinp) && aligned16(inp) && aligned16(dout))),
+                     abi::NnGeluBackward{dinp, inp, dout, n});
   }
   /// losses[n] = cross-entropy of row n's first V logits (rows of Vp) against targets[n]; with
   /// write_grad the logits become d(dloss * sum of losses)/d(logits) (0 in the padding columns).
@@ -136,7 +153,8 @@ class NnKernels {
   /// out = a + b, n elements (the residual add on its own; out may be a or b).
   void add(StreamRef s, void* out, const void* a, const void* b, std::int64_t n) const {
     check("add", n >= 0 && (n == 0 || (out && a && b)));
-    b_.launch_kernel(s, add_, with_threads(elementwise_shape(n)), abi::NnAdd{out, a, b, n});
+    b_.launch_kernel(s, add_, with_threads(elementwise8_shape(n, aligned16(out) && aligned16(a) && aligned16(b))),
+                     abi::NnAdd{out, a, b, n});
   }
   /// out = bits >= p * 2^32 ? inp / (1 - p) : 0 (0 <= p < 1); out may be inp. The backward is the same
   /// call on the gradient with the same bits.
@@ -145,12 +163,13 @@ class NnKernels {
     const double t = std::ldexp(static_cast<double>(p), 32);
     const abi::NnDropout a{out, inp, bits, n, static_cast<std::uint32_t>(t >= 4294967295.0 ? 4294967295.0 : t),
                            static_cast<float>(1.0 / (1.0 - static_cast<double>(p)))};
-    b_.launch_kernel(s, dropout_, with_threads(elementwise_shape(n)), a);
+    b_.launch_kernel(s, dropout_, with_threads(elementwise8_shape(n, aligned16(out) && aligned16(inp) && aligned16(bits))),
+                     a);
   }
   /// data *= max_norm / (*norm + 1e-6) where that is below 1; *norm is read when the kernel runs.
   void clip(StreamRef s, void* data, std::int64_t n, const float* norm, float max_norm) const {
     check("clip", n >= 0 && norm != nullptr && max_norm > 0 && (n == 0 || data));
-    b_.launch_kernel(s, clip_, with_threads(elementwise_shape(n)), abi::NnClip{data, norm, n, max_norm, 0});
+    b_.launch_kernel(s, clip_, with_threads(elementwise8_shape(n, aligned16(data))), abi::NnClip{data, norm, n, max_norm, 0});
   }
 
  private:
@@ -173,6 +192,12 @@ class NnKernels {
     const std::int64_t blocks = n > 0 ? (n + 255) / 256 : 1;
     return LaunchShape::blocks(static_cast<std::uint32_t>(blocks < 65536 ? blocks : 65536), 256);
   }
+  // CUDA: the same for kernels that take 8 elements per thread where their pointers are 16-byte aligned
+  // (the kernel checks again; this only sizes the grid).
+  [[nodiscard]] static LaunchShape elementwise8_shape(std::int64_t n, bool aligned) noexcept {
+    return elementwise_shape(aligned ? (n + 7) / 8 : n);
+  }
+  [[nodiscard]] static bool aligned16(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
   B b_;
   Dtype dtype_;
