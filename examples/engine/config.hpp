@@ -137,7 +137,7 @@ training
                        (reduce-scatter or bucketed reduces, all-gathers, the norm's and the losses',
                        the per-step agreement) and the buffers and overlap they need; the same losses
                        as without it. Measures what the communication path costs a step
-                       (benchmarks/engine/dp_compare.py --force-collectives)
+                       (benchmarks/engine/force_collectives.py)
   --deepspeed-config F a DeepSpeed JSON config (batch triple, clipping, optimizer, scheduler, fp16/bf16,
                        zero_optimization.stage); a key the engine does not support is an error
   --loss-scale dynamic|X   scale the loss (dynamic: DeepSpeed's fp16 scaler: 2^16, window 1000,
