@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import BATCH, BLOCK, ROOT, cpu_name, gpu_name  # noqa: E402
 
 STEPS = {("cpu", "tiny"): 100, ("cpu", "shakespeare"): 8, ("cpu", "gpt2"): 3,
-         ("cuda", "tiny"): 300, ("cuda", "shakespeare"): 60, ("cuda", "gpt2"): 20}
+         ("cuda", "tiny"): 300, ("cuda", "shakespeare"): 150, ("cuda", "gpt2"): 30}
 
 
 def load():
