@@ -143,6 +143,8 @@ class Ranks {
       }
       group.end();
     }
+#else
+    (void)s, (void)ranges, (void)shard, (void)t;  // a build without accel::comm: one rank only
 #endif
   }
   /// One part of gather_group: `count` elements of `in` from every rank to rank `root`.
@@ -170,6 +172,8 @@ class Ranks {
     if (!distributed_) return;
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) comm_->all_reduce(s, buf, buf, count, t, accel::ReduceOp::max);
+#else
+    (void)s, (void)buf, (void)count, (void)t;
 #endif
   }
 
