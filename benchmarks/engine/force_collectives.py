@@ -66,6 +66,9 @@ def run(args, forced, metrics, shown):
     if forced and "collectives forced on one rank" not in text:
         sys.exit("the forced run did not report the data-parallel path:\n" + text[:2000])
     backend = next((l.split(None, 1)[1] for l in text.splitlines() if l.strip().startswith("backend")), "?")
+    if forced:  # "data parallel: 1 rank (nccl, collectives forced on one rank), ZeRO stage 1, ..."
+        dp = next(l for l in text.splitlines() if l.startswith("data parallel:"))
+        backend += "; forced: " + dp.split("(", 1)[1].split(",", 1)[0] + ", " + dp.split("), ", 1)[1].split(":", 1)[0]
     with open(metrics) as f:
         losses = [row.split(",")[3] for row in f.read().splitlines()[1:]]
     return ms, losses, backend
