@@ -17,7 +17,7 @@
 # bench    (timed, alone): the allocator,
 #          graphs, random fills, Thrust/CUB algorithms, fused Adam against torch in one process.
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|off, COMPARE ("SIZE ARGS;SIZE ARGS" for
-# compare.py), TRAIN=on|off, BLAS=on|off narrow a visit.
+# compare.py), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py) narrow a visit.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
 # Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). A summary is
@@ -133,6 +133,14 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
       > "$RES/compare_$size.log" 2>&1 || status=1
     pack
   done
+  # The communication path's cost on one GPU: the plain single-rank engine against --force-collectives
+  # (NCCL on a world of one: every collective of N ranks, --overlap's comm stream), interleaved.
+  if [[ ${FORCE:-on} == on ]]; then
+    timeout 120 python3 benchmarks/engine/force_collectives.py --device cuda --size shakespeare --dtype bf16 --rounds 3 \
+      --engine "$engine" > "$RES/force_collectives.log" 2>&1
+    echo "exit status $?" >> "$RES/force_collectives.log"
+    pack
+  fi
   # Where a gpt2 step goes: the ops' spans of a traced run (CUDA events on the stream).
   ACCEL_BACKEND=cuda timeout 120 "$engine" --size gpt2 --dtype bf16 --steps 6 --eval-every 0 --quiet \
     --trace "$RES/trace_gpt2.json" --trace-steps 4 > "$RES/trace_gpt2.log" 2>&1 &&
@@ -175,6 +183,7 @@ if [[ -f $RES/checks.log ]]; then
   done
 fi
 for f in "$RES"/compare_*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; grep -vE "^# (command|load)" "$f" | tail -25; }; done
+[[ -f $RES/force_collectives.log ]] && { echo "--- force_collectives"; grep -vE "^# (load|plain|forced)" "$RES/force_collectives.log" | tail -12; }
 [[ -f $RES/trace_gpt2.txt ]] && { echo "--- trace_gpt2"; cat "$RES/trace_gpt2.txt"; }
 [[ -f $RES/train_shakespeare_bf16.log ]] && { echo "--- train"; tail -22 "$RES/train_shakespeare_bf16.log"; }
 [[ -f $RES/bench_blas.log ]] && { echo "--- bench_blas"; tail -15 "$RES/bench_blas.log"; }

@@ -48,6 +48,7 @@ struct Config {
   std::int64_t reduce_bucket = 0;  // stage 2: the most elements a bucket gathers (0: a layer's tensors; buckets.hpp)
   bool deterministic = false;  // bit-identical on any rank count (fixed summation trees)
   std::string overlap = "auto";  // on | off | auto (on with CUDA): reduce gradients in buckets during backward
+  bool force_collectives = false;  // one rank: the data-parallel path anyway, collectives on a world of 1
   std::string deepspeed_config;  // --deepspeed-config FILE
   std::string zero_to_fp32;      // --zero-to-fp32 CHECKPOINT: write the consolidated weights and exit
   std::string zero_to_fp32_out;
@@ -131,6 +132,12 @@ training
                        r, r + R, ...), a run's backwards adding into one bucket set in lockstep, and
                        each bucket's R run sums are summed at their owners; when the micro-batches per
                        step are not a power of two, a run of k holds k activation sets at once
+  --force-collectives  run the data-parallel path on one rank too: the world communicator (MPI for
+                       the CPU, NCCL for CUDA) with one rank, every collective of N ranks launched
+                       (reduce-scatter or bucketed reduces, all-gathers, the norm's and the losses',
+                       the per-step agreement) and the buffers and overlap they need; the same losses
+                       as without it. Measures what the communication path costs a step
+                       (benchmarks/engine/force_collectives.py)
   --deepspeed-config F a DeepSpeed JSON config (batch triple, clipping, optimizer, scheduler, fp16/bf16,
                        zero_optimization.stage); a key the engine does not support is an error
   --loss-scale dynamic|X   scale the loss (dynamic: DeepSpeed's fp16 scaler: 2^16, window 1000,
@@ -338,6 +345,8 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       }
     } else if (a == "--deterministic") {
       c.deterministic = true;
+    } else if (a == "--force-collectives") {
+      c.force_collectives = true;
     } else if (a == "--deepspeed-config") {
       c.deepspeed_config = value();  // applied above
     } else if (a == "--zero-to-fp32") {

@@ -51,16 +51,19 @@ class Ranks {
   /// ranks (mpirun, or RANK/WORLD_SIZE); else one rank.
   /// Several ranks launched without a communicator for B (a build without MPI or NCCL) is an error:
   /// the ranks would each train alone and overwrite each other's checkpoints.
-  static Ranks world(B b) {
+  /// `force` (--force-collectives): the world communicator on one rank too (a world of 1), so that
+  /// every collective of the data-parallel path runs; an error where B has no communicator.
+  static Ranks world(B b, bool force = false) {
     Ranks r(b);
     int launched = 1;
 #if defined(ENGINE_HAS_COMM)
     launched = accel::comm::launch_info().world_size;
     if constexpr (has_comm) {
-      if (launched > 1) {
+      if (launched > 1 || force) {
         r.comm_ = &accel::comm::world<B>();
         r.rank_ = r.comm_->rank();
         r.size_ = r.comm_->size();
+        r.distributed_ = true;
         return r;
       }
     }
@@ -73,11 +76,18 @@ class Ranks {
       throw UsageError("launched as " + std::to_string(launched) + " ranks, but this build has no communicator for the " +
                        std::string(b.name()) + " backend (accel::comm with MPI for the CPU, NCCL for CUDA)");
     }
+    if (force) {
+      throw UsageError("--force-collectives runs the collectives on a world of one rank, but this build has no communicator for the " +
+                       std::string(b.name()) + " backend (accel::comm with MPI for the CPU, NCCL for CUDA)");
+    }
     return r;
   }
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }
+  /// The data-parallel path: a communicator carries the collectives (several ranks, or one rank with
+  /// --force-collectives). False: one rank, every collective a local copy or nothing.
+  [[nodiscard]] bool distributed() const noexcept { return distributed_; }
   [[nodiscard]] std::string engine_name() const {
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) {
@@ -90,21 +100,21 @@ class Ranks {
   /// Sum over the ranks of `in` (count x ranks elements), rank r's block into out (in place when
   /// out == in + r x count).
   void reduce_scatter(StreamRef s, const void* in, void* out, std::size_t count, accel::Dtype t) {
-    if (size_ == 1) return copy_if_needed(s, in, out, count, t);
+    if (!distributed_) return copy_if_needed(s, in, out, count, t);
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) comm_->reduce_scatter(s, in, out, count, t, accel::ReduceOp::sum);
 #endif
   }
   /// Every rank's `count` elements of `in`, in rank order, into out (in place when in == out + r x count).
   void all_gather(StreamRef s, const void* in, void* out, std::size_t count, accel::Dtype t) {
-    if (size_ == 1) return copy_if_needed(s, in, out, count, t);
+    if (!distributed_) return copy_if_needed(s, in, out, count, t);
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) comm_->all_gather(s, in, out, count, t);
 #endif
   }
   /// Block j (count elements) of `in` to rank j; out's block i from rank i.
   void all_to_all(StreamRef s, const void* in, void* out, std::size_t count, accel::Dtype t) {
-    if (size_ == 1) return copy_if_needed(s, in, out, count, t);
+    if (!distributed_) return copy_if_needed(s, in, out, count, t);
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) comm_->all_to_all(s, in, out, count, t);
 #endif
@@ -119,7 +129,7 @@ class Ranks {
   /// (r+1) x shard) and gets its part in place): one reduce per owner a range touches, all in one
   /// grouped launch. The same bytes as a reduce-scatter, for buckets that are not rank-aligned.
   void reduce_to_owners(StreamRef s, const std::vector<FlatRange>& ranges, std::int64_t shard, accel::Dtype t) {
-    if (size_ == 1) return;
+    if (!distributed_) return;
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) {
       auto group = comm_->group();
@@ -133,6 +143,8 @@ class Ranks {
       }
       group.end();
     }
+#else
+    (void)s, (void)ranges, (void)shard, (void)t;  // a build without accel::comm: one rank only
 #endif
   }
   /// One part of gather_group: `count` elements of `in` from every rank to rank `root`.
@@ -144,7 +156,7 @@ class Ranks {
   /// Gathers, one grouped launch: each part's `in` of every rank, in rank order, into the root's `out`
   /// (count x ranks elements). A rank is the root of at most one part (its `out` is written once).
   void gather_group(StreamRef s, const std::vector<GatherPart>& parts, void* out, accel::Dtype t) {
-    if (size_ == 1) {
+    if (!distributed_) {
       for (const auto& p : parts) copy_if_needed(s, p.in, out, p.count, t);
       return;
     }
@@ -157,9 +169,11 @@ class Ranks {
 #endif
   }
   void all_reduce_max(StreamRef s, void* buf, std::size_t count, accel::Dtype t) {
-    if (size_ == 1) return;
+    if (!distributed_) return;
 #if defined(ENGINE_HAS_COMM)
     if constexpr (has_comm) comm_->all_reduce(s, buf, buf, count, t, accel::ReduceOp::max);
+#else
+    (void)s, (void)buf, (void)count, (void)t;
 #endif
   }
 
@@ -184,6 +198,7 @@ class Ranks {
 #endif
   int rank_ = 0;
   int size_ = 1;
+  bool distributed_ = false;
 };
 
 }  // namespace engine

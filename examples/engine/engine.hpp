@@ -164,7 +164,7 @@ class Trainer {
     // 2: every bucket) reduced to their owners on a communication stream while backward goes on
     // (compute stream -> comm stream).
     const bool want = cfg.overlap == "on" || (cfg.overlap == "auto" && b.device_type() != accel::DeviceType::cpu);
-    overlap_ = want && dp_.size() > 1 && cfg.streams == 1 && !cfg.deterministic && !cfg.graph;
+    overlap_ = want && dp_.distributed() && cfg.streams == 1 && !cfg.deterministic && !cfg.graph;
     if (overlap_) comm_stream_.emplace(new_stream(b_));
     if (stage2_) {
       buckets_.emplace(P_, cfg.reduce_bucket);
@@ -181,7 +181,7 @@ class Trainer {
       grads_ = accel::Buffer<T, B>(np, stream_);
       grad_shard_ = grads_.data() + shard_lo_;
       if (cfg.deterministic) {
-        if (dp_.size() > 1) recv_ = accel::Buffer<T, B>(np, stream_);
+        if (dp_.distributed()) recv_ = accel::Buffer<T, B>(np, stream_);
         for (int i = 0; i < depth; ++i) det_pool_.emplace_back(np, stream_);
       }
     }
@@ -373,6 +373,9 @@ class Trainer {
   [[nodiscard]] int rank() const noexcept { return dp_.rank(); }
   [[nodiscard]] bool overlap() const noexcept { return overlap_; }
   [[nodiscard]] int ranks() const noexcept { return dp_.size(); }
+  /// The data-parallel path (several ranks, or --force-collectives on one): its collectives, buffers
+  /// and overlap.
+  [[nodiscard]] bool distributed() const noexcept { return dp_.distributed(); }
   [[nodiscard]] std::int64_t shard() const noexcept { return shard_; }
   /// Bytes of optimizer state on this rank (Adam's two moments, the fp32 master weights where the
   /// model is bf16 or fp16): 1/ranks of the model's.
@@ -391,7 +394,7 @@ class Trainer {
   /// The element-wise maximum of `flags` over the ranks (collective; synchronises): stop decisions
   /// every rank must share.
   std::array<int, 2> agree_max(std::array<int, 2> flags) {
-    if (dp_.size() == 1) return flags;
+    if (!dp_.distributed()) return flags;
     if (agree_.size() == 0) agree_ = accel::Buffer<std::int32_t, B>(2, stream_);
     std::int32_t v[2] = {flags[0], flags[1]};
     b_.copy_async(stream_, agree_.data(), v, sizeof v);
@@ -434,7 +437,7 @@ class Trainer {
     const Phase phase(*this, "step");
     draw_batch();
     if (batch_hook_) batch_hook_(host_inputs_, host_targets_);
-    if (dp_.size() > 1 && cfg_.dropout > 0) seed_dropout();
+    if (dp_.size() > 1 && cfg_.dropout > 0) seed_dropout();  // the rank count, not distributed(): see seed_dropout
     copy_in(host_inputs_.data(), host_targets_.data(), cfg_.accum);
     if (grads_out != nullptr) {  // --dump: the gradients before clipping, so eagerly
       enqueue_gradients();
@@ -479,7 +482,7 @@ class Trainer {
     }
     if (!skip) {
       enqueue_adam(r.lr, step_ + 1 - scaler_.skipped());
-      if (dp_.size() > 1) {
+      if (dp_.distributed()) {
         const Phase phase(*this, "all-gather", stream_);
         dp_.all_gather(stream_, params_.data() + shard_lo_, params_.data(), static_cast<std::size_t>(shard_), act_dtype);
       }
@@ -1121,7 +1124,9 @@ class Trainer {
   }
 
   /// Dropout masks on several ranks: the device generator keyed by (seed, rank, step), so ranks draw
-  /// different masks and a resumed run draws the masks it would have drawn.
+  /// different masks and a resumed run draws the masks it would have drawn. One rank, with or without
+  /// --force-collectives, keeps the one generator (a host-side seed, no communication): forced, the
+  /// masks and so the losses stay the plain run's.
   void seed_dropout() {
     if (dp_.size() == 1) return;
     std::uint64_t x = cfg_.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(dp_.rank() + 1));
@@ -1200,7 +1205,7 @@ class Trainer {
       enqueue_lane_sum();
       if (overlap_) {
         stream_.wait_stream(*comm_stream_);  // every bucket reduced (backward issued them)
-      } else if (dp_.size() > 1) {
+      } else if (dp_.distributed()) {
         const Phase phase(*this, "reduce-scatter", stream_);
         dp_.reduce_scatter(stream_, grads_.data(), grad_shard_, ns, act_dtype);
       }
@@ -1252,7 +1257,7 @@ class Trainer {
     }
     cur_->grads = grads_.data();
     b_.copy_async(stream_, grads_.data(), stack.front().second, static_cast<std::size_t>(padded_) * sizeof(T));
-    if (dp_.size() > 1) {
+    if (dp_.distributed()) {
       const std::size_t ns = static_cast<std::size_t>(shard_);
       dp_.all_to_all(stream_, grads_.data(), recv_.data(), ns, act_dtype);
       for (int step = 1; step < dp_.size(); step *= 2) {
@@ -1331,7 +1336,7 @@ class Trainer {
     float* mine = block_norms_.data() + norm_blocks_ * dp_.rank();
     float* total = lanes_[0].f32.data() + A_.norm;
     ops_.l2norm(stream_, blocks, total + 1, mine);
-    if (dp_.size() > 1) {
+    if (dp_.distributed()) {
       dp_.all_gather(stream_, mine, block_norms_.data(), static_cast<std::size_t>(norm_blocks_), accel::Dtype::float32);
     }
     const accel::ops::TensorRef all{block_norms_.data(), static_cast<std::int64_t>(block_norms_.size()), accel::Dtype::float32};
@@ -1362,7 +1367,7 @@ class Trainer {
         b_.copy_async(stream_, dst + at, lanes_[l].f32.data() + A_.losses + lt * m, static_cast<std::size_t>(lt) * 4);
       }
     }
-    if (dp_.size() > 1) dp_.all_gather(stream_, dst, loss_all_.data(), static_cast<std::size_t>(mine), accel::Dtype::float32);
+    if (dp_.distributed()) dp_.all_gather(stream_, dst, loss_all_.data(), static_cast<std::size_t>(mine), accel::Dtype::float32);
   }
 
   /// AdamW over this rank's shard of the two groups: the 2-D tensors with weight decay, the rest without.

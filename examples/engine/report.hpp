@@ -41,6 +41,7 @@ struct Progress {
   std::size_t optimizer_bytes = 0;  // this rank's optimizer state (ZeRO: 1/ranks of the model's)
   std::size_t gradient_bytes = 0;   // this rank's gradient memory (ZeRO stage 2: 1/ranks + buckets)
   int ranks = 1;
+  bool distributed = false;         // the data-parallel path (several ranks, or --force-collectives)
   double loss_scale = NAN;          // --loss-scale: the scale of the step (NaN: none)
   std::int64_t skipped = 0;         // steps skipped for inf/NaN gradients
 };
@@ -52,8 +53,8 @@ inline std::string progress_line(const Progress& p) {
   s += " | " + grouped(p.tokens_per_s) + " tok/s | " + fmt("%.1f", p.ms_per_step) + " ms/step";
   s += std::isnan(p.mfu) ? std::string(" | MFU  n/a") : " | MFU " + fmt("%.1f", 100 * p.mfu) + "%";
   s += " | mem " + mib(p.allocated) + "/" + mib(p.reserved) + " MiB";
-  s += " | opt " + mib(p.optimizer_bytes) + " MiB" + (p.ranks > 1 ? "/rank x " + std::to_string(p.ranks) : std::string());
-  s += " | grad " + mib(p.gradient_bytes) + " MiB" + (p.ranks > 1 ? "/rank" : "");
+  s += " | opt " + mib(p.optimizer_bytes) + " MiB" + (p.distributed ? "/rank x " + std::to_string(p.ranks) : std::string());
+  s += " | grad " + mib(p.gradient_bytes) + " MiB" + (p.distributed ? "/rank" : "");
   if (!std::isnan(p.loss_scale)) s += " | scale " + fmt("%.17g", p.loss_scale) + " | skipped " + std::to_string(p.skipped);
   return s;
 }

@@ -144,7 +144,7 @@ class Engine {
   /// Trains; returns the exit status. UsageError for bad input (before anything is allocated).
   /// Collective over the ranks of the launch (mpirun -np N): each rank runs it.
   int run() {
-    Ranks<B> ranks = Ranks<B>::world(b_);
+    Ranks<B> ranks = Ranks<B>::world(b_, cfg_.force_collectives);
     cfg_.rank = ranks.rank();
     cfg_.ranks = ranks.size();
     if (cfg_.rank != 0) cfg_.quiet = true;  // rank 0 reports; every rank reports its errors
@@ -231,7 +231,7 @@ class Engine {
   /// The gradient memory of a rank, in MiB and in bytes (what the tests compare).
   template <class Tr>
   std::string gradient_text(const Tr& t) const {
-    std::string s = mib(t.gradient_bytes()) + " MiB" + (t.ranks() > 1 ? " per rank" : "") + " (" +
+    std::string s = mib(t.gradient_bytes()) + " MiB" + (t.distributed() ? " per rank" : "") + " (" +
                     std::to_string(t.gradient_bytes()) + " B: ";
     if (t.stage2()) {
       const std::size_t tree = t.tree_gradient_bytes();
@@ -355,10 +355,11 @@ class Engine {
                   static_cast<long long>(plan.vocab), static_cast<long long>(plan.vocab_padded), grouped(plan.params).c_str());
       std::printf("data: %s, %s characters (%s train, %s validation)\n", cfg_.data.c_str(), grouped(corpus.size()).c_str(),
                   grouped(corpus.train().size()).c_str(), grouped(corpus.val().size()).c_str());
-      if (ranks.size() > 1) {
+      if (ranks.distributed()) {
         const double whole = static_cast<double>(t.optimizer_bytes()) * ranks.size();
-        std::printf("data parallel: %d ranks (%s), ZeRO stage %d%s%s: global batch %lld = micro-batch %d x accumulation %d x %d ranks; optimizer state %s MiB per rank (1/%d of %s MiB); gradients %s\n",
-                    ranks.size(), ranks.engine_name().c_str(), cfg_.zero_stage, cfg_.deterministic ? ", deterministic" : "",
+        std::printf("data parallel: %d rank%s (%s%s), ZeRO stage %d%s%s: global batch %lld = micro-batch %d x accumulation %d x %d ranks; optimizer state %s MiB per rank (1/%d of %s MiB); gradients %s\n",
+                    ranks.size(), ranks.size() > 1 ? "s" : "", ranks.engine_name().c_str(),
+                    ranks.size() == 1 ? ", collectives forced on one rank" : "", cfg_.zero_stage, cfg_.deterministic ? ", deterministic" : "",
                     t.overlap() ? ", overlapped (buckets on a communication stream)" : "",
                     static_cast<long long>(cfg_.global_batch), cfg_.batch, cfg_.accum, ranks.size(),
                     mib(t.optimizer_bytes()).c_str(), ranks.size(), mib(static_cast<std::size_t>(whole)).c_str(),
@@ -426,7 +427,7 @@ class Engine {
       bool out_of_time = (cfg_.max_seconds > 0 && train_seconds >= cfg_.max_seconds) ||
                          (cfg_.stop_at > 0 && done >= cfg_.stop_at);
       int sig = stop_signal().load();
-      if (ranks.size() > 1) {
+      if (ranks.distributed()) {
         // Every rank must stop at the same step (else the others wait in a collective): agree on it.
         const auto agreed = t.agree_max({out_of_time ? 1 : 0, sig});
         out_of_time = agreed[0] != 0;
@@ -457,6 +458,7 @@ class Engine {
         p.optimizer_bytes = t.optimizer_bytes();
         p.gradient_bytes = t.gradient_bytes();
         p.ranks = ranks.size();
+        p.distributed = ranks.distributed();
         if (t.scaler().enabled()) {
           p.loss_scale = r.loss_scale;
           p.skipped = t.scaler().skipped();
@@ -509,10 +511,10 @@ class Engine {
         {"ms/step", fmt("%.1f", median_ms) + " median"},
         {"MFU", std::isnan(mfu) ? "n/a" : fmt("%.1f", 100 * mfu) + "% of " + fmt("%.1f", peak / 1e9) + " GFLOP/s"},
         {"memory", mib(peak_allocated) + " MiB allocated, " + mib(peak_reserved) + " MiB reserved (peak)" +
-                       (ranks.size() > 1 ? " per rank" : "")},
+                       (ranks.distributed() ? " per rank" : "")},
         {"optimizer state", mib(t.optimizer_bytes()) + " MiB" +
-                                (ranks.size() > 1 ? " per rank (ZeRO stage " + std::to_string(cfg_.zero_stage) + ", " +
-                                                        std::to_string(ranks.size()) + " ranks)"
+                                (ranks.distributed() ? " per rank (ZeRO stage " + std::to_string(cfg_.zero_stage) + ", " +
+                                                           std::to_string(ranks.size()) + (ranks.size() > 1 ? " ranks)" : " rank)")
                                                   : std::string())},
         {"gradients", gradient_text(t)},
     };

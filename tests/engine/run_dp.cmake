@@ -2,7 +2,7 @@
 # on tests/engine/data/hamlet_act1.txt compared by dp_check (tests/engine/dp_check.cpp).
 #   cmake -DSCENARIO=name -DMPIEXEC=... -DOPENMPI=ON|OFF -DENGINE=... -DCHECK=... -DDATA=... -DWORK=dir -P run_dp.cmake
 # Scenarios: deterministic, default, zero2, zero2_streams, resume, rank_death, rank_hang, loss_scale, ds_config,
-# two_machines (see each below).
+# two_machines, force_collectives (see each below).
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(ENV{ACCEL_BACKEND} cpu)
@@ -33,6 +33,16 @@ function(engine_run np expect out)
   if((expect STREQUAL "0" AND NOT status EQUAL 0) OR (expect STREQUAL "nonzero" AND status EQUAL 0)
      OR (expect STREQUAL "2" AND NOT status EQUAL 2))
     message(FATAL_ERROR "expected exit status ${expect}, got ${status}")
+  endif()
+  set(${out} "${o}${e}" PARENT_SCOPE)
+endfunction()
+
+# engine_plain(<output var> args...): one process, no launcher (accel::comm starts MPI as a singleton).
+function(engine_plain out)
+  execute_process(COMMAND ${ENGINE} ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE o ERROR_VARIABLE e)
+  message("---- plain launch: engine ${ARGN}\n${o}${e}-- exit status ${status}")
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "expected exit status 0, got ${status}")
   endif()
   set(${out} "${o}${e}" PARENT_SCOPE)
 endfunction()
@@ -382,6 +392,65 @@ elseif(SCENARIO STREQUAL "two_machines")
   endif()
   expect_in("${o}${e}" "data parallel: 2 ranks \\(mpi\\)")
   check(losses-equal ${WORK}/one.csv ${WORK}/two.csv)
+elseif(SCENARIO STREQUAL "force_collectives")
+  # --force-collectives: one rank runs the data-parallel path (MPI's world of one, every collective
+  # launched: ACCEL_COMM_LOG counts them) and changes no bit: --deterministic (its all_to_all and the
+  # receive buffer), the default reduction with stage 2's bucketed reduces overlapped on a
+  # communication stream, and --graph (the reduce-scatter and all-gathers recorded and replayed) give
+  # the plain one-rank run's losses and weights, in a plain process and (the first two) under mpiexec -n 1. The optimizer state is the plain run's (1/1); the deterministic gradient memory
+  # grows by exactly the receive buffer (the model's padded flat buffer).
+  set(ENV{ACCEL_COMM_LOG} 1)
+  foreach(mode d z g)
+    if(mode STREQUAL "d")
+      set(args ${base} --deterministic)
+    elseif(mode STREQUAL "z")
+      set(args ${base} --zero-stage 2 --overlap on)
+    else()
+      set(args ${base} --graph)
+    endif()
+    engine_plain(${mode}_plain ${args} --metrics ${WORK}/${mode}_plain.csv --save ${WORK}/${mode}_plain)
+    engine_plain(${mode}_forced ${args} --force-collectives --metrics ${WORK}/${mode}_forced.csv --save ${WORK}/${mode}_forced)
+    check(losses-equal ${WORK}/${mode}_plain.csv ${WORK}/${mode}_forced.csv)
+    if(NOT mode STREQUAL "g")
+      engine_run(1 0 ${mode}_mpi ${args} --force-collectives --metrics ${WORK}/${mode}_mpi.csv)
+      check(losses-equal ${WORK}/${mode}_plain.csv ${WORK}/${mode}_mpi.csv)
+    endif()
+    check(files-equal ${WORK}/${mode}_plain/latest/params.f32 ${WORK}/${mode}_forced/latest/params.f32)
+    if(${mode}_plain MATCHES "data parallel|accel::comm summary|/rank")
+      message(FATAL_ERROR "the plain one-rank run took the data-parallel path")
+    endif()
+    optimizer_mib("${${mode}_plain}" opt_plain)
+    optimizer_mib("${${mode}_forced}" opt_forced)
+    check(ratio ${opt_forced} ${opt_plain} 1 1)
+  endforeach()
+  # What ran, per ACCEL_COMM_LOG: in each of the 6 steps the gradients' all_to_all (--deterministic) or
+  # a grouped reduce per bucket (stage 2), the weights' all-gather, the stop agreement's all_reduce
+  # (the --save runs add the checkpoint's barriers; the norm's and losses' all-gathers are smaller).
+  foreach(o d_forced d_mpi)
+    expect_in("${${o}}" "data parallel: 1 rank \\(mpi, collectives forced on one rank\\), ZeRO stage 1, deterministic: global batch 12 = micro-batch 3 x accumulation 4 x 1 ranks"
+              "opt 6\\.1 MiB/rank x 1 \\| grad 15\\.3 MiB/rank" "optimizer state +6\\.1 MiB per rank \\(ZeRO stage 1, 1 rank\\)"
+              "accel::comm summary \\(ACCEL_COMM_LOG\\), rank 0 of 1" "mpi +all_to_all +3211264 +6 " "mpi +all_gather +3211264 +6 ")
+  endforeach()
+  foreach(o z_forced z_mpi)
+    expect_in("${${o}}" "ZeRO stage 2, overlapped \\(buckets on a communication stream\\): global batch 12 = micro-batch 3 x accumulation 4 x 1 ranks"
+              "mpi +reduce +786432 +96 " "mpi +all_gather +3211264 +6 ")
+  endforeach()
+  expect_in("${g_forced}" "ZeRO stage 1: global batch 12" "mpi +reduce_scatter +3211264 +6 " "mpi +all_gather +3211264 +6 ")
+  expect_in("${d_mpi}" "mpi +all_reduce +8 +6 ")
+  expect_in("${z_mpi}" "mpi +all_reduce +8 +6 ")
+  foreach(v d_plain d_forced)
+    if(NOT ${v} MATCHES "gradients +[0-9.]+ MiB[a-z ]* \\(([0-9]+) B: ")
+      message(FATAL_ERROR "no gradient bytes in run ${v}")
+    endif()
+    set(grad_${v} ${CMAKE_MATCH_1})
+  endforeach()
+  math(EXPR grew "${grad_d_forced} - ${grad_d_plain}")
+  math(EXPR padded "(800768 + 4095) / 4096 * 4096 * 4")
+  message("--deterministic gradients: plain ${grad_d_plain} B, forced ${grad_d_forced} B: ${grew} B more (the receive buffer: ${padded} B)")
+  if(NOT grew EQUAL padded)
+    message(FATAL_ERROR "the forced run's gradient memory is not the plain run's plus the receive buffer")
+  endif()
+  unset(ENV{ACCEL_COMM_LOG})
 else()
   message(FATAL_ERROR "unknown SCENARIO '${SCENARIO}'")
 endif()

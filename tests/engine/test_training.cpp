@@ -486,6 +486,8 @@ TEST_CASE("engine: command-line errors name what is wrong") {
   CHECK_THROWS_AS(parse({"--graph", "--streams", "2"}), engine::UsageError);
   CHECK(parse({"--zero-stage", "2", "--streams", "2"})->streams == 2);  // a bucket set per stream
   CHECK(parse({"--zero-stage", "2", "--reduce-bucket-size", "500000"})->reduce_bucket == 500000);
+  CHECK(parse({"--force-collectives"})->force_collectives);
+  CHECK_FALSE(parse({})->force_collectives);
   const auto c = parse({"--size", "shakespeare", "--batch", "8", "--layers", "2"});
   REQUIRE(c.has_value());
   CHECK(c->shape.layers == 2);
