@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 
 namespace engine {
@@ -96,6 +97,7 @@ class GptKernels {
         flash_forward_ = accel::ops::Kernel(op, "gpt_flash_forward" + tail);
         flash_dq_ = accel::ops::Kernel(op, "gpt_flash_backward_dq" + tail);
         flash_dkv_ = accel::ops::Kernel(op, "gpt_flash_backward_dkv" + tail);
+        flash_head_size_ = head_size;
       }
     } else {
       peak_ = accel::ops::Kernel(op, "gpt_fma_peak");
@@ -125,12 +127,14 @@ class GptKernels {
   /// y and lse ([B x NH x T] floats) from qkv; bits: attention dropout's words or null.
   void flash_forward(StreamRef s, void* y, float* lse, const void* qkv, const std::uint32_t* bits, float p,
                      std::int64_t batch, std::int64_t T, std::int64_t C, std::int64_t NH) const {
+    check_flash("flash_forward", {y, qkv}, batch, T, C, NH);
     b_.launch_kernel(s, flash_forward_, flash_shape(batch, T, NH), args(y, nullptr, lse, nullptr, qkv, nullptr, bits, p, batch, T, C, NH));
   }
   /// dqkv (overwritten) from dy, the forward's y and lse, and qkv; dsum: [B x NH x T] floats of scratch.
   void flash_backward(StreamRef s, void* dqkv, float* dsum, const void* dy, const void* y, const float* lse,
                       const void* qkv, const std::uint32_t* bits, float p, std::int64_t batch, std::int64_t T,
                       std::int64_t C, std::int64_t NH) const {
+    check_flash("flash_backward", {dqkv, dy, y, qkv}, batch, T, C, NH);
     const gpt_attention_args a =
         args(const_cast<void*>(y), dqkv, const_cast<float*>(lse), dsum, qkv, dy, bits, p, batch, T, C, NH);
     b_.launch_kernel(s, flash_dq_, flash_shape(batch, T, NH), a);  // writes dsum, which flash_dkv_ reads
@@ -210,6 +214,25 @@ class GptKernels {
     return l;
   }
 
+  // The flash kernels' preconditions (kernels/flash_attention.cuh): the head size they were resolved
+  // for, C a multiple of 8 and 16-byte aligned tensors (their tile loads move 16 bytes), sizes > 0.
+  void check_flash(const char* what, std::initializer_list<const void*> tensors, std::int64_t batch, std::int64_t T,
+                   std::int64_t C, std::int64_t NH) const {
+    const auto fail = [&](const std::string& why) {
+      throw accel::InvalidArgumentError(std::string("GptKernels::") + what + ": " + why);
+    };
+    if (!has_flash()) fail("no flash kernels here (CUDA, bf16/fp16, head size 32 or 64: see flash_attention_fits)");
+    if (batch <= 0 || T <= 0 || NH <= 0 || C <= 0) fail("batch, T, C and NH must be > 0");
+    if (C % NH != 0 || C / NH != flash_head_size_) {
+      fail("head size C / NH = " + std::to_string(C) + " / " + std::to_string(NH) + ", the kernels are for " +
+           std::to_string(flash_head_size_));
+    }
+    if (C % 8 != 0) fail("C = " + std::to_string(C) + " is not a multiple of 8");
+    for (const void* t : tensors) {
+      if (reinterpret_cast<std::uintptr_t>(t) % 16 != 0) fail("a tensor is not 16-byte aligned");
+    }
+  }
+
   // The flash kernels: a block of 128 threads per (64-row tile, head, batch).
   [[nodiscard]] accel::ops::LaunchShape flash_shape(std::int64_t batch, std::int64_t T, std::int64_t NH) const {
     accel::ops::LaunchShape l = accel::ops::LaunchShape::blocks(static_cast<std::uint32_t>((T + 63) / 64), 128, 0, threads_);
@@ -242,6 +265,7 @@ class GptKernels {
   int threads_ = 0;
   accel::ops::Kernel forward_, backward_, backward_kv_, permute_, softmax_forward_, softmax_backward_, peak_;
   accel::ops::Kernel flash_forward_, flash_dq_, flash_dkv_;
+  std::int64_t flash_head_size_ = 0;
 };
 
 }  // namespace engine

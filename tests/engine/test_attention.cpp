@@ -426,6 +426,22 @@ TEST_CASE("flash attention on CUDA (bf16, fp16): the float32 kernel's values, ti
     MESSAGE("skipped the launches: no CUDA device (the kernels are compiled by NVRTC in 'attention on CUDA')");
     return;
   }
+  {  // bad input: a typed error naming it, before any launch
+    const accel::CudaBackend cuda;
+    engine::GptKernels<accel::CudaBackend> g(cuda, accel::Dtype::bfloat16, 64);
+    accel::cuda::Stream st;
+    accel::Buffer<accel::bfloat16, accel::CudaBackend> qkv(2 * 64 * 3 * 128 + 8, st), y(2 * 64 * 128 + 8, st);
+    accel::Buffer<float, accel::CudaBackend> lse(2 * 2 * 64, st);
+    CHECK_THROWS_WITH_AS(g.flash_forward(st, y.data(), lse.data(), qkv.data(), nullptr, 0.0f, 2, 64, 128, 4),
+                         doctest::Contains("head size C / NH = 128 / 4, the kernels are for 64"),
+                         accel::InvalidArgumentError);
+    CHECK_THROWS_WITH_AS(g.flash_forward(st, y.data() + 1, lse.data(), qkv.data(), nullptr, 0.0f, 2, 64, 128, 2),
+                         doctest::Contains("not 16-byte aligned"), accel::InvalidArgumentError);
+    engine::GptKernels<accel::CudaBackend> f32(cuda, accel::Dtype::float32, 64);
+    CHECK_FALSE(f32.has_flash());
+    CHECK_THROWS_AS(f32.flash_forward(st, y.data(), lse.data(), qkv.data(), nullptr, 0.0f, 2, 64, 128, 2),
+                    accel::InvalidArgumentError);
+  }
   for (const float p : {0.0f, 0.25f}) {
     check_flash<accel::bfloat16>(Shape{2, 200, 128, 2}, p, 3e-2);  // head size 64, a partial last tile
     check_flash<accel::bfloat16>(Shape{3, 64, 128, 4}, p, 3e-2);   // head size 32, one tile
