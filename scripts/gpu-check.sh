@@ -12,19 +12,22 @@
 # compare  (timed, alone on the GPU): GEMM through accel against raw cuBLAS (bench_blas --gpu);
 #          Engine<CudaBackend> against PyTorch eager (SDPA, fused AdamW) at
 #          the shakespeare and gpt2 sizes, bf16, with and without --graph (benchmarks/engine/compare.py
-#          --device cuda), where a gpt2 step goes (a traced run: benchmarks/engine/trace_summary.py), and
-#          a short training run with validation loss and a sample.
+#          --device cuda), where a gpt2 step goes (a traced run: benchmarks/engine/trace_summary.py; with
+#          NCU=on per kernel: benchmarks/engine/kernel_times.py), the communication path on one rank
+#          (force_collectives.py), static against AnyBackend, and a short training run with validation
+#          loss and a sample.
 # bench    (timed, alone): the allocator,
 #          graphs, random fills, Thrust/CUB algorithms, fused Adam against torch in one process.
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|off, COMPARE ("SIZE ARGS;SIZE ARGS" for
-# compare.py), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py) narrow a visit.
+# compare.py), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
+# against AnyBackend) narrow a visit; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
 # Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). A summary is
 # printed last. Exit status 1 when a test, a check or a sanitizer run fails.
 set -uo pipefail
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -146,6 +149,25 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
     --trace "$RES/trace_gpt2.json" --trace-steps 4 > "$RES/trace_gpt2.log" 2>&1 &&
     python3 benchmarks/engine/trace_summary.py "$RES/trace_gpt2.json" > "$RES/trace_gpt2.txt" 2>&1
   pack
+  # Engine<CudaBackend> against Engine<AnyBackend> (run-time dispatch), alternating, two rounds.
+  if [[ ${DISPATCH:-on} == on ]]; then
+    for round in 1 2; do
+      for d in static any; do
+        ACCEL_BACKEND=cuda timeout 60 "$engine" --size gpt2 --dtype bf16 --steps 30 --eval-every 0 --quiet --dispatch $d \
+          > "$RES/dispatch_${d}_$round.log" 2>&1
+        echo "--dispatch $d, round $round: $(grep -E '^  tokens/s' "$RES/dispatch_${d}_$round.log")" >> "$RES/dispatch.log"
+      done
+    done
+    pack
+  fi
+  # Kernel by kernel (NCU=on; Nsight Compute, one metric over three gpt2 steps): the trace's spans include
+  # launch gaps, this does not.
+  if [[ ${NCU:-off} == on ]] && command -v ncu > /dev/null; then
+    ACCEL_BACKEND=cuda timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+      --log-file "$RES/ncu_gpt2.csv" "$engine" --size gpt2 --dtype bf16 --steps 3 --eval-every 0 --quiet > "$RES/ncu_gpt2.log" 2>&1
+    python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2.csv" 3 > "$RES/kernel_times_gpt2.txt" 2>&1
+    pack
+  fi
   [[ ${TRAIN:-on} == on ]] && ACCEL_BACKEND=cuda timeout 90 "$engine" --size shakespeare --dtype bf16 --time 45 --eval-every 500 --sample 300 \
     --metrics "$RES/train_shakespeare_bf16.csv" > "$RES/train_shakespeare_bf16.log" 2>&1 || status=1
   pack
@@ -185,6 +207,8 @@ fi
 for f in "$RES"/compare_*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; grep -vE "^# (command|load)" "$f" | tail -25; }; done
 [[ -f $RES/force_collectives.log ]] && { echo "--- force_collectives"; grep -vE "^# (load|plain|forced)" "$RES/force_collectives.log" | tail -12; }
 [[ -f $RES/trace_gpt2.txt ]] && { echo "--- trace_gpt2"; cat "$RES/trace_gpt2.txt"; }
+[[ -f $RES/dispatch.log ]] && { echo "--- dispatch (gpt2 bf16 tokens/s)"; cat "$RES/dispatch.log"; }
+[[ -f $RES/kernel_times_gpt2.txt ]] && { echo "--- kernel_times_gpt2"; head -30 "$RES/kernel_times_gpt2.txt"; }
 [[ -f $RES/train_shakespeare_bf16.log ]] && { echo "--- train"; tail -22 "$RES/train_shakespeare_bf16.log"; }
 [[ -f $RES/bench_blas.log ]] && { echo "--- bench_blas"; tail -15 "$RES/bench_blas.log"; }
 [[ -f $RES/bench_memory.log ]] && sed -n '/^ratios/,$p' "$RES/bench_memory.log"
