@@ -14,8 +14,12 @@
 // candidate; a round samples every candidate once, the order rotated each round. Printed: ns per
 // alloc+touch+free, median (min-max), and each baseline's time over accel's, round by round (> 1: accel
 // faster). A missing jemalloc/mimalloc is skipped with a note.
+// The program runs on one thread, and glibc's malloc and accel's lock skip their atomic instructions
+// while a process has only one (memory/detail/allocator_mutex.hpp). --threaded first starts and joins
+// a thread, as any program with a worker thread has: every allocator then runs its thread-safe path
+// (family alloc_threaded in the JSON).
 //
-//   bench_alloc [--rounds=N] [--json=FILE] [--smoke]
+//   bench_alloc [--rounds=N] [--json=FILE] [--smoke] [--threaded]
 //   bench_alloc --pairs N [bytes]   N cache-hit pairs (default 256 B) in alloc_free_pairs() and nothing
 //                                   else, for count_alloc_instructions.sh (callgrind)
 #include "../bench_support.hpp"
@@ -30,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -97,13 +102,21 @@ int main(int argc, char** argv) {
     ::setenv("ACCEL_BENCH_ALLOC_REEXEC", "1", 1);
     ::execv("/proc/self/exe", argv);  // returns only on failure: go on without jemalloc
   }
-  accel_bench::Report report("alloc", argc, argv);
-  int rounds = accel_bench::take_rounds(argc, argv, 7);
   bool smoke = false;
-  for (int i = 1; i < argc; ++i) smoke = smoke || std::strcmp(argv[i], "--smoke") == 0;
+  bool threaded = false;
+  for (int i = 1; i < argc; ++i) {
+    smoke = smoke || std::strcmp(argv[i], "--smoke") == 0;
+    threaded = threaded || std::strcmp(argv[i], "--threaded") == 0;
+  }
+  if (threaded) std::thread([] {}).join();  // from here on the process counts as multi-threaded
+  accel_bench::Report report(threaded ? "alloc_threaded" : "alloc", argc, argv);
+  int rounds = accel_bench::take_rounds(argc, argv, 7);
   if (smoke) rounds = 1;
   report.set_rounds(rounds);
   report.print_header();
+  std::printf("%s\n", threaded ? "a second thread has run: every allocator takes its thread-safe (locking) path"
+                                : "single-threaded process: glibc's malloc and accel's lock skip their atomics");
+  report.note("threads", threaded ? "a second thread ran first (--threaded)" : "one thread");
 
   std::vector<Allocator> allocators{{"accel", accel_alloc, accel_free, ""}, {"glibc", std::malloc, std::free, ""}};
   for (const Allocator& a : {load("jemalloc", "libjemalloc.so.2", "malloc", "free"),

@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -114,6 +116,50 @@ TEST_CASE("cpu::Memory: raw_alloc counts blocks of the stream's device; raw_dele
   CHECK_THROWS_AS((void)Memory::memory_allocated(accel::cpu::Devices::device_count()), accel::InvalidArgumentError);
   CHECK_THROWS_AS((void)Memory::total_memory(-1), accel::InvalidArgumentError);
   Memory::empty_cache();
+}
+
+// What bench_alloc's 64-128 KiB rows rest on (benchmarks/RESULTS.md, issue 24): a freed small-pool
+// block is the one the next allocation of its size on the same stream gets — the same address, split
+// from the same 2 MiB segment and merged back into it on free — and its pages stay mapped, so
+// writing it again costs no page fault.
+TEST_CASE("cpu::Memory: a freed 64 or 128 KiB block is the next same-size allocation's, pages still mapped") {
+  Memory::empty_cache();
+  const auto s = Streams::default_stream(0);
+  for (const std::size_t bytes : {64 * KiB, 128 * KiB}) {
+    CAPTURE(bytes);
+    const accel::MemoryStats before = Memory::memory_stats(0);
+    void* first = Memory::raw_alloc(bytes, s);
+    REQUIRE(first != nullptr);
+    auto* c = static_cast<volatile unsigned char*>(first);
+    for (std::size_t i = 0; i < bytes; i += 4096) c[i] = 1;  // map every page once
+    Memory::raw_delete(first);
+    const accel::MemoryStats after_first = Memory::memory_stats(0);
+    CHECK(after_first.num_device_alloc == before.num_device_alloc + 1);  // one 2 MiB small segment
+    CHECK(after_first.reserved_bytes.all().current == before.reserved_bytes.all().current + std::int64_t{2 * MiB});
+    CHECK(after_first.inactive_split.all().current == before.inactive_split.all().current);  // merged back whole
+
+    rusage usage{};
+    ::getrusage(RUSAGE_THREAD, &usage);
+    const long faults_before = usage.ru_minflt + usage.ru_majflt;
+    bool same = true;
+    for (int i = 0; i < 1000; ++i) {
+      void* p = Memory::raw_alloc(bytes, s);
+      same = same && p == first;
+      auto* q = static_cast<volatile unsigned char*>(p);
+      for (std::size_t k = 0; k < bytes; k += 4096) q[k] = static_cast<unsigned char>(i);
+      Memory::raw_delete(p);
+    }
+    ::getrusage(RUSAGE_THREAD, &usage);
+    CHECK(same);
+    CHECK(usage.ru_minflt + usage.ru_majflt - faults_before == 0);
+    const accel::MemoryStats after = Memory::memory_stats(0);
+    CHECK(after.num_device_alloc == after_first.num_device_alloc);  // no new segment
+    CHECK(after.num_device_free == after_first.num_device_free);    // none given back
+    CHECK(after.allocation.all().allocated == after_first.allocation.all().allocated + 1000);
+    CHECK(after.allocated_bytes.all().current == before.allocated_bytes.all().current);
+    CHECK(after.inactive_split.all().current == after_first.inactive_split.all().current);
+    Memory::empty_cache();
+  }
 }
 
 TEST_CASE("cpu::Memory: total and available memory agree with /proc/meminfo") {

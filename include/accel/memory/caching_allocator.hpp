@@ -119,7 +119,7 @@ class CachingAllocator {
   [[nodiscard]] void* allocate(std::size_t bytes, stream_type stream) {
     if (bytes == 0) return nullptr;
     const auto stream_id = static_cast<std::uint64_t>(stream.id());
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     if (!pending_frees_.empty()) [[unlikely]] process_events();
     if (bytes > caching::max_request) [[unlikely]] throw out_of_memory(bytes, bytes);
     if (!bookkeeping_ready()) [[unlikely]] ensure_bookkeeping(lock, bytes, false);
@@ -139,7 +139,7 @@ class CachingAllocator {
   /// allocator throws InvalidArgumentError and changes nothing.
   void free(void* p) {
     if (p == nullptr) return;
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     if (!free_locked(p)) [[unlikely]] throw not_allocated(p, "free");
     graph_pools_.erase_dead();
   }
@@ -147,7 +147,7 @@ class CachingAllocator {
   /// free() that returns false, changing nothing, when p is not a live allocation of this allocator.
   [[nodiscard]] bool try_free(void* p) {
     if (p == nullptr) return true;
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     const bool freed = free_locked(p);
     graph_pools_.erase_dead();
     return freed;
@@ -158,7 +158,7 @@ class CachingAllocator {
   /// Throws InvalidArgumentError, changing nothing, when p is not a live allocation.
   void record_stream(void* p, stream_type stream) {
     if (!try_record_stream(p, stream)) {
-      std::unique_lock lock(mutex_);
+      Lock lock(mutex_);
       throw not_allocated(p, "record_stream");
     }
   }
@@ -167,7 +167,7 @@ class CachingAllocator {
   [[nodiscard]] bool try_record_stream(void* p, stream_type stream) {
     if (p == nullptr) return true;
     const auto stream_id = static_cast<std::uint64_t>(stream.id());
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     Block* block = map_.find(reinterpret_cast<std::uintptr_t>(p));
     if (block == nullptr) return false;
     if (stream_id == block->stream_id) return true;
@@ -189,7 +189,7 @@ class CachingAllocator {
   /// from a pool). Graph pools' segments are left as they are. Never throws.
   void retire_stream(std::uint64_t stream_id) noexcept {
     if (stream_id == retired_stream) return;
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     for (auto& [address, segment] : segments_) {
       if (segment->owner == nullptr && segment->stream_id == stream_id) relabel_segment(segment, retired_stream);
     }
@@ -214,20 +214,20 @@ class CachingAllocator {
   /// count of 1 if new (a new graph's own pool), else retained once more (a pool shared between graphs).
   void begin_allocate_to_pool(std::uint64_t pool_id, std::uint64_t stream_id) {
     if (pool_id == 0) throw InvalidArgumentError(name_ + ": graph pool id 0 names no pool");
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     graph_pools_.begin(pool_id, stream_id, name_);
   }
 
   /// Allocations on `stream_id` go to the ordinary pools again (the capture ended).
   void end_allocate_to_pool(std::uint64_t pool_id, std::uint64_t stream_id) noexcept {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     graph_pools_.end(pool_id, stream_id);
   }
 
   /// A graph lets go of pool `pool_id`. Once no graph holds it, its free segments are released now and
   /// the others as soon as their blocks are freed. An unknown id is ignored (nothing was allocated).
   void release_pool(std::uint64_t pool_id) noexcept {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     PrivatePoolT* pool = graph_pools_.find(pool_id);
     if (pool == nullptr) return;
     if (pool->use_count > 0 && --pool->use_count == 0) {
@@ -239,7 +239,7 @@ class CachingAllocator {
 
   /// Bytes of segments owned by graph pool `pool_id` (0 for an unknown id).
   [[nodiscard]] std::size_t pool_reserved_bytes(std::uint64_t pool_id) const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     std::size_t bytes = 0;
     for (const auto& [address, segment] : segments_) {
       if (segment->owner != nullptr && segment->owner->id == pool_id) bytes += segment->size;
@@ -250,7 +250,7 @@ class CachingAllocator {
   /// Synchronizes pending events and releases every cached segment that is entirely free (a graph
   /// pool's only once no graph holds the pool), and the bookkeeping that recorded them.
   void empty_cache() {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     release_cached_blocks(lock);
     trim_bookkeeping();
   }
@@ -259,45 +259,45 @@ class CachingAllocator {
   /// nodes and the index of live blocks. They grow with the number of blocks and shrink again at
   /// empty_cache(): with nothing reserved, a few KiB at most.
   [[nodiscard]] std::size_t bookkeeping_bytes() const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     return blocks_.bytes() + segment_records_.bytes() + arena_.bytes() + map_.bytes();
   }
 
   /// Whether p lies inside a segment of this allocator (allocated or cached).
   [[nodiscard]] bool owns(const void* p) const {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     return find_segment(address) != nullptr;
   }
 
   /// Whether p is the start of a live allocation of this allocator.
   [[nodiscard]] bool is_allocated(const void* p) const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     return map_.find(reinterpret_cast<std::uintptr_t>(p)) != nullptr;
   }
 
   [[nodiscard]] MemoryStats stats() const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     return stats_.snapshot(static_cast<std::int64_t>(config_.max_split_size));
   }
   /// stats().allocated_bytes.all() and friends, without building the whole set.
   [[nodiscard]] Stat allocated_bytes() const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     return stats_.allocated_bytes.all();
   }
   [[nodiscard]] Stat reserved_bytes() const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     return stats_.reserved_bytes.all();
   }
 
   /// Sets peak = current on every statistic (torch's reset_peak_memory_stats).
   void reset_peak_stats() {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     stats_.reset_peak();
   }
   /// Zeroes the allocated/freed totals and the num_* counters (torch's reset_accumulated_memory_stats).
   void reset_accumulated_stats() {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     stats_.reset_accumulated();
   }
 
@@ -309,7 +309,7 @@ class CachingAllocator {
                                  ": the fraction must be in (0, 1]");
     }
     const MemoryInfo info = RawMemory::memory_info(device_);
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     fraction_ = fraction;
     allowed_ = static_cast<std::size_t>(fraction * static_cast<double>(info.total));
     fraction_set_ = true;
@@ -317,12 +317,12 @@ class CachingAllocator {
   }
   /// The fraction set, or a negative value when none is.
   [[nodiscard]] double memory_fraction() const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     return fraction_set_ ? fraction_ : -1.0;
   }
   /// The most bytes this allocator may reserve: fraction * total, or SIZE_MAX when no fraction is set.
   [[nodiscard]] std::size_t allowed_memory() const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     return fraction_set_ ? allowed_ : static_cast<std::size_t>(-1);
   }
 
@@ -334,7 +334,7 @@ class CachingAllocator {
 
   /// Every segment and its blocks, in address order (torch's memory_snapshot(), without traces).
   [[nodiscard]] std::vector<SegmentInfo> snapshot() const {
-    std::unique_lock lock(mutex_);
+    Lock lock(mutex_);
     std::vector<SegmentInfo> out;
     out.reserve(segments_.size());
     for (const auto& [address, segment] : segments_) out.push_back(detail::describe_segment(*segment));
@@ -346,7 +346,7 @@ class CachingAllocator {
   using Segment = detail::CachingSegment<stream_type>;
   using Pool = detail::BlockPool<stream_type>;
   using PrivatePoolT = detail::PrivatePool<stream_type>;
-  using Lock = std::unique_lock<detail::AllocatorMutex>;
+  using Lock = detail::AllocatorLock;
   using SegmentMap = std::map<std::uintptr_t, Segment*, std::less<>,
                               detail::ArenaAllocator<std::pair<const std::uintptr_t, Segment*>>>;
 
