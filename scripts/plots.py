@@ -24,6 +24,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 FAMILIES = {
     "alloc": dict(title="alloc + touch + free of one block", xlabel="block size", ylabel="ns per pair (median, min-max)",
                   logx=True, logy=True, xfmt="bytes", bars=False),
+    "alloc_threaded": dict(title="alloc + touch + free of one block, multi-threaded process (--threaded)",
+                           xlabel="block size", ylabel="ns per pair (median, min-max)", logx=True, logy=True,
+                           xfmt="bytes", bars=False),
     "cpu_adam": dict(title="CPU AdamW fp32, one tensor, same process", xlabel="params", ylabel="Gparam/s",
                      xfmt="pow2", bars=True, metric="Gparam/s"),
     "cpu_adam_kernels": dict(title="CPU fused Adam (bench_adam_cpu) and its ceiling", xlabel="params",

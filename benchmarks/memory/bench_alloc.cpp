@@ -20,6 +20,11 @@
 // (family alloc_threaded in the JSON).
 //
 //   bench_alloc [--rounds=N] [--json=FILE] [--smoke] [--threaded]
+//   bench_alloc --explain [--rounds=N] [--threaded]
+//                                   what the 32-256 KiB figures are made of (RESULTS.md): the pairs
+//                                   without the touch, the touch alone, glibc with two locked
+//                                   instructions per pair, and a 512 B pair of accel or glibc before a
+//                                   touch of one fixed block (the allocators' work, the same memory)
 //   bench_alloc --pairs N [bytes]   N cache-hit pairs (default 256 B) in alloc_free_pairs() and nothing
 //                                   else, for count_alloc_instructions.sh (callgrind)
 #include "../bench_support.hpp"
@@ -30,6 +35,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,6 +90,63 @@ std::string size_text(std::size_t bytes) {
   }
 }
 
+// --explain: the parts of an alloc+touch+free at 32-256 KiB, interleaved, thread CPU ns. Every call goes
+// through the function pointers the main table uses (the same code, so the same timing).
+void explain(int rounds, const Allocator& accel, const Allocator& glibc) {
+  static std::atomic<int> word{0};
+  const auto locked = [] { word.exchange(0, std::memory_order_acq_rel); };  // a lock's cost: one locked op
+  accel_bench::Rounds r(accel_bench::Clock::thread_cpu);
+  const std::vector<std::size_t> sizes{32 << 10, 64 << 10, 128 << 10, 256 << 10};
+  const std::vector<std::string> names{"accel",      "glibc",      "glibc + 2 locked", "accel pair", "glibc pair",
+                                       "touch only", "accel 512 B pair + touch",       "glibc 512 B pair + touch"};
+  std::vector<void*> fixed;
+  for (const std::size_t bytes : sizes) {
+    void* block = glibc.alloc(bytes);  // the one block the last three touch
+    if (block == nullptr) std::abort();
+    fixed.push_back(block);
+    const std::string k = "/" + std::to_string(bytes);
+    for (const Allocator* a : {&accel, &glibc}) {
+      r.add(a->name + k, [a = *a, bytes] {
+        void* p = a.alloc(bytes);
+        touch(p, bytes);
+        a.free(p);
+      });
+      r.add(a->name + " pair" + k, [a = *a, bytes] {
+        void* p = a.alloc(bytes);
+        benchmark::DoNotOptimize(p);
+        a.free(p);
+      });
+      r.add(a->name + " 512 B pair + touch" + k, [a = *a, bytes, block] {
+        void* p = a.alloc(512);
+        benchmark::DoNotOptimize(p);
+        a.free(p);
+        touch(block, bytes);
+      });
+    }
+    r.add("glibc + 2 locked" + k, [a = glibc, bytes, locked] {
+      locked();
+      void* p = a.alloc(bytes);
+      touch(p, bytes);
+      locked();
+      a.free(p);
+    });
+    r.add("touch only" + k, [bytes, block] { touch(block, bytes); });
+  }
+  r.run(rounds, 0.01);
+  std::printf("\nthe parts of alloc + touch + free: thread CPU ns, median (min-max) of %d interleaved rounds\n", rounds);
+  std::printf("%26s", "");
+  for (const std::size_t bytes : sizes) std::printf(" %22s", size_text(bytes).c_str());
+  std::printf("\n");
+  for (const std::string& name : names) {
+    std::printf("%26s", name.c_str());
+    for (const std::size_t bytes : sizes) {
+      std::printf(" %22s", accel_bench::fmt(r.summary(name + "/" + std::to_string(bytes), 1e9), 1).c_str());
+    }
+    std::printf("\n");
+  }
+  for (void* p : fixed) glibc.free(p);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,9 +167,11 @@ int main(int argc, char** argv) {
   }
   bool smoke = false;
   bool threaded = false;
+  bool explaining = false;
   for (int i = 1; i < argc; ++i) {
     smoke = smoke || std::strcmp(argv[i], "--smoke") == 0;
     threaded = threaded || std::strcmp(argv[i], "--threaded") == 0;
+    explaining = explaining || std::strcmp(argv[i], "--explain") == 0;
   }
   if (threaded) std::thread([] {}).join();  // from here on the process counts as multi-threaded
   accel_bench::Report report(threaded ? "alloc_threaded" : "alloc", argc, argv);
@@ -119,6 +184,10 @@ int main(int argc, char** argv) {
   report.note("threads", threaded ? "a second thread ran first (--threaded)" : "one thread");
 
   std::vector<Allocator> allocators{{"accel", accel_alloc, accel_free, ""}, {"glibc", std::malloc, std::free, ""}};
+  if (explaining) {
+    explain(rounds, allocators[0], allocators[1]);
+    return 0;
+  }
   for (const Allocator& a : {load("jemalloc", "libjemalloc.so.2", "malloc", "free"),
                              load("mimalloc", "libmimalloc.so.2", "mi_malloc", "mi_free")}) {
     if (a.alloc != nullptr && a.free != nullptr) {
