@@ -12,7 +12,8 @@
 # suite (conformance/test_graph.cpp) in 7.5 s of CPU against g++ -O1's 25.7 s; the tests run as fast.
 #
 # What runs where:
-#   ASan+UBSan  core (test_core, test_dtype, test_lazy_init), memory (test_caching_allocator, test_cpu_memory[_2dev]),
+#   ASan+UBSan  core (test_core, test_dtype, test_lazy_init), memory (test_caching_allocator, test_cpu_memory[_2dev],
+#               test_allocator_mutex),
 #               conformance (test_conformance[_4_cpu_devices]), dispatch (test_dispatch[_env_cpu]),
 #               stress (test_stress_*, ACCEL_STRESS_SCALE=0.5), failure paths (test_failure*),
 #               graphs (test_cpu_graph: capture, replay, pools, invalidated captures),
@@ -25,6 +26,8 @@
 #               header hygiene (accel_header_check, test_odr, test_concepts and the readable-error
 #               checks) -> every CPU-only header compiles alone under clang++ -Werror, no CUDA.
 #   TSan        CPU streams and events (test_cpu_stream[_2dev]: also cycles of cross-stream waits),
+#               the allocator's lock (test_allocator_mutex: its single-threaded plain path, then a thread
+#               started while it is held),
 #               lazy_call's queue triggered from several threads (test_lazy_init), graphs (test_cpu_graph: replays across
 #               streams, captures from several threads), fork while threads allocate
 #               (test_failure_fork_allocator), fork while a stream runs a task (test_failure_fork_streams):
@@ -71,14 +74,14 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:check_initialization_order=1
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 
-asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cpu_memory test_conformance test_dispatch
+asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cpu_memory test_allocator_mutex test_conformance test_dispatch
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
               test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas test_comm_units
               test_comm_mpi)
-asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23])$'
-tsan_targets=(test_cpu_stream test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator test_stress_streams test_stress_events
+asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_allocator_mutex|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23])$'
+tsan_targets=(test_cpu_stream test_allocator_mutex test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator test_stress_streams test_stress_events
               test_jit_reliability test_comm_mpi)
-tsan_tests='^(test_cpu_stream(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
+tsan_tests='^(test_cpu_stream(_2dev)?|test_allocator_mutex|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
 
 run_preset() {
   local preset="$1"
