@@ -14,12 +14,13 @@
 // one, lock and unlock are a plain load and store, as glibc's malloc skips its arena lock then
 // (SINGLE_THREAD_P). A locked instruction waits until every earlier store has reached the L1 cache;
 // after the caller wrote a block it just got — a store per 4 KiB page, all in one L1 set, so all
-// missing it — that wait is what made accel's 64-128 KiB alloc+touch+free 2x glibc's: two locked
-// instructions per pair added to glibc's loop cost it ~35-50 ns there, taking accel's out saved
-// ~15 ns (benchmarks/RESULTS.md, issue 24). Why it is safe: no other thread exists to see or race for
-// the lock; the flag turns false only when a thread starts (pthread_create, so the new thread sees
-// every store before it), and a thread started while the lock is held (inside the raw allocator)
-// finds it held and waits: unlock then sees the flag false and takes the atomic path that wakes it.
+// missing it — that wait was part of why accel's 64-128 KiB alloc+touch+free took ~2x glibc's: two
+// locked instructions per pair added to glibc's loop cost it 20-45 ns there, taking accel's out saved
+// 5-15 ns (30 ns at 256 KiB; benchmarks/RESULTS.md, issue 24). Why it is safe: no other thread
+// exists to see or race for the lock; the flag turns false only when a thread starts (pthread_create,
+// so the new thread sees every store before it), and a thread started while the lock is held (inside
+// the raw allocator) finds it held and waits: unlock then sees the flag false and takes the atomic
+// path that wakes it.
 #pragma once
 
 #include <atomic>
