@@ -4,13 +4,18 @@
 //
 // main() parses and checks the command line, then enters Engine<B> once through accel::visit: every
 // call inside is a direct call on the concrete backend (CpuBackend or CudaBackend). --dispatch any runs
-// the same Engine as Engine<AnyBackend> instead, dispatching every call at run time. Exit status: 0
+// the same Engine as Engine<AnyBackend> instead, dispatching every call at run time. (engine::train
+// is Engine<B>(backend, config).run(), each instantiation compiled once: train.hpp.) Exit status: 0
 // when training ran (to the end, to --time, or to a signal with a checkpoint written), 2 for bad input
 // (nothing allocated, nothing written), 1 for a failure while running.
+#include "checkpoint.hpp"
 #include "config.hpp"
-#include "run.hpp"
+#include "train.hpp"
 
 #include <accel/accel.hpp>
+#if defined(ENGINE_HAS_COMM)
+#include <accel/comm.hpp>
+#endif
 
 #include <cstdio>
 #include <exception>
@@ -45,8 +50,8 @@ int main(int argc, char** argv) {
     if (!cfg) return 0;
     if (!cfg->zero_to_fp32.empty()) return engine::zero_to_fp32(cfg->zero_to_fp32, cfg->zero_to_fp32_out);
     const accel::AnyBackend backend = accel::get_accelerator();
-    if (cfg->dispatch == "any") return engine::Engine<accel::AnyBackend>(backend, *cfg).run();
-    return accel::visit(backend, [&](auto b) { return engine::Engine<decltype(b)>(b, *cfg).run(); });
+    if (cfg->dispatch == "any") return engine::train(backend, *cfg);
+    return accel::visit(backend, [&](auto b) { return engine::train(b, *cfg); });
   } catch (const engine::UsageError& e) {
     return fail(2, "error", e.what());
   } catch (const accel::BackendUnavailableError& e) {

@@ -4,6 +4,7 @@
 // the bits of 8 steps, --graph gives the bits of eager steps (dropout on). Bad input is refused with
 // UsageError before anything is written.
 #include "run.hpp"
+#include "train.hpp"
 
 #include <accel/accel.hpp>
 
@@ -60,9 +61,9 @@ std::vector<std::string> losses(const fs::path& dump) {
   return out;
 }
 
-int run(const engine::Config& c) { return engine::Engine<accel::CpuBackend>(accel::CpuBackend{}, c).run(); }
+int run(const engine::Config& c) { return engine::train(accel::CpuBackend{}, c); }
 
-int run_cuda(const engine::Config& c) { return engine::Engine<accel::CudaBackend>(accel::CudaBackend{}, c).run(); }
+int run_cuda(const engine::Config& c) { return engine::train(accel::CudaBackend{}, c); }
 
 using Run = int (*)(const engine::Config&);
 
@@ -145,7 +146,7 @@ void check_any_bits(Run run, const accel::AnyBackend& backend, const std::string
   REQUIRE(run(c) == 0);
   auto a = small(an);
   a.steps = 4;
-  REQUIRE(engine::Engine<accel::AnyBackend>(backend, a).run() == 0);
+  REQUIRE(engine::train(backend, a) == 0);
   CHECK(losses(st) == losses(an));
   fs::remove_all(st);
   fs::remove_all(an);
