@@ -3,6 +3,7 @@
 #pragma once
 
 #include <accel/concepts/accelerator.hpp>
+#include <accel/core/error.hpp>
 #include <accel/cpu/ops.hpp>
 #include <accel/random/fill.hpp>
 #include <accel/random/generator.hpp>
@@ -104,11 +105,18 @@ class Stream : public StreamRef {
   Stream(Stream&&) = default;
   Stream& operator=(Stream&&) = default;
 };
+// Set by a test: the next events created from EventOptions fail, as cudaEventCreate can.
+inline bool& fail_event_creation() {
+  static bool fail = false;
+  return fail;
+}
 class Event {
  public:
   Event() = default;
   explicit Event(bool timing) : timing_(timing) {}
-  explicit Event(accel::EventOptions options) : timing_(options.enable_timing) {}
+  explicit Event(accel::EventOptions options) : timing_(options.enable_timing) {
+    if (fail_event_creation()) throw accel::Error(accel::Errc::runtime_failure, "mock: event creation failed");
+  }
   Event(Event&&) = default;
   Event& operator=(Event&&) = default;
   void record() { recorded_ = true; }

@@ -250,6 +250,95 @@ TEST_CASE("raw_delete frees through the backend that holds the pointer, the acti
   CHECK(mock::live_blocks().count(foreign) == 0);
 }
 
+TEST_CASE("raw_delete of a pointer no backend holds is the active backend's typed error, changing nothing") {
+  const accel::AnyBackend any{accel::CpuBackend{}};
+  const std::size_t before = accel::CpuBackend{}.memory_allocated();
+  void* live = any.raw_alloc(4096, any.current_stream());
+  CHECK(accel::CpuBackend{}.memory_allocated() == before + 4096);
+  int on_stack = 0;
+  // Every backend of the list is asked (one lookup each), then the active one reports it.
+  CHECK_FALSE(any.try_raw_delete(&on_stack));
+  CHECK_THROWS_WITH_AS(any.raw_delete(&on_stack), doctest::Contains("raw_delete("), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(any.raw_delete(&on_stack), doctest::Contains("was not allocated by cpu:0's caching allocator"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_AS(any.raw_delete(static_cast<char*>(live) + 512), accel::InvalidArgumentError);  // inside a block
+  CHECK(accel::CpuBackend{}.memory_allocated() == before + 4096);
+  any.raw_delete(live);
+  CHECK(accel::CpuBackend{}.memory_allocated() == before);
+  CHECK_THROWS_AS(any.raw_delete(live), accel::InvalidArgumentError);  // double free
+  CHECK(accel::CpuBackend{}.memory_allocated() == before);
+}
+
+TEST_CASE("an AnyEvent follows the stream it records on; a failed re-creation keeps the old event") {
+  using Two = accel::BasicAnyBackend<accel::CpuBackend, mock::Backend>;
+  const Two cpu{accel::CpuBackend{}};
+  const Two fake{mock::Backend{}};
+  Two::Event event{accel::EventOptions{.enable_timing = true}};
+  event.record(cpu.current_stream());
+  event.synchronize();
+  CHECK(event.index() == 0);
+  CHECK(event.query());
+  event.record(fake.current_stream());  // re-created on the mock backend, same options
+  CHECK(event.index() == 1);
+  CHECK(event.backend_name() == "mock");
+  CHECK(event.timing_enabled());
+  event.record(cpu.current_stream());
+  CHECK(event.index() == 0);
+
+  // Creating the event on the other backend throws: the event stays the CPU one, usable.
+  mock::fail_event_creation() = true;
+  CHECK_THROWS_WITH_AS(event.record(fake.current_stream()), "mock: event creation failed", accel::Error);
+  mock::fail_event_creation() = false;
+  CHECK(event.index() == 0);
+  CHECK(event.backend_name() == "cpu");
+  event.synchronize();
+  CHECK(event.query());
+  Two::Event end{accel::EventOptions{.enable_timing = true}};
+  end.record(cpu.current_stream());
+  end.synchronize();
+  CHECK(event.elapsed_time(end) >= 0.0F);
+
+  // Waits and timings across backends stay refused, naming both.
+  Two::Event other{false};
+  other.record(fake.current_stream());
+  CHECK_THROWS_WITH_AS((void)event.elapsed_time(other),
+                       "elapsed_time: a mock handle was used with a cpu stream; handles of different backends do not mix",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(cpu.current_stream().wait(other),
+                       "wait: a mock handle was used with a cpu stream; handles of different backends do not mix",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(cpu.current_stream().wait_stream(fake.current_stream()),
+                       "wait_stream: a mock handle was used with a cpu stream; handles of different backends do not mix",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(cpu.set_stream(fake.current_stream()),
+                       "stream argument: a mock handle was used with a cpu stream; handles of different backends do not mix",
+                       accel::InvalidArgumentError);
+}
+
+namespace {
+// Moving it may throw, so a variant of it can be emptied (valueless_by_exception).
+struct ThrowingMove {
+  explicit ThrowingMove(bool fail) {
+    if (fail) throw accel::Error(accel::Errc::runtime_failure, "construction failed");
+  }
+  ThrowingMove(ThrowingMove&&) noexcept(false) {}
+};
+}  // namespace
+
+TEST_CASE("dispatch reads an alternative without a second test only where the variant cannot be emptied") {
+  static_assert(accel::detail::never_valueless<accel::AnyBackend::variant_type>::value);
+  static_assert(accel::detail::never_valueless<accel::AnyBackend::StreamRef::variant_type>::value);
+  static_assert(accel::detail::never_valueless<accel::AnyEvent<accel::CpuBackend, mock::Backend>::variant_type>::value);
+  static_assert(!accel::detail::never_valueless<std::variant<int, ThrowingMove>>::value);
+  std::variant<int, ThrowingMove> v{7};
+  CHECK(accel::detail::visit_indexed(v, [](auto i, auto&) { return int(i()); }) == 0);
+  CHECK_THROWS_AS(v.emplace<1>(true), accel::Error);
+  REQUIRE(v.valueless_by_exception());
+  // An emptied handle of a user's backend is a typed error, not undefined behaviour.
+  CHECK_THROWS_WITH_AS(accel::detail::visit_indexed(v, [](auto i, auto&) { return int(i()); }),
+                       doctest::Contains("is empty"), accel::InvalidStateError);
+}
+
 TEST_CASE("the process can fork after selection and the child uses the CPU backend") {
   (void)accel::get_accelerator();
   const pid_t child = fork();

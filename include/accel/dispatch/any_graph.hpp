@@ -47,9 +47,9 @@ class AnyGraph {
   void replay() {
     detail::visit_indexed(graph_, [](auto, auto& g) { g.replay(); });
   }
-  void replay(AnyStreamRef<Bs...> stream) {
+  void replay(const AnyStreamRef<Bs...>& stream) {
     check_same_backend("replay_graph", stream);
-    detail::visit_indexed(graph_, [&](auto i, auto& g) { g.replay(std::get<i()>(stream.variant())); });
+    detail::visit_indexed(graph_, [&](auto i, auto& g) { g.replay(detail::get_unchecked<i()>(stream.variant())); });
   }
 
   [[nodiscard]] std::size_t index() const noexcept { return graph_.index(); }
@@ -67,7 +67,8 @@ class AnyGraph {
   void follow(const AnyStreamRef<Bs...>& stream) {
     if (stream.index() == index()) return;
     if (captured()) detail::throw_backend_mismatch("capture_to_graph", stream.backend_name(), backend_name());
-    detail::with_index<sizeof...(Bs)>(stream.index(), [&](auto i) { graph_.template emplace<i()>(); });
+    // Built first, then moved in: if creating the graph throws, the old one stays (never valueless).
+    detail::with_index<sizeof...(Bs)>(stream.index(), [&](auto i) { graph_ = variant_type(std::in_place_index<i()>); });
   }
 
   variant_type graph_;
@@ -77,11 +78,11 @@ class AnyGraph {
 template <class... Bs>
 class AnyGraphCapture {
  public:
-  AnyGraphCapture(AnyGraph<Bs...>& graph, AnyStreamRef<Bs...> stream, GraphPoolId pool = {},
+  AnyGraphCapture(AnyGraph<Bs...>& graph, const AnyStreamRef<Bs...>& stream, GraphPoolId pool = {},
                   CaptureMode mode = CaptureMode::global) {
     graph.follow(stream);
     detail::visit_indexed(stream.variant(), [&](auto i, auto s) {
-      capture_.template emplace<i() + 1>(std::get<i()>(graph.variant()), s, pool, mode);
+      capture_.template emplace<i() + 1>(detail::get_unchecked<i()>(graph.variant()), s, pool, mode);  // follow() matched them
     });
   }
   AnyGraphCapture(AnyGraphCapture&&) noexcept = default;

@@ -80,9 +80,9 @@ class AnyStreamRef {
     return detail::visit_indexed(ref_, [](auto, auto s) { return s.query(); });
   }
   void wait(const AnyEvent<Bs...>& event) const;
-  void wait_stream(AnyStreamRef other) const {
+  void wait_stream(const AnyStreamRef& other) const {
     if (other.index() != index()) detail::throw_backend_mismatch("wait_stream", backend_name(), other.backend_name());
-    detail::visit_indexed(ref_, [&](auto i, auto s) { s.wait_stream(std::get<i()>(other.ref_)); });
+    detail::visit_indexed(ref_, [&](auto i, auto s) { s.wait_stream(detail::get_unchecked<i()>(other.ref_)); });
   }
   template <class F>
   void enqueue(F&& fn) const {
@@ -155,7 +155,7 @@ class AnyStream {
   void synchronize() const { ref().synchronize(); }
   [[nodiscard]] bool query() const { return ref().query(); }
   void wait(const AnyEvent<Bs...>& event) const { ref().wait(event); }
-  void wait_stream(AnyStreamRef<Bs...> other) const { ref().wait_stream(other); }
+  void wait_stream(const AnyStreamRef<Bs...>& other) const { ref().wait_stream(other); }
   template <class F>
   void enqueue(F&& fn) const {
     ref().enqueue(std::forward<F>(fn));
@@ -188,9 +188,12 @@ class AnyEvent {
   void record() {
     detail::visit_indexed(event_, [](auto i, auto& e) { e.record(detail::backend_at<i(), Bs...>{}.current_stream()); });
   }
-  void record(AnyStreamRef<Bs...> stream) {
-    if (stream.index() != event_.index()) emplace(stream.index());
-    detail::visit_indexed(event_, [&](auto i, auto& e) { e.record(std::get<i()>(stream.variant())); });
+  void record(const AnyStreamRef<Bs...>& stream) {
+    // One dispatch, on the stream's backend; the event follows it (re-created there when it differs).
+    detail::visit_indexed(stream.variant(), [&](auto i, auto s) {
+      if (event_.index() != i()) [[unlikely]] emplace<i()>();
+      detail::get_unchecked<i()>(event_).record(s);
+    });
   }
   [[nodiscard]] bool query() const {
     return detail::visit_indexed(event_, [](auto, const auto& e) { return e.query(); });
@@ -201,7 +204,7 @@ class AnyEvent {
   [[nodiscard]] float elapsed_time(const AnyEvent& end) const {
     if (end.index() != index()) detail::throw_backend_mismatch("elapsed_time", backend_name(), end.backend_name());
     return detail::visit_indexed(event_,
-                                 [&](auto i, const auto& e) { return e.elapsed_time(std::get<i()>(end.event_)); });
+                                 [&](auto i, const auto& e) { return e.elapsed_time(detail::get_unchecked<i()>(end.event_)); });
   }
   [[nodiscard]] bool timing_enabled() const noexcept { return options_.enable_timing; }
   [[nodiscard]] bool external() const noexcept { return options_.external; }
@@ -215,8 +218,10 @@ class AnyEvent {
     return detail::with_index<sizeof...(Bs)>(backend_index,
                                              [&](auto i) { return variant_type(std::in_place_index<i()>, options); });
   }
-  void emplace(std::size_t backend_index) {
-    detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { event_.template emplace<i()>(options_); });
+  // Built first, then moved in: if creating the event throws, the old one stays (never valueless).
+  template <std::size_t I>
+  [[gnu::noinline]] void emplace() {
+    event_ = variant_type(std::in_place_index<I>, options_);
   }
 
   EventOptions options_;
@@ -226,14 +231,14 @@ class AnyEvent {
 template <class... Bs>
 void AnyStreamRef<Bs...>::wait(const AnyEvent<Bs...>& event) const {
   if (event.index() != index()) detail::throw_backend_mismatch("wait", backend_name(), event.backend_name());
-  detail::visit_indexed(ref_, [&](auto i, auto s) { s.wait(std::get<i()>(event.variant())); });
+  detail::visit_indexed(ref_, [&](auto i, auto s) { s.wait(detail::get_unchecked<i()>(event.variant())); });
 }
 
 /// Makes a stream current for the calling thread (on its backend); restores the previous one.
 template <class... Bs>
 class AnyStreamGuard {
  public:
-  explicit AnyStreamGuard(AnyStreamRef<Bs...> stream) {
+  explicit AnyStreamGuard(const AnyStreamRef<Bs...>& stream) {
     detail::visit_indexed(stream.variant(), [&](auto i, auto s) { guard_.template emplace<i() + 1>(s); });
   }
   AnyStreamGuard(const AnyStreamGuard&) = delete;

@@ -17,12 +17,12 @@ struct AnyGraphApi {
   [[nodiscard]] AnyGraphCapture<Bs...> capture_to_graph(AnyGraph<Bs...>& g) const {
     return AnyGraphCapture<Bs...>(g, detail::any_of(*this).current_stream());
   }
-  [[nodiscard]] AnyGraphCapture<Bs...> capture_to_graph(AnyGraph<Bs...>& g, AnyStreamRef<Bs...> s, GraphPoolId pool = {},
+  [[nodiscard]] AnyGraphCapture<Bs...> capture_to_graph(AnyGraph<Bs...>& g, const AnyStreamRef<Bs...>& s, GraphPoolId pool = {},
                                                         CaptureMode mode = CaptureMode::global) const {
     return AnyGraphCapture<Bs...>(g, s, pool, mode);
   }
   void replay_graph(AnyGraph<Bs...>& g) const { g.replay(); }
-  void replay_graph(AnyGraph<Bs...>& g, AnyStreamRef<Bs...> s) const { g.replay(s); }
+  void replay_graph(AnyGraph<Bs...>& g, const AnyStreamRef<Bs...>& s) const { g.replay(s); }
   [[nodiscard]] GraphPoolId graph_pool_handle() const noexcept { return GraphPoolId::make(); }
   [[nodiscard]] bool is_current_stream_capturing() const { return detail::any_of(*this).current_stream().is_capturing(); }
 };

@@ -32,12 +32,20 @@ bool try_raw_delete(B b, void* p) {
   }
 }
 
+// One backend's allocation, out of line: the dispatcher then holds a compare and a call, as a virtual
+// call would, and no backend pays for another's allocator — the compiler inlines a function called from
+// one place whatever its size, and its frame would be set up on every backend's path.
+template <class B>
+[[gnu::noinline]] void* raw_alloc_on(B b, std::size_t bytes, typename B::StreamRef s) {
+  return b.raw_alloc(bytes, s);
+}
+
 }  // namespace detail
 
 template <class... Bs>
 struct AnyMemoryApi {
-  [[nodiscard]] void* raw_alloc(std::size_t bytes, AnyStreamRef<Bs...> s) const {
-    return detail::on_stream_backend(*this, s, [&](auto b, auto ref) { return b.raw_alloc(bytes, ref); });
+  [[nodiscard]] void* raw_alloc(std::size_t bytes, const AnyStreamRef<Bs...>& s) const {
+    return detail::on_stream_backend(*this, s, [&](auto b, auto ref) { return detail::raw_alloc_on(b, bytes, ref); });
   }
   /// Frees p through the backend of the list that holds it: true; false, changing nothing, when none
   /// does (nullptr: true).
@@ -49,10 +57,10 @@ struct AnyMemoryApi {
     if (try_raw_delete(p)) [[likely]] return;
     detail::on_active(*this, [&](auto b) { b.raw_delete(p); });  // reports a pointer no backend holds
   }
-  void copy_async(AnyStreamRef<Bs...> s, void* dst, const void* src, std::size_t bytes) const {
+  void copy_async(const AnyStreamRef<Bs...>& s, void* dst, const void* src, std::size_t bytes) const {
     detail::on_stream_backend(*this, s, [&](auto b, auto ref) { b.copy_async(ref, dst, src, bytes); });
   }
-  void record_stream(void* p, AnyStreamRef<Bs...> s) const {
+  void record_stream(void* p, const AnyStreamRef<Bs...>& s) const {
     detail::on_stream_backend(*this, s, [&](auto b, auto ref) { b.record_stream(p, ref); });
   }
   void empty_cache() const { detail::on_active(*this, [](auto b) { b.empty_cache(); }); }

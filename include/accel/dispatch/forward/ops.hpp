@@ -61,13 +61,13 @@ struct AnyOpApi {
   }
   // Launches go to the stream's backend, like memory and fills.
   template <class Kernel = ops::Kernel>
-  void launch_kernel(AnyStreamRef<Bs...> s, const Kernel& kernel, const op_type<ops::LaunchShape>& shape,
+  void launch_kernel(const AnyStreamRef<Bs...>& s, const Kernel& kernel, const op_type<ops::LaunchShape>& shape,
                      const void* args, std::size_t bytes) const {
     detail::on_stream_backend(*this, s, [&](auto b, auto ref) { b.launch_kernel(ref, kernel, shape, args, bytes); });
   }
   template <class Args, class Kernel = ops::Kernel>
     requires(std::is_trivially_copyable_v<Args> && !std::is_pointer_v<Args>)
-  void launch_kernel(AnyStreamRef<Bs...> s, const Kernel& kernel, const op_type<ops::LaunchShape>& shape,
+  void launch_kernel(const AnyStreamRef<Bs...>& s, const Kernel& kernel, const op_type<ops::LaunchShape>& shape,
                      const Args& args) const {
     detail::on_stream_backend(*this, s,
                               [&](auto b, auto ref) { b.launch_kernel(ref, kernel, shape, &args, sizeof(Args)); });

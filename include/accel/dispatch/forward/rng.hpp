@@ -43,16 +43,16 @@ struct AnyRngApi {
   }
 
   template <class T, class... Args>
-  void fill_bits(AnyStreamRef<Bs...> s, T* p, std::size_t n, Args&&... args) const {
+  void fill_bits(const AnyStreamRef<Bs...>& s, T* p, std::size_t n, Args&&... args) const {
     detail::on_stream_backend(*this, s, [&](auto b, auto ref) { b.fill_bits(ref, p, n, std::forward<Args>(args)...); });
   }
   template <class T, class... Args>
-  void fill_uniform(AnyStreamRef<Bs...> s, T* p, std::size_t n, Args&&... args) const {
+  void fill_uniform(const AnyStreamRef<Bs...>& s, T* p, std::size_t n, Args&&... args) const {
     detail::on_stream_backend(*this, s,
                               [&](auto b, auto ref) { b.fill_uniform(ref, p, n, std::forward<Args>(args)...); });
   }
   template <class T, class... Args>
-  void fill_normal(AnyStreamRef<Bs...> s, T* p, std::size_t n, Args&&... args) const {
+  void fill_normal(const AnyStreamRef<Bs...>& s, T* p, std::size_t n, Args&&... args) const {
     detail::on_stream_backend(*this, s,
                               [&](auto b, auto ref) { b.fill_normal(ref, p, n, std::forward<Args>(args)...); });
   }
