@@ -171,7 +171,7 @@ class AnyStream {
 
 /// Event of any backend; move-only. `AnyEvent{}` / `AnyEvent{true}` / `AnyEvent(EventOptions{...})`
 /// start on the selected backend; recording on a stream of another backend re-creates the event there
-/// (same options).
+/// (same options; if that creation throws, the event stays what it was).
 template <class... Bs>
 class AnyEvent {
  public:
@@ -189,11 +189,8 @@ class AnyEvent {
     detail::visit_indexed(event_, [](auto i, auto& e) { e.record(detail::backend_at<i(), Bs...>{}.current_stream()); });
   }
   void record(const AnyStreamRef<Bs...>& stream) {
-    // One dispatch, on the stream's backend; the event follows it (re-created there when it differs).
-    detail::visit_indexed(stream.variant(), [&](auto i, auto s) {
-      if (event_.index() != i()) [[unlikely]] emplace<i()>();
-      detail::get_unchecked<i()>(event_).record(s);
-    });
+    if (stream.index() != event_.index()) [[unlikely]] return record_elsewhere(stream);
+    detail::visit_indexed(stream.variant(), [&](auto i, auto s) { detail::get_unchecked<i()>(event_).record(s); });
   }
   [[nodiscard]] bool query() const {
     return detail::visit_indexed(event_, [](auto, const auto& e) { return e.query(); });
@@ -218,10 +215,14 @@ class AnyEvent {
     return detail::with_index<sizeof...(Bs)>(backend_index,
                                              [&](auto i) { return variant_type(std::in_place_index<i()>, options); });
   }
-  // Built first, then moved in: if creating the event throws, the old one stays (never valueless).
-  template <std::size_t I>
-  [[gnu::noinline]] void emplace() {
-    event_ = variant_type(std::in_place_index<I>, options_);
+  // The event follows a stream of another backend: re-created there, built first and then moved in,
+  // so that if creating it throws the old event stays (the variant is never valueless). Out of line:
+  // the common path is two compares and the backend's record.
+  [[gnu::noinline]] void record_elsewhere(const AnyStreamRef<Bs...>& stream) {
+    detail::visit_indexed(stream.variant(), [&](auto i, auto s) {
+      event_ = variant_type(std::in_place_index<i()>, options_);
+      detail::get_unchecked<i()>(event_).record(s);
+    });
   }
 
   EventOptions options_;

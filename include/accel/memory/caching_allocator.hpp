@@ -145,7 +145,10 @@ class CachingAllocator {
   }
 
   /// free() that returns false, changing nothing, when p is not a live allocation of this allocator.
-  [[nodiscard]] bool try_free(void* p) {
+  // Forced inline: the whole free path of raw_delete and AnyBackend's try_raw_delete is then one call
+  // (free_locked) inside the inline lock, where g++ had called try_free out of line for some callers
+  // (the virtual and variant ways of benchmarks/dispatch) and not others.
+  [[nodiscard]] [[gnu::always_inline]] bool try_free(void* p) {
     if (p == nullptr) return true;
     Lock lock(mutex_);
     const bool freed = free_locked(p);
