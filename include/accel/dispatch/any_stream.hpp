@@ -86,7 +86,11 @@ class AnyStreamRef {
   }
   template <class F>
   void enqueue(F&& fn) const {
-    detail::visit_indexed(ref_, [&](auto, auto s) { s.enqueue(std::forward<F>(fn)); });
+    // Each backend gets its own copy (moved from fn): fn's address then escapes into no backend's
+    // call, so the optimiser keeps it in registers and the backend builds its task from them. Handing
+    // every backend fn itself made fn a stack object written before the dispatch, which the CPU
+    // stream then read back whole: a load spanning two fresh stores, which cannot be forwarded.
+    detail::visit_indexed(ref_, [&](auto, auto s) { s.enqueue(std::decay_t<F>(std::forward<F>(fn))); });
   }
   [[nodiscard]] int device_index() const {
     return detail::visit_indexed(ref_, [](auto, auto s) { return s.device_index(); });
