@@ -82,7 +82,8 @@ class AnyGraphCapture {
                   CaptureMode mode = CaptureMode::global) {
     graph.follow(stream);
     detail::visit_indexed(stream.variant(), [&](auto i, auto s) {
-      capture_.template emplace<i() + 1>(detail::get_unchecked<i()>(graph.variant()), s, pool, mode);  // follow() matched them
+      // follow() made the graph's backend the stream's.
+      capture_.template emplace<i() + 1>(detail::get_unchecked<i()>(graph.variant()), s, pool, mode);
     });
   }
   AnyGraphCapture(AnyGraphCapture&&) noexcept = default;

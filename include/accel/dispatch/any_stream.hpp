@@ -204,8 +204,8 @@ class AnyEvent {
   }
   [[nodiscard]] float elapsed_time(const AnyEvent& end) const {
     if (end.index() != index()) detail::throw_backend_mismatch("elapsed_time", backend_name(), end.backend_name());
-    return detail::visit_indexed(event_,
-                                 [&](auto i, const auto& e) { return e.elapsed_time(detail::get_unchecked<i()>(end.event_)); });
+    return detail::visit_indexed(
+        event_, [&](auto i, const auto& e) { return e.elapsed_time(detail::get_unchecked<i()>(end.event_)); });
   }
   [[nodiscard]] bool timing_enabled() const noexcept { return options_.enable_timing; }
   [[nodiscard]] bool external() const noexcept { return options_.external; }

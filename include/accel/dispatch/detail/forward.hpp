@@ -41,15 +41,18 @@ template <template <class...> class Part, class... Bs, class F>
 }
 
 template <template <class...> class Part, class... Bs, class F>
-[[gnu::always_inline]] inline decltype(auto) on_stream_backend(const Part<Bs...>&, const AnyStreamRef<Bs...>& s, F&& f) {
-  return visit_indexed(s.variant(), [&](auto i, auto ref) -> decltype(auto) { return f(backend_at<i(), Bs...>{}, ref); });
+[[gnu::always_inline]] inline decltype(auto) on_stream_backend(const Part<Bs...>&, const AnyStreamRef<Bs...>& s,
+                                                             F&& f) {
+  return visit_indexed(s.variant(),
+                       [&](auto i, auto ref) -> decltype(auto) { return f(backend_at<i(), Bs...>{}, ref); });
 }
 
 template <template <class...> class Part, class... Bs, class F>
 [[gnu::always_inline]] inline decltype(auto) on_stream(const Part<Bs...>& part, const AnyStreamRef<Bs...>& s, F&& f) {
   const BasicAnyBackend<Bs...>& any = any_of(part);
   if (s.index() != any.index()) throw_backend_mismatch("stream argument", any.name(), s.backend_name());
-  return visit_indexed(any.variant(), [&](auto i, auto b) -> decltype(auto) { return f(b, get_unchecked<i()>(s.variant())); });
+  return visit_indexed(any.variant(),
+                       [&](auto i, auto b) -> decltype(auto) { return f(b, get_unchecked<i()>(s.variant())); });
 }
 
 }  // namespace detail

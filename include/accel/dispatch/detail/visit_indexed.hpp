@@ -29,7 +29,8 @@ template <class... Ts>
 struct never_valueless<std::variant<Ts...>> : std::bool_constant<(std::is_nothrow_move_constructible_v<Ts> && ...)> {};
 
 [[noreturn]] inline void throw_valueless() {
-  throw InvalidStateError("a handle of AnyBackend is empty: replacing it failed (its backend's handle threw when moved)");
+  throw InvalidStateError(
+      "a handle of AnyBackend is empty: replacing it failed (its backend's handle threw when moved)");
 }
 
 /// Alternative I of v, which the caller knows v holds: no second test, no bad_variant_access path.

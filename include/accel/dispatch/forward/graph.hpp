@@ -17,7 +17,8 @@ struct AnyGraphApi {
   [[nodiscard]] AnyGraphCapture<Bs...> capture_to_graph(AnyGraph<Bs...>& g) const {
     return AnyGraphCapture<Bs...>(g, detail::any_of(*this).current_stream());
   }
-  [[nodiscard]] AnyGraphCapture<Bs...> capture_to_graph(AnyGraph<Bs...>& g, const AnyStreamRef<Bs...>& s, GraphPoolId pool = {},
+  [[nodiscard]] AnyGraphCapture<Bs...> capture_to_graph(AnyGraph<Bs...>& g, const AnyStreamRef<Bs...>& s,
+                                                        GraphPoolId pool = {},
                                                         CaptureMode mode = CaptureMode::global) const {
     return AnyGraphCapture<Bs...>(g, s, pool, mode);
   }

@@ -29,7 +29,9 @@ struct AnyStreamApi {
     return detail::on_active_indexed(
         *this, [&](auto i, auto b) { return AnyStreamRef<Bs...>(std::in_place_index<i()>, b.default_stream(dev)); });
   }
-  void set_stream(const AnyStreamRef<Bs...>& s) const { detail::on_stream(*this, s, [](auto b, auto ref) { b.set_stream(ref); }); }
+  void set_stream(const AnyStreamRef<Bs...>& s) const {
+    detail::on_stream(*this, s, [](auto b, auto ref) { b.set_stream(ref); });
+  }
   [[nodiscard]] AnyStreamGuard<Bs...> stream(const AnyStreamRef<Bs...>& s) const { return AnyStreamGuard<Bs...>(s); }
   /// A new stream on the active backend (its current device).
   [[nodiscard]] AnyStream<Bs...> create_stream() const { return AnyStream<Bs...>(detail::any_of(*this).index()); }
