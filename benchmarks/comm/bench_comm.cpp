@@ -11,7 +11,8 @@
 //   accel        comm.all_reduce(stream, in, out) etc. on an idle worker stream: it runs on the calling thread
 //   accel queued the same behind a task on the stream, synchronized each time: the hand-off to the stream's
 //                worker and back (what a busy stream adds)
-// A sample is a barrier, then `iters` back-to-back calls (iters fixed per size, the same on every rank),
+// A sample is `iters` untimed calls (the previous candidate's after-effects), a barrier, then `iters`
+// back-to-back calls (iters fixed per size, the same on every rank),
 // timed on each rank and averaged over the ranks (nccl-tests' default). Figures: time per call (median,
 // min-max over the rounds), algbw = S / t and busbw = algbw x 2(n-1)/n (all_reduce) or (n-1)/n, and the
 // ratio raw time / accel time (> 1: accel faster) and the time accel adds to the raw call, both round by
@@ -215,6 +216,14 @@ int main(int argc, char** argv) {
       for (int r = 0; r < rounds_here; ++r) {
         for (std::size_t j = 0; j < k; ++j) {
           Candidate& c = cands[(static_cast<std::size_t>(r) + j) % k];
+          // Untimed calls first: what the previous candidate left behind is not charged to this one
+          // (Open MPI's MPI_Iallgather, in some runs, slows the next ~10 large operations of any kind:
+          // RESULTS.md, "Collectives", "Follow-up 3").
+          if (!smoke) {
+            MPI_Barrier(raw);
+            for (int i = 0; i < iters; ++i) c.call();
+            stream.synchronize();
+          }
           MPI_Barrier(raw);
           const double t0 = accel_bench::now(accel_bench::Clock::wall);
           for (int i = 0; i < iters; ++i) c.call();
