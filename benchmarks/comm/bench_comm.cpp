@@ -11,7 +11,7 @@
 //   accel        comm.all_reduce(stream, in, out) etc. on an idle worker stream: it runs on the calling thread
 //   accel queued the same behind a task on the stream, synchronized each time: the hand-off to the stream's
 //                worker and back (what a busy stream adds)
-// A sample is `iters` untimed calls (the previous candidate's after-effects), a barrier, then `iters`
+// A sample is 2 x `iters` untimed calls (the previous candidate's after-effects), a barrier, then `iters`
 // back-to-back calls (iters fixed per size, the same on every rank),
 // timed on each rank and averaged over the ranks (nccl-tests' default). Figures: time per call (median,
 // min-max over the rounds), algbw = S / t and busbw = algbw x 2(n-1)/n (all_reduce) or (n-1)/n, and the
@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
           // RESULTS.md, "Collectives", "Follow-up 3").
           if (!smoke) {
             MPI_Barrier(raw);
-            for (int i = 0; i < iters; ++i) c.call();
+            for (int i = 0; i < 2 * iters; ++i) c.call();
             stream.synchronize();
           }
           MPI_Barrier(raw);
