@@ -9,7 +9,11 @@
 // (dk, dv) staged in shared memory as [row][HS + 8] (the padding keeps the fragment loads free of bank
 // conflicts). Forward: online softmax over the key tiles up to the diagonal. Backward in two kernels,
 // both recomputing P from the log-sum-exp: per query tile dq (and D); per key tile dk and dv, walking
-// the query tiles from the diagonal down. No atomics: each output element is written once, its sums
+// the query tiles from the diagonal down, each tile in halves of 32. These kernels wait on latency
+// more than on the tensor cores or shared memory: more resident blocks paid (measured on an H200,
+// Nsight Compute, gpt2 bf16): dkv at 3 blocks per SM (168 registers, a few spilled) 242 -> 206 us,
+// dq at 4 (128) 134 -> 124 us; 4 for dkv (heavy spills) 320 us; the forward at 4, and 128-query
+// tiles of 32 rows per warp (255 registers), no faster than 64 at 3 blocks. No atomics: each output element is written once, its sums
 // taken in a fixed order, so results do not depend on the schedule. Attention dropout: the same
 // random words and rule as the other kernels (attention.h).
 #ifndef GPT_FLASH_ATTENTION_CUH
@@ -128,16 +132,18 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const unsigned s
                : "r"(a));
 }
 
-// acc[n] (16 x 8 tiles n = 0..7, a 16 x 64 block) += A (16 x HS) x tile^T, the shared tile [64][HS + 8]
-// holding the 64 columns' rows (B[k][n] = tile[n][k]). One ldmatrix gives the B fragments of two
-// k-steps of a column tile: matrices (columns 32j + 8m of its 8 rows), m = 0..3.
-template <int HS, class D>
-__device__ __forceinline__ void mma_abt(float (&acc)[8][4], const unsigned (&a)[HS / 16][4], const unsigned short* t) {
+// acc[n] (16 x 8 tiles n = 0..NT-1, a 16 x 8NT block) += A (16 x HS) x tile^T, the shared tile
+// [8NT][HS + 8] holding the columns' rows (B[k][n] = tile[n][k]). One ldmatrix gives the B fragments
+// of two k-steps of a column tile: matrices (columns 32j + 8m of its 8 rows), m = 0..3. The forward
+// takes the 8 column tiles of a 64-key tile at once; the backward, a tile in halves (NT = 4), in the
+// same order, so that its scores and their gradients live in half the registers.
+template <int HS, int NT, class D>
+__device__ __forceinline__ void mma_abt(float (&acc)[NT][4], const unsigned (&a)[HS / 16][4], const unsigned short* t) {
   constexpr int stride = HS + 8;
   const int lane = threadIdx.x % 32;
   const unsigned short* base = t + (lane % 8) * stride + (lane / 8) * 8;
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < NT; ++n) {
 #pragma unroll
     for (int j = 0; j < HS / 32; ++j) {
       unsigned b[4];
@@ -147,18 +153,17 @@ __device__ __forceinline__ void mma_abt(float (&acc)[8][4], const unsigned (&a)[
     }
   }
 }
-
-// out[n] (16 x HS: HS / 8 tiles) += P (16 x 64, the accumulator layout of p) x tile, the shared tile
-// [64][HS + 8] holding the 64 rows (B[k][n] = tile[k][n]); p rounded to 16 bits first. One transposing
+// out[n] (16 x HS: HS / 8 tiles) += P (16 x 16NS, the accumulator layout of p) x tile, the shared tile
+// [16NS][HS + 8] holding the rows (B[k][n] = tile[k][n]); p rounded to 16 bits first. One transposing
 // ldmatrix gives the B fragments of two column tiles of a k-step: matrices (rows 16s + 8 (m % 2),
 // columns 8 (n + m / 2)).
-template <int HS, class D>
-__device__ __forceinline__ void mma_pt(float (&out)[HS / 8][4], const float (&p)[8][4], const unsigned short* t) {
+template <int HS, int NS, class D>
+__device__ __forceinline__ void mma_pt(float (&out)[HS / 8][4], const float (&p)[2 * NS][4], const unsigned short* t) {
   constexpr int stride = HS + 8;
   const int lane = threadIdx.x % 32, m = lane / 8;
   const unsigned short* base = t + ((m % 2) * 8 + lane % 8) * stride + (m / 2) * 8;
 #pragma unroll
-  for (int s = 0; s < 4; ++s) {  // 16 of the 64 columns of p at a time
+  for (int s = 0; s < NS; ++s) {
     const unsigned a[4] = {pack(p[2 * s][0], p[2 * s][1], D()), pack(p[2 * s][2], p[2 * s][3], D()),
                            pack(p[2 * s + 1][0], p[2 * s + 1][1], D()), pack(p[2 * s + 1][2], p[2 * s + 1][3], D())};
 #pragma unroll
@@ -214,7 +219,7 @@ __device__ void forward(const gpt_attention_args& a) {
     float s[8][4];
 #pragma unroll
     for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    mma_abt<HS, D>(s, qf, ks);
+    mma_abt<HS, 8, D>(s, qf, ks);
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
@@ -256,7 +261,7 @@ __device__ void forward(const gpt_attention_args& a) {
       o[n][2] = __fmul_rn(o[n][2], alpha[1]);
       o[n][3] = __fmul_rn(o[n][3], alpha[1]);
     }
-    mma_pt<HS, D>(o, s, vs);
+    mma_pt<HS, 4, D>(o, s, vs);
     __syncthreads();  // this stage is read: the next iteration's loads may overwrite it
   }
 
@@ -335,30 +340,33 @@ __device__ void backward_dq(const gpt_attention_args& a) {
     __syncthreads();
     const unsigned short* ks = ks_buf + (kt & 1) * words;
     const unsigned short* vs = vs_buf + (kt & 1) * words;
-    float s[8][4], dp[8][4];
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
+    for (int half = 0; half < 2; ++half) {  // keys [32 half, 32 half + 32) of the tile
+      float s[4][4], dp[4][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
-    }
-    mma_abt<HS, D>(s, qf, ks);
-    mma_abt<HS, D>(dp, df, vs);
+      for (int n = 0; n < 4; ++n) {
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const int row = r0 + g + r * 8, col = kt * tile + n * 8 + q * 2 + (e & 1);
-        float ds = 0.0f;
-        if (col <= row && row < T) {
-          const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse[r]));
-          const float d = a.bits != nullptr ? __fmul_rn(dp[n][e], keep(a, (bh * T + row) * T + col)) : dp[n][e];
-          ds = __fmul_rn(p, __fsub_rn(d, dsum[r]));
-        }
-        s[n][e] = ds;
+        for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
       }
+      mma_abt<HS, 4, D>(s, qf, ks + half * 32 * (HS + 8));
+      mma_abt<HS, 4, D>(dp, df, vs + half * 32 * (HS + 8));
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          const int row = r0 + g + r * 8, col = kt * tile + half * 32 + n * 8 + q * 2 + (e & 1);
+          float ds = 0.0f;
+          if (col <= row && row < T) {
+            const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse[r]));
+            const float d = a.bits != nullptr ? __fmul_rn(dp[n][e], keep(a, (bh * T + row) * T + col)) : dp[n][e];
+            ds = __fmul_rn(p, __fsub_rn(d, dsum[r]));
+          }
+          s[n][e] = ds;
+        }
+      }
+      mma_pt<HS, 2, D>(dq, s, ks + half * 32 * (HS + 8));
     }
-    mma_pt<HS, D>(dq, s, ks);
     __syncthreads();
   }
 
@@ -428,39 +436,42 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
     const unsigned short* ds_tile = dys_buf + (qt & 1) * words;
     const float* lse_s = lse_buf + (qt & 1) * tile;
     const float* dsum_s = dsum_buf + (qt & 1) * tile;
-    float s[8][4], dp[8][4];  // rows: keys; columns: queries
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
+    for (int half = 0; half < 2; ++half) {  // queries [32 half, 32 half + 32) of the tile
+      float s[4][4], dp[4][4];  // rows: keys; columns: queries
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
-    }
-    mma_abt<HS, D>(s, kf, qs);
-    mma_abt<HS, D>(dp, vf, ds_tile);
-    // s becomes Pd (P x the dropout's factors), dp becomes dS, in place (fewer live registers).
+      for (int n = 0; n < 4; ++n) {
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int ci = n * 8 + q * 2 + (e & 1);
-        const int key = k0 + g + (e >> 1) * 8, row = qt * tile + ci;
-        float pdv = 0.0f, ds = 0.0f;
-        if (key <= row && row < T) {
-          const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse_s[ci]));
-          float d = dp[n][e];
-          pdv = p;
-          if (a.bits != nullptr) {
-            const float kv = keep(a, (bh * T + row) * T + key);
-            pdv = __fmul_rn(p, kv);
-            d = __fmul_rn(d, kv);
-          }
-          ds = __fmul_rn(p, __fsub_rn(d, dsum_s[ci]));
-        }
-        s[n][e] = pdv;
-        dp[n][e] = ds;
+        for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
       }
+      mma_abt<HS, 4, D>(s, kf, qs + half * 32 * (HS + 8));
+      mma_abt<HS, 4, D>(dp, vf, ds_tile + half * 32 * (HS + 8));
+      // s becomes Pd (P x the dropout's factors), dp becomes dS, in place (fewer live registers).
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int ci = half * 32 + n * 8 + q * 2 + (e & 1);
+          const int key = k0 + g + (e >> 1) * 8, row = qt * tile + ci;
+          float pdv = 0.0f, ds = 0.0f;
+          if (key <= row && row < T) {
+            const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse_s[ci]));
+            float d = dp[n][e];
+            pdv = p;
+            if (a.bits != nullptr) {
+              const float kv = keep(a, (bh * T + row) * T + key);
+              pdv = __fmul_rn(p, kv);
+              d = __fmul_rn(d, kv);
+            }
+            ds = __fmul_rn(p, __fsub_rn(d, dsum_s[ci]));
+          }
+          s[n][e] = pdv;
+          dp[n][e] = ds;
+        }
+      }
+      mma_pt<HS, 2, D>(dv, s, ds_tile + half * 32 * (HS + 8));
+      mma_pt<HS, 2, D>(dk, dp, qs + half * 32 * (HS + 8));
     }
-    mma_pt<HS, D>(dv, s, ds_tile);
-    mma_pt<HS, D>(dk, dp, qs);
     __syncthreads();
   }
 
@@ -487,10 +498,10 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
   extern "C" __global__ void __launch_bounds__(flash::threads) gpt_flash_forward_##name##_##HS(const gpt_attention_args a) { \
     flash::forward<flash::D, HS>(a);                                                                          \
   }                                                                                                           \
-  extern "C" __global__ void __launch_bounds__(flash::threads) gpt_flash_backward_dq_##name##_##HS(const gpt_attention_args a) { \
+  extern "C" __global__ void __launch_bounds__(flash::threads, 4) gpt_flash_backward_dq_##name##_##HS(const gpt_attention_args a) { \
     flash::backward_dq<flash::D, HS>(a);                                                                      \
   }                                                                                                           \
-  extern "C" __global__ void __launch_bounds__(flash::threads) gpt_flash_backward_dkv_##name##_##HS(const gpt_attention_args a) { \
+  extern "C" __global__ void __launch_bounds__(flash::threads, 3) gpt_flash_backward_dkv_##name##_##HS(const gpt_attention_args a) { \
     flash::backward_dkv<flash::D, HS>(a);                                                                     \
   }
 
