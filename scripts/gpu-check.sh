@@ -163,7 +163,7 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
   # Kernel by kernel (NCU=on; Nsight Compute, one metric over three gpt2 steps): the trace's spans include
   # launch gaps, this does not.
   if [[ ${NCU:-off} == on ]] && command -v ncu > /dev/null; then
-    ACCEL_BACKEND=cuda timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    ACCEL_BACKEND=cuda timeout 150 ncu --target-processes application-only --clock-control none --metrics gpu__time_duration.sum --csv \
       --log-file "$RES/ncu_gpt2.csv" "$engine" --size gpt2 --dtype bf16 --steps 3 --eval-every 0 --quiet > "$RES/ncu_gpt2.log" 2>&1
     python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2.csv" 3 > "$RES/kernel_times_gpt2.txt" 2>&1
     pack

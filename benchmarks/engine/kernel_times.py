@@ -3,13 +3,14 @@
 (gpu__time_duration.sum) over a few engine steps — what the engine's --trace cannot give (its spans
 include the gaps between launches):
 
-  ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file k.csv \\
-      engine --size gpt2 --dtype bf16 --steps 3 --eval-every 0 --quiet
+  ncu --target-processes application-only --clock-control none --metrics gpu__time_duration.sum \\
+      --csv --log-file k.csv engine --size gpt2 --dtype bf16 --steps 3 --eval-every 0 --quiet
   benchmarks/engine/kernel_times.py k.csv 3
 
 Prints the kernels by total time, per step (all launches divided by STEPS, start-up included), with
-their calls per step and time per call. accel's CUDA detection skips its cuInit probe under such a tool
-(CUDA_INJECTION64_PATH), so the engine sees the GPU under ncu.
+their calls per step and time per call. Under ncu accel's CUDA detection skips its forked cuInit probe
+(ncu's process tracking sets NV_TPS_LAUNCH_TOKEN; other tools CUDA_INJECTION64_PATH): a probe tracked
+by ncu never returned. --target-processes application-only keeps ncu off forked children as well.
 """
 import collections
 import csv

@@ -216,6 +216,15 @@ TEST_SUITE("nvml") {
     CHECK(d.reason.empty());
     CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
     CHECK(cu_init_calls() == 0);
+    // Nsight Compute 2025.3 as seen on an H200: no CUDA_INJECTION64_PATH, its process tracking's token.
+    const auto t1 = std::chrono::steady_clock::now();
+    const Detection n = detect({{"NV_TPS_LAUNCH_TOKEN", "Interactive Profile"},
+                                {"FAKE_CU_INIT_SLEEP_MS", "20000"},
+                                {"ACCEL_CUDA_INIT_TIMEOUT", "10"}});
+    CHECK(n.count == 2);
+    CHECK(n.reason.empty());
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() < 5.0);
+    CHECK(cu_init_calls() == 0);
   }
 
   TEST_CASE("detect: a process that initialised the driver itself needs no probe") {

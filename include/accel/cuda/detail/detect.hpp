@@ -16,8 +16,8 @@
 //      (default 30); a driver that does not answer in time is reported unusable. When this process has
 //      already initialised the driver (cuDeviceGetCount works without cuInit), no child is needed; when
 //      no child can be started (a sandbox without fork) or it is ended from outside (compute-sanitizer),
-//      or a CUDA tool injects itself (CUDA_INJECTION64_PATH: ncu, nsys, compute-sanitizer; a probe
-//      hung under ncu), NVML's answer stands. Cost: one fork() and
+//      or a CUDA tool is attached (CUDA_INJECTION64_PATH; Nsight's process tracking, NV_TPS_LAUNCH_TOKEN:
+//      a probe hung under ncu), NVML's answer stands. Cost: one fork() and
 //      cuInit's own time in the child, once per process, only where NVML lists GPUs.
 //   5. otherwise cuInit(0) + cuDeviceGetCount: no context, but the driver is initialised
 // The answer is computed once per process (thread-safe) and cached.
@@ -106,10 +106,13 @@ inline double driver_init_timeout(std::string& error) {
 inline std::string driver_init_problem(const DriverApi& api, int listed) {
   int count = 0;
   if (api.device_get_count(&count) == CUDA_SUCCESS) return {};  // initialised in this process already
-  // Under a CUDA tool that injects itself (Nsight Compute, Nsight Systems, compute-sanitizer set
-  // CUDA_INJECTION64_PATH), a forked child's cuInit is the tool's too: under Nsight Compute it never
-  // returned, so every run waited out the timeout and then saw no GPU. NVML's answer stands there.
-  if (const char* tool = std::getenv("CUDA_INJECTION64_PATH"); tool != nullptr && *tool != '\0') return {};
+  // Under a CUDA tool a forked child's cuInit is the tool's too: under Nsight Compute 2025.3 (which
+  // tracks the process tree: NV_TPS_LAUNCH_TOKEN, its libraries by LD_PRELOAD) it never returned, so
+  // every run waited out the timeout and then saw no GPU. Tools that inject through the driver set
+  // CUDA_INJECTION64_PATH. NVML's answer stands there.
+  for (const char* tool : {"CUDA_INJECTION64_PATH", "NV_TPS_LAUNCH_TOKEN"}) {
+    if (const char* v = std::getenv(tool); v != nullptr && *v != '\0') return {};
+  }
   std::string error;
   const double timeout = driver_init_timeout(error);
   if (timeout == 0) return "CUDA driver not checked: " + error;
