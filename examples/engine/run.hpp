@@ -495,6 +495,9 @@ class Engine {
     const double median_ms = sorted.empty() ? 0 : sorted[sorted.size() / 2];
     const double tok_s = train_seconds > 0 ? static_cast<double>(tokens_per_step * steps_done) / train_seconds : 0;
     const double mfu = peak > 0 && train_seconds > 0 ? static_cast<double>(plan.flops_per_step * steps_done) / train_seconds / peak : NAN;
+    // At the median step (llm.c's and nanoGPT's figure, the steady state) and over the run (the first,
+    // slower steps included), so that MFU reads beside "ms/step ... median".
+    const double mfu_median = peak > 0 && median_ms > 0 ? static_cast<double>(plan.flops_per_step) / (median_ms / 1e3) / peak : NAN;
     std::vector<std::pair<std::string, std::string>> rows = {
         {"backend", std::string(b_.name()) + " (" + product_name(b_) + ")"},
         {"model", cfg_.size + ": " + grouped(plan.params) + " parameters, " + cfg_.dtype + ", attention " +
@@ -509,7 +512,10 @@ class Engine {
         {"training time", fmt("%.1f", train_seconds) + " s (wall " + fmt("%.1f", wall) + " s)"},
         {"tokens/s", grouped(tok_s)},
         {"ms/step", fmt("%.1f", median_ms) + " median"},
-        {"MFU", std::isnan(mfu) ? "n/a" : fmt("%.1f", 100 * mfu) + "% of " + fmt("%.1f", peak / 1e9) + " GFLOP/s"},
+        {"MFU", std::isnan(mfu) || std::isnan(mfu_median)
+                    ? "n/a"
+                    : fmt("%.1f", 100 * mfu_median) + "% at the median step, " + fmt("%.1f", 100 * mfu) + "% over the run, of " +
+                          fmt("%.1f", peak / 1e9) + " GFLOP/s"},
         {"memory", mib(peak_allocated) + " MiB allocated, " + mib(peak_reserved) + " MiB reserved (peak)" +
                        (ranks.distributed() ? " per rank" : "")},
         {"optimizer state", mib(t.optimizer_bytes()) + " MiB" +
