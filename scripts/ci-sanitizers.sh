@@ -10,6 +10,7 @@
 # + tests 25 s, TSan build 52 s + tests 9 s. Before (g++ at -O1, and a separate clang++ build of the
 # headers and suites): ASan 385 s, clang++ step 228 s, TSan ~140 s. clang++ -O0 compiles the heaviest
 # suite (conformance/test_graph.cpp) in 7.5 s of CPU against g++ -O1's 25.7 s; the tests run as fast.
+# ACCEL_UNITY_BUILD=ON (.ci/run sets it) builds them as unity builds (CMAKE_UNITY_BUILD).
 #
 # What runs where:
 #   ASan+UBSan  core (test_core, test_dtype, test_lazy_init), memory (test_caching_allocator, test_cpu_memory[_2dev],
@@ -91,7 +92,8 @@ run_preset() {
   export ACCEL_STRESS_SCALE="$4"
   local start=$SECONDS
   echo "== ${preset}: configure (${dir}, ${ACCEL_SANITIZER_CXX}) =="
-  cmake --preset "$preset" -B "$dir" -DCMAKE_CXX_COMPILER="$ACCEL_SANITIZER_CXX" -DACCEL_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --preset "$preset" -B "$dir" -DCMAKE_CXX_COMPILER="$ACCEL_SANITIZER_CXX" -DACCEL_BUILD_EXAMPLES=OFF \
+    -DCMAKE_UNITY_BUILD="${ACCEL_UNITY_BUILD:-OFF}" >/dev/null
   # Only the targets this checkout defines (an area still landing is skipped, not an error).
   local available=() missing=()
   local help

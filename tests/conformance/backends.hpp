@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <tuple>
+#include <vector>
 
 // Every enabled backend, then AnyBackend: the run-time dispatcher must keep the same contract.
 using ConformanceBackends = accel::enabled_backends_t<std::tuple, accel::AnyBackend>;
@@ -19,3 +21,9 @@ using ConformanceBackends = accel::enabled_backends_t<std::tuple, accel::AnyBack
       return;                                                                                    \
     }                                                                                            \
   } while (false)
+
+/// Whether two vectors hold the same bytes: the same bit patterns, NaNs and signed zeros included.
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}

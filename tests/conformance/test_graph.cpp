@@ -47,11 +47,6 @@ std::vector<T> to_host(const B& b, typename B::StreamRef s, const T* device, std
   return host;
 }
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 bool mentions(const std::exception& e, const char* word) { return std::string(e.what()).find(word) != std::string::npos; }
 
 }  // namespace

@@ -55,11 +55,6 @@ std::vector<T> to_host(const B& b, typename B::StreamRef s, const accel::Buffer<
   return host;
 }
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
 // Distance in units in the last place between two finite values of the same sign convention.
 template <class T>
 std::uint64_t ulp_distance(T a, T b) {

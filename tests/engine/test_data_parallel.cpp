@@ -7,6 +7,7 @@
 #include "config.hpp"
 #include "data_parallel.hpp"
 #include "deepspeed_config.hpp"
+#include "engine_test_support.hpp"
 #include "loss_scaler.hpp"
 
 #include <doctest/doctest.h>
@@ -25,11 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_dir(const std::string& tag) {
-  std::string tmpl = (fs::temp_directory_path() / ("accel-engine-" + tag + "-XXXXXX")).string();
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  return tmpl;
-}
+using engine_test::temp_dir;
 
 engine::Config with_batch(int batch, int accum, std::int64_t global, bool det = false) {
   engine::Config c;

@@ -3,6 +3,7 @@
 // llm.c-style determinism checks — the same seed gives the same bits, 4 steps + resume + 4 steps give
 // the bits of 8 steps, --graph gives the bits of eager steps (dropout on). Bad input is refused with
 // UsageError before anything is written.
+#include "engine_test_support.hpp"
 #include "run.hpp"
 #include "train.hpp"
 
@@ -32,11 +33,7 @@ namespace fs = std::filesystem;
 
 const std::string hamlet = std::string(ENGINE_TEST_DATA_DIR) + "/hamlet_act1.txt";
 
-fs::path temp_dir(const std::string& tag) {
-  std::string tmpl = (fs::temp_directory_path() / ("accel-engine-" + tag + "-XXXXXX")).string();
-  REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-  return tmpl;
-}
+using engine_test::temp_dir;
 
 engine::Config small(const fs::path& dump) {
   engine::Config c;

@@ -7,6 +7,7 @@
 //   fork after initialisation: the child uses the CPU backend (new streams, memory, default stream)
 //   a bad ACCEL_CPU_DEVICE_COUNT / ACCEL_CPU_VISIBLE_DEVICES, a bad ACCEL_ALLOC_CONF: these cases are
 //     skipped in a plain run and run by their own ctest entries with the variable set (--no-skip)
+#include "support/sizes.hpp"
 #include "stress/stress_stats.hpp"
 #include "stress/stress_support.hpp"
 
@@ -44,8 +45,6 @@ using accel::cpu::StreamRef;
 using accel::cpu::Streams;
 using accel_test::check_invariants;
 
-constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

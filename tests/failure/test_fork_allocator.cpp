@@ -8,6 +8,7 @@
 // child of a multi-threaded process): allocates and frees on the default stream, both pools and the
 // pinned allocator, checks the statistics invariants, and _exits. The parent waits for each child
 // with a deadline; a child that hangs is killed and reported, and so is one that fails a check.
+#include "support/sizes.hpp"
 #include "stress/stress_stats.hpp"
 #include "stress/stress_support.hpp"
 
@@ -30,8 +31,6 @@ using accel::cpu::Memory;
 using accel::cpu::Stream;
 using accel::cpu::Streams;
 
-constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 // What a child checks, as its exit code (0: all good).
 int child_uses_allocators() {

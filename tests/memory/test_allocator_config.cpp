@@ -1,4 +1,6 @@
 // ACCEL_ALLOC_CONF parsing: torch's syntax and rules, and errors that quote the text.
+#include "support/sizes.hpp"
+
 #include <accel/memory/allocator_config.hpp>
 #include <accel/memory/detail/caching_rules.hpp>
 
@@ -10,7 +12,6 @@
 using accel::AllocatorConfig;
 
 namespace {
-constexpr std::size_t MiB = std::size_t{1} << 20;
 }
 
 TEST_CASE("AllocatorConfig: defaults are torch's") {

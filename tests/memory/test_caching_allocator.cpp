@@ -1,4 +1,5 @@
 // accel::CachingAllocator against a fake device: every rule of torch's algorithm, deterministically.
+#include "support/sizes.hpp"
 #include "fake_memory.hpp"
 
 #include <accel/memory/caching_allocator.hpp>
@@ -21,8 +22,6 @@
 
 namespace {
 
-constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr fake::Stream s1{1};
 constexpr fake::Stream s2{2};
 

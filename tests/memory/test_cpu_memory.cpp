@@ -1,5 +1,7 @@
 // The CPU backend's memory: the host policies, cpu::Memory (allocation routing, statistics, totals,
 // pinning, the pinned host cache) and Buffer. Multi-device cases run when ACCEL_CPU_DEVICE_COUNT > 1.
+#include "support/sizes.hpp"
+
 #include <accel/cpu/device.hpp>
 #include <accel/cpu/event.hpp>
 #include <accel/cpu/memory.hpp>
@@ -27,8 +29,6 @@ namespace {
 using accel::cpu::Memory;
 using accel::cpu::Streams;
 
-constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 // The pieces of CpuBackend that Buffer uses, composed the same way.
 struct HostBackend : accel::cpu::Devices, accel::cpu::Streams, accel::cpu::Memory {

@@ -23,7 +23,7 @@ namespace {
 using accel::cpu::Ops;
 using accel::ops::LoadSource;
 
-bool contains(const std::vector<std::string>& argv, const std::string& arg) {
+bool has_arg(const std::vector<std::string>& argv, const std::string& arg) {
   return std::find(argv.begin(), argv.end(), arg) != argv.end();
 }
 
@@ -105,7 +105,7 @@ TEST_CASE("cpu op table: names, class names, and unknown names listing the known
 TEST_CASE("build_extension describes the host compile; the key follows flags and sources") {
   (void)ops_test::cache_dir();
   const auto cmd = Ops::build_extension("tensor_ops");
-  for (const char* flag : {"-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"}) CHECK(contains(cmd.argv, flag));
+  for (const char* flag : {"-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"}) CHECK(has_arg(cmd.argv, flag));
   CHECK(cmd.key.size() == 64);
   CHECK(cmd.output.extension() == ".so");
   CHECK(cmd.output.string().find(cmd.key) != std::string::npos);
@@ -116,7 +116,7 @@ TEST_CASE("build_extension describes the host compile; the key follows flags and
   auto flagged = Ops::create_op_builder("tensor_ops");
   flagged.add_flags({"-DACCEL_TEST_FLAG=1"});
   CHECK(flagged.build_command().key != cmd.key);
-  CHECK(contains(flagged.build_command().argv, "-DACCEL_TEST_FLAG=1"));
+  CHECK(has_arg(flagged.build_command().argv, "-DACCEL_TEST_FLAG=1"));
   const auto dir = kernel_copy();
   auto moved = Ops::create_op_builder("tensor_ops");
   moved.set_kernel_dir(dir);

@@ -26,7 +26,7 @@ using accel::detail::run_program;
 using accel::detail::SubprocessOptions;
 using accel::detail::SubprocessOutcome;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using jit_test::contains;
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 // the snapshot's segments, and after empty_cache() nothing is reserved. Every live allocation carries
 // a tag at both ends, checked at free and by the streams it was used on: a block handed out twice,
 // or reused before a stream that used it ran, breaks a tag. ACCEL_STRESS_SCALE scales the load.
+#include "support/sizes.hpp"
 #include "stress/stress_stats.hpp"
 #include "stress/stress_support.hpp"
 
@@ -31,8 +32,6 @@ using accel_test::Rng;
 using accel_test::scaled;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 using accel_test::check_invariants;
 using accel_test::check_monotone;
 using accel_test::StatsMonitor;

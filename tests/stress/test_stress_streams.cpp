@@ -2,6 +2,7 @@
 // tasks, stream-ordered memory, events that other streams wait on after the stream is gone. Nothing
 // is lost (every task ran, even on streams destroyed with work queued), ids are never reused, and
 // every worker thread is joined. ACCEL_STRESS_SCALE scales the load.
+#include "support/sizes.hpp"
 #include "stress/stress_support.hpp"
 
 #include <accel/cpu/backend.hpp>
@@ -30,7 +31,6 @@ using accel_test::Rng;
 using accel_test::scaled;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t KiB = std::size_t{1} << 10;
 
 }  // namespace
 
