@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -207,24 +208,20 @@ TEST_SUITE("nvml") {
   TEST_CASE("detect: under a CUDA injection tool (ncu, nsys, compute-sanitizer) no probe runs; NVML's answer stands") {
     if (!fake_driver_loaded()) return;
     reset_fake_driver();
-    const auto t0 = std::chrono::steady_clock::now();
-    // A probe would hang for 20 s (as cuInit in a forked child did under Nsight Compute).
-    const Detection d = detect({{"CUDA_INJECTION64_PATH", "/opt/nsight/libInjection.so"},
-                                {"FAKE_CU_INIT_SLEEP_MS", "20000"},
-                                {"ACCEL_CUDA_INIT_TIMEOUT", "10"}});
-    CHECK(d.count == 2);
-    CHECK(d.reason.empty());
-    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
-    CHECK(cu_init_calls() == 0);
-    // Nsight Compute 2025.3 as seen on an H200: no CUDA_INJECTION64_PATH, its process tracking's token.
-    const auto t1 = std::chrono::steady_clock::now();
-    const Detection n = detect({{"NV_TPS_LAUNCH_TOKEN", "Interactive Profile"},
-                                {"FAKE_CU_INIT_SLEEP_MS", "20000"},
-                                {"ACCEL_CUDA_INIT_TIMEOUT", "10"}});
-    CHECK(n.count == 2);
-    CHECK(n.reason.empty());
-    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() < 5.0);
-    CHECK(cu_init_calls() == 0);
+    // A tool that injects through the driver (CUDA_INJECTION64_PATH), and Nsight Compute 2025.3 as seen
+    // on an H200 (no CUDA_INJECTION64_PATH; its process tracking's token). A probe would hang for 20 s,
+    // as cuInit in a forked child did under Nsight Compute.
+    const std::pair<const char*, const char*> tools[] = {{"CUDA_INJECTION64_PATH", "/opt/nsight/libInjection.so"},
+                                                         {"NV_TPS_LAUNCH_TOKEN", "Interactive Profile"}};
+    for (const auto& [variable, value] : tools) {
+      CAPTURE(variable);
+      const auto t0 = std::chrono::steady_clock::now();
+      const Detection d = detect({{variable, value}, {"FAKE_CU_INIT_SLEEP_MS", "20000"}, {"ACCEL_CUDA_INIT_TIMEOUT", "10"}});
+      CHECK(d.count == 2);
+      CHECK(d.reason.empty());
+      CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
+      CHECK(cu_init_calls() == 0);
+    }
   }
 
   TEST_CASE("detect: a process that initialised the driver itself needs no probe") {
