@@ -11,10 +11,10 @@
 // both recomputing P from the log-sum-exp: per query tile dq (and D); per key tile dk and dv, walking
 // the query tiles from the diagonal down, each tile in halves of 32. These kernels wait on latency
 // more than on the tensor cores or shared memory: more resident blocks paid (measured on an H200,
-// Nsight Compute, gpt2 bf16): dkv at 3 blocks per SM (168 registers, a few spilled) 242 -> 206 us,
-// dq at 4 (128) 134 -> 124 us; 4 for dkv (heavy spills) 320 us; the forward at 4, and 128-query
-// tiles of 32 rows per warp (255 registers), no faster than 64 at 3 blocks. No atomics: each output element is written once, its sums
-// taken in a fixed order, so results do not depend on the schedule. Attention dropout: the same
+// Nsight Compute, gpt2 bf16): dkv at 3 blocks per SM (168 registers, a few spilled) 242 -> 207 us,
+// dq at 4 (128) 134 -> 123 us; 4 for dkv (heavy spills) 320 us; the forward at 4, and 128-query
+// tiles of 32 rows per warp (255 registers), no faster than 64 at 3 blocks. No atomics: each output
+// element is written once, its sums taken in a fixed order, so results do not depend on the schedule. Attention dropout: the same
 // random words and rule as the other kernels (attention.h).
 #ifndef GPT_FLASH_ATTENTION_CUH
 #define GPT_FLASH_ATTENTION_CUH
@@ -153,6 +153,7 @@ __device__ __forceinline__ void mma_abt(float (&acc)[NT][4], const unsigned (&a)
     }
   }
 }
+
 // out[n] (16 x HS: HS / 8 tiles) += P (16 x 16NS, the accumulator layout of p) x tile, the shared tile
 // [16NS][HS + 8] holding the rows (B[k][n] = tile[k][n]); p rounded to 16 bits first. One transposing
 // ldmatrix gives the B fragments of two column tiles of a k-step: matrices (rows 16s + 8 (m % 2),
