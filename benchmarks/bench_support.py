@@ -12,6 +12,13 @@ import time
 AMD_CORES = {23: "Zen/Zen+ or Zen 2", 26: "Zen 5"}
 
 
+def exit_on_help(doc, args):
+    """-h / --help prints the harness's docstring and exits, before anything is measured."""
+    if "-h" in args or "--help" in args:
+        print(doc.strip())
+        sys.exit(0)
+
+
 def _amd_core(family, model):
     if family == 25:
         return "Zen 4" if (0x10 <= model <= 0x1F or 0x60 <= model <= 0xAF) else "Zen 3"

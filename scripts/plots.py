@@ -154,6 +154,9 @@ def draw(doc, spec, path):
 
 
 def main():
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__.strip())
+        return
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "benchmarks", "results")
     dst = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "benchmarks", "plots")

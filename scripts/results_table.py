@@ -51,6 +51,9 @@ ROWS = [
 
 
 def main():
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__.strip())
+        return
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results")
     print("| benchmark | baseline | ratio: median (min–max) | device | date, load | command |")
     print("|---|---|---|---|---|---|")

@@ -111,6 +111,7 @@ class Accel:
 
 def main():
     args = sys.argv[1:]
+    bs.exit_on_help(__doc__, args)
     log2s = arg_list(args, "--log2", [24, 26])
     threads_list = arg_list(args, "--threads", [1, 2])
     rounds = arg_list(args, "--rounds", [7])[0]

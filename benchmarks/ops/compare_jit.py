@@ -29,6 +29,7 @@ def arg(args, flag, default, conv=str):
 
 def main():
     args = sys.argv[1:]
+    bs.exit_on_help(__doc__, args)
     rounds = arg(args, "--rounds", 3, int)
     lib_path = arg(args, "--lib", os.path.join(HERE, "..", "..", "build", "default", "benchmarks", "ops",
                                               "libaccel_capi.so"))

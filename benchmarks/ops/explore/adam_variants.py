@@ -43,6 +43,7 @@ VARIANTS = {  # name: run_kernel id in adam_variants.cpp
 
 def main():
     args = sys.argv[1:]
+    bs.exit_on_help(__doc__, args)
     arg = lambda f, d: args[args.index(f) + 1] if f in args else d  # noqa: E731
     n = 1 << int(arg("--log2", "24"))
     rounds = int(arg("--rounds", "15"))
