@@ -4,6 +4,7 @@ against 1 rank x 2 threads, and against PyTorch DDP (gloo) on 2 processes x 1 th
 
   benchmarks/engine/dp_compare.py [--size tiny|shakespeare] [--rounds 5] [--steps N] [--ranks 2]
                                   [--engine build/default/examples/engine/engine] [--no-torch] [--overlap]
+                                  [--dtype fp32|bf16]
 
 Every run trains the same global batch (tiny 12, shakespeare 64 sequences) from the same seed. Each
 round runs, in turn: the engine on one rank with --threads R, the engine under mpirun -np R with
@@ -12,6 +13,8 @@ thread). Figures: the engine's median ms/step over its run (start-up excluded), 
 its timed steps. Printed: median tokens/s (min-max over the rounds), the ratios taken round by round,
 and the engine's time in collectives per step (start to completion, so it includes waiting for the
 other rank) as a share of its step. The load (uptime) before and after, and the CPU as lscpu names it.
+--dtype bf16: both sides in bfloat16 (the engine's --dtype bf16, fp32 master weights and Adam state; DDP's
+forward under torch.autocast("cpu", bfloat16)), where the CPU has AVX512-BF16 or AMX.
 PyTorch is needed for the DDP column (pip install torch); it is never a dependency of accel.
 """
 import argparse
@@ -37,27 +40,27 @@ def load():
     return open("/proc/loadavg").read().split()[:3]
 
 
-def engine_cmd(exe, size, threads, steps):
+def engine_cmd(exe, size, threads, steps, dtype):
     return [exe, "--size", size, "--steps", str(steps), "--warmup", "10", "--eval-every", "0", "--print-every",
-            str(steps), "--threads", str(threads), "--dropout", "0"]
+            str(steps), "--threads", str(threads), "--dropout", "0", "--dtype", dtype]
 
 
 def median_ms(out):
     return float(re.search(r"ms/step\s+([0-9.]+) median", out).group(1))
 
 
-def run_single(exe, size, threads, steps):
+def run_single(exe, size, threads, steps, dtype):
     env = dict(os.environ, ACCEL_BACKEND="cpu")
-    out = subprocess.run(engine_cmd(exe, size, threads, steps), capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(engine_cmd(exe, size, threads, steps, dtype), capture_output=True, text=True, env=env, check=True)
     return median_ms(out.stdout)
 
 
-def run_ranks(exe, size, ranks, steps, extra=()):
+def run_ranks(exe, size, ranks, steps, dtype, extra=()):
     env = dict(os.environ, ACCEL_BACKEND="cpu", ACCEL_COMM_LOG="1")
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-x", "ACCEL_BACKEND", "-x", "ACCEL_COMM_LOG"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    cmd += ["-np", str(ranks)] + engine_cmd(exe, size, 1, steps) + list(extra)
+    cmd += ["-np", str(ranks)] + engine_cmd(exe, size, 1, steps, dtype) + list(extra)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
     ms = median_ms(out.stdout)
     # rank 0's ACCEL_COMM_LOG table: "mpi  <op>  <bytes>  <count>  <total ms> ..."
@@ -65,9 +68,9 @@ def run_ranks(exe, size, ranks, steps, extra=()):
     return ms, comm_ms / steps
 
 
-def run_ddp(size, ranks, steps):
+def run_ddp(size, ranks, steps, dtype):
     cmd = [sys.executable, os.path.join(HERE, "torch_gpt.py"), "ddp", "--size", size, "--procs", str(ranks),
-           "--threads", "1", "--steps", str(steps), "--warmup", "10" if size == "tiny" else "2"]
+           "--threads", "1", "--steps", str(steps), "--warmup", "10" if size == "tiny" else "2", "--dtype", dtype]
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), check=True)
     return float(re.search(r"\(([0-9.]+) ms/step median", out.stdout).group(1))
 
@@ -85,25 +88,28 @@ def main():
     p.add_argument("--engine", default=os.path.join(ROOT, "build", "default", "examples", "engine", "engine"))
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--overlap", action="store_true", help="also the engine's R ranks with --overlap on")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: the engine's --dtype bf16 (bf16 weights and activations, fp32 master weights and "
+                        "Adam state) against DDP with the forward under torch.autocast(\"cpu\", bfloat16)")
     args = p.parse_args()
     steps = args.steps or (150 if args.size == "tiny" else 8)
     tokens = BATCH[args.size] * BLOCK[args.size]
     R = args.ranks
-    print(f"# {args.size}: global batch {BATCH[args.size]} x block {BLOCK[args.size]}, {args.rounds} interleaved rounds, "
+    print(f"# {args.size}, {args.dtype}: global batch {BATCH[args.size]} x block {BLOCK[args.size]}, {args.rounds} interleaved rounds, "
           f"{steps} steps per run; {cpu_name()}; load before {' '.join(load())}")
     print(f"# command: benchmarks/engine/dp_compare.py {' '.join(sys.argv[1:])}")
     one, many, ddp, share, over, over_share = [], [], [], [], [], []
     for _ in range(args.rounds):
-        one.append(run_single(args.engine, args.size, R, steps))
-        ms, comm = run_ranks(args.engine, args.size, R, steps)
+        one.append(run_single(args.engine, args.size, R, steps, args.dtype))
+        ms, comm = run_ranks(args.engine, args.size, R, steps, args.dtype)
         many.append(ms)
         share.append(comm / ms)
         if args.overlap:
-            ms, comm = run_ranks(args.engine, args.size, R, steps, ("--overlap", "on"))
+            ms, comm = run_ranks(args.engine, args.size, R, steps, args.dtype, ("--overlap", "on"))
             over.append(ms)
             over_share.append(comm / ms)
         if not args.no_torch:
-            ddp.append(run_ddp(args.size, R, max(10, steps // 3)))
+            ddp.append(run_ddp(args.size, R, max(10, steps // 3), args.dtype))
     tok = lambda v: [tokens / (m / 1e3) for m in v]
     print(f"  accel 1 rank x {R} threads      {summary(tok(one))} tokens/s")
     print(f"  accel {R} ranks x 1 thread      {summary(tok(many))} tokens/s   (ZeRO stage 1, MPI)")

@@ -270,7 +270,7 @@ def _ddp_worker(rank, args, port, out):
     model = torch.nn.parallel.DistributedDataParallel(GPT(L, NH, C, T, V, V))
     opt = optimizer(model.module, 1e-3, (0.9, 0.99), 0.1)
     gen = torch.Generator().manual_seed(1 + rank)
-    times = timed_steps(model, model, opt, train, B, T, gen, args.warmup, args.steps)
+    times = timed_steps(model, model, opt, train, B, T, gen, args.warmup, args.steps, args.dtype == "bf16")
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:
@@ -286,7 +286,7 @@ def ddp(args):
     port = random.randint(20000, 60000)
     mp.spawn(_ddp_worker, args=(args, port, q), nprocs=args.procs, join=True)
     med, lo, hi, tokens = q.get()
-    print(f"torch {torch.__version__} DDP (gloo) {args.size}: {args.procs} processes x {args.threads} threads, global batch "
+    print(f"torch {torch.__version__} DDP (gloo){' autocast bf16' if args.dtype == 'bf16' else ''} {args.size}: {args.procs} processes x {args.threads} threads, global batch "
           f"{tokens // SIZES[args.size][3]}: {tokens / med:.0f} tokens/s ({med * 1e3:.1f} ms/step median of {args.steps}, "
           f"min {lo * 1e3:.1f}, max {hi * 1e3:.1f})")
 
@@ -359,6 +359,7 @@ def main():
     d.add_argument("--threads", type=int, default=1)
     d.add_argument("--steps", type=int, default=50)
     d.add_argument("--warmup", type=int, default=10)
+    d.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="bf16: the forward under torch.autocast")
     d.add_argument("--data", default=default_data())
     t = sub.add_parser("train")
     t.add_argument("--seconds", type=float, default=60)
