@@ -98,25 +98,44 @@ class BfloatMatmuls {
                 static_cast<std::int64_t>(status));
   }
 
-  /// Row-major op(X) (rows x cols per matrix) as a 3-D oneDNN descriptor; a batch stride of 0 is a batch
-  /// of 1 that oneDNN broadcasts.
-  static dnnl_memory_desc_t describe(const Call& call, std::int64_t batch, std::int64_t stride, std::int64_t rows,
-                                     std::int64_t cols, std::int64_t ld, Trans t) {
+  /// Row-major op(X) (rows x cols per matrix) as a oneDNN descriptor: 3-D (a batch stride of 0 is a batch
+  /// of 1 that oneDNN broadcasts), or 2-D for a single product when `two_d`.
+  static dnnl_memory_desc_t describe(const Call& call, bool two_d, std::int64_t batch, std::int64_t stride,
+                                     std::int64_t rows, std::int64_t cols, std::int64_t ld, Trans t) {
+    dnnl_memory_desc_t md;
+    if (two_d) {
+      const dnnl_dims_t dims = {rows, cols};
+      const dnnl_dims_t strides = {t == Trans::no ? ld : 1, t == Trans::no ? 1 : ld};
+      check(call, dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_bf16, strides), "dnnl_memory_desc_init_by_strides");
+      return md;
+    }
     const bool shared = stride == 0 && batch > 1;
     const dnnl_dims_t dims = {shared ? 1 : batch, rows, cols};
     const dnnl_dims_t strides = {shared ? rows * cols : (stride == 0 ? rows * ld : stride), t == Trans::no ? ld : 1,
                                  t == Trans::no ? 1 : ld};
-    dnnl_memory_desc_t md;
     check(call, dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnl_bf16, strides), "dnnl_memory_desc_init_by_strides");
     return md;
+  }
+
+  /// Whether a single product is described in 2-D. oneDNN 2.6 gives a batch of 1 with a transposed B
+  /// (x W^T, every forward GEMM of a GPT) its AVX512-BF16 GEMM and the same product in 2-D its AMX
+  /// kernel: 1.3-2.0x faster on a Xeon with AMX. With a transposed A (the weight gradients dY^T X) the
+  /// AVX512-BF16 GEMM was the faster one (the AMX kernel at 0.67-0.95x), so those stay 3-D, as does
+  /// everything on CPUs without AMX, where this was not measured (benchmarks/RESULTS.md).
+  static bool describe_in_2d(const GemmArgs<bfloat16>& g) {
+    static const bool amx = (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) &
+                             static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx)) ==
+                            static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx);
+    return amx && g.batch == 1 && g.ta == Trans::no;
   }
 
   std::unique_ptr<BfloatMatmul> create(const Call& call, const GemmArgs<bfloat16>& g) {
     if (engine_ == nullptr) check(call, dnnl_engine_create(&engine_, dnnl_cpu, 0), "dnnl_engine_create");
     auto out = std::make_unique<BfloatMatmul>();
-    out->a = describe(call, g.batch, g.stride_a, g.m, g.k, g.lda, g.ta);
-    out->b = describe(call, g.batch, g.stride_b, g.k, g.n, g.ldb, g.tb);
-    out->c = describe(call, g.batch, g.stride_c, g.m, g.n, g.ldc, Trans::no);
+    const bool two_d = describe_in_2d(g);
+    out->a = describe(call, two_d, g.batch, g.stride_a, g.m, g.k, g.lda, g.ta);
+    out->b = describe(call, two_d, g.batch, g.stride_b, g.k, g.n, g.ldb, g.tb);
+    out->c = describe(call, two_d, g.batch, g.stride_c, g.m, g.n, g.ldc, Trans::no);
     dnnl_matmul_desc_t desc;
     check(call, dnnl_matmul_desc_init(&desc, &out->a, &out->b, nullptr, &out->c), "dnnl_matmul_desc_init");
     dnnl_primitive_attr_t attr = nullptr;
