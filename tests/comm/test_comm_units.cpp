@@ -271,39 +271,61 @@ TEST_CASE("the raw forms' checks: in-place positions NCCL defines are accepted, 
   CHECK_NOTHROW(d::check_op(call, op(K::all_reduce, nullptr, nullptr, 0), 1, 4));  // nothing to move
 }
 
-TEST_CASE("bfloat16 sums four at a time give the scalar loop's bits, for every bfloat16 value") {
 #if defined(ACCEL_HAS_MPI)
-  // Every bfloat16 bit pattern as `in`, against zeros, the smallest subnormals and normals, ones, the
-  // largest finite values, infinities, quiet and signalling NaNs and a spread of other patterns as
-  // `inout`; 65,537 elements, so the scalar tail runs too.
-  std::vector<std::uint16_t> others = {0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x3F80, 0xBF80, 0x7F7F,
-                                       0xFF7F, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0xFFC1, 0x3F81, 0x4000, 0x0100};
+namespace {
+// Every 16-bit pattern as `in`, against zeros, the smallest subnormals and normals, ones, the largest
+// finite values, infinities, quiet and signalling NaNs, values that round to a tie or overflow, and a
+// spread of other patterns as `inout`; 65,537 elements, so the scalar tail runs too. Returns the
+// elements whose sums differ: bits, or for a NaN sum (which operand's payload a NaN sum keeps is
+// unspecified) NaN-ness and quietness. `nan_mask` / `quiet_bit`: the format's NaN test and quiet bit.
+template <class T>
+std::size_t vector_sum_mismatches(void (*vector_sum)(const void*, void*, int), std::uint16_t exp_mask,
+                                  std::uint16_t quiet_bit, std::size_t& nans) {
+  std::vector<std::uint16_t> others = {0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x03FF, 0x0400, 0x3F80,
+                                       0xBF80, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF, 0x7F7F, 0xFF7F, 0x7C00, 0xFC00,
+                                       0x7F80, 0xFF80, 0x7E00, 0x7C01, 0x7FC0, 0x7F81, 0xFFC1, 0x3F81, 0x4000, 0x0100};
   for (int k = 0; k < 48; ++k) others.push_back(static_cast<std::uint16_t>(k * 1361 + 11));
   const std::size_t n = 65537;
   std::vector<std::uint16_t> in(n);
   for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::uint16_t>(i);
-  std::size_t compared = 0, nans = 0, differing = 0;
+  const std::uint16_t magnitude = 0x7FFF;
+  const auto is_nan = [&](std::uint16_t b) {
+    return (b & exp_mask) == exp_mask && (b & magnitude & static_cast<std::uint16_t>(~exp_mask)) != 0;
+  };
+  std::size_t differing = 0;
   for (const std::uint16_t other : others) {
     std::vector<std::uint16_t> scalar(n, other), vector(n, other);
-    d::reduce_small_floats<accel::bfloat16, accel::ReduceOp::sum>(in.data(), scalar.data(), static_cast<int>(n));
-    d::sum_bfloat16(in.data(), vector.data(), static_cast<int>(n));
+    d::reduce_small_floats<T, accel::ReduceOp::sum>(in.data(), scalar.data(), static_cast<int>(n));
+    vector_sum(in.data(), vector.data(), static_cast<int>(n));
     for (std::size_t i = 0; i < n; ++i) {
-      const bool nan_s = (scalar[i] & 0x7FFF) > 0x7F80, nan_v = (vector[i] & 0x7FFF) > 0x7F80;
-      ++compared;
-      if (nan_s || nan_v) {  // which operand's payload a NaN sum keeps is unspecified; both quiet NaNs
+      const bool nan_s = is_nan(scalar[i]), nan_v = is_nan(vector[i]);
+      if (nan_s || nan_v) {
         ++nans;
-        differing += !(nan_s && nan_v && (vector[i] & 0x40) != 0);
+        differing += !(nan_s && nan_v && (vector[i] & quiet_bit) != 0);
       } else {
         differing += scalar[i] != vector[i];
       }
     }
   }
-  CHECK(compared == others.size() * n);
+  return differing;
+}
+}  // namespace
+#endif
+
+TEST_CASE("bfloat16 and half sums four at a time give the scalar loop's bits, for every 16-bit value") {
+#if defined(ACCEL_HAS_MPI)
+  std::size_t nans = 0;
+  CHECK(vector_sum_mismatches<accel::bfloat16>(&d::sum_bfloat16, 0x7F80, 0x0040, nans) == 0);
   CHECK(nans > 0);
-  CHECK(differing == 0);
-  std::uint16_t one_and_a_half = 0x3FC0, quarter = 0x3E80;  // 1.5 + 0.25 = 1.75
+  nans = 0;
+  CHECK(vector_sum_mismatches<accel::half>(&d::sum_half, 0x7C00, 0x0200, nans) == 0);
+  CHECK(nans > 0);
+  std::uint16_t one_and_a_half = 0x3FC0, quarter = 0x3E80;  // bfloat16: 1.5 + 0.25 = 1.75
   d::sum_bfloat16(&one_and_a_half, &quarter, 1);
   CHECK(quarter == 0x3FE0);
+  std::vector<std::uint16_t> a{0x3C00, 0x7BFF, 0x0001, 0x6800}, b{0x3C00, 0x7BFF, 0x0001, 0x3C00};
+  d::sum_half(a.data(), b.data(), 4);  // half: 1 + 1, max + max (infinity), 2^-24 twice, 2048 + 1 (a tie)
+  CHECK(b == std::vector<std::uint16_t>{0x4000, 0x7C00, 0x0002, 0x6800});
 #else
   MESSAGE("skipped: accel was built without MPI");
 #endif
