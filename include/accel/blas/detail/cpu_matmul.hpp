@@ -1,5 +1,5 @@
 // accel/blas/detail/cpu_matmul.hpp — bfloat16 GEMM on CpuBackend: oneDNN's matmul primitive (bf16
-// operands, float accumulation, bf16 C), which uses AVX512-BF16 where the CPU has it.
+// operands, float accumulation, bf16 C), which uses AMX or AVX512-BF16 where the CPU has them.
 //
 // oneDNN has no bf16 sgemm-style call, so each distinct problem (transposes, sizes, leading dimensions,
 // strides, alpha, beta) becomes a matmul primitive, created at the first call (oneDNN compiles its
