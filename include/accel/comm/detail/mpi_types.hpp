@@ -110,20 +110,23 @@ inline void narrow_half(f32x4 sum, std::uint16_t* p) noexcept {  // float -> hal
 }
 }  // namespace small_sum
 
-inline void sum_bfloat16(const void* in, void* inout, int len) {
+/// `inout[i] = in[i] + inout[i]` over T's bit patterns: blocks of four through Widen/Narrow, the tail by
+/// the scalar loop.
+template <class T, small_sum::f32x4 (*Widen)(const std::uint16_t*), void (*Narrow)(small_sum::f32x4, std::uint16_t*)>
+void sum_four_at_a_time(const void* in, void* inout, int len) {
   const auto* a = static_cast<const std::uint16_t*>(in);
   auto* b = static_cast<std::uint16_t*>(inout);
   int i = 0;
-  for (; i + 4 <= len; i += 4) small_sum::narrow_bf16(small_sum::widen_bf16(a + i) + small_sum::widen_bf16(b + i), b + i);
-  reduce_small_floats<accel::bfloat16, ReduceOp::sum>(a + i, b + i, len - i);
+  for (; i + 4 <= len; i += 4) Narrow(Widen(a + i) + Widen(b + i), b + i);
+  reduce_small_floats<T, ReduceOp::sum>(a + i, b + i, len - i);
+}
+
+inline void sum_bfloat16(const void* in, void* inout, int len) {
+  sum_four_at_a_time<accel::bfloat16, small_sum::widen_bf16, small_sum::narrow_bf16>(in, inout, len);
 }
 
 inline void sum_half(const void* in, void* inout, int len) {
-  const auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  int i = 0;
-  for (; i + 4 <= len; i += 4) small_sum::narrow_half(small_sum::widen_half(a + i) + small_sum::widen_half(b + i), b + i);
-  reduce_small_floats<accel::half, ReduceOp::sum>(a + i, b + i, len - i);
+  sum_four_at_a_time<accel::half, small_sum::widen_half, small_sum::narrow_half>(in, inout, len);
 }
 
 inline MpiTypes& mpi_types_storage() noexcept {
