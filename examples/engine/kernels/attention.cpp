@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu_convert.h"  // accel's kernels/cpu: bfloat16 / float16 loads and stores
@@ -110,18 +111,31 @@ inline v16i lane_index(long long j0) {
   return v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + static_cast<int>(j0);
 }
 
-constexpr int R = 4;  // rows per register block
+// Rows per register block. With AVX-512: as many as keep R x NV accumulators, NV operand vectors and a
+// broadcast in the 32 registers (at most 24 accumulators), up to 8, so that each operand row loaded
+// feeds more FMAs (1.1-1.25x over 4 rows at T = 256, hs = 64). Elsewhere a vector is two AVX2
+// registers of 16 and more rows only spill: 4.
+#if defined(__AVX512F__)
+template <int NV>
+inline constexpr int block_rows = 24 / NV < 8 ? 24 / NV : 8;
+#else
+template <int NV>
+inline constexpr int block_rows = 4;
+#endif
 
 // Local tiles are Tp x Tp (Tp: T rounded up to 16), zero beyond each row's diagonal and in the rows
 // past T, so the products below run over whole 16-float vectors without masks.
 
-// out[i*ldo + j] = scale * sum_d a[i*lda + d] * bt[d*Tp + j] for rows i < T and the 16-column blocks
+// out[i*ldo + j] = scale * sum_d a[i*lda + d] * b[j][d] for rows i < T and the 16-column blocks
 // that reach the diagonal (values past it are computed too; the caller masks them).
-// a: T rows of hs = 16 NV floats (global); bt: hs x Tp (local, transposed operand).
+// a: T rows of hs = 16 NV floats (global); bt: b transposed in 32-column panels (transpose_in), so that
+// the hs x 32 floats one register block reads are contiguous (rows of a whole Tp-wide transpose, 1 KB
+// apart at T = 256, share a few L1 sets and evict each other).
 template <int NV>
 void lower_products(const float* a, long long lda, const float* bt, long long T, long long Tp, float* out,
                     long long ldo, float scale) {
   constexpr int hs = 16 * NV;  // a compile-time trip count: the loops over d unroll whole
+  constexpr int R = block_rows<2>;
   for (long long i0 = 0; i0 < T; i0 += R) {
     const int rows = static_cast<int>(T - i0 < R ? T - i0 : R);
     const long long jend = i0 + rows;  // columns needed by the block's last row
@@ -129,9 +143,10 @@ void lower_products(const float* a, long long lda, const float* bt, long long T,
     for (int r = 0; r < R; ++r) ar[r] = a + (r < rows ? i0 + r : i0) * lda;
     for (long long j0 = 0; j0 < jend; j0 += 32) {
       v16 acc[R][2] = {};
+      const float* btj = bt + j0 * hs;  // columns [j0, j0 + 32): hs rows of 32
       if (j0 + 16 < jend) {
         for (int d = 0; d < hs; ++d) {
-          const v16 b0 = load_reg(bt + d * Tp + j0), b1 = load_reg(bt + d * Tp + j0 + 16);
+          const v16 b0 = load_reg(btj + d * 32), b1 = load_reg(btj + d * 32 + 16);
           for (int r = 0; r < R; ++r) {
             const v16 x = splat(ar[r][d]);
             acc[r][0] += x * b0;
@@ -144,7 +159,7 @@ void lower_products(const float* a, long long lda, const float* bt, long long T,
         }
       } else {
         for (int d = 0; d < hs; ++d) {
-          const v16 b0 = load_reg(bt + d * Tp + j0);
+          const v16 b0 = load_reg(btj + d * 32);
           for (int r = 0; r < R; ++r) acc[r][0] += splat(ar[r][d]) * b0;
         }
         for (int r = 0; r < rows; ++r) store(out + (i0 + r) * ldo + j0, acc[r][0] * scale);
@@ -155,24 +170,69 @@ void lower_products(const float* a, long long lda, const float* bt, long long T,
 
 // out[i*ldo + v] = scale * sum_{j <= i} p[i*ldp + j] * b[j*ldb + v] (v < hs = 16 NV), rows [0, T);
 // p: a local tile (zero past the diagonal and in the padding rows); b: T rows (global).
+// Rows [i0, i0 + RB) of out = scale * P b over the lower triangle (lower_times below).
+template <int NV, int RB>
+inline void lower_block(const float* p, long long ldp, const float* b, long long ldb, long long i0, float* out,
+                        long long ldo, float scale) {
+  v16 acc[RB][NV] = {};
+  for (long long j = 0; j < i0 + RB; ++j) {
+    v16 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = load_reg(b + j * ldb + 16 * v);
+    for (int r = 0; r < RB; ++r) {
+      const v16 x = splat(p[(i0 + r) * ldp + j]);
+      for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
+    }
+  }
+  for (int r = 0; r < RB; ++r) {
+    for (int v = 0; v < NV; ++v) store(out + (i0 + r) * ldo + 16 * v, acc[r][v] * scale);
+  }
+}
+
+// Rows [j0, j0 + RB) of out = scale * M^T b over the lower triangle (upper_times below).
+template <int NV, int RB>
+inline void upper_block(const float* m, long long ldm, const float* b, long long ldb, long long T, long long j0,
+                        float* out, long long ldo, float scale) {
+  v16 acc[RB][NV] = {};
+  for (long long i = j0; i < T; ++i) {
+    v16 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = load_reg(b + i * ldb + 16 * v);
+    const float* mi = m + i * ldm + j0;
+    for (int r = 0; r < RB; ++r) {
+      const v16 x = splat(mi[r]);
+      for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
+    }
+  }
+  for (int r = 0; r < RB; ++r) {
+    for (int v = 0; v < NV; ++v) store(out + (j0 + r) * ldo + 16 * v, acc[r][v] * scale);
+  }
+}
+
+template <int N>
+using rows_t = std::integral_constant<int, N>;
+
+// The last block, of `rows` < block_rows<NV> rows: f(rows_t<rows>{}), so that no row past T is read or
+// written.
+template <int NV, int RB = 1, class F>
+void tail_block(int rows, F&& f) {
+  if constexpr (RB < block_rows<NV>) {
+    if (rows == RB) {
+      f(rows_t<RB>{});
+    } else {
+      tail_block<NV, RB + 1>(rows, f);
+    }
+  }
+}
+
+// out[i*ldo + v] = scale * sum_{j <= i} p[i*ldp + j] * b[j*ldb + v] (v < hs = 16 NV), rows [0, T);
+// p: a local tile (zero past the diagonal and in the padding rows); b: T rows (global).
 template <int NV>
 void lower_times(const float* p, long long ldp, const float* b, long long ldb, long long T, float* out, long long ldo,
                  float scale) {
-  for (long long i0 = 0; i0 < T; i0 += R) {
-    const int rows = static_cast<int>(T - i0 < R ? T - i0 : R);
-    v16 acc[R][NV] = {};
-    for (long long j = 0; j < i0 + rows; ++j) {
-      v16 bv[NV];
-      for (int v = 0; v < NV; ++v) bv[v] = load_reg(b + j * ldb + 16 * v);
-      for (int r = 0; r < R; ++r) {
-        const v16 x = splat(p[(i0 + r) * ldp + j]);
-        for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
-      }
-    }
-    for (int r = 0; r < rows; ++r) {
-      for (int v = 0; v < NV; ++v) store(out + (i0 + r) * ldo + 16 * v, acc[r][v] * scale);
-    }
-  }
+  constexpr int R = block_rows<NV>;
+  long long i0 = 0;
+  for (; i0 + R <= T; i0 += R) lower_block<NV, R>(p, ldp, b, ldb, i0, out, ldo, scale);
+  tail_block<NV>(static_cast<int>(T - i0),
+                 [&](auto rb) { lower_block<NV, decltype(rb)::value>(p, ldp, b, ldb, i0, out, ldo, scale); });
 }
 
 // out[j*ldo + v] = scale * sum_{i >= j} m[i*ldm + j] * b[i*ldb + v]: the transposed product over the
@@ -180,32 +240,23 @@ void lower_times(const float* p, long long ldp, const float* b, long long ldb, l
 template <int NV>
 void upper_times(const float* m, long long ldm, const float* b, long long ldb, long long T, float* out, long long ldo,
                  float scale) {
-  for (long long j0 = 0; j0 < T; j0 += R) {
-    const int rows = static_cast<int>(T - j0 < R ? T - j0 : R);
-    v16 acc[R][NV] = {};
-    for (long long i = j0; i < T; ++i) {
-      v16 bv[NV];
-      for (int v = 0; v < NV; ++v) bv[v] = load_reg(b + i * ldb + 16 * v);
-      const float* mi = m + i * ldm + j0;
-      for (int r = 0; r < R; ++r) {
-        const v16 x = splat(mi[r]);
-        for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
-      }
-    }
-    for (int r = 0; r < rows; ++r) {
-      for (int v = 0; v < NV; ++v) store(out + (j0 + r) * ldo + 16 * v, acc[r][v] * scale);
-    }
-  }
+  constexpr int R = block_rows<NV>;
+  long long j0 = 0;
+  for (; j0 + R <= T; j0 += R) upper_block<NV, R>(m, ldm, b, ldb, T, j0, out, ldo, scale);
+  tail_block<NV>(static_cast<int>(T - j0),
+                 [&](auto rb) { upper_block<NV, decltype(rb)::value>(m, ldm, b, ldb, T, j0, out, ldo, scale); });
 }
 
-// bt[d*Tp + j] = rows[j*ld + d] for j < T, zero for j in [T, Tp): 16 x 16 blocks transposed in registers.
+// bt = rows transposed in panels of 32 columns: element (d, j) at (j / 32) 32 hs + 32 d + j % 32, for
+// j < T (zero for j in [T, Tp); a last panel of 16 has its other half unused); hs x Tb floats
+// (Tb: Tp rounded up to 32). 16 x 16 blocks transposed in registers.
 void transpose_in(const float* rows, long long ld, long long T, long long hs, long long Tp, float* bt) {
   for (long long j0 = 0; j0 < Tp; j0 += 16) {
     for (long long d0 = 0; d0 < hs; d0 += 16) {
       v16 x[16];
       for (int l = 0; l < 16; ++l) x[l] = j0 + l < T ? load(rows + (j0 + l) * ld + d0) : v16{};
       transpose16(x);
-      for (int l = 0; l < 16; ++l) store(bt + (d0 + l) * Tp + j0, x[l]);
+      for (int l = 0; l < 16; ++l) store(bt + (j0 / 32 * 32) * hs + (d0 + l) * 32 + j0 % 32, x[l]);
     }
   }
 }
@@ -225,9 +276,9 @@ inline v16 mask_v(const gpt_attention_args& a, const std::uint32_t* bits_row, lo
 template <int NV>
 void head_forward(const gpt_attention_args& a, long long bh, const float* q, const float* k, const float* v,
                   long long ld, float* y, long long ldy, float* work) {
-  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16;
-  float* kt = work;          // hs x Tp
-  float* pd = kt + hs * Tp;  // Tp x Tp: P with dropout (with dropout only)
+  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
+  float* kt = work;          // hs x Tb (transpose_in's panels)
+  float* pd = kt + hs * Tb;  // Tp x Tp: P with dropout (with dropout only)
   float* s = a.att + bh * Tp * Tp;  // this head's tile: scores, then P (zero past the diagonal)
   transpose_in(k, ld, T, hs, Tp, kt);
   lower_products<NV>(q, ld, kt, T, Tp, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
@@ -269,10 +320,10 @@ void head_forward(const gpt_attention_args& a, long long bh, const float* q, con
 template <int NV>
 void head_backward(const gpt_attention_args& a, long long bh, const float* q, const float* k, const float* v,
                    long long ld, const float* dy, long long lddy, float* dq, float* dk, float* dv, float* work) {
-  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16;
+  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
   const float* att = a.att + bh * Tp * Tp;  // P, zero past the diagonal and in the padding rows
-  float* vt = work;          // hs x Tp
-  float* ds = vt + hs * Tp;  // Tp x Tp: dPd, then dS (zero past the diagonal)
+  float* vt = work;          // hs x Tb (transpose_in's panels)
+  float* ds = vt + hs * Tb;  // Tp x Tp: dPd, then dS (zero past the diagonal)
   float* pd = ds + Tp * Tp;  // Tp x Tp: Pd = P x dropout (with dropout only)
   transpose_in(v, ld, T, hs, Tp, vt);
   lower_products<NV>(dy, lddy, vt, T, Tp, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
@@ -372,14 +423,15 @@ void run(const gpt_attention_args& a, bool forward, int threads) {
   const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16;
   const long long pairs = a.B * a.NH;
   const long long io_floats = D == F32 ? 0 : 7 * T * hs;
-  const std::size_t work_floats = static_cast<std::size_t>(hs * Tp + 2 * Tp * Tp + io_floats);
+  const long long Tb = (Tp + 31) / 32 * 32;
+  const std::size_t work_floats = static_cast<std::size_t>(hs * Tb + 2 * Tp * Tp + io_floats);
 #pragma omp parallel num_threads(threads)
   {
     // Kept per thread across launches: a fresh allocation this size would be mmap'ed and its pages
     // zeroed by the kernel on every call.
     thread_local std::vector<float> work;
     if (work.size() < work_floats) work.resize(work_floats);
-    float* io = work.data() + (hs * Tp + 2 * Tp * Tp);
+    float* io = work.data() + (hs * Tb + 2 * Tp * Tp);
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
     const long long p0 = pairs * t / nt, p1 = pairs * (t + 1) / nt;
     for (long long p = p0; p < p1; ++p) pair<NV, D>(a, p, forward, work.data(), io);
