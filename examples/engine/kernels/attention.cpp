@@ -4,9 +4,9 @@
 //
 // The (batch, head) pairs are split statically over the OpenMP threads; each pair is computed whole by
 // one thread, so results do not depend on the thread count. Within a pair the products are small
-// matrix products (T x T x hs) written as register-blocked loops over 16-float vectors (GCC vector
-// extensions: AVX-512 registers with -march=native, two AVX2 ones elsewhere); only the causal lower
-// triangle is computed. Compiled with -ffp-contract=fast (the op's flag) so a*b+c becomes an FMA.
+// matrix products (T x T x hs) written as register-blocked loops over the machine's vectors (GCC vector
+// extensions with -march=native: AVX-512 registers of 16 floats, else AVX2 ones of 8), the softmax over
+// 16-float blocks; only the causal lower triangle is computed. Compiled with -ffp-contract=fast (the op's flag) so a*b+c becomes an FMA.
 //
 // Storage float32 (_f32), bfloat16 (_bf16) or float16 (_f16) for qkv, y, dy and dqkv; P (att) and all
 // arithmetic float32. With 16-bit storage each (batch, head) pair's q, k, v (and dy) are converted
@@ -111,16 +111,51 @@ inline v16i lane_index(long long j0) {
   return v16i{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + static_cast<int>(j0);
 }
 
-// Rows per register block. With AVX-512: as many as keep R x NV accumulators, NV operand vectors and a
-// broadcast in the 32 registers (at most 24 accumulators), up to 8, so that each operand row loaded
-// feeds more FMAs (1.1-1.25x over 4 rows at T = 256, hs = 64). Elsewhere a vector is two AVX2
-// registers of 16 and more rows only spill: 4.
+// ---- the products: register-blocked loops over the machine's own vectors ----
+//
+// The softmax and the transposes work on 16-float blocks (v16) everywhere; the products, where the time
+// goes, are written for the widest native vector (vn: W floats, one register): 16 with AVX-512, 8
+// otherwise. (A v16 there is two AVX2 registers, and blocks of v16 accumulators outgrew the 16
+// registers: the stack traffic made the AVX2 build 7x slower than the AVX-512 one, not 2x.) A block is
+// RB output rows x G vectors of W columns, sized to keep its RB G accumulators, G operand vectors and a
+// broadcast in registers: each operand vector loaded then feeds RB FMAs. Every output element still
+// adds its terms in ascending order, whatever the blocking: the same bits on every path.
+#if defined(__AVX512F__)
+constexpr int W = 16;
+#else
+constexpr int W = 8;
+#endif
+typedef float vn __attribute__((vector_size(W * 4)));
+typedef float vnu __attribute__((vector_size(W * 4), aligned(4)));
+
+inline vn load_n(const float* p) {  // kept in a register (see load_reg)
+  vn v = *reinterpret_cast<const vnu*>(p);
+  __asm__("" : "+v"(v));
+  return v;
+}
+inline void store_n(float* p, vn v) { *reinterpret_cast<vnu*>(p) = v; }
+inline vn splat_n(float x) {  // a broadcast (vn{} + x would be an add)
+#if defined(__AVX512F__)
+  return splat(x);
+#else
+  return vn{x, x, x, x, x, x, x, x};
+#endif
+}
+
+// Output rows and vectors per block of the P-times-b products (lower_times, upper_times) with hs = 16 NV:
+// with AVX-512 all NV vectors of a row and as many rows as keep the accumulators within 24 of the 32
+// registers, up to 8 (1.1-1.25x over 4 rows at T = 256, hs = 64); with AVX2 4 rows of 2 vectors (8 of
+// the 16 registers), the 2 NV vectors of a row covered in passes.
 #if defined(__AVX512F__)
 template <int NV>
 inline constexpr int block_rows = 24 / NV < 8 ? 24 / NV : 8;
+template <int NV>
+inline constexpr int block_vectors = NV;
 #else
 template <int NV>
 inline constexpr int block_rows = 4;
+template <int NV>
+inline constexpr int block_vectors = 2;
 #endif
 
 // Local tiles are Tp x Tp (Tp: T rounded up to 16), zero beyond each row's diagonal and in the rows
@@ -130,61 +165,64 @@ inline constexpr int block_rows = 4;
 // that reach the diagonal (values past it are computed too; the caller masks them).
 // a: T rows of hs = 16 NV floats (global); bt: b transposed in 32-column panels (transpose_in), so that
 // the hs x 32 floats one register block reads are contiguous (rows of a whole Tp-wide transpose, 1 KB
-// apart at T = 256, share a few L1 sets and evict each other).
+// apart at T = 256, share a few L1 sets and evict each other). A block is R rows x a panel (32 / W
+// vectors; the last panel of a row block may hold only 16 columns).
 template <int NV>
-void lower_products(const float* a, long long lda, const float* bt, long long T, long long Tp, float* out,
-                    long long ldo, float scale) {
+void lower_products(const float* a, long long lda, const float* bt, long long T, float* out, long long ldo, float scale) {
   constexpr int hs = 16 * NV;  // a compile-time trip count: the loops over d unroll whole
-  constexpr int R = block_rows<2>;
+  constexpr int P = 32 / W;    // vectors per panel
+  constexpr int R = W == 16 ? 8 : 2;
   for (long long i0 = 0; i0 < T; i0 += R) {
     const int rows = static_cast<int>(T - i0 < R ? T - i0 : R);
     const long long jend = i0 + rows;  // columns needed by the block's last row
     const float* ar[R];
     for (int r = 0; r < R; ++r) ar[r] = a + (r < rows ? i0 + r : i0) * lda;
     for (long long j0 = 0; j0 < jend; j0 += 32) {
-      v16 acc[R][2] = {};
       const float* btj = bt + j0 * hs;  // columns [j0, j0 + 32): hs rows of 32
-      if (j0 + 16 < jend) {
+      const auto panel = [&](auto vectors) {  // the panel's first `vectors` vectors
+        constexpr int V = decltype(vectors)::value;
+        vn acc[R][V] = {};
         for (int d = 0; d < hs; ++d) {
-          const v16 b0 = load_reg(btj + d * 32), b1 = load_reg(btj + d * 32 + 16);
+          vn b[V];
+          for (int v = 0; v < V; ++v) b[v] = load_n(btj + d * 32 + W * v);
           for (int r = 0; r < R; ++r) {
-            const v16 x = splat(ar[r][d]);
-            acc[r][0] += x * b0;
-            acc[r][1] += x * b1;
+            const vn x = splat_n(ar[r][d]);
+            for (int v = 0; v < V; ++v) acc[r][v] += x * b[v];
           }
         }
         for (int r = 0; r < rows; ++r) {
-          store(out + (i0 + r) * ldo + j0, acc[r][0] * scale);
-          store(out + (i0 + r) * ldo + j0 + 16, acc[r][1] * scale);
+          for (int v = 0; v < V; ++v) store_n(out + (i0 + r) * ldo + j0 + W * v, acc[r][v] * scale);
         }
+      };
+      if (j0 + 16 < jend) {
+        panel(std::integral_constant<int, P>{});
       } else {
-        for (int d = 0; d < hs; ++d) {
-          const v16 b0 = load_reg(btj + d * 32);
-          for (int r = 0; r < R; ++r) acc[r][0] += splat(ar[r][d]) * b0;
-        }
-        for (int r = 0; r < rows; ++r) store(out + (i0 + r) * ldo + j0, acc[r][0] * scale);
+        panel(std::integral_constant<int, P / 2>{});
       }
     }
   }
 }
 
-// out[i*ldo + v] = scale * sum_{j <= i} p[i*ldp + j] * b[j*ldb + v] (v < hs = 16 NV), rows [0, T);
-// p: a local tile (zero past the diagonal and in the padding rows); b: T rows (global).
-// Rows [i0, i0 + RB) of out = scale * P b over the lower triangle (lower_times below).
+// Rows [i0, i0 + RB) of out = scale * P b over the lower triangle (lower_times below), in passes of
+// block_vectors<NV> vectors.
 template <int NV, int RB>
 inline void lower_block(const float* p, long long ldp, const float* b, long long ldb, long long i0, float* out,
                         long long ldo, float scale) {
-  v16 acc[RB][NV] = {};
-  for (long long j = 0; j < i0 + RB; ++j) {
-    v16 bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = load_reg(b + j * ldb + 16 * v);
-    for (int r = 0; r < RB; ++r) {
-      const v16 x = splat(p[(i0 + r) * ldp + j]);
-      for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
+  constexpr int N = 16 * NV / W, G = block_vectors<NV>;  // vectors per row, per pass
+  static_assert(N % G == 0, "a pass covers whole vectors");
+  for (int g = 0; g < N; g += G) {
+    vn acc[RB][G] = {};
+    for (long long j = 0; j < i0 + RB; ++j) {
+      vn bv[G];
+      for (int v = 0; v < G; ++v) bv[v] = load_n(b + j * ldb + W * (g + v));
+      for (int r = 0; r < RB; ++r) {
+        const vn x = splat_n(p[(i0 + r) * ldp + j]);
+        for (int v = 0; v < G; ++v) acc[r][v] += x * bv[v];
+      }
     }
-  }
-  for (int r = 0; r < RB; ++r) {
-    for (int v = 0; v < NV; ++v) store(out + (i0 + r) * ldo + 16 * v, acc[r][v] * scale);
+    for (int r = 0; r < RB; ++r) {
+      for (int v = 0; v < G; ++v) store_n(out + (i0 + r) * ldo + W * (g + v), acc[r][v] * scale);
+    }
   }
 }
 
@@ -192,31 +230,32 @@ inline void lower_block(const float* p, long long ldp, const float* b, long long
 template <int NV, int RB>
 inline void upper_block(const float* m, long long ldm, const float* b, long long ldb, long long T, long long j0,
                         float* out, long long ldo, float scale) {
-  v16 acc[RB][NV] = {};
-  for (long long i = j0; i < T; ++i) {
-    v16 bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = load_reg(b + i * ldb + 16 * v);
-    const float* mi = m + i * ldm + j0;
-    for (int r = 0; r < RB; ++r) {
-      const v16 x = splat(mi[r]);
-      for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
+  constexpr int N = 16 * NV / W, G = block_vectors<NV>;  // vectors per row, per pass
+  static_assert(N % G == 0, "a pass covers whole vectors");
+  for (int g = 0; g < N; g += G) {
+    vn acc[RB][G] = {};
+    for (long long i = j0; i < T; ++i) {
+      vn bv[G];
+      for (int v = 0; v < G; ++v) bv[v] = load_n(b + i * ldb + W * (g + v));
+      const float* mi = m + i * ldm + j0;
+      for (int r = 0; r < RB; ++r) {
+        const vn x = splat_n(mi[r]);
+        for (int v = 0; v < G; ++v) acc[r][v] += x * bv[v];
+      }
     }
-  }
-  for (int r = 0; r < RB; ++r) {
-    for (int v = 0; v < NV; ++v) store(out + (j0 + r) * ldo + 16 * v, acc[r][v] * scale);
+    for (int r = 0; r < RB; ++r) {
+      for (int v = 0; v < G; ++v) store_n(out + (j0 + r) * ldo + W * (g + v), acc[r][v] * scale);
+    }
   }
 }
 
-template <int N>
-using rows_t = std::integral_constant<int, N>;
-
-// The last block, of `rows` < block_rows<NV> rows: f(rows_t<rows>{}), so that no row past T is read or
-// written.
+// The last block, of `rows` < block_rows<NV> rows: f(std::integral_constant<int, rows>{}), so that no
+// row past T is read or written.
 template <int NV, int RB = 1, class F>
 void tail_block(int rows, F&& f) {
   if constexpr (RB < block_rows<NV>) {
     if (rows == RB) {
-      f(rows_t<RB>{});
+      f(std::integral_constant<int, RB>{});
     } else {
       tail_block<NV, RB + 1>(rows, f);
     }
@@ -281,7 +320,7 @@ void head_forward(const gpt_attention_args& a, long long bh, const float* q, con
   float* pd = kt + hs * Tb;  // Tp x Tp: P with dropout (with dropout only)
   float* s = a.att + bh * Tp * Tp;  // this head's tile: scores, then P (zero past the diagonal)
   transpose_in(k, ld, T, hs, Tp, kt);
-  lower_products<NV>(q, ld, kt, T, Tp, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
+  lower_products<NV>(q, ld, kt, T, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
   const v16 neg = splat(-3.0e38f);
   for (long long i = 0; i < T; ++i) {
     float* si = s + i * Tp;
@@ -326,7 +365,7 @@ void head_backward(const gpt_attention_args& a, long long bh, const float* q, co
   float* ds = vt + hs * Tb;  // Tp x Tp: dPd, then dS (zero past the diagonal)
   float* pd = ds + Tp * Tp;  // Tp x Tp: Pd = P x dropout (with dropout only)
   transpose_in(v, ld, T, hs, Tp, vt);
-  lower_products<NV>(dy, lddy, vt, T, Tp, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
+  lower_products<NV>(dy, lddy, vt, T, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
   const float sc = 1.0f / std::sqrt(static_cast<float>(hs));
   for (long long i = 0; i < T; ++i) {
     float* dsi = ds + i * Tp;
