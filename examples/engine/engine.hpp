@@ -406,6 +406,10 @@ class Trainer {
 
   /// The CPU's float32 FMA peak (FLOP/s) on the run's threads; 0 on other backends.
   double measure_peak(double seconds) { return attn_.measure_peak(stream_, seconds, cfg_.threads); }
+  /// Whether the CPU's bf16 attention runs its products on AMX tiles (false elsewhere, and for fp32/fp16).
+  bool attention_on_amx() {
+    return cfg_.dtype == "bf16" && attn_.cpu_attention_amx(stream_, cfg_.shape.width, cfg_.shape.heads);
+  }
 
   [[nodiscard]] std::int64_t step() const noexcept { return step_; }
   [[nodiscard]] const ParamLayout& layout() const noexcept { return P_; }

@@ -48,6 +48,7 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
       for (const char* d : {"_f32", "_bf16", "_f16"}) s.entry_points.push_back(std::string(k) + d);
     }
     s.entry_points.push_back("gpt_fma_peak");
+    s.entry_points.push_back("gpt_attention_cpu_amx");
   } else {
     s.kind = accel::ops::OpKind::cuda;
     s.sources = {"attention.cu"};
@@ -101,6 +102,7 @@ class GptKernels {
       }
     } else {
       peak_ = accel::ops::Kernel(op, "gpt_fma_peak");
+      amx_ = accel::ops::Kernel(op, "gpt_attention_cpu_amx");
     }
   }
 
@@ -172,6 +174,16 @@ class GptKernels {
                         std::int64_t heads, std::int64_t T, float scale_qk) const {
     b_.launch_kernel(s, softmax_backward_, rows_shape(heads * T),
                      softmax_args(const_cast<void*>(att), nullptr, datt, bits, p, heads, T, scale_qk));
+  }
+
+  /// Whether the CPU's bf16 attention of this shape runs its products on AMX tiles (kernels/attention.cpp);
+  /// false on other backends.
+  bool cpu_attention_amx(StreamRef s, std::int64_t C, std::int64_t NH) const {
+    if (!amx_.valid()) return false;
+    int amx = 0;
+    b_.launch_kernel(s, amx_, accel::ops::LaunchShape::blocks(1, 1, 0, 1), gpt_attention_amx_args{C, NH, &amx});
+    s.synchronize();
+    return amx != 0;
   }
 
   /// The CPU's measured FMA peak in FLOP/s on `threads` threads (0: all); 0 on other backends.
@@ -263,7 +275,7 @@ class GptKernels {
 
   B b_;
   int threads_ = 0;
-  accel::ops::Kernel forward_, backward_, backward_kv_, permute_, softmax_forward_, softmax_backward_, peak_;
+  accel::ops::Kernel forward_, backward_, backward_kv_, permute_, softmax_forward_, softmax_backward_, peak_, amx_;
   accel::ops::Kernel flash_forward_, flash_dq_, flash_dkv_;
   std::int64_t flash_head_size_ = 0;
 };

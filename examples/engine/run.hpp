@@ -342,6 +342,7 @@ class Engine {
     const FaultInjection fault = FaultInjection::from_env();
     const bool cpu = b_.device_type() == accel::DeviceType::cpu;
     const double peak = cpu ? t.measure_peak(0.15) : datasheet_peak(product_name(b_), cfg_.dtype != "fp32");
+    const bool attention_amx = cpu && plan.attention == AttentionPath::fused && t.attention_on_amx();
     MetricsCsv metrics;
     if (cfg_.rank == 0) metrics.open(cfg_.metrics);  // rank 0 reports
     std::unique_ptr<Dump> dump;
@@ -503,7 +504,8 @@ class Engine {
         {"model", cfg_.size + ": " + grouped(plan.params) + " parameters, " + cfg_.dtype + ", attention " +
                       (plan.attention == AttentionPath::flash  ? "flash"
                        : plan.attention == AttentionPath::gemm ? "gemm"
-                                                               : "fused")},
+                                                               : attention_amx ? "fused, AMX tiles"
+                                                                               : "fused")},
         {"steps", std::to_string(t.step()) + " (" + std::to_string(steps_done) + " this run" +
                       (stopped_by.empty() ? "" : ", stopped by " + stopped_by) + ")"},
         {"tokens", grouped(static_cast<double>(tokens_per_step * steps_done))},

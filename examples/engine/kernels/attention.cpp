@@ -18,11 +18,22 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "cpu_convert.h"  // accel's kernels/cpu: bfloat16 / float16 loads and stores
+
+// AMX (Sapphire Rapids and later, with -march=native there): the bf16 products on the tile unit.
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
+#define GPT_ATTENTION_AMX 1
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#else
+#define GPT_ATTENTION_AMX 0
+#endif
 
 #define GPT_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -310,17 +321,10 @@ inline v16 mask_v(const gpt_attention_args& a, const std::uint32_t* bits_row, lo
   return m;
 }
 
-// One (batch, head) pair, bh = b NH + h: q, k, v are T rows (row stride ld) of hs floats; y gets T
-// rows (stride ldy).
-template <int NV>
-void head_forward(const gpt_attention_args& a, long long bh, const float* q, const float* k, const float* v,
-                  long long ld, float* y, long long ldy, float* work) {
-  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
-  float* kt = work;          // hs x Tb (transpose_in's panels)
-  float* pd = kt + hs * Tb;  // Tp x Tp: P with dropout (with dropout only)
-  float* s = a.att + bh * Tp * Tp;  // this head's tile: scores, then P (zero past the diagonal)
-  transpose_in(k, ld, T, hs, Tp, kt);
-  lower_products<NV>(q, ld, kt, T, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
+// Row i of this head's tile s (rows T, stride Tp) becomes P[i] = softmax(S[i][0..i]), zero past the
+// diagonal; rows [T, Tp) zero. With attention dropout pd gets P x the dropout factors.
+void softmax_forward_tile(const gpt_attention_args& a, long long bh, float* s, float* pd) {
+  const long long T = a.T, Tp = (T + 15) / 16 * 16;
   const v16 neg = splat(-3.0e38f);
   for (long long i = 0; i < T; ++i) {
     float* si = s + i * Tp;
@@ -352,21 +356,12 @@ void head_forward(const gpt_attention_args& a, long long bh, const float* q, con
     std::memset(s + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
     if (a.bits != nullptr) std::memset(pd + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
   }
-  lower_times<NV>(a.bits != nullptr ? pd : s, Tp, v, ld, T, y, ldy, 1.0f);
 }
 
-// One pair's backward: q, k, v and dq, dk, dv are T rows of stride ld, dy T rows of stride lddy.
-template <int NV>
-void head_backward(const gpt_attention_args& a, long long bh, const float* q, const float* k, const float* v,
-                   long long ld, const float* dy, long long lddy, float* dq, float* dk, float* dv, float* work) {
-  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
-  const float* att = a.att + bh * Tp * Tp;  // P, zero past the diagonal and in the padding rows
-  float* vt = work;          // hs x Tb (transpose_in's panels)
-  float* ds = vt + hs * Tb;  // Tp x Tp: dPd, then dS (zero past the diagonal)
-  float* pd = ds + Tp * Tp;  // Tp x Tp: Pd = P x dropout (with dropout only)
-  transpose_in(v, ld, T, hs, Tp, vt);
-  lower_products<NV>(dy, lddy, vt, T, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
-  const float sc = 1.0f / std::sqrt(static_cast<float>(hs));
+// ds holds dPd = dy v^T (rows T, stride Tp); it becomes dS = P (dP - rowsum(P dP)), dP = dPd x the
+// dropout factors, zero past the diagonal and in rows [T, Tp); with dropout pd gets Pd = P x them.
+void softmax_backward_tile(const gpt_attention_args& a, long long bh, const float* att, float* ds, float* pd) {
+  const long long T = a.T, Tp = (T + 15) / 16 * 16;
   for (long long i = 0; i < T; ++i) {
     float* dsi = ds + i * Tp;
     const float* pi = att + i * Tp;
@@ -397,6 +392,379 @@ void head_backward(const gpt_attention_args& a, long long bh, const float* q, co
     std::memset(ds + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
     if (a.bits != nullptr) std::memset(pd + i * Tp, 0, static_cast<std::size_t>(Tp) * sizeof(float));
   }
+}
+
+#if GPT_ATTENTION_AMX
+// ---- bfloat16 storage on a CPU with AMX: the six products on the tile unit ----
+//
+// With bf16 q, k, v (and dy) and a head size of 32 or 64, the products run as AMX bf16 tile products
+// (16 x 32 by 32 x 16, float32 sums): the scores S = q k^T and dPd = dy v^T from the stored bf16
+// values, and y = Pd v, dq = dS k, dk = dS^T q, dv = Pd^T dy with P, Pd and dS rounded to bf16 first,
+// as FlashAttention does on GPUs. The softmax and its backward compute in float32 in the thread's work
+// area; the pair's att tile keeps P rounded to bf16 (rows of Tb: the tile's first Tp Tb / 2 floats),
+// half the bytes the float32 P takes to memory and back. So the values are not the float32 kernel's
+// bits but within bf16's precision of them (test_attention); the same bits for any thread count, as
+// every pair is still one thread's. ENGINE_ATTENTION_AMX=0 in the environment turns this path off.
+namespace amx {
+
+typedef std::uint16_t bf16;
+
+// Linux grants a process the tile registers' state only on request (arch_prctl), once.
+inline bool permitted() {
+  static const bool granted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+  return granted;
+}
+
+// Every tile 16 rows of 64 bytes: A 16 x 32 bf16, B 16 pairs of rows x 16 columns, C 16 x 16 floats.
+// Loaded by each thread at the start of a launch (oneDNN's kernels on the same thread load their own).
+inline void configure() {
+  struct alignas(64) {
+    std::uint8_t palette, start_row, reserved[14];
+    std::uint16_t colsb[16];
+    std::uint8_t rows[16];
+  } c{};
+  c.palette = 1;
+  for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;
+  _tile_loadconfig(&c);
+}
+
+inline void store_bf16(bf16* dst, v16 x) {  // 16 floats rounded to bf16 (to nearest even)
+  const __m256bh h = _mm512_cvtneps_pbh(x);
+  std::memcpy(dst, &h, 32);
+}
+
+// T rows of hs bf16 (row stride ld) into rows of hs, zero up to `rows`.
+void copy_rows(const bf16* src, long long ld, long long T, long long rows, int hs, bf16* dst) {
+  for (long long i = 0; i < T; ++i) std::memcpy(dst + i * hs, src + i * ld, static_cast<std::size_t>(hs) * 2);
+  std::memset(dst + T * hs, 0, static_cast<std::size_t>((rows - T) * hs) * 2);
+}
+
+// B tiles of x y^T from y's rows (Tp of hs): tile (jb, dc) row r, 32-bit word c = the pair
+// y[16 jb + c][32 dc + 2r, + 1]: 16 x 16 blocks of words transposed in registers.
+void pairs_transposed(const bf16* y, int hs, long long Tp, bf16* out) {
+  const int nc = hs / 32;
+  for (long long jb = 0; jb < Tp / 16; ++jb) {
+    for (int dc = 0; dc < nc; ++dc) {
+      v16 x[16];
+      for (int l = 0; l < 16; ++l) std::memcpy(&x[l], y + (16 * jb + l) * hs + 32 * dc, 64);
+      transpose16(x);  // moves bits: no arithmetic on the words
+      bf16* t = out + (jb * nc + dc) * 512;
+      for (int r = 0; r < 16; ++r) std::memcpy(t + 32 * r, &x[r], 64);
+    }
+  }
+}
+
+// B tiles of P x from x's rows (Tb of hs): tile (kc, db) row r = x[32 kc + 2r][16 db + c] and
+// x[32 kc + 2r + 1][16 db + c] interleaved, c < 16.
+void pairs_interleaved(const bf16* x, int hs, long long Tb, bf16* out) {
+  const int nb = hs / 16;
+  alignas(64) std::int16_t index[32];
+  for (int i = 0; i < 32; ++i) index[i] = static_cast<std::int16_t>(i % 2 == 0 ? i / 2 : 32 + i / 2);
+  const __m512i idx = _mm512_load_si512(index);
+  for (long long kc = 0; kc < Tb / 32; ++kc) {
+    for (int db = 0; db < nb; ++db) {
+      bf16* t = out + (kc * nb + db) * 512;
+      for (int r = 0; r < 16; ++r) {
+        const bf16* even = x + (32 * kc + 2 * r) * hs + 16 * db;
+        const __m512i lo = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even)));
+        const __m512i hi = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even + hs)));
+        _mm512_storeu_si512(t + 32 * r, _mm512_permutex2var_epi16(lo, idx, hi));
+      }
+    }
+  }
+}
+
+inline v16 widen(const bf16* p) {  // 16 bf16 as floats (exact)
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return reinterpret_cast<v16>(_mm512_slli_epi32(w, 16));
+}
+
+// A rows of M^T x: out[j][i] = M[i][j] rounded to bf16, rows j < Tp of Tb (zero for i >= Tp, and in
+// the blocks above the diagonal, i < j); load_m(i, jb): M[i][16 jb, + 16).
+template <class LoadM>
+void transposed_bf16(LoadM&& load_m, long long Tp, long long Tb, bf16* out) {
+  for (long long jb = 0; jb < Tp / 16; ++jb) {
+    for (long long ib = 0; ib < Tb / 16; ++ib) {
+      v16 x[16];
+      if (ib < jb || ib >= Tp / 16) {
+        for (auto& r : x) r = v16{};
+      } else {
+        for (int l = 0; l < 16; ++l) x[l] = load_m(16 * ib + l, jb);
+        transpose16(x);
+      }
+      for (int r = 0; r < 16; ++r) store_bf16(out + (16 * jb + r) * Tb + 16 * ib, x[r]);
+    }
+  }
+}
+
+// The forward softmax on the raw scores s (rows T, stride Tp; scaled here), written as bf16 rows of
+// Tb: P into p (kept for the backward pass) and, with attention dropout, Pd = P x the dropout factors
+// into pd; zero past the diagonal and in rows [T, Tp). One pass for the maximum, one for e^x and its
+// sum, one for the normalised, rounded rows.
+void softmax_to_bf16(const gpt_attention_args& a, long long bh, float* s, float scale, bf16* p, bf16* pd) {
+  const long long T = a.T, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
+  const v16 neg = splat(-3.0e38f), sc = splat(scale);
+  for (long long i = 0; i < T; ++i) {
+    float* si = s + i * Tp;
+    bf16* pi = p + i * Tb;
+    const long long last = i / 16;
+    const v16i below = lane_index(16 * last) <= (v16i{} + static_cast<int>(i));
+    v16 mx = below ? load(si + 16 * last) : neg;
+    for (long long c = 0; c < last; ++c) mx = vmax(mx, load(si + 16 * c));
+    const float m = hmax(mx) * scale;  // scale > 0
+    v16 sum = {};
+    for (long long c = 0; c < last; ++c) {
+      const v16 e = exp_neg(load(si + 16 * c) * sc - m);
+      store(si + 16 * c, e);
+      sum += e;
+    }
+    const v16 el = below ? exp_neg(load(si + 16 * last) * sc - m) : v16{};
+    store(si + 16 * last, el);
+    sum += el;
+    const v16 inv = splat(1.0f / hsum(sum));
+    const std::uint32_t* bits_row = a.bits != nullptr ? a.bits + (bh * T + i) * T : nullptr;
+    for (long long c = 0; c <= last; ++c) {
+      const v16 pv = load(si + 16 * c) * inv;
+      store_bf16(pi + 16 * c, pv);
+      if (bits_row != nullptr) store_bf16(pd + i * Tb + 16 * c, pv * mask_v(a, bits_row, 16 * c, T));
+    }
+    const std::size_t rest = static_cast<std::size_t>(Tb - 16 * (last + 1)) * 2;
+    std::memset(pi + 16 * (last + 1), 0, rest);
+    if (bits_row != nullptr) std::memset(pd + i * Tb + 16 * (last + 1), 0, rest);
+  }
+  for (long long i = T; i < Tp; ++i) {
+    std::memset(p + i * Tb, 0, static_cast<std::size_t>(Tb) * 2);
+    if (a.bits != nullptr) std::memset(pd + i * Tb, 0, static_cast<std::size_t>(Tb) * 2);
+  }
+}
+
+// The backward softmax: ds holds dPd = dy v^T (rows T, stride Tp); ds_rows gets dS = P (dP - rowsum(P
+// dP)) with dP = dPd x the dropout factors, as bf16 rows of Tb, zero past the diagonal and in rows
+// [T, Tp). P from the forward pass's bf16 rows p.
+void softmax_backward_to_bf16(const gpt_attention_args& a, long long bh, const bf16* p, const float* ds,
+                              bf16* ds_rows) {
+  const long long T = a.T, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
+  for (long long i = 0; i < T; ++i) {
+    const float* dsi = ds + i * Tp;
+    const bf16* pi = p + i * Tb;
+    bf16* out = ds_rows + i * Tb;
+    const long long blocks = i / 16 + 1;
+    const std::uint32_t* bits_row = a.bits != nullptr ? a.bits + (bh * T + i) * T : nullptr;
+    v16 dsum = {};
+    for (long long c = 0; c < blocks; ++c) {
+      v16 dp = load(dsi + 16 * c);
+      if (bits_row != nullptr) dp = dp * mask_v(a, bits_row, 16 * c, T);
+      dsum += widen(pi + 16 * c) * dp;  // P is 0 past the diagonal
+    }
+    const float dsum_s = hsum(dsum);
+    for (long long c = 0; c < blocks; ++c) {
+      v16 dp = load(dsi + 16 * c);
+      if (bits_row != nullptr) dp = dp * mask_v(a, bits_row, 16 * c, T);
+      store_bf16(out + 16 * c, widen(pi + 16 * c) * (dp - dsum_s));
+    }
+    std::memset(out + 16 * blocks, 0, static_cast<std::size_t>(Tb - 16 * blocks) * 2);
+  }
+  for (long long i = T; i < Tp; ++i) std::memset(ds_rows + i * Tb, 0, static_cast<std::size_t>(Tb) * 2);
+}
+
+// s (stride Tp) = x y^T for the 16 x 16 blocks on and below the diagonal: x rows (Tp of hs = 32 NC),
+// y as pairs_transposed's tiles.
+template <int NC>
+void scores(const bf16* x, const bf16* yt, long long Tp, float* s) {
+  constexpr int hs = 32 * NC;
+  for (long long ib = 0; ib < Tp / 16; ++ib) {
+    _tile_loadd(1, x + 16 * ib * hs, hs * 2);
+    if constexpr (NC == 2) _tile_loadd(2, x + 16 * ib * hs + 32, hs * 2);
+    for (long long jb = 0; jb <= ib; ++jb) {
+      _tile_zero(0);
+      _tile_loadd(4, yt + (jb * NC) * 512, 64);
+      _tile_dpbf16ps(0, 1, 4);
+      if constexpr (NC == 2) {
+        _tile_loadd(5, yt + (jb * NC + 1) * 512, 64);
+        _tile_dpbf16ps(0, 2, 5);
+      }
+      _tile_stored(0, s + 16 * ib * Tp + 16 * jb, Tp * 4);
+    }
+  }
+}
+
+// out row i (i < T, stride ldo, bf16) = scale * sum_k A[i][k] x[k] over the 32-column chunks of A's
+// rows (Tp of Tb) that block ib needs: [0, its diagonal] (lower) or [its diagonal, Tb) (upper); x as
+// pairs_interleaved's tiles (hs = 16 NB). C tiles 0..NB-1, A tile 4, B tiles 5-7.
+template <int NB>
+void times(const bf16* arows, long long Tb, const bf16* xi, long long T, bool lower, float scale, bf16* out,
+           long long ldo) {
+  constexpr int hs = 16 * NB;
+  const long long Tp = (T + 15) / 16 * 16;
+  alignas(64) float c[16 * hs];
+  for (long long ib = 0; ib < Tp / 16; ++ib) {
+    _tile_zero(0);
+    _tile_zero(1);
+    if constexpr (NB == 4) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+    const long long diagonal = 16 * ib / 32;
+    const long long k0 = lower ? 0 : diagonal, k1 = lower ? diagonal + 1 : Tb / 32;
+    for (long long kc = k0; kc < k1; ++kc) {
+      const bf16* t = xi + kc * NB * 512;
+      _tile_loadd(4, arows + 16 * ib * Tb + 32 * kc, Tb * 2);
+      _tile_loadd(5, t, 64);
+      _tile_dpbf16ps(0, 4, 5);
+      _tile_loadd(6, t + 512, 64);
+      _tile_dpbf16ps(1, 4, 6);
+      if constexpr (NB == 4) {
+        _tile_loadd(7, t + 1024, 64);
+        _tile_dpbf16ps(2, 4, 7);
+        _tile_loadd(5, t + 1536, 64);
+        _tile_dpbf16ps(3, 4, 5);
+      }
+    }
+    _tile_stored(0, c, hs * 4);
+    _tile_stored(1, c + 16, hs * 4);
+    if constexpr (NB == 4) {
+      _tile_stored(2, c + 32, hs * 4);
+      _tile_stored(3, c + 48, hs * 4);
+    }
+    const long long rows = T - 16 * ib < 16 ? T - 16 * ib : 16;
+    for (long long r = 0; r < rows; ++r) {
+      for (int v = 0; v < NB; ++v) store_bf16(out + (16 * ib + r) * ldo + 16 * v, load(c + r * hs + 16 * v) * scale);
+    }
+  }
+}
+
+// A thread's bf16 work area for one pair (hs = 32 NC, Tp, Tb as above).
+struct Scratch {
+  bf16 *x[4], *pairs, *a, *at;
+  static std::size_t elements(long long hs, long long Tp, long long Tb) {
+    return static_cast<std::size_t>(4 * Tb * hs + Tb * hs + Tp * Tb * 2);
+  }
+  Scratch(bf16* w, long long hs, long long Tp, long long Tb) {
+    for (int i = 0; i < 4; ++i) x[i] = w + i * Tb * hs;
+    pairs = w + 4 * Tb * hs;
+    a = pairs + Tb * hs;
+    at = a + Tp * Tb;
+  }
+};
+
+// One pair forward: q, k, v are T bf16 rows of stride ld; y gets T rows (stride ldy). The scores and
+// the softmax stay in the thread's work area (2 Tp x Tp floats: S then P, and Pd with dropout); the
+// pair's att tile keeps P rounded to bf16 (rows of Tb) for the backward pass: half the bytes written.
+template <int NC>
+void head_forward(const gpt_attention_args& a, long long bh, const bf16* q, const bf16* k, const bf16* v, long long ld,
+                  bf16* y, long long ldy, float* work, Scratch& w) {
+  constexpr int hs = 32 * NC;
+  const long long T = a.T, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
+  float* s = work;
+  bf16* p = reinterpret_cast<bf16*>(a.att + bh * Tp * Tp);
+  copy_rows(q, ld, T, Tb, hs, w.x[0]);
+  copy_rows(k, ld, T, Tb, hs, w.x[1]);
+  pairs_transposed(w.x[1], hs, Tp, w.pairs);
+  scores<NC>(w.x[0], w.pairs, Tp, s);
+  softmax_to_bf16(a, bh, s, 1.0f / std::sqrt(static_cast<float>(hs)), p, w.a);
+  copy_rows(v, ld, T, Tb, hs, w.x[2]);
+  pairs_interleaved(w.x[2], hs, Tb, w.pairs);
+  times<2 * NC>(a.bits != nullptr ? w.a : p, Tb, w.pairs, T, true, 1.0f, y, ldy);
+}
+
+// One pair backward: q, k, v, dq, dk, dv T rows of stride ld, dy T rows of stride lddy; P in bf16 from
+// the forward pass. work: 2 Tp x Tp floats (dS, and Pd with dropout).
+template <int NC>
+void head_backward(const gpt_attention_args& a, long long bh, const bf16* q, const bf16* k, const bf16* v, long long ld,
+                   const bf16* dy, long long lddy, bf16* dq, bf16* dk, bf16* dv, float* work, Scratch& w) {
+  constexpr int hs = 32 * NC;
+  const long long T = a.T, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
+  const bf16* p = reinterpret_cast<const bf16*>(a.att + bh * Tp * Tp);
+  const auto load_p = [&](long long i, long long c) { return widen(p + i * Tb + 16 * c); };
+  float* ds = work;
+  const float sc = 1.0f / std::sqrt(static_cast<float>(hs));
+  copy_rows(dy, lddy, T, Tb, hs, w.x[3]);
+  copy_rows(v, ld, T, Tb, hs, w.x[2]);
+  pairs_transposed(w.x[2], hs, Tp, w.pairs);
+  scores<NC>(w.x[3], w.pairs, Tp, ds);  // dPd = dy v^T
+  softmax_backward_to_bf16(a, bh, p, ds, w.a);
+  copy_rows(k, ld, T, Tb, hs, w.x[1]);
+  pairs_interleaved(w.x[1], hs, Tb, w.pairs);
+  times<2 * NC>(w.a, Tb, w.pairs, T, true, sc, dq, ld);  // dq = sc dS k
+  transposed_bf16([&](long long i, long long jb) { return widen(w.a + i * Tb + 16 * jb); }, Tp, Tb, w.at);
+  copy_rows(q, ld, T, Tb, hs, w.x[0]);
+  pairs_interleaved(w.x[0], hs, Tb, w.pairs);
+  times<2 * NC>(w.at, Tb, w.pairs, T, false, sc, dk, ld);  // dk = sc dS^T q
+  if (a.bits != nullptr) {  // Pd = P x the dropout factors, rounded once more
+    transposed_bf16(
+        [&](long long i, long long jb) {
+          return i < T ? load_p(i, jb) * mask_v(a, a.bits + (bh * T + i) * T, 16 * jb, T) : v16{};
+        },
+        Tp, Tb, w.at);
+  } else {
+    transposed_bf16(load_p, Tp, Tb, w.at);
+  }
+  pairs_interleaved(w.x[3], hs, Tb, w.pairs);
+  times<2 * NC>(w.at, Tb, w.pairs, T, false, 1.0f, dv, ld);  // dv = Pd^T dy
+}
+
+// The launch on AMX: pairs split over the threads as run() splits them.
+template <int NC>
+void run(const gpt_attention_args& a, bool forward, int threads) {
+  const long long T = a.T, hs = 32 * NC, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32, C = a.C, ld3 = 3 * C;
+  const long long pairs = a.B * a.NH;
+  const std::size_t floats = static_cast<std::size_t>(2 * Tp * Tp), halves = Scratch::elements(hs, Tp, Tb);
+#pragma omp parallel num_threads(threads)
+  {
+    thread_local std::vector<float> work;
+    thread_local std::vector<bf16> half_work;
+    if (work.size() < floats) work.resize(floats);
+    if (half_work.size() < halves) half_work.resize(halves);
+    Scratch w(half_work.data(), hs, Tp, Tb);
+    configure();
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const long long p0 = pairs * t / nt, p1 = pairs * (t + 1) / nt;
+    for (long long p = p0; p < p1; ++p) {
+      const long long b = p / a.NH, h = p % a.NH;
+      const bf16* q = static_cast<const bf16*>(a.qkv) + b * T * ld3 + h * hs;
+      if (forward) {
+        head_forward<NC>(a, p, q, q + C, q + 2 * C, ld3, static_cast<bf16*>(a.y) + b * T * C + h * hs, C, work.data(), w);
+      } else {
+        bf16* dq = static_cast<bf16*>(a.dqkv) + b * T * ld3 + h * hs;
+        head_backward<NC>(a, p, q, q + C, q + 2 * C, ld3, static_cast<const bf16*>(a.dy) + b * T * C + h * hs, C, dq,
+                          dq + C, dq + 2 * C, work.data(), w);
+      }
+    }
+    _tile_release();
+  }
+}
+
+}  // namespace amx
+#endif
+
+// One (batch, head) pair, bh = b NH + h: q, k, v are T rows (row stride ld) of hs floats; y gets T
+// rows (stride ldy).
+template <int NV>
+void head_forward(const gpt_attention_args& a, long long bh, const float* q, const float* k, const float* v,
+                  long long ld, float* y, long long ldy, float* work) {
+  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
+  float* kt = work;          // hs x Tb (transpose_in's panels)
+  float* pd = kt + hs * Tb;  // Tp x Tp: P with dropout (with dropout only)
+  float* s = a.att + bh * Tp * Tp;  // this head's tile: scores, then P (zero past the diagonal)
+  transpose_in(k, ld, T, hs, Tp, kt);
+  lower_products<NV>(q, ld, kt, T, s, Tp, 1.0f / std::sqrt(static_cast<float>(hs)));
+  softmax_forward_tile(a, bh, s, pd);
+  lower_times<NV>(a.bits != nullptr ? pd : s, Tp, v, ld, T, y, ldy, 1.0f);
+}
+
+// One pair's backward: q, k, v and dq, dk, dv are T rows of stride ld, dy T rows of stride lddy.
+template <int NV>
+void head_backward(const gpt_attention_args& a, long long bh, const float* q, const float* k, const float* v,
+                   long long ld, const float* dy, long long lddy, float* dq, float* dk, float* dv, float* work) {
+  const long long T = a.T, hs = a.C / a.NH, Tp = (T + 15) / 16 * 16, Tb = (Tp + 31) / 32 * 32;
+  const float* att = a.att + bh * Tp * Tp;  // P, zero past the diagonal and in the padding rows
+  float* vt = work;          // hs x Tb (transpose_in's panels)
+  float* ds = vt + hs * Tb;  // Tp x Tp: dPd, then dS (zero past the diagonal)
+  float* pd = ds + Tp * Tp;  // Tp x Tp: Pd = P x dropout (with dropout only)
+  transpose_in(v, ld, T, hs, Tp, vt);
+  lower_products<NV>(dy, lddy, vt, T, ds, Tp, 1.0f);  // dPd[i][j] = dy_i . v_j
+  const float sc = 1.0f / std::sqrt(static_cast<float>(hs));
+  softmax_backward_tile(a, bh, att, ds, pd);
   lower_times<NV>(ds, Tp, k, ld, T, dq, ld, sc);    // dq_i = sc sum_j dS_ij k_j
   upper_times<NV>(ds, Tp, q, ld, T, dk, ld, sc);    // dk_j = sc sum_i dS_ij q_i
   upper_times<NV>(a.bits != nullptr ? pd : att, Tp, dy, lddy, T, dv, ld, 1.0f);  // dv_j = sum_i Pd_ij dy_i
@@ -477,12 +845,29 @@ void run(const gpt_attention_args& a, bool forward, int threads) {
   }
 }
 
+// Whether bf16 launches of head size hs run on AMX tiles (GPT_ATTENTION_AMX above).
+inline bool uses_amx(long long hs) {
+#if GPT_ATTENTION_AMX
+  const char* env = std::getenv("ENGINE_ATTENTION_AMX");
+  return (hs == 32 || hs == 64) && (env == nullptr || std::strcmp(env, "0") != 0) && amx::permitted();
+#else
+  (void)hs;
+  return false;
+#endif
+}
+
 template <int D>
 int dispatch(const void* p, int num_threads, bool forward) {
   const auto& a = *static_cast<const gpt_attention_args*>(p);
   if (a.B < 0 || a.T <= 0 || a.NH <= 0 || a.C <= 0 || a.C % a.NH != 0) return 1;
   const long long hs = a.C / a.NH;
   const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+#if GPT_ATTENTION_AMX
+  if (D == ACCEL_DTYPE_BF16 && uses_amx(hs)) {
+    hs == 32 ? amx::run<1>(a, forward, threads) : amx::run<2>(a, forward, threads);
+    return 0;
+  }
+#endif
   switch (hs) {  // head sizes the vector loops cover; others are refused (code 4)
     case 16: run<1, D>(a, forward, threads); return 0;
     case 32: run<2, D>(a, forward, threads); return 0;
@@ -592,6 +977,14 @@ int softmax_backward(const void* p, int num_threads) {
   GPT_EXPORT int gpt_head_permute_##suffix(const void* a, int t) { return head_permute<D>(a, t); }          \
   GPT_EXPORT int gpt_softmax_forward_##suffix(const void* a, int t) { return softmax_forward<D>(a, t); }    \
   GPT_EXPORT int gpt_softmax_backward_##suffix(const void* a, int t) { return softmax_backward<D>(a, t); }
+
+// *amx = 1 when the bf16 kernels of this head size run on AMX tiles (attention.h).
+GPT_EXPORT int gpt_attention_cpu_amx(const void* p, int) {
+  const auto& a = *static_cast<const gpt_attention_amx_args*>(p);
+  if (a.NH <= 0 || a.C % a.NH != 0 || a.amx == nullptr) return 1;
+  *a.amx = uses_amx(a.C / a.NH) ? 1 : 0;
+  return 0;
+}
 
 GPT_CPU_KERNELS(f32, ACCEL_DTYPE_F32)
 GPT_CPU_KERNELS(bf16, ACCEL_DTYPE_BF16)

@@ -9,6 +9,8 @@
  * bits [B x NH x T x T] drawn per step. y is [B x T x C] (head h in columns [h*hs, (h+1)*hs)).
  * att [B x NH x Tp x Tp] (Tp = T rounded up to 16, GPT_ATT_TP) keeps P for the backward pass: row i
  * holds P[i][0..i] and zeros up to Tp, rows [T, Tp) are zero (whole 16-float blocks need no masks).
+ * On a CPU with AMX the bf16 kernels of head size 32 and 64 keep P rounded to bf16 instead, rows of Tb
+ * (Tp rounded up to 32) in the first half of each pair's tile (gpt_attention_cpu_amx tells).
  *
  * The backward pass writes dqkv (overwritten, not accumulated) from dy, qkv and att. scratch is
  * used by the CUDA kernels ([B x NH x Tp x Tp] floats: dS); the CPU kernel uses none.
@@ -31,6 +33,13 @@ typedef struct gpt_attention_args {
   unsigned int threshold;   /* dropout: p * 2^32 */
   float scale;              /* dropout: 1 / (1 - p) */
 } gpt_attention_args;
+
+/* gpt_attention_cpu_amx (CPU): *amx = 1 when the bf16 attention kernels of head size C / NH run their
+ * products on AMX tiles (bf16 P, dS; attention.cpp), 0 when on the float32 vector code. */
+typedef struct gpt_attention_amx_args {
+  long long C, NH;
+  int* amx; /* out */
+} gpt_attention_amx_args;
 
 /* The GEMM path (engine --attention gemm, the default on CUDA): the four products of each direction run
  * as strided-batched GEMMs over the B x NH heads (accel::blas), around these kernels. Tensors of the
