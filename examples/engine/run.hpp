@@ -372,7 +372,7 @@ class Engine {
                   static_cast<long long>(cfg_.warmup), cfg_.beta1, cfg_.beta2, cfg_.weight_decay, cfg_.clip, cfg_.dropout,
                   static_cast<unsigned long long>(cfg_.seed), cfg_.graph ? ", graph" : "");
       std::printf("peak: %s GFLOP/s (%s)%s\n", peak > 0 ? fmt("%.1f", peak / 1e9).c_str() : "unknown",
-                  cpu ? "measured FMA loop" : "data sheet", resume ? (", resumed at step " + std::to_string(t.step()) + " from " + resume_dir.string()).c_str() : "");
+                  cpu ? (cfg_.dtype == "fp32" ? "measured FMA loop" : "measured float32 FMA loop") : "data sheet", resume ? (", resumed at step " + std::to_string(t.step()) + " from " + resume_dir.string()).c_str() : "");
       std::fflush(stdout);
     }
     install_signal_handlers();
@@ -517,7 +517,8 @@ class Engine {
         {"MFU", std::isnan(mfu) || std::isnan(mfu_median)
                     ? "n/a"
                     : fmt("%.1f", 100 * mfu_median) + "% at the median step, " + fmt("%.1f", 100 * mfu) + "% over the run, of " +
-                          fmt("%.1f", peak / 1e9) + " GFLOP/s"},
+                          fmt("%.1f", peak / 1e9) + " GFLOP/s" +
+                          (cpu && cfg_.dtype != "fp32" ? " (the float32 FMA peak: bf16 products on AMX or AVX512-BF16 can exceed it)" : "")},
         {"memory", mib(peak_allocated) + " MiB allocated, " + mib(peak_reserved) + " MiB reserved (peak)" +
                        (ranks.distributed() ? " per rank" : "")},
         {"optimizer state", mib(t.optimizer_bytes()) + " MiB" +
