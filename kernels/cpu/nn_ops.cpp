@@ -407,12 +407,23 @@ template <int D>
 int dropout(const void* p, int num_threads) {
   const auto& a = *static_cast<const accel_nn_dropout_args*>(p);
   if (a.n < 0) return 1;
+  // Locals, and the input loaded whatever the mask says: with the load under the condition and the
+  // arguments re-read after each store (out may alias them, as far as the compiler knows) the loop
+  // stayed scalar and branchy. Dropped elements are still exactly 0.
+  const void* const inp = a.inp;
+  void* const out = a.out;
+  const unsigned int* const bits = a.bits;
+  const unsigned int threshold = a.threshold;
+  const float scale = a.scale;
 #pragma omp parallel num_threads(thread_count(num_threads))
   {
     long long begin, end;
     static_range(a.n, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
 #pragma omp simd
-    for (long long i = begin; i < end; ++i) st<D>(a.out, i, a.bits[i] >= a.threshold ? ld<D>(a.inp, i) * a.scale : 0.0f);
+    for (long long i = begin; i < end; ++i) {
+      const float kept = ld<D>(inp, i) * scale;
+      st<D>(out, i, bits[i] >= threshold ? kept : 0.0f);
+    }
   }
   return 0;
 }

@@ -11,7 +11,7 @@
 //   git show HEAD~1:$K/attention.cpp > /tmp/a.cpp && g++ $F /tmp/a.cpp -o /tmp/a.so
 //   g++ $F $K/attention.cpp -o /tmp/b.so
 //   g++ -O2 -std=c++17 -I$K benchmarks/engine/explore/attention_ab.cpp -o /tmp/attention_ab -ldl
-//   /tmp/attention_ab /tmp/a.so /tmp/b.so [ROUNDS=7] [B,T,C,NH=32,256,384,6]
+//   /tmp/attention_ab /tmp/a.so /tmp/b.so [ROUNDS=7] [B,T,C,NH=32,256,384,6] [DROPOUT=0]
 // The default shape is one lane of `shakespeare` on 2 threads (32 sequences of 256 tokens, 6 heads of 64).
 #include <dlfcn.h>
 
@@ -68,12 +68,13 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: attention_ab A.so B.so [ROUNDS] [B,T,C,NH]\n");
+    std::fprintf(stderr, "usage: attention_ab A.so B.so [ROUNDS] [B,T,C,NH] [DROPOUT]\n");
     return 2;
   }
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
   long long B = 32, T = 256, C = 384, NH = 6;
   if (argc > 4 && std::sscanf(argv[4], "%lld,%lld,%lld,%lld", &B, &T, &C, &NH) != 4) return 2;
+  const double dropout = argc > 5 ? std::atof(argv[5]) : 0.0;
   const long long Tp = GPT_ATT_TP(T), hs = C / NH, N = B * T;
   std::vector<float> qkv(static_cast<std::size_t>(N * 3 * C)), dy(static_cast<std::size_t>(N * C));
   std::uint32_t state = 1;
@@ -83,13 +84,18 @@ int main(int argc, char** argv) {
   };
   for (float& x : qkv) x = 2 * uniform();
   for (float& x : dy) x = uniform();
+  std::vector<std::uint32_t> bits(dropout > 0 ? static_cast<std::size_t>(B * NH * T * T) : 0);  // attention dropout's words
+  for (std::uint32_t& w : bits) {
+    state = state * 1664525u + 1013904223u;
+    w = state ^ (state >> 16);
+  }
   std::vector<std::uint16_t> qkv16(qkv.size()), dy16(dy.size());
   std::transform(qkv.begin(), qkv.end(), qkv16.begin(), to_bf16);
   std::transform(dy.begin(), dy.end(), dy16.begin(), to_bf16);
   const double causal = static_cast<double>(T) * static_cast<double>(T + 1) / 2;
   const double flop_forward = 2.0 * 2 * static_cast<double>(B * NH) * causal * static_cast<double>(hs);
-  std::printf("attention_ab: %s (A) vs %s (B), 1 thread, B %lld T %lld C %lld NH %lld, %d rounds\n", argv[1], argv[2], B, T,
-              C, NH, rounds);
+  std::printf("attention_ab: %s (A) vs %s (B), 1 thread, B %lld T %lld C %lld NH %lld, attention dropout %g, %d rounds\n",
+              argv[1], argv[2], B, T, C, NH, dropout, rounds);
   for (const char* dtype : {"f32", "bf16"}) {
     const bool half = std::strcmp(dtype, "bf16") == 0;
     const std::size_t es = half ? 2 : 4;
@@ -113,6 +119,11 @@ int main(int argc, char** argv) {
         a.qkv = half ? static_cast<const void*>(qkv16.data()) : qkv.data();
         a.dy = half ? static_cast<const void*>(dy16.data()) : dy.data();
         a.B = B, a.T = T, a.C = C, a.NH = NH;
+        if (dropout > 0) {
+          a.bits = bits.data();
+          a.threshold = static_cast<unsigned>(dropout * 4294967296.0);
+          a.scale = static_cast<float>(1.0 / (1.0 - dropout));
+        }
         const auto t0 = std::chrono::steady_clock::now();
         if (builds[k].forward(&a, 1) != 0) return 3;
         const auto t1 = std::chrono::steady_clock::now();
