@@ -3,7 +3,9 @@
 // (one engine per thread), and the write bandwidth of std::fill and memset over the same buffer,
 // all in one run at 1 and 2 OpenMP threads. GB/s counts bytes written. The ratios printed at the
 // end compare accel with each baseline at the same thread count: medians (min-max) of interleaved
-// rounds, ratios taken round by round.
+// rounds, ratios taken round by round. Then each Philox kernel the CPU runs (portable loop, SSE2, AVX2,
+// AVX-512) alone on one thread: the fills pick the widest at run time, in this build and in
+// bench_rng_fill_native alike (which differs only in the transforms, compiled for -march=native).
 //
 //   bench_rng_fill [--rounds=N] [--json=FILE] [--smoke] [google benchmark flags]
 // --smoke: a 256 KiB buffer and short runs; checks that everything runs, says nothing about speed.
@@ -158,6 +160,50 @@ void write_memset(benchmark::State& state) {
   finish(state, out);
 }
 
+// One Philox kernel alone (one thread, blocks into an L1-resident scratch, as a fill's batch does):
+// what each instruction set gives, whichever the fills chose. Bytes = the 16 bytes of each block.
+void philox_kernel(benchmark::State& state) {
+  using accel::rng::fill_detail::PhiloxKernel;
+  const auto k = static_cast<PhiloxKernel>(state.range(0));
+  if (!accel::rng::fill_detail::philox_kernel_runs(k)) {
+    state.SkipWithError("this CPU does not run the kernel");
+    return;
+  }
+  constexpr std::size_t lanes = accel::rng::fill_detail::fill_batch_groups;
+  constexpr std::size_t stride = lanes + accel::rng::fill_detail::fill_lane_slack;
+  std::vector<accel::rng::u32> scratch(4 * stride);
+  const std::size_t blocks = g_count / 4;
+  accel::rng::U32x4 counter{0, 0, 0, 0};
+  for (auto _ : state) {
+    for (std::size_t done = 0; done < blocks; done += lanes) {
+      accel::rng::fill_detail::philox_run_with(k, counter, {42, 0}, lanes, scratch.data(), scratch.data() + stride,
+                                               scratch.data() + 2 * stride, scratch.data() + 3 * stride);
+      counter.z += static_cast<accel::rng::u32>(lanes);
+      benchmark::ClobberMemory();
+    }
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(blocks * 16));
+  state.SetLabel(accel::rng::fill_detail::philox_kernel_name(k));
+}
+
+void print_kernels(const accel_bench::Recorder& r, accel_bench::Report& report) {
+  using accel::rng::fill_detail::PhiloxKernel;
+  const auto key = [](PhiloxKernel k) { return "philox_kernel/kernel:" + std::to_string(static_cast<int>(k)); };
+  if (!r.has(key(PhiloxKernel::sse2))) return;
+  std::printf("\nPhilox kernels alone, 1 thread, GB/s of blocks (the fills use %s); rate over SSE2's, round by round\n",
+              accel::rng::fill_detail::philox_kernel_name(accel::rng::fill_detail::philox_kernel()));
+  for (const PhiloxKernel k : {PhiloxKernel::portable, PhiloxKernel::sse2, PhiloxKernel::avx2, PhiloxKernel::avx512}) {
+    if (!r.has(key(k))) continue;
+    const char* name = accel::rng::fill_detail::philox_kernel_name(k);
+    const auto gbps = accel_bench::scaled(r.counter(key(k), "bytes_per_second"), 1e-9);
+    report.point(std::string("philox_") + name, "", 1, "GB/s", gbps);
+    const auto x = accel_bench::ratio_per_round(r.values(key(k), "bytes_per_second"),
+                                                r.values(key(PhiloxKernel::sse2), "bytes_per_second"));
+    if (k != PhiloxKernel::sse2) report.ratio(std::string("philox_") + name, "philox_SSE2", "", 1, x);
+    std::printf("  %-14s %s GB/s   / SSE2 %s\n", name, accel_bench::fmt(gbps).c_str(), accel_bench::fmt(x).c_str());
+  }
+}
+
 const char* const fills[] = {"accel_fill_uniform", "curand_host_uniform", "mt19937_uniform", "write_std_fill",
                              "write_memset"};
 
@@ -199,6 +245,11 @@ BENCHMARK(curand_host_uniform)->Apply(configure);
 BENCHMARK(mt19937_uniform)->Apply(configure);
 BENCHMARK(write_std_fill)->Apply(configure);
 BENCHMARK(write_memset)->Apply(configure);
+BENCHMARK(philox_kernel)
+    ->ArgName("kernel")
+    ->DenseRange(0, 3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   // bench_rng_fill_native (-march=native) writes its own family.
@@ -212,31 +263,13 @@ int main(int argc, char** argv) {
   if (smoke) g_count = std::size_t{1} << 16;
   report.print_header();
   benchmark::AddCustomContext("accel.simd",
-#if defined(__AVX512F__)
-                              "AVX-512"
-#elif defined(__AVX2__)
-                              "AVX2"
-#elif defined(ACCEL_DETAIL_PHILOX_SIMD)
-                              "SSE2"
-#else
-                              "portable loop"
-#endif
-  );
+accel::rng::fill_detail::philox_kernel_name(accel::rng::fill_detail::philox_kernel()));
   (void)buffer();
   accel_bench::Recorder recorder;
   report.set_rounds(accel_bench::run_rounds(recorder, smoke ? 1 : rounds));
   print_ratios(recorder, report, smoke ? 1 : rounds);
-  report.note("simd",
-#if defined(__AVX512F__)
-              "AVX-512"
-#elif defined(__AVX2__)
-              "AVX2"
-#elif defined(ACCEL_DETAIL_PHILOX_SIMD)
-              "SSE2"
-#else
-              "portable loop"
-#endif
-  );
+  print_kernels(recorder, report);
+  report.note("simd", accel::rng::fill_detail::philox_kernel_name(accel::rng::fill_detail::philox_kernel()));
   report.write();
   benchmark::Shutdown();
   return 0;

@@ -1,6 +1,7 @@
 // Philox4x32-10 without an oracle: Random123's known-answer vectors, the engine's cuRAND device-API
 // semantics, cuRAND host-generator output recorded from libcurand 10 (CUDA 13), the layout rules,
 // value ranges and thread-count invariance. test_philox_curand.cpp checks against live cuRAND.
+#include <accel/core/cpu_features.hpp>
 #include <accel/random/distributions.hpp>
 #include <accel/random/fill.hpp>
 #include <accel/random/philox.hpp>
@@ -315,7 +316,21 @@ TEST_CASE("empty and tiny fills at every offset within a group") {
   }
 }
 
-TEST_CASE("the portable and the SIMD Philox loops give the blocks of philox4x32_10") {
+TEST_CASE("the fills run the widest Philox kernel this CPU has") {
+  using rng::fill_detail::PhiloxKernel;
+  const PhiloxKernel k = rng::fill_detail::philox_kernel();
+  CAPTURE(rng::fill_detail::philox_kernel_name(k));
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // Chosen at run time, whatever this file was compiled for.
+  const accel::CpuFeatures& f = accel::cpu_features();
+  CHECK(k == (f.avx512f ? PhiloxKernel::avx512 : f.avx2 ? PhiloxKernel::avx2 : PhiloxKernel::sse2));
+#else
+  CHECK(k == PhiloxKernel::portable);
+#endif
+  CHECK(rng::fill_detail::philox_kernel_runs(k));
+}
+
+TEST_CASE("every Philox kernel this CPU runs gives the blocks of philox4x32_10") {
   const U32x2 key{0x01234567, 0x89abcdef};
   for (const std::size_t n : {1u, 3u, 17u, 64u, 255u}) {
     for (const U32x4 c : {U32x4{0, 0, 0, 0}, U32x4{5, 7, 0xfffffff0u, 0}}) {
@@ -334,13 +349,13 @@ TEST_CASE("the portable and the SIMD Philox loops give the blocks of philox4x32_
         }
         CHECK(bad == 0);
       };
-      rng::fill_detail::philox_run(c, key, n, w0, w1, w2, w3);
-      check("portable");
-#if defined(ACCEL_DETAIL_PHILOX_SIMD)
-      std::fill(w.begin(), w.end(), 0u);
-      rng::fill_detail::philox_run_simd(c, key, n, w0, w1, w2, w3);
-      check("simd");
-#endif
+      using rng::fill_detail::PhiloxKernel;
+      for (const PhiloxKernel k : {PhiloxKernel::portable, PhiloxKernel::sse2, PhiloxKernel::avx2, PhiloxKernel::avx512}) {
+        if (!rng::fill_detail::philox_kernel_runs(k)) continue;
+        std::fill(w.begin(), w.end(), 0u);
+        rng::fill_detail::philox_run_with(k, c, key, n, w0, w1, w2, w3);
+        check(rng::fill_detail::philox_kernel_name(k));
+      }
     }
   }
 }

@@ -11,11 +11,11 @@
 // Each output is a pure function of (seed, offset, index), so the result does not depend on the
 // thread count or the schedule. Per batch, Philox fills structure-of-arrays scratch, then the
 // transform writes the outputs: the per-block transforms of random/detail/block_fill.hpp, which the
-// CUDA fill kernels (kernels/cuda/random_fill.cu) use too. On x86 the Philox loop is an
-// SSE2/AVX2/AVX-512 kernel picked by the target flags at compile time (-march=native gives the
-// widest); elsewhere it is a plain loop the compiler vectorises. The fills sit in an inline
-// namespace named after that choice, so translation units built with different flags do not share
-// (ODR-merge) each other's code.
+// CUDA fill kernels (kernels/cuda/random_fill.cu) use too. On x86-64 the Philox loop is an
+// SSE2/AVX2/AVX-512 kernel chosen at run time (the widest the CPU runs; philox_kernel() says which);
+// elsewhere it is a plain loop the compiler vectorises. The transforms are compiled for the target
+// flags, so the fills sit in an inline namespace named after them: translation units built with
+// different flags do not share (ODR-merge) each other's code.
 #pragma once
 
 #include <accel/detail/min_max.hpp>
@@ -27,12 +27,11 @@
 #include <cstdint>
 #include <span>
 
-#if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
-#if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
-#else
-#include <emmintrin.h>  // all the SSE2 path needs, at 1/20 of <immintrin.h>'s compile time
-#endif
+// x86-64 with GCC or Clang (not nvcc's front end, which need not take the target attribute): Philox
+// kernels for SSE2, AVX2 and AVX-512, each compiled under its own target attribute and picked at run
+// time from cpu_features(), so a program built for the x86-64 baseline runs the widest one its CPU has.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#include <accel/core/cpu_features.hpp>
 #define ACCEL_DETAIL_PHILOX_SIMD 1
 #endif
 
@@ -78,102 +77,147 @@ inline void philox_run(U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32*
   }
 }
 
+/// The Philox block kernels of the host fills, narrowest first.
+enum class PhiloxKernel : unsigned char { portable, sse2, avx2, avx512 };
+
+[[nodiscard]] inline const char* philox_kernel_name(PhiloxKernel k) noexcept {
+  switch (k) {
+    case PhiloxKernel::sse2: return "SSE2";
+    case PhiloxKernel::avx2: return "AVX2";
+    case PhiloxKernel::avx512: return "AVX-512";
+    case PhiloxKernel::portable: break;
+  }
+  return "portable loop";
+}
+
 #if defined(ACCEL_DETAIL_PHILOX_SIMD)
-// x86: the same blocks with SSE2/AVX2/AVX-512 intrinsics, several independent vectors interleaved
-// so that the multiply latency of one hides behind the others (about 2x the compiler's loop).
-// 32x32->64 products come from vpmuludq on the even lanes and on the odd lanes shifted down.
-#if defined(__AVX512F__)
-struct PhiloxSimd {
-  using V = __m512i;
-  static constexpr std::size_t width = 16, interleave = 2;
-  static V set1(u32 x) noexcept { return _mm512_set1_epi32(static_cast<int>(x)); }
-  static V iota() noexcept { return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0); }
-  static V add(V a, V b) noexcept { return _mm512_add_epi32(a, b); }
-  static V xor3(V a, V b, V c) noexcept { return _mm512_ternarylogic_epi32(a, b, c, 0x96); }
-  // The zero-masked forms (all lanes on) avoid _mm512_undefined_epi32, which g++ 12 reports as
-  // maybe-uninitialized once inlined (GCC bug 105593).
-  static V srl32(V a) noexcept { return _mm512_maskz_srli_epi64(0xFF, a, 32); }
-  static void mul_hi_lo(V a, V m, V& hi, V& lo) noexcept {
-    const V even = _mm512_maskz_mul_epu32(0xFF, a, m);
-    const V odd = _mm512_maskz_mul_epu32(0xFF, srl32(a), m);
-    hi = _mm512_mask_blend_epi32(0xAAAA, srl32(even), odd);
-    lo = _mm512_mullo_epi32(a, m);
+// The same blocks, several independent vectors interleaved so that the multiply latency of one hides
+// behind the others (about 2x the compiler's loop). Written with the compilers' vector extensions and
+// the one builtin they have no generic spelling for in g++ (vpmuludq: the 32x32->64 products of the
+// even lanes; the odd lanes' come from the words shifted down): <immintrin.h> would cost every
+// translation unit that includes this header 0.6 s. A template cannot carry a target attribute, so the
+// body is a macro, stamped out once per instruction set.
+namespace philox_vec {
+using i32x4 = int __attribute__((vector_size(16)));
+using i32x8 = int __attribute__((vector_size(32)));
+using i32x16 = int __attribute__((vector_size(64)));
+using i64x2 = long long __attribute__((vector_size(16)));
+using i64x4 = long long __attribute__((vector_size(32)));
+using i64x8 = long long __attribute__((vector_size(64)));
+using u32x4 = u32 __attribute__((vector_size(16)));
+using u32x8 = u32 __attribute__((vector_size(32)));
+using u32x16 = u32 __attribute__((vector_size(64)));
+using u64x2 = u64 __attribute__((vector_size(16)));
+using u64x4 = u64 __attribute__((vector_size(32)));
+using u64x8 = u64 __attribute__((vector_size(64)));
+
+[[gnu::target("sse2"), gnu::always_inline]] inline u64x2 mul_even(u32x4 a, u32x4 b) noexcept {
+  return reinterpret_cast<u64x2>(__builtin_ia32_pmuludq128(reinterpret_cast<i32x4>(a), reinterpret_cast<i32x4>(b)));
+}
+[[gnu::target("avx2"), gnu::always_inline]] inline u64x4 mul_even(u32x8 a, u32x8 b) noexcept {
+  return reinterpret_cast<u64x4>(__builtin_ia32_pmuludq256(reinterpret_cast<i32x8>(a), reinterpret_cast<i32x8>(b)));
+}
+[[gnu::target("avx512f"), gnu::always_inline]] inline u64x8 mul_even(u32x16 a, u32x16 b) noexcept {
+#if defined(__clang__)
+  return reinterpret_cast<u64x8>(__builtin_ia32_pmuludq512(reinterpret_cast<i32x16>(a), reinterpret_cast<i32x16>(b)));
+#else
+  return reinterpret_cast<u64x8>(
+      __builtin_ia32_pmuludq512_mask(reinterpret_cast<i32x16>(a), reinterpret_cast<i32x16>(b), i64x8{}, 0xFF));
+#endif
+}
+}  // namespace philox_vec
+
+// NAME(c, key, n, w0..w3): as philox_run, with n rounded up to whole steps of WIDTH * INTERLEAVE lanes
+// (<= fill_lane_slack). V: WIDTH u32 lanes; D: the same register as u64 lanes.
+#define ACCEL_DETAIL_PHILOX_KERNEL(NAME, TARGET, V, D, WIDTH, INTERLEAVE)                                      \
+  [[gnu::target(TARGET)]] inline void NAME(U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32* w2,         \
+                                           u32* w3) noexcept {                                                  \
+    using namespace philox_vec;                                                                                 \
+    constexpr std::size_t W = WIDTH, N = INTERLEAVE;                                                            \
+    static_assert(W * N <= fill_lane_slack);                                                                    \
+    const D low = D{} + 0xFFFFFFFFull;                                                                          \
+    const V m0 = V{} + detail::philox_m0, m1 = V{} + detail::philox_m1;                                         \
+    V iota{};                                                                                                   \
+    for (std::size_t l = 0; l < W; ++l) iota[l] = static_cast<u32>(l);                                          \
+    for (std::size_t i = 0; i < n; i += W * N) {                                                                \
+      V x[N], y[N], z[N], w[N];                                                                                 \
+      for (std::size_t j = 0; j < N; ++j) {                                                                     \
+        x[j] = V{} + c.x;                                                                                       \
+        y[j] = V{} + c.y;                                                                                       \
+        z[j] = (V{} + (c.z + static_cast<u32>(i + j * W))) + iota;                                              \
+        w[j] = V{} + c.w;                                                                                       \
+      }                                                                                                         \
+      U32x2 k = key;                                                                                            \
+      for (int round = 0; round < 10; ++round) {                                                                \
+        const V kx = V{} + k.x, ky = V{} + k.y;                                                                 \
+        for (std::size_t j = 0; j < N; ++j) {                                                                   \
+          const D x_even = mul_even(x[j], m0), x_odd = mul_even(reinterpret_cast<V>(reinterpret_cast<D>(x[j]) >> 32), m0); \
+          const D z_even = mul_even(z[j], m1), z_odd = mul_even(reinterpret_cast<V>(reinterpret_cast<D>(z[j]) >> 32), m1); \
+          x[j] = reinterpret_cast<V>((z_even >> 32) | (z_odd & ~low)) ^ y[j] ^ kx;                              \
+          y[j] = reinterpret_cast<V>((z_even & low) | (z_odd << 32));                                           \
+          z[j] = reinterpret_cast<V>((x_even >> 32) | (x_odd & ~low)) ^ w[j] ^ ky;                              \
+          w[j] = reinterpret_cast<V>((x_even & low) | (x_odd << 32));                                           \
+        }                                                                                                       \
+        k = detail::philox_bump(k);                                                                             \
+      }                                                                                                         \
+      for (std::size_t j = 0; j < N; ++j) {                                                                     \
+        __builtin_memcpy(w0 + i + j * W, &x[j], sizeof(V));                                                     \
+        __builtin_memcpy(w1 + i + j * W, &y[j], sizeof(V));                                                     \
+        __builtin_memcpy(w2 + i + j * W, &z[j], sizeof(V));                                                     \
+        __builtin_memcpy(w3 + i + j * W, &w[j], sizeof(V));                                                     \
+      }                                                                                                         \
+    }                                                                                                           \
   }
-  static void store(u32* p, V v) noexcept { _mm512_storeu_si512(p, v); }
-};
-#elif defined(__AVX2__)
-struct PhiloxSimd {
-  using V = __m256i;
-  static constexpr std::size_t width = 8, interleave = 4;
-  static V set1(u32 x) noexcept { return _mm256_set1_epi32(static_cast<int>(x)); }
-  static V iota() noexcept { return _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0); }
-  static V add(V a, V b) noexcept { return _mm256_add_epi32(a, b); }
-  static V xor3(V a, V b, V c) noexcept { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
-  static void mul_hi_lo(V a, V m, V& hi, V& lo) noexcept {
-    const V even = _mm256_mul_epu32(a, m);
-    const V odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-    lo = _mm256_mullo_epi32(a, m);
-  }
-  static void store(u32* p, V v) noexcept { _mm256_storeu_si256(reinterpret_cast<V*>(p), v); }
-};
-#else  // SSE2, the x86-64 baseline: no 32-bit mullo or blend, so both halves come from masks.
-struct PhiloxSimd {
-  using V = __m128i;
-  static constexpr std::size_t width = 4, interleave = 4;
-  static V set1(u32 x) noexcept { return _mm_set1_epi32(static_cast<int>(x)); }
-  static V iota() noexcept { return _mm_set_epi32(3, 2, 1, 0); }
-  static V add(V a, V b) noexcept { return _mm_add_epi32(a, b); }
-  static V xor3(V a, V b, V c) noexcept { return _mm_xor_si128(_mm_xor_si128(a, b), c); }
-  static void mul_hi_lo(V a, V m, V& hi, V& lo) noexcept {
-    const V even = _mm_mul_epu32(a, m);
-    const V odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), m);
-    const V low_half = _mm_set_epi32(0, -1, 0, -1);
-    hi = _mm_or_si128(_mm_srli_epi64(even, 32), _mm_andnot_si128(low_half, odd));
-    lo = _mm_or_si128(_mm_and_si128(even, low_half), _mm_slli_epi64(odd, 32));
-  }
-  static void store(u32* p, V v) noexcept { _mm_storeu_si128(reinterpret_cast<V*>(p), v); }
-};
+ACCEL_DETAIL_PHILOX_KERNEL(philox_run_sse2, "sse2", u32x4, u64x2, 4, 4)
+ACCEL_DETAIL_PHILOX_KERNEL(philox_run_avx2, "avx2", u32x8, u64x4, 8, 4)
+ACCEL_DETAIL_PHILOX_KERNEL(philox_run_avx512, "avx512f", u32x16, u64x8, 16, 2)
+#undef ACCEL_DETAIL_PHILOX_KERNEL
 #endif
 
-// As philox_run, rounding n up to whole steps of width * interleave lanes (<= fill_lane_slack).
-inline void philox_run_simd(U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32* w2, u32* w3) noexcept {
-  using S = PhiloxSimd;
-  using V = S::V;
-  constexpr std::size_t W = S::width, N = S::interleave;
-  const V m0 = S::set1(detail::philox_m0), m1 = S::set1(detail::philox_m1);
-  for (std::size_t i = 0; i < n; i += W * N) {
-    V x[N], y[N], z[N], w[N];
-    for (std::size_t j = 0; j < N; ++j) {
-      x[j] = S::set1(c.x);
-      y[j] = S::set1(c.y);
-      z[j] = S::add(S::set1(c.z + static_cast<u32>(i + j * W)), S::iota());
-      w[j] = S::set1(c.w);
+/// Whether kernel k runs on this CPU.
+[[nodiscard]] inline bool philox_kernel_runs(PhiloxKernel k) noexcept {
+  switch (k) {
+    case PhiloxKernel::portable: return true;
+#if defined(ACCEL_DETAIL_PHILOX_SIMD)
+    case PhiloxKernel::sse2: return true;  // the x86-64 baseline
+    case PhiloxKernel::avx2: return cpu_features().avx2;
+    case PhiloxKernel::avx512: return cpu_features().avx512f;
+#else
+    default: return false;
+#endif
+  }
+  return false;
+}
+
+/// The kernel the fills use: the widest this CPU runs (detected once).
+[[nodiscard]] inline PhiloxKernel philox_kernel() noexcept {
+  static const PhiloxKernel best = [] {
+    for (const PhiloxKernel k : {PhiloxKernel::avx512, PhiloxKernel::avx2, PhiloxKernel::sse2}) {
+      if (philox_kernel_runs(k)) return k;
     }
-    U32x2 k = key;
-    for (int round = 0; round < 10; ++round) {
-      const V kx = S::set1(k.x), ky = S::set1(k.y);
-      for (std::size_t j = 0; j < N; ++j) {
-        V hi0, lo0, hi1, lo1;
-        S::mul_hi_lo(x[j], m0, hi0, lo0);
-        S::mul_hi_lo(z[j], m1, hi1, lo1);
-        x[j] = S::xor3(hi1, y[j], kx);
-        y[j] = lo1;
-        z[j] = S::xor3(hi0, w[j], ky);
-        w[j] = lo0;
-      }
-      k = detail::philox_bump(k);
-    }
-    for (std::size_t j = 0; j < N; ++j) {
-      S::store(w0 + i + j * W, x[j]);
-      S::store(w1 + i + j * W, y[j]);
-      S::store(w2 + i + j * W, z[j]);
-      S::store(w3 + i + j * W, w[j]);
-    }
+    return PhiloxKernel::portable;
+  }();
+  return best;
+}
+
+/// As philox_run, through kernel k (which must run here: philox_kernel_runs); the vector kernels round
+/// n up to whole vector steps (at most fill_lane_slack more lanes).
+inline void philox_run_with(PhiloxKernel k, U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32* w2,
+                            u32* w3) noexcept {
+  switch (k) {
+#if defined(ACCEL_DETAIL_PHILOX_SIMD)
+    case PhiloxKernel::sse2: return philox_run_sse2(c, key, n, w0, w1, w2, w3);
+    case PhiloxKernel::avx2: return philox_run_avx2(c, key, n, w0, w1, w2, w3);
+    case PhiloxKernel::avx512: return philox_run_avx512(c, key, n, w0, w1, w2, w3);
+#endif
+    default: return philox_run(c, key, n, w0, w1, w2, w3);
   }
 }
-static_assert(PhiloxSimd::width * PhiloxSimd::interleave <= fill_lane_slack);
-#endif
+
+/// As philox_run, through philox_kernel().
+inline void philox_run_best(U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32* w2, u32* w3) noexcept {
+  philox_run_with(philox_kernel(), c, key, n, w0, w1, w2, w3);
+}
 
 template <u32 K>
 inline void compute_batch(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, std::size_t lanes,
@@ -186,11 +230,7 @@ inline void compute_batch(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, s
       const U32x4 c = layout.counter(g0 + l, k);
       const std::size_t run = static_cast<std::size_t>(accel::detail::min_of<u64>(lanes - l, layout.run_length(g0 + l)));
       u32* const w[4] = {b.words[0] + at + l, b.words[1] + at + l, b.words[2] + at + l, b.words[3] + at + l};
-#if defined(ACCEL_DETAIL_PHILOX_SIMD)
-      philox_run_simd(c, key, run, w[0], w[1], w[2], w[3]);
-#else
-      philox_run(c, key, run, w[0], w[1], w[2], w[3]);
-#endif
+      philox_run_best(c, key, run, w[0], w[1], w[2], w[3]);
       l += run;
     }
   }
