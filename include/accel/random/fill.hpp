@@ -26,13 +26,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 // x86-64 with GCC or Clang (not nvcc's front end, which need not take the target attribute): Philox
 // kernels for SSE2, AVX2 and AVX-512, each compiled under its own target attribute and picked at run
 // time from cpu_features(), so a program built for the x86-64 baseline runs the widest one its CPU has.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)  // g++ 12 and later, clang
 #include <accel/core/cpu_features.hpp>
 #define ACCEL_DETAIL_PHILOX_SIMD 1
+#endif
 #endif
 
 #if !defined(ACCEL_DETAIL_PHILOX_SIMD)
@@ -65,15 +69,19 @@ struct BatchBlocks {
   alignas(64) u32 words[4][K * fill_stride];
 };
 
-// Blocks for counters {c.x, c.y, c.z + i, c.w}, i < n, into w0..w3[i]: the portable loop, which
-// compilers vectorise (one Philox chain per vector, so it is latency-bound).
-inline void philox_run(U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32* w2, u32* w3) noexcept {
+// The blocks for counters {c.x, c.y, c.z + i, c.w}, i < n, go to `out` in one of two layouts:
+// soa_stride == 0: block by block, block i in out[4 i, 4 i + 4) (a bits fill's own buffer);
+// otherwise word w of block i at out[w * soa_stride + i] (a batch's scratch, which a transform reads
+// lane by lane: its loop then transposes while waiting on its stores).
+// The portable loop, which compilers vectorise (one Philox chain per vector, so it is latency-bound):
+inline void philox_run(U32x4 c, U32x2 key, std::size_t n, u32* out, std::size_t soa_stride) noexcept {
+  const std::size_t step = soa_stride == 0 ? 4 : 1, word = soa_stride == 0 ? 1 : soa_stride;
   for (std::size_t i = 0; i < n; ++i) {
     const U32x4 r = philox4x32_10({c.x, c.y, c.z + static_cast<u32>(i), c.w}, key);
-    w0[i] = r.x;
-    w1[i] = r.y;
-    w2[i] = r.z;
-    w3[i] = r.w;
+    out[step * i] = r.x;
+    out[step * i + word] = r.y;
+    out[step * i + 2 * word] = r.z;
+    out[step * i + 3 * word] = r.w;
   }
 }
 
@@ -92,11 +100,12 @@ enum class PhiloxKernel : unsigned char { portable, sse2, avx2, avx512 };
 
 #if defined(ACCEL_DETAIL_PHILOX_SIMD)
 // The same blocks, several independent vectors interleaved so that the multiply latency of one hides
-// behind the others (about 2x the compiler's loop). Written with the compilers' vector extensions and
-// the one builtin they have no generic spelling for in g++ (vpmuludq: the 32x32->64 products of the
-// even lanes; the odd lanes' come from the words shifted down): <immintrin.h> would cost every
-// translation unit that includes this header 0.6 s. A template cannot carry a target attribute, so the
-// body is a macro, stamped out once per instruction set.
+// behind the others (about 2x the compiler's loop), each block's four words then transposed from the
+// x, y, z, w vectors into place. Written with the compilers' vector extensions and the one builtin they
+// have no generic spelling for in g++ (vpmuludq: the 32x32->64 products of the even lanes; the odd
+// lanes' come from the words shifted down): <immintrin.h> would cost every translation unit that
+// includes this header 0.6 s. A template cannot carry a target attribute, so the body is a macro,
+// stamped out once per instruction set.
 namespace philox_vec {
 using i32x4 = int __attribute__((vector_size(16)));
 using i32x8 = int __attribute__((vector_size(32)));
@@ -125,16 +134,49 @@ using u64x8 = u64 __attribute__((vector_size(64)));
       __builtin_ia32_pmuludq512_mask(reinterpret_cast<i32x16>(a), reinterpret_cast<i32x16>(b), i64x8{}, 0xFF));
 #endif
 }
+
+// out[4 l + 0..3] = x[l], y[l], z[l], w[l]: pairs (x y, z w) interleaved, then the pairs.
+[[gnu::target("sse2"), gnu::always_inline]] inline void store_blocks(u32* out, u32x4 x, u32x4 y, u32x4 z, u32x4 w) noexcept {
+  const u32x4 xy_lo = __builtin_shufflevector(x, y, 0, 4, 1, 5), xy_hi = __builtin_shufflevector(x, y, 2, 6, 3, 7);
+  const u32x4 zw_lo = __builtin_shufflevector(z, w, 0, 4, 1, 5), zw_hi = __builtin_shufflevector(z, w, 2, 6, 3, 7);
+  const u32x4 o[4] = {__builtin_shufflevector(xy_lo, zw_lo, 0, 1, 4, 5), __builtin_shufflevector(xy_lo, zw_lo, 2, 3, 6, 7),
+                      __builtin_shufflevector(xy_hi, zw_hi, 0, 1, 4, 5), __builtin_shufflevector(xy_hi, zw_hi, 2, 3, 6, 7)};
+  __builtin_memcpy(out, o, sizeof o);
+}
+[[gnu::target("avx2"), gnu::always_inline]] inline void store_blocks(u32* out, u32x8 x, u32x8 y, u32x8 z, u32x8 w) noexcept {
+  const u32x8 xy_lo = __builtin_shufflevector(x, y, 0, 8, 1, 9, 2, 10, 3, 11);
+  const u32x8 xy_hi = __builtin_shufflevector(x, y, 4, 12, 5, 13, 6, 14, 7, 15);
+  const u32x8 zw_lo = __builtin_shufflevector(z, w, 0, 8, 1, 9, 2, 10, 3, 11);
+  const u32x8 zw_hi = __builtin_shufflevector(z, w, 4, 12, 5, 13, 6, 14, 7, 15);
+  const u32x8 o[4] = {__builtin_shufflevector(xy_lo, zw_lo, 0, 1, 8, 9, 2, 3, 10, 11),
+                      __builtin_shufflevector(xy_lo, zw_lo, 4, 5, 12, 13, 6, 7, 14, 15),
+                      __builtin_shufflevector(xy_hi, zw_hi, 0, 1, 8, 9, 2, 3, 10, 11),
+                      __builtin_shufflevector(xy_hi, zw_hi, 4, 5, 12, 13, 6, 7, 14, 15)};
+  __builtin_memcpy(out, o, sizeof o);
+}
+[[gnu::target("avx512f"), gnu::always_inline]] inline void store_blocks(u32* out, u32x16 x, u32x16 y, u32x16 z,
+                                                                       u32x16 w) noexcept {
+  const u32x16 xy_lo = __builtin_shufflevector(x, y, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const u32x16 xy_hi = __builtin_shufflevector(x, y, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const u32x16 zw_lo = __builtin_shufflevector(z, w, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const u32x16 zw_hi = __builtin_shufflevector(z, w, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const u32x16 o[4] = {
+      __builtin_shufflevector(xy_lo, zw_lo, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23),
+      __builtin_shufflevector(xy_lo, zw_lo, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31),
+      __builtin_shufflevector(xy_hi, zw_hi, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23),
+      __builtin_shufflevector(xy_hi, zw_hi, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31)};
+  __builtin_memcpy(out, o, sizeof o);
+}
 }  // namespace philox_vec
 
-// NAME(c, key, n, w0..w3): as philox_run, with n rounded up to whole steps of WIDTH * INTERLEAVE lanes
-// (<= fill_lane_slack). V: WIDTH u32 lanes; D: the same register as u64 lanes.
+// NAME(c, key, n, out, soa_stride): as philox_run, with n rounded up to whole steps of WIDTH * INTERLEAVE
+// lanes (<= fill_lane_slack). V: WIDTH u32 lanes; D: the same register as u64 lanes.
 #define ACCEL_DETAIL_PHILOX_KERNEL(NAME, TARGET, V, D, WIDTH, INTERLEAVE)                                      \
-  [[gnu::target(TARGET)]] inline void NAME(U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32* w2,         \
-                                           u32* w3) noexcept {                                                  \
+  [[gnu::target(TARGET)]] inline void NAME(U32x4 c, U32x2 key, std::size_t n, u32* out,                         \
+                                           std::size_t soa_stride) noexcept {                                   \
     using namespace philox_vec;                                                                                 \
     constexpr std::size_t W = WIDTH, N = INTERLEAVE;                                                            \
-    static_assert(W * N <= fill_lane_slack);                                                                    \
+    static_assert(fill_lane_slack % (W * N) == 0); /* blocks_into's whole steps */                            \
     const D low = D{} + 0xFFFFFFFFull;                                                                          \
     const V m0 = V{} + detail::philox_m0, m1 = V{} + detail::philox_m1;                                         \
     V iota{};                                                                                                   \
@@ -161,10 +203,14 @@ using u64x8 = u64 __attribute__((vector_size(64)));
         k = detail::philox_bump(k);                                                                             \
       }                                                                                                         \
       for (std::size_t j = 0; j < N; ++j) {                                                                     \
-        __builtin_memcpy(w0 + i + j * W, &x[j], sizeof(V));                                                     \
-        __builtin_memcpy(w1 + i + j * W, &y[j], sizeof(V));                                                     \
-        __builtin_memcpy(w2 + i + j * W, &z[j], sizeof(V));                                                     \
-        __builtin_memcpy(w3 + i + j * W, &w[j], sizeof(V));                                                     \
+        if (soa_stride == 0) {                                                                                  \
+          store_blocks(out + 4 * (i + j * W), x[j], y[j], z[j], w[j]);                                          \
+        } else {                                                                                                \
+          __builtin_memcpy(out + i + j * W, &x[j], sizeof(V));                                                  \
+          __builtin_memcpy(out + soa_stride + i + j * W, &y[j], sizeof(V));                                     \
+          __builtin_memcpy(out + 2 * soa_stride + i + j * W, &z[j], sizeof(V));                                 \
+          __builtin_memcpy(out + 3 * soa_stride + i + j * W, &w[j], sizeof(V));                                 \
+        }                                                                                                       \
       }                                                                                                         \
     }                                                                                                           \
   }
@@ -201,38 +247,56 @@ ACCEL_DETAIL_PHILOX_KERNEL(philox_run_avx512, "avx512f", u32x16, u64x8, 16, 2)
 }
 
 /// As philox_run, through kernel k (which must run here: philox_kernel_runs); the vector kernels round
-/// n up to whole vector steps (at most fill_lane_slack more lanes).
-inline void philox_run_with(PhiloxKernel k, U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32* w2,
-                            u32* w3) noexcept {
+/// n up to whole vector steps (at most fill_lane_slack more blocks).
+inline void philox_run_with(PhiloxKernel k, U32x4 c, U32x2 key, std::size_t n, u32* out,
+                            std::size_t soa_stride) noexcept {
   switch (k) {
 #if defined(ACCEL_DETAIL_PHILOX_SIMD)
-    case PhiloxKernel::sse2: return philox_run_sse2(c, key, n, w0, w1, w2, w3);
-    case PhiloxKernel::avx2: return philox_run_avx2(c, key, n, w0, w1, w2, w3);
-    case PhiloxKernel::avx512: return philox_run_avx512(c, key, n, w0, w1, w2, w3);
+    case PhiloxKernel::sse2: return philox_run_sse2(c, key, n, out, soa_stride);
+    case PhiloxKernel::avx2: return philox_run_avx2(c, key, n, out, soa_stride);
+    case PhiloxKernel::avx512: return philox_run_avx512(c, key, n, out, soa_stride);
 #endif
-    default: return philox_run(c, key, n, w0, w1, w2, w3);
+    default: return philox_run(c, key, n, out, soa_stride);
   }
 }
 
 /// As philox_run, through philox_kernel().
-inline void philox_run_best(U32x4 c, U32x2 key, std::size_t n, u32* w0, u32* w1, u32* w2, u32* w3) noexcept {
-  philox_run_with(philox_kernel(), c, key, n, w0, w1, w2, w3);
+inline void philox_run_best(U32x4 c, U32x2 key, std::size_t n, u32* out, std::size_t soa_stride) noexcept {
+  philox_run_with(philox_kernel(), c, key, n, out, soa_stride);
 }
 
 template <u32 K>
 inline void compute_batch(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, std::size_t lanes,
                           BatchBlocks<K>& b) noexcept {
   for (u32 k = 0; k < K; ++k) {
-    const std::size_t at = k * fill_stride;
     // At most three runs per batch (a subsequence wrap, the first subsequence); inside a run
     // only counter word z changes, so lanes are plain 32-bit arithmetic.
     for (std::size_t l = 0; l < lanes;) {
       const U32x4 c = layout.counter(g0 + l, k);
       const std::size_t run = static_cast<std::size_t>(accel::detail::min_of<u64>(lanes - l, layout.run_length(g0 + l)));
-      u32* const w[4] = {b.words[0] + at + l, b.words[1] + at + l, b.words[2] + at + l, b.words[3] + at + l};
-      philox_run_best(c, key, run, w[0], w[1], w[2], w[3]);
+      philox_run_best(c, key, run, b.words[0] + k * fill_stride + l, sizeof(b.words[0]) / sizeof(u32));
       l += run;
     }
+  }
+}
+
+// Blocks of groups [g0, g0 + lanes) (one block per group) straight into out[0, 4 lanes), writing
+// nothing past it: `out` is the fill's own buffer, and the next batch (another thread's) follows it.
+// Each run's whole steps of fill_lane_slack blocks go straight in (no kernel rounds them up); its
+// tail through a scratch. Stores and the blocks' arithmetic then overlap, where a batch computed in
+// scratch and copied out stalls on the stores after the arithmetic.
+inline void blocks_into(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, std::size_t lanes, u32* out) noexcept {
+  for (std::size_t l = 0; l < lanes;) {
+    const U32x4 c = layout.counter(g0 + l, 0);
+    const std::size_t run = static_cast<std::size_t>(accel::detail::min_of<u64>(lanes - l, layout.run_length(g0 + l)));
+    const std::size_t whole = run / fill_lane_slack * fill_lane_slack;
+    if (whole > 0) philox_run_best(c, key, whole, out + 4 * l, 0);
+    if (whole < run) {
+      alignas(64) u32 tail[4 * fill_lane_slack];
+      philox_run_best({c.x, c.y, c.z + static_cast<u32>(whole), c.w}, key, run - whole, tail, 0);
+      __builtin_memcpy(out + 4 * (l + whole), tail, 4 * (run - whole) * sizeof(u32));
+    }
+    l += run;
   }
 }
 
@@ -251,9 +315,11 @@ template <u32 K>
   return r;
 }
 
-// Fills out[0, n) with group(blocks, dst): the 4 outputs of one group, from its K blocks.
-template <u32 K, class T, class Group>
+// Fills out[0, n) with group(blocks, dst): the 4 outputs of one group, from its K blocks. Raw: the
+// outputs are the blocks' words (K = 1, T = u32, group a copy).
+template <u32 K, bool Raw, class T, class Group>
 inline void fill_groups(T* out, std::size_t n, u64 seed, u64 offset, Group group) {
+  static_assert(!Raw || (K == 1 && sizeof(T) == sizeof(u32)));
   if (n == 0) return;
   const CurandPhiloxLayout layout(offset, K);
   const U32x2 key = philox_key(seed);
@@ -286,10 +352,16 @@ inline void fill_groups(T* out, std::size_t n, u64 seed, u64 offset, Group group
   for (std::int64_t batch = 0; batch < batches; ++batch) {
     const u64 first = static_cast<u64>(batch) * fill_batch_groups;
     const std::size_t lanes = static_cast<std::size_t>(accel::detail::min_of<u64>(fill_batch_groups, full - first));
-    BatchBlocks<K> blocks;
-    compute_batch<K>(layout, key, full_begin + first, lanes, blocks);
     T* const dst = base + 4 * first;
-    for (std::size_t l = 0; l < lanes; ++l) group(lane(blocks, l), dst + 4 * l);
+    if constexpr (Raw) {
+      // The blocks are the outputs: straight into dst (1.15-1.3x the scratch and copy here; for floats
+      // the scratch wins, its conversion pass then streaming the stores).
+      blocks_into(layout, key, full_begin + first, lanes, dst);
+    } else {
+      BatchBlocks<K> blocks;
+      compute_batch<K>(layout, key, full_begin + first, lanes, blocks);
+      for (std::size_t l = 0; l < lanes; ++l) group(lane(blocks, l), dst + 4 * l);
+    }
   }
 }
 
@@ -298,7 +370,7 @@ inline void fill_groups(T* out, std::size_t n, u64 seed, u64 offset, Group group
 template <class Transform>
 inline void fill_with(typename Transform::value_type* out, std::size_t n, u64 seed, u64 offset, Transform t) {
   constexpr u32 K = detail::blocks_per_group<Transform>;
-  fill_groups<K>(out, n, seed, offset, [t](const LaneBlocks<K>& g, typename Transform::value_type* d) {
+  fill_groups<K, std::is_same_v<Transform, detail::BitsTransform>>(out, n, seed, offset, [t](const LaneBlocks<K>& g, typename Transform::value_type* d) {
     for (u32 k = 0; k < K; ++k) t(g.b[k], d + k * Transform::per_block);
   });
 }
