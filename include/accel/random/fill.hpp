@@ -11,7 +11,8 @@
 // Each output is a pure function of (seed, offset, index), so the result does not depend on the
 // thread count or the schedule. Per batch, Philox fills structure-of-arrays scratch, then the
 // transform writes the outputs: the per-block transforms of random/detail/block_fill.hpp, which the
-// CUDA fill kernels (kernels/cuda/random_fill.cu) use too. On x86-64 the Philox loop is an
+// CUDA fill kernels (kernels/cuda/random_fill.cu) use too (raw bits skip the scratch: the blocks go
+// straight into the output). On x86-64 the Philox loop is an
 // SSE2/AVX2/AVX-512 kernel chosen at run time (the widest the CPU runs; philox_kernel() says which);
 // elsewhere it is a plain loop the compiler vectorises. The transforms are compiled for the target
 // flags, so the fills sit in an inline namespace named after them: translation units built with
@@ -25,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <type_traits>
 
@@ -294,7 +296,7 @@ inline void blocks_into(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, std
     if (whole < run) {
       alignas(64) u32 tail[4 * fill_lane_slack];
       philox_run_best({c.x, c.y, c.z + static_cast<u32>(whole), c.w}, key, run - whole, tail, 0);
-      __builtin_memcpy(out + 4 * (l + whole), tail, 4 * (run - whole) * sizeof(u32));
+      std::memcpy(out + 4 * (l + whole), tail, 4 * (run - whole) * sizeof(u32));
     }
     l += run;
   }
