@@ -3,6 +3,8 @@
 //   accel-report           human-readable text
 //   accel-report --json    the same facts as one JSON object
 #include <accel/accel.hpp>
+#include <accel/core/cpu_features.hpp>
+#include <accel/random/fill.hpp>
 #include <accel/op_builders.hpp>  // op_table() and format_op_table(): the op builders are opt-in
 #if defined(ACCEL_HAS_MPI) || defined(ACCEL_HAS_NCCL)
 #include <accel/comm.hpp>  // communication_backend_version(): the engines' versions come with accel/comm
@@ -121,6 +123,8 @@ void print_text(const std::vector<BackendFacts>& all, const accel::BackendSelect
   std::cout << "Boost (Hana) ........ " << BOOST_VERSION / 100000 << "." << BOOST_VERSION / 100 % 1000 << "\n";
   std::cout << "NVTX ranges ......... " << (accel::profile::has_nvtx() ? "yes (NVTX3)" : "no") << "\n";
   std::cout << "CPU ................. " << accel::cpu_model_name() << "\n";
+  std::cout << "CPU features ........ " << accel::cpu_features().str() << "\n";
+  std::cout << "host random fills ... Philox, " << accel::rng::fill_kernel_name() << " kernel\n";
   std::cout << "selected backend .... " << selection.name << " (" << selection.reason << ")\n";
   for (const auto& b : all) {
     std::cout << "\n[" << b.name << "] ";
@@ -155,7 +159,9 @@ void print_json(const std::vector<BackendFacts>& all, const accel::BackendSelect
   std::ostringstream os;
   os << "{\"version\":" << quoted(ACCEL_VERSION_STRING) << ",\"compiler\":" << quoted(__VERSION__)
      << ",\"boost\":" << BOOST_VERSION << ",\"nvtx\":" << (accel::profile::has_nvtx() ? "true" : "false")
-     << ",\"cpu_model\":" << quoted(accel::cpu_model_name()) << ",\"selected\":{\"name\":"
+     << ",\"cpu_model\":" << quoted(accel::cpu_model_name()) << ",\"cpu_features\":"
+     << quoted(accel::cpu_features().str()) << ",\"host_rng_kernel\":" << quoted(accel::rng::fill_kernel_name())
+     << ",\"selected\":{\"name\":"
      << quoted(selection.name) << ",\"from_environment\":" << (selection.from_environment ? "true" : "false")
      << ",\"reason\":" << quoted(selection.reason) << "},\"backends\":[";
   for (std::size_t i = 0; i < all.size(); ++i) {

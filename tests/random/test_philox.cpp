@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -328,6 +329,7 @@ TEST_CASE("the fills run the widest Philox kernel this CPU has") {
   CHECK(k == PhiloxKernel::portable);
 #endif
   CHECK(rng::fill_detail::philox_kernel_runs(k));
+  CHECK(std::string(rng::fill_kernel_name()) == rng::fill_detail::philox_kernel_name(k));
 }
 
 TEST_CASE("every Philox kernel this CPU runs gives the blocks of philox4x32_10") {

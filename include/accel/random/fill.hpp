@@ -379,6 +379,13 @@ inline void fill_with(typename Transform::value_type* out, std::size_t n, u64 se
 
 }  // namespace fill_detail
 
+/// The instruction set the host fills' Philox kernel uses on this CPU: "AVX-512", "AVX2", "SSE2" or
+/// "portable loop" — chosen at run time (the widest the CPU and OS run), whatever the program was
+/// compiled for.
+[[nodiscard]] inline const char* fill_kernel_name() noexcept {
+  return fill_detail::philox_kernel_name(fill_detail::philox_kernel());
+}
+
 /// Raw 32-bit words, as curandGenerate().
 inline void fill_bits(std::span<std::uint32_t> out, std::uint64_t seed, std::uint64_t offset) {
   fill_detail::fill_with(out.data(), out.size(), seed, offset, detail::BitsTransform{});
