@@ -175,7 +175,7 @@ void philox_kernel(benchmark::State& state) {
   accel::rng::U32x4 counter{0, 0, 0, 0};
   for (auto _ : state) {
     for (std::size_t done = 0; done < blocks; done += lanes) {
-      accel::rng::fill_detail::philox_run_with(k, counter, {42, 0}, lanes, scratch.data(), 0);
+      accel::rng::fill_detail::philox_run_with(k, counter, {42, 0}, lanes, scratch.data(), 0, false);
       counter.z += static_cast<accel::rng::u32>(lanes);
       benchmark::ClobberMemory();
     }

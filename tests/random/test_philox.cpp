@@ -344,19 +344,28 @@ TEST_CASE("every Philox kernel this CPU runs gives the blocks of philox4x32_10")
         // Block by block: the vector kernels may write up to fill_lane_slack blocks past n, no further.
         const std::size_t slack = rng::fill_detail::fill_lane_slack;
         std::vector<rng::u32> w(4 * (n + 2 * slack), 0xA5A5A5A5u);
-        rng::fill_detail::philox_run_with(k, c, key, n, w.data(), 0);
+        rng::fill_detail::philox_run_with(k, c, key, n, w.data(), 0, false);
         // Structure of arrays: word j of block i at j * stride + i.
         const std::size_t stride = n + slack;
         std::vector<rng::u32> soa(4 * stride, 0u);
-        rng::fill_detail::philox_run_with(k, c, key, n, soa.data(), stride);
-        std::size_t bad = 0, bad_soa = 0;
+        rng::fill_detail::philox_run_with(k, c, key, n, soa.data(), stride, false);
+        // As uniform floats, block by block: uniform_float's bits.
+        std::vector<float> uf(4 * (n + slack), 0.0f);
+        rng::fill_detail::philox_run_with(k, c, key, n, reinterpret_cast<rng::u32*>(uf.data()), 0, true);
+        std::size_t bad = 0, bad_soa = 0, bad_uniform = 0;
         for (std::size_t i = 0; i < n; ++i) {
           const U32x4 r = rng::philox4x32_10({c.x, c.y, c.z + static_cast<rng::u32>(i), c.w}, key);
           bad += !(U32x4{w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]} == r);
           bad_soa += !(U32x4{soa[i], soa[stride + i], soa[2 * stride + i], soa[3 * stride + i]} == r);
+          const rng::u32 words[4] = {r.x, r.y, r.z, r.w};
+          for (int j = 0; j < 4; ++j) {
+            bad_uniform += std::bit_cast<rng::u32>(uf[4 * i + static_cast<std::size_t>(j)]) !=
+                           std::bit_cast<rng::u32>(rng::uniform_float(words[j]));
+          }
         }
         CHECK(bad == 0);
         CHECK(bad_soa == 0);
+        CHECK(bad_uniform == 0);
         CHECK(std::all_of(w.begin() + static_cast<std::ptrdiff_t>(4 * (n + slack)), w.end(),
                           [](rng::u32 v) { return v == 0xA5A5A5A5u; }));
       }

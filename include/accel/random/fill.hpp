@@ -11,8 +11,8 @@
 // Each output is a pure function of (seed, offset, index), so the result does not depend on the
 // thread count or the schedule. Per batch, Philox fills structure-of-arrays scratch, then the
 // transform writes the outputs: the per-block transforms of random/detail/block_fill.hpp, which the
-// CUDA fill kernels (kernels/cuda/random_fill.cu) use too (raw bits skip the scratch: the blocks go
-// straight into the output). On x86-64 the Philox loop is an
+// CUDA fill kernels (kernels/cuda/random_fill.cu) use too (raw bits and uniform floats skip the
+// scratch: the kernels write them straight into the output). On x86-64 the Philox loop is an
 // SSE2/AVX2/AVX-512 kernel chosen at run time (the widest the CPU runs; philox_kernel() says which);
 // elsewhere it is a plain loop the compiler vectorises. The transforms are compiled for the target
 // flags, so the fills sit in an inline namespace named after them: translation units built with
@@ -24,6 +24,7 @@
 #include <accel/random/distributions.hpp>
 #include <accel/random/philox.hpp>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -75,15 +76,21 @@ struct BatchBlocks {
 // soa_stride == 0: block by block, block i in out[4 i, 4 i + 4) (a bits fill's own buffer);
 // otherwise word w of block i at out[w * soa_stride + i] (a batch's scratch, which a transform reads
 // lane by lane: its loop then transposes while waiting on its stores).
+// uniform: each word stored as the bits of its uniform float (uniform_float), so that a uniform fill
+// writes its output directly; `out` may then be that float buffer, so every kernel stores with memcpy.
 // The portable loop, which compilers vectorise (one Philox chain per vector, so it is latency-bound):
-inline void philox_run(U32x4 c, U32x2 key, std::size_t n, u32* out, std::size_t soa_stride) noexcept {
+inline void philox_run(U32x4 c, U32x2 key, std::size_t n, u32* out, std::size_t soa_stride, bool uniform) noexcept {
   const std::size_t step = soa_stride == 0 ? 4 : 1, word = soa_stride == 0 ? 1 : soa_stride;
+  const auto put = [uniform](u32* at, u32 w) {
+    const u32 v = uniform ? std::bit_cast<u32>(uniform_float(w)) : w;
+    std::memcpy(at, &v, sizeof v);
+  };
   for (std::size_t i = 0; i < n; ++i) {
     const U32x4 r = philox4x32_10({c.x, c.y, c.z + static_cast<u32>(i), c.w}, key);
-    out[step * i] = r.x;
-    out[step * i + word] = r.y;
-    out[step * i + 2 * word] = r.z;
-    out[step * i + 3 * word] = r.w;
+    put(out + step * i, r.x);
+    put(out + step * i + word, r.y);
+    put(out + step * i + 2 * word, r.z);
+    put(out + step * i + 3 * word, r.w);
   }
 }
 
@@ -121,6 +128,9 @@ using u32x16 = u32 __attribute__((vector_size(64)));
 using u64x2 = u64 __attribute__((vector_size(16)));
 using u64x4 = u64 __attribute__((vector_size(32)));
 using u64x8 = u64 __attribute__((vector_size(64)));
+using f32x4 = float __attribute__((vector_size(16)));
+using f32x8 = float __attribute__((vector_size(32)));
+using f32x16 = float __attribute__((vector_size(64)));
 
 [[gnu::target("sse2"), gnu::always_inline]] inline u64x2 mul_even(u32x4 a, u32x4 b) noexcept {
   return reinterpret_cast<u64x2>(__builtin_ia32_pmuludq128(reinterpret_cast<i32x4>(a), reinterpret_cast<i32x4>(b)));
@@ -171,11 +181,14 @@ using u64x8 = u64 __attribute__((vector_size(64)));
 }
 }  // namespace philox_vec
 
-// NAME(c, key, n, out, soa_stride): as philox_run, with n rounded up to whole steps of WIDTH * INTERLEAVE
-// lanes (<= fill_lane_slack). V: WIDTH u32 lanes; D: the same register as u64 lanes.
-#define ACCEL_DETAIL_PHILOX_KERNEL(NAME, TARGET, V, D, WIDTH, INTERLEAVE)                                      \
-  [[gnu::target(TARGET)]] inline void NAME(U32x4 c, U32x2 key, std::size_t n, u32* out,                         \
-                                           std::size_t soa_stride) noexcept {                                   \
+// NAME(c, key, n, out, soa_stride, uniform): as philox_run, with n rounded up to whole steps of
+// WIDTH * INTERLEAVE lanes (<= fill_lane_slack). V: WIDTH u32 lanes; D: the same register as u64 lanes;
+// F: as floats. The uniform floats are uniform_float's arithmetic on vectors: the conversion rounds
+// once (vcvtudq2ps, or its exact emulation below AVX-512), the scaling by 2^-32 is exact, so a
+// contracted multiply-add gives the same bits.
+#define ACCEL_DETAIL_PHILOX_KERNEL(NAME, TARGET, V, D, F, WIDTH, INTERLEAVE)                                   \
+  [[gnu::target(TARGET)]] inline void NAME(U32x4 c, U32x2 key, std::size_t n, u32* out, std::size_t soa_stride, \
+                                           bool uniform) noexcept {                                             \
     using namespace philox_vec;                                                                                 \
     constexpr std::size_t W = WIDTH, N = INTERLEAVE;                                                            \
     static_assert(fill_lane_slack % (W * N) == 0); /* blocks_into's whole steps */                            \
@@ -204,6 +217,18 @@ using u64x8 = u64 __attribute__((vector_size(64)));
         }                                                                                                       \
         k = detail::philox_bump(k);                                                                             \
       }                                                                                                         \
+      if (uniform) {                                                                                            \
+        for (std::size_t j = 0; j < N; ++j) {                                                                   \
+          x[j] = reinterpret_cast<V>(__builtin_convertvector(x[j], F) * detail::two_pow32_inv +                  \
+                                     detail::two_pow32_inv / 2.0f);                                             \
+          y[j] = reinterpret_cast<V>(__builtin_convertvector(y[j], F) * detail::two_pow32_inv +                  \
+                                     detail::two_pow32_inv / 2.0f);                                             \
+          z[j] = reinterpret_cast<V>(__builtin_convertvector(z[j], F) * detail::two_pow32_inv +                  \
+                                     detail::two_pow32_inv / 2.0f);                                             \
+          w[j] = reinterpret_cast<V>(__builtin_convertvector(w[j], F) * detail::two_pow32_inv +                  \
+                                     detail::two_pow32_inv / 2.0f);                                             \
+        }                                                                                                       \
+      }                                                                                                         \
       for (std::size_t j = 0; j < N; ++j) {                                                                     \
         if (soa_stride == 0) {                                                                                  \
           store_blocks(out + 4 * (i + j * W), x[j], y[j], z[j], w[j]);                                          \
@@ -216,9 +241,9 @@ using u64x8 = u64 __attribute__((vector_size(64)));
       }                                                                                                         \
     }                                                                                                           \
   }
-ACCEL_DETAIL_PHILOX_KERNEL(philox_run_sse2, "sse2", u32x4, u64x2, 4, 4)
-ACCEL_DETAIL_PHILOX_KERNEL(philox_run_avx2, "avx2", u32x8, u64x4, 8, 4)
-ACCEL_DETAIL_PHILOX_KERNEL(philox_run_avx512, "avx512f", u32x16, u64x8, 16, 2)
+ACCEL_DETAIL_PHILOX_KERNEL(philox_run_sse2, "sse2", u32x4, u64x2, f32x4, 4, 4)
+ACCEL_DETAIL_PHILOX_KERNEL(philox_run_avx2, "avx2", u32x8, u64x4, f32x8, 8, 4)
+ACCEL_DETAIL_PHILOX_KERNEL(philox_run_avx512, "avx512f", u32x16, u64x8, f32x16, 16, 2)
 #undef ACCEL_DETAIL_PHILOX_KERNEL
 #endif
 
@@ -250,21 +275,22 @@ ACCEL_DETAIL_PHILOX_KERNEL(philox_run_avx512, "avx512f", u32x16, u64x8, 16, 2)
 
 /// As philox_run, through kernel k (which must run here: philox_kernel_runs); the vector kernels round
 /// n up to whole vector steps (at most fill_lane_slack more blocks).
-inline void philox_run_with(PhiloxKernel k, U32x4 c, U32x2 key, std::size_t n, u32* out,
-                            std::size_t soa_stride) noexcept {
+inline void philox_run_with(PhiloxKernel k, U32x4 c, U32x2 key, std::size_t n, u32* out, std::size_t soa_stride,
+                            bool uniform) noexcept {
   switch (k) {
 #if defined(ACCEL_DETAIL_PHILOX_SIMD)
-    case PhiloxKernel::sse2: return philox_run_sse2(c, key, n, out, soa_stride);
-    case PhiloxKernel::avx2: return philox_run_avx2(c, key, n, out, soa_stride);
-    case PhiloxKernel::avx512: return philox_run_avx512(c, key, n, out, soa_stride);
+    case PhiloxKernel::sse2: return philox_run_sse2(c, key, n, out, soa_stride, uniform);
+    case PhiloxKernel::avx2: return philox_run_avx2(c, key, n, out, soa_stride, uniform);
+    case PhiloxKernel::avx512: return philox_run_avx512(c, key, n, out, soa_stride, uniform);
 #endif
-    default: return philox_run(c, key, n, out, soa_stride);
+    default: return philox_run(c, key, n, out, soa_stride, uniform);
   }
 }
 
 /// As philox_run, through philox_kernel().
-inline void philox_run_best(U32x4 c, U32x2 key, std::size_t n, u32* out, std::size_t soa_stride) noexcept {
-  philox_run_with(philox_kernel(), c, key, n, out, soa_stride);
+inline void philox_run_best(U32x4 c, U32x2 key, std::size_t n, u32* out, std::size_t soa_stride,
+                            bool uniform) noexcept {
+  philox_run_with(philox_kernel(), c, key, n, out, soa_stride, uniform);
 }
 
 template <u32 K>
@@ -276,26 +302,28 @@ inline void compute_batch(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, s
     for (std::size_t l = 0; l < lanes;) {
       const U32x4 c = layout.counter(g0 + l, k);
       const std::size_t run = static_cast<std::size_t>(accel::detail::min_of<u64>(lanes - l, layout.run_length(g0 + l)));
-      philox_run_best(c, key, run, b.words[0] + k * fill_stride + l, sizeof(b.words[0]) / sizeof(u32));
+      philox_run_best(c, key, run, b.words[0] + k * fill_stride + l, sizeof(b.words[0]) / sizeof(u32), false);
       l += run;
     }
   }
 }
 
-// Blocks of groups [g0, g0 + lanes) (one block per group) straight into out[0, 4 lanes), writing
+// Blocks of groups [g0, g0 + lanes) (one block per group; uniform: as uniform floats' bits) straight into
+// out[0, 4 lanes), writing
 // nothing past it: `out` is the fill's own buffer, and the next batch (another thread's) follows it.
 // Each run's whole steps of fill_lane_slack blocks go straight in (no kernel rounds them up); its
 // tail through a scratch. Stores and the blocks' arithmetic then overlap, where a batch computed in
 // scratch and copied out stalls on the stores after the arithmetic.
-inline void blocks_into(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, std::size_t lanes, u32* out) noexcept {
+inline void blocks_into(const CurandPhiloxLayout& layout, U32x2 key, u64 g0, std::size_t lanes, u32* out,
+                        bool uniform) noexcept {
   for (std::size_t l = 0; l < lanes;) {
     const U32x4 c = layout.counter(g0 + l, 0);
     const std::size_t run = static_cast<std::size_t>(accel::detail::min_of<u64>(lanes - l, layout.run_length(g0 + l)));
     const std::size_t whole = run / fill_lane_slack * fill_lane_slack;
-    if (whole > 0) philox_run_best(c, key, whole, out + 4 * l, 0);
+    if (whole > 0) philox_run_best(c, key, whole, out + 4 * l, 0, uniform);
     if (whole < run) {
       alignas(64) u32 tail[4 * fill_lane_slack];
-      philox_run_best({c.x, c.y, c.z + static_cast<u32>(whole), c.w}, key, run - whole, tail, 0);
+      philox_run_best({c.x, c.y, c.z + static_cast<u32>(whole), c.w}, key, run - whole, tail, 0, uniform);
       std::memcpy(out + 4 * (l + whole), tail, 4 * (run - whole) * sizeof(u32));
     }
     l += run;
@@ -317,11 +345,15 @@ template <u32 K>
   return r;
 }
 
-// Fills out[0, n) with group(blocks, dst): the 4 outputs of one group, from its K blocks. Raw: the
-// outputs are the blocks' words (K = 1, T = u32, group a copy).
-template <u32 K, bool Raw, class T, class Group>
+// How a fill's full groups are written: through the batch scratch and the transform (through_scratch),
+// or by the kernels straight into the output, as words (bits) or as uniform floats (uniform_floats).
+enum class Direct : unsigned char { through_scratch, bits, uniform_floats };
+
+// Fills out[0, n) with group(blocks, dst): the 4 outputs of one group, from its K blocks (the groups
+// cut by either end of `out` always go through group).
+template <u32 K, Direct D, class T, class Group>
 inline void fill_groups(T* out, std::size_t n, u64 seed, u64 offset, Group group) {
-  static_assert(!Raw || (K == 1 && sizeof(T) == sizeof(u32)));
+  static_assert(D == Direct::through_scratch || (K == 1 && sizeof(T) == sizeof(u32)));
   if (n == 0) return;
   const CurandPhiloxLayout layout(offset, K);
   const U32x2 key = philox_key(seed);
@@ -355,10 +387,9 @@ inline void fill_groups(T* out, std::size_t n, u64 seed, u64 offset, Group group
     const u64 first = static_cast<u64>(batch) * fill_batch_groups;
     const std::size_t lanes = static_cast<std::size_t>(accel::detail::min_of<u64>(fill_batch_groups, full - first));
     T* const dst = base + 4 * first;
-    if constexpr (Raw) {
-      // The blocks are the outputs: straight into dst (1.15-1.3x the scratch and copy here; for floats
-      // the scratch wins, its conversion pass then streaming the stores).
-      blocks_into(layout, key, full_begin + first, lanes, dst);
+    if constexpr (D != Direct::through_scratch) {
+      // Straight into dst: at one thread 1.4x the scratch and copy for bits, 1.4x for uniforms.
+      blocks_into(layout, key, full_begin + first, lanes, reinterpret_cast<u32*>(dst), D == Direct::uniform_floats);
     } else {
       BatchBlocks<K> blocks;
       compute_batch<K>(layout, key, full_begin + first, lanes, blocks);
@@ -372,7 +403,10 @@ inline void fill_groups(T* out, std::size_t n, u64 seed, u64 offset, Group group
 template <class Transform>
 inline void fill_with(typename Transform::value_type* out, std::size_t n, u64 seed, u64 offset, Transform t) {
   constexpr u32 K = detail::blocks_per_group<Transform>;
-  fill_groups<K, std::is_same_v<Transform, detail::BitsTransform>>(out, n, seed, offset, [t](const LaneBlocks<K>& g, typename Transform::value_type* d) {
+  constexpr Direct direct = std::is_same_v<Transform, detail::BitsTransform>           ? Direct::bits
+                            : std::is_same_v<Transform, detail::UniformFloatTransform> ? Direct::uniform_floats
+                                                                                      : Direct::through_scratch;
+  fill_groups<K, direct>(out, n, seed, offset, [t](const LaneBlocks<K>& g, typename Transform::value_type* d) {
     for (u32 k = 0; k < K; ++k) t(g.b[k], d + k * Transform::per_block);
   });
 }
