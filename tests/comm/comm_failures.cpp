@@ -2,6 +2,9 @@
 //   late-rank   3+ ranks, ACCEL_COMM_TIMEOUT short: the last rank sleeps past the timeout before an
 //               all_reduce; the others get a CommError naming it (and the flight recorder); the job
 //               then ends with MPI_Abort (a clean MPI_Finalize would wait for the late rank)
+//   late-rank-after-p2p  3 ranks: the same, but ranks 0 and 1 exchanged a message first (their sequence
+//               numbers run one ahead of rank 2's) and rank 1 is late: rank 1 is named, ranks 0 and 2
+//               see each other waiting
 //   p2p-silent  2 ranks: rank 0 waits for a message rank 1 never sends; the CommError names rank 1
 //   death       a rank dies (SIGKILL) in the middle of a run under plain mpirun: the job ends non-zero,
 //               long before the (default, 10-minute) timeout
@@ -24,21 +27,26 @@ namespace {
 
 using B = accel::CpuBackend;
 
-int late_rank() {
+int late_rank(bool after_p2p) {
   auto& c = accel::comm::world<B>();
   accel::cpu::Stream s;
   accel::Buffer<float, B> buf(1000, s);
   for (int i = 0; i < 3; ++i) c.all_reduce(s, buf);  // operations #1..#3 complete everywhere
+  // after_p2p: rank 0 sends rank 1 a message the others do not see (#4 on ranks 0 and 1 only), so the
+  // late all_reduce is #5 there and #4 elsewhere; rank 1 is late, and the ranks on time must still see
+  // each other waiting in it (by its collective number).
+  if (after_p2p && c.rank() == 0) c.send(s, buf, 1);
+  if (after_p2p && c.rank() == 1) c.recv(s, buf, 0);
   s.synchronize();
-  const int late = c.size() - 1;
+  const int late = after_p2p ? 1 : c.size() - 1;
   // The ranks on time meet again after the failure (their own communicator, made while all were there):
   // the first to return would otherwise end the job with MPI_Abort before the others printed.
   auto on_time = c.split(c.rank() == late ? 1 : 0, c.rank());
   if (c.rank() == late) std::this_thread::sleep_for(std::chrono::seconds(6));
   try {
-    c.all_reduce(s, buf);  // #4: the late rank arrives after the others timed out
+    c.all_reduce(s, buf);  // #4 (or #5): the late rank arrives after the others timed out
     s.synchronize();
-    std::printf("rank %d: all_reduce #4 completed\n", c.rank());
+    std::printf("rank %d: the late all_reduce completed\n", c.rank());
   } catch (const accel::comm::CommError& e) {
     std::string missing;
     for (const int r : e.missing_ranks()) missing += " " + std::to_string(r);
@@ -150,12 +158,13 @@ int abort_job() {
 int main(int argc, char** argv) {
   accel::comm::init(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "late-rank") return late_rank();
+  if (mode == "late-rank") return late_rank(false);
+  if (mode == "late-rank-after-p2p") return late_rank(true);
   if (mode == "p2p-silent") return p2p_silent();
   if (mode == "death") return death();
   if (mode == "log") return log_summary();
   if (mode == "mismatch") return mismatch();
   if (mode == "abort") return abort_job();
-  std::fprintf(stderr, "usage: comm_failures late-rank|p2p-silent|death|log|mismatch|abort\n");
+  std::fprintf(stderr, "usage: comm_failures late-rank|late-rank-after-p2p|p2p-silent|death|log|mismatch|abort\n");
   return 2;
 }

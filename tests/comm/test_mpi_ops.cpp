@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
@@ -13,12 +15,14 @@
 #include <vector>
 
 using namespace comm_test;
+using namespace std::chrono_literals;
 
 TEST_CASE_TEMPLATE("all_reduce in place and out of place, every reduce op, Buffers and spans", T, COMM_TYPES) {
   auto& c = world();
   Stream s;
-  // 20011 elements: at least 16 KiB in every type, where 2 or 3 ranks take libnbc's ring (mpi_tuning.hpp).
-  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}, std::size_t{20011}}) {
+  // 40009 elements: at least 16 KiB in every type, where 3 ranks take libnbc's ring (mpi_tuning.hpp), and
+  // 2 ranks too from 160 KB (4-byte types and wider; smaller ones, accel's recursive doubling).
+  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}, std::size_t{40009}}) {
     for (const ReduceOp op : accel::all_reduce_ops) {
       CAPTURE(count);
       CAPTURE(accel::name(op));
@@ -33,6 +37,188 @@ TEST_CASE_TEMPLATE("all_reduce in place and out of place, every reduce op, Buffe
       CHECK(bits(out) == bits(expected));
       CHECK(bits(in) == bits(contribution<T>(count, c.rank(), op)));  // the input is not written
     }
+  }
+}
+
+/// Per-rank counts around accel's recursive doubling (mpi_tuning.hpp: doubling_selected, up to 8 KiB
+/// per rank, 128 KiB on 2 ranks): one element; whole messages up to 3 KiB, eager-sized pieces to 8 KiB
+/// (ring_pieces), the last piece of one element; whole again above 8 KiB; the largest count it
+/// serves, and one more (MPI_Iallreduce).
+template <class T>
+std::vector<std::size_t> doubling_edge_counts(int ranks) {
+  namespace d = accel::comm::detail;
+  const std::size_t most = (ranks == 2 ? d::doubling_max_bytes_two_ranks : d::doubling_max_bytes) / sizeof(T);
+  constexpr std::size_t piece = d::ring_piece_bytes / sizeof(T);
+  std::vector<std::size_t> counts{1, 3 * 1024 / sizeof(T), 3 * 1024 / sizeof(T) + 1, 2 * piece + 1};
+  if (8 * 1024 / sizeof(T) + 1 < most) counts.push_back(8 * 1024 / sizeof(T) + 1);
+  counts.push_back(most);
+  counts.push_back(most + 1);
+  return counts;
+}
+
+TEST_CASE_TEMPLATE("all_reduce up to and just above 8 KiB (128 KiB on 2 ranks: accel's recursive doubling), every reduce op", T,
+                   COMM_TYPES) {
+  auto& c = world();
+  Stream s;
+  for (const std::size_t count : doubling_edge_counts<T>(c.size())) {
+    for (const ReduceOp op : accel::all_reduce_ops) {
+      CAPTURE(count);
+      CAPTURE(accel::name(op));
+      CAPTURE(accel::comm::detail::doubling_selected(c.size(), count * sizeof(T)));
+      const std::vector<T> expected = reduced<T>(op, count, c.size());
+      Buf<T> buf = filled<T>(count, c.rank(), op, s);
+      c.all_reduce(s, buf, op);
+      Buf<T> in = filled<T>(count, c.rank(), op, s);
+      Buf<T> out(count, s);
+      c.all_reduce(s, in, out, op);
+      s.synchronize();
+      CHECK(bits(buf) == bits(expected));
+      CHECK(bits(out) == bits(expected));
+      CHECK(bits(in) == bits(contribution<T>(count, c.rank(), op)));
+    }
+  }
+}
+
+TEST_CASE("all_reduce of values whose sum depends on the order: every rank holds the same bits") {
+  auto& c = world();
+  Stream s;
+  // Magnitudes 2^-20 to 2^20, different on every rank: float sums round differently in every order,
+  // so a rank that added in another order than its partner would differ in the last bits.
+  for (const std::size_t count : {std::size_t{1}, std::size_t{100}, std::size_t{2048}, std::size_t{2049}}) {
+    CAPTURE(count);
+    Buf<float> v(count, s);
+    for (std::size_t i = 0; i < count; ++i) {
+      const int e = static_cast<int>((i * 13 + static_cast<std::size_t>(c.rank()) * 7) % 41) - 20;
+      v.data()[i] = std::ldexp(1.0f + 0.1234567f * static_cast<float>(c.rank() + 1), e);
+    }
+    c.all_reduce(s, v);
+    Buf<float> all(count * static_cast<std::size_t>(c.size()), s);
+    c.all_gather(s, v, all);
+    s.synchronize();
+    std::size_t differ = 0;
+    for (int r = 1; r < c.size(); ++r) {
+      differ += bits(all.data() + count * static_cast<std::size_t>(r), count) == bits(all.data(), count) ? 0 : 1;
+    }
+    CHECK(differ == 0);
+    double worst = 0;  // and it is the sum, to float's precision
+    for (std::size_t i = 0; i < count; ++i) {
+      double exact = 0;
+      for (int r = 0; r < c.size(); ++r) {
+        const int e = static_cast<int>((i * 13 + static_cast<std::size_t>(r) * 7) % 41) - 20;
+        exact += std::ldexp(1.0 + static_cast<double>(0.1234567f * static_cast<float>(r + 1)), e);
+      }
+      worst = std::max(worst, std::abs(static_cast<double>(v.data()[i]) - exact) / std::abs(exact));
+    }
+    CHECK(worst < 1e-6);
+  }
+}
+
+TEST_CASE("recursive doubling's schedule, 2 to 33 ranks: every send meets its receive, every rank ends with every input once") {
+  using accel::comm::detail::doubling_step;
+  for (int n = 2; n <= 33; ++n) {
+    CAPTURE(n);
+    // have[r]: how many times rank r's running result holds each rank's input (a sum of counts).
+    std::vector<std::vector<int>> have(static_cast<std::size_t>(n), std::vector<int>(static_cast<std::size_t>(n), 0));
+    for (int r = 0; r < n; ++r) have[static_cast<std::size_t>(r)][static_cast<std::size_t>(r)] = 1;
+    std::vector<int> step(static_cast<std::size_t>(n), 0);
+    std::vector<bool> done(static_cast<std::size_t>(n), false);
+    int finished = 0, rounds = 0;
+    bool matched = true;
+    while (finished < n && rounds++ < 4 * 64 && matched) {
+      // A rank's step completes when its send and its receive are both matched by the peers' current
+      // steps (MPI could let a send complete early; requiring both is the stricter order).
+      std::vector<std::vector<int>> next = have;
+      std::vector<int> advance;
+      for (int r = 0; r < n; ++r) {
+        if (done[static_cast<std::size_t>(r)]) continue;
+        const auto mine = doubling_step(n, r, step[static_cast<std::size_t>(r)]);
+        const auto ready = [&](int peer, bool they_send) {
+          if (peer < 0) return true;
+          if (done[static_cast<std::size_t>(peer)]) return false;
+          const auto theirs = doubling_step(n, peer, step[static_cast<std::size_t>(peer)]);
+          return they_send ? theirs.send_to == r : theirs.recv_from == r;
+        };
+        if (!ready(mine.send_to, false) || !ready(mine.recv_from, true)) continue;
+        advance.push_back(r);
+        if (mine.recv_from >= 0) {
+          const auto& got = have[static_cast<std::size_t>(mine.recv_from)];
+          auto& result = next[static_cast<std::size_t>(r)];
+          for (int q = 0; q < n; ++q) {
+            result[static_cast<std::size_t>(q)] = (mine.reduce ? result[static_cast<std::size_t>(q)] : 0) + got[static_cast<std::size_t>(q)];
+          }
+        }
+      }
+      matched = !advance.empty();
+      have = next;
+      for (const int r : advance) {
+        const auto mine = doubling_step(n, r, step[static_cast<std::size_t>(r)]);
+        if (mine.last) {
+          done[static_cast<std::size_t>(r)] = true;
+          ++finished;
+        } else {
+          ++step[static_cast<std::size_t>(r)];
+        }
+      }
+    }
+    CHECK(matched);
+    REQUIRE(finished == n);
+    std::size_t wrong = 0;
+    for (int r = 0; r < n; ++r) {
+      for (int q = 0; q < n; ++q) wrong += have[static_cast<std::size_t>(r)][static_cast<std::size_t>(q)] == 1 ? 0 : 1;
+    }
+    CHECK(wrong == 0);
+    int p2 = 1, log2 = 0;
+    while (p2 * 2 <= n) {
+      p2 *= 2;
+      ++log2;
+    }
+    CHECK(rounds == log2 + (n == p2 ? 0 : 2));  // the latency: one exchange per doubling, two more to fold
+  }
+}
+
+TEST_CASE("collectives after sends and receives that only some ranks issued: their messages still meet") {
+  // Sends and receives take sequence numbers on the ranks that issue them only, so the ranks' numbers
+  // differ afterwards; accel's own schedules (ring, recursive doubling) tag their messages by the
+  // collectives' own numbers, which stay alike (mpi_engine.hpp: ring_tag).
+  auto& w = world();
+  accel::comm::MpiCommunicator c = w.split(0, w.rank());
+  c.set_timeout(20s);
+  Stream s;
+  const auto n = static_cast<std::size_t>(c.size());
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    if (c.rank() < 2) {  // rank 0 sends rank 1 `round + 1` messages; the others do nothing
+      Buf<std::int32_t> m(4, s);
+      for (int k = 0; k <= round; ++k) {
+        if (c.rank() == 0) {
+          std::fill(m.data(), m.data() + 4, k);
+          c.send(s, m, 1);
+        } else {
+          c.recv(s, m, 0);
+        }
+      }
+      s.synchronize();
+      CHECK(m.data()[3] == round);
+    }
+    Buf<float> small = filled<float>(5, c.rank(), ReduceOp::sum, s);  // recursive doubling
+    c.all_reduce(s, small);
+    const std::size_t count = 16 * 1024 / (n * sizeof(float));  // S = 16 KiB: the ring
+    Buf<float> g_in = filled<float>(count, c.rank(), ReduceOp::sum, s);
+    Buf<float> g_out(count * n, s);
+    c.all_gather(s, g_in, g_out);
+    Buf<float> r_in = filled<float>(count * n, c.rank(), ReduceOp::max, s);
+    Buf<float> r_out(count, s);
+    c.reduce_scatter(s, r_in, r_out, ReduceOp::max);
+    s.synchronize();
+    CHECK(bits(small) == bits(reduced<float>(ReduceOp::sum, 5, c.size())));
+    for (int r = 0; r < c.size(); ++r) {
+      CHECK(bits(g_out.data() + count * static_cast<std::size_t>(r), count) ==
+            bits(contribution<float>(count, r, ReduceOp::sum)));
+    }
+    const std::vector<float> all = reduced<float>(ReduceOp::max, count * n, c.size());
+    const auto me = static_cast<std::size_t>(c.rank());
+    CHECK(bits(r_out) == bits(std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(count * me),
+                                                 all.begin() + static_cast<std::ptrdiff_t>(count * (me + 1)))));
   }
 }
 
@@ -357,6 +543,17 @@ TEST_CASE("barrier orders the ranks: what a rank wrote before it is seen after i
 TEST_CASE("accel's own ring serves reduce_scatter up to 512 KiB and all_gather up to 32 MiB on 2 ranks or more") {
   using accel::comm::detail::ring_selected;
   const bool on = std::getenv("ACCEL_COMM_MPI_TUNING") == nullptr || std::string(std::getenv("ACCEL_COMM_MPI_TUNING")) != "0";
+  // all_reduce: recursive doubling up to 8 KiB per rank.
+  using accel::comm::detail::doubling_selected;
+  CHECK(doubling_selected(2, 4) == on);
+  CHECK(doubling_selected(3, 8 * 1024) == on);
+  CHECK(doubling_selected(5, 1) == on);
+  CHECK(doubling_selected(2, 128 * 1024) == on);
+  CHECK_FALSE(doubling_selected(2, 128 * 1024 + 1));
+  CHECK_FALSE(doubling_selected(3, 8 * 1024 + 1));
+  CHECK_FALSE(doubling_selected(4, 8 * 1024 + 1));
+  CHECK_FALSE(doubling_selected(2, 0));
+  CHECK_FALSE(doubling_selected(1, 64));
   CHECK(ring_selected(2, 8 * 1024) == on);
   CHECK(ring_selected(3, 512 * 1024) == on);
   CHECK(ring_selected(2, 4) == on);

@@ -23,10 +23,11 @@
 //   c.native_handle() -> MPI_Comm, c.flight_recorder(), c.timeout(), c.set_timeout(d)
 //
 // Every rank must issue a communicator's operations in the same order (on one stream, or streams
-// ordered by events). Their sequence numbers (the flight recorder's, and the MPI tags of accel's ring:
-// mpi_engine.hpp) follow the host's call order on every path: taken by the call, or, for an operation
-// captured into a graph, by each replay_graph call (cpu/detail/graph_numbering.hpp) — never when a
-// stream's thread reaches the operation, which differs from rank to rank. half and bfloat16 are
+// ordered by events). Their sequence numbers (the flight recorder's) and the collectives' own numbers
+// (the MPI tags of accel's ring and recursive doubling: mpi_engine.hpp) follow the host's call order on
+// every path: taken by the call, or, for an operation captured into a graph, by each replay_graph call
+// (cpu/detail/graph_numbering.hpp) — never when a stream's thread reaches the operation, which differs
+// from rank to rank. half and bfloat16 are
 // reduced by MPI through user-defined ops (mpi_types.hpp).
 #pragma once
 
@@ -63,12 +64,24 @@ class MpiCommunicator;
 
 namespace detail {
 
+/// Where an operation recorded in a graph finds, at each replay, its sequence number and (a
+/// collective) its collective number.
+struct MpiSlots {
+  cpu::detail::CountSlot seq;
+  cpu::detail::CountSlot collective;
+};
+/// Numbers p, recorded in a graph, with the numbers the running replay took for it.
+inline void number_from_replay(Pending& p, const MpiSlots& slots, std::uint64_t stream_id) {
+  const std::uint64_t collective = has_peer(p.op.kind) ? 0 : cpu::detail::replay_number(slots.collective);
+  number_replayed(p, cpu::detail::replay_number(slots.seq), collective, stream_id);
+}
+
 /// The operations issued on this thread while an MpiGroup is open (slots[i]: where ops[i], recorded
-/// in a graph, finds its sequence number at each replay).
+/// in a graph, finds its numbers at each replay).
 struct MpiGroupContext {
   int depth = 0;
   std::vector<Pending> ops;
-  std::vector<cpu::detail::CountSlot> slots;
+  std::vector<MpiSlots> slots;
   std::optional<cpu::StreamRef> stream;
 };
 inline MpiGroupContext& mpi_group_context() noexcept {
@@ -81,22 +94,22 @@ inline MpiGroupContext& mpi_group_context() noexcept {
 struct MpiTask {
   Pending pending;
   std::uint64_t stream_id;
-  cpu::detail::CountSlot slot;
+  MpiSlots slots;
   void operator()() const {
     if (pending.seq != 0) return execute(pending);
     Pending p = pending;
-    number_replayed(p, cpu::detail::replay_number(slot), stream_id);
+    number_from_replay(p, slots, stream_id);
     execute(std::move(p));
   }
 };
 struct MpiGroupTask {
   std::vector<Pending> ops;
-  std::vector<cpu::detail::CountSlot> slots;
+  std::vector<MpiSlots> slots;
   std::uint64_t stream_id;
   void operator()() const {
     std::vector<Pending> run = ops;
     for (std::size_t i = 0; i < run.size(); ++i) {
-      if (run[i].seq == 0) number_replayed(run[i], cpu::detail::replay_number(slots[i]), stream_id);
+      if (run[i].seq == 0) number_from_replay(run[i], slots[i], stream_id);
     }
     execute_group(std::move(run));
   }
@@ -165,7 +178,7 @@ class MpiGroup {
     detail::MpiGroupContext& g = detail::mpi_group_context();
     if (--g.depth > 0) return;
     std::vector<detail::Pending> ops = std::move(g.ops);
-    std::vector<cpu::detail::CountSlot> slots = std::move(g.slots);
+    std::vector<detail::MpiSlots> slots = std::move(g.slots);
     g.ops.clear();
     g.slots.clear();
     const std::optional<cpu::StreamRef> stream = std::exchange(g.stream, std::nullopt);
@@ -221,13 +234,17 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
     // The sequence number (and so a ring's MPI tag: mpi_engine.hpp) in host order, identical on every
     // rank: taken now, or, while s captures a graph, by each replay when it is enqueued (never when the
     // replayed operation runs, which depends on thread timing).
-    cpu::detail::CountSlot slot;
-    const std::uint64_t seq =
-        !s.is_capturing() ? st.next_seq.fetch_add(1, std::memory_order_relaxed) + 1
-                          : cpu::detail::GraphNumbering::take(
-                                s, std::shared_ptr<std::atomic<std::uint64_t>>(state_, &st.next_seq), slot);
+    // A collective also takes its collective number (its ring's tags), in the same way.
+    detail::MpiSlots slots;
+    const auto number = [&](std::atomic<std::uint64_t>& counter, cpu::detail::CountSlot& slot) {
+      return !s.is_capturing() ? counter.fetch_add(1, std::memory_order_relaxed) + 1
+                               : cpu::detail::GraphNumbering::take(
+                                     s, std::shared_ptr<std::atomic<std::uint64_t>>(state_, &counter), slot);
+    };
+    const std::uint64_t seq = number(st.next_seq, slots.seq);
     if (seq != 0) st.recorder.enqueued(seq, op, s.id());
     detail::Pending p{state_, op, seq};
+    if (!detail::has_peer(op.kind)) p.collective = number(st.next_collective, slots.collective);
     if (g.depth > 0) {
       if (g.stream && !(*g.stream == s)) {
         call.invalid("the operations of a group run on one stream: this one is on stream " + std::to_string(s.id()) +
@@ -235,10 +252,10 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
       }
       g.stream = s;
       g.ops.push_back(std::move(p));
-      g.slots.push_back(slot);
+      g.slots.push_back(slots);
       return;
     }
-    s.run_or_enqueue(detail::MpiTask{std::move(p), s.id(), slot});
+    s.run_or_enqueue(detail::MpiTask{std::move(p), s.id(), slots});
   }
 
   /// MPI_COMM_WORLD's copy (comm::world<CpuBackend>() keeps one per process).

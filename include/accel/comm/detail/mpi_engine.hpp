@@ -9,18 +9,22 @@
 // 100 us between rounds (by then a peer is late, not the network).
 //
 // Who fell behind: an operation that has waited half its timeout (at most 5 s) tells every peer
-// "I am waiting in #seq" once, on a duplicate of the communicator kept for this (`monitor`), and from
-// then on reads what the peers told it. At the timeout (after a short grace for messages in flight),
-// the ranks that were not seen waiting in this operation or a later one are the ones that did not
-// arrive; the CommError names them. Operations that finish in time send nothing.
+// "I am waiting in #seq" (and, a collective, "in collective #c") once, on a duplicate of the
+// communicator kept for this (`monitor`), and from then on reads what the peers told it. At the
+// timeout (after a short grace for messages in flight), the ranks that were not seen waiting in this
+// collective or a later one are the ones that did not arrive (collective numbers, not sequence numbers:
+// sends and receives number only on the ranks that issue them); the CommError names them. Operations
+// that finish in time send nothing.
 //
 // A rank that aborts the job (accel::comm::abort) sends its reason to every rank on the world's
 // monitor; an operation that has waited 1 ms looks for such a notice every 10 ms, fails naming the
 // aborting rank, and acknowledges it, and the aborting rank then ends the job with MPI_Abort.
 //
 // all_gather up to 32 MiB and reduce_scatter up to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
-// (ring_start; mpi_tuning.hpp says why), polled the same way; their messages' tags come from the
-// operation's sequence number (ring_tag), which every rank takes alike, in host order (mpi.hpp).
+// (ring_start), all_reduce up to 8 KiB per rank (128 KiB on 2) as accel's recursive doubling (doubling_start;
+// mpi_tuning.hpp says why), polled the same way; their messages' tags come from the operation's
+// number among the communicator's collectives (ring_tag), which every rank takes alike, in host order
+// (mpi.hpp) — not from its sequence number, which counts sends and receives too.
 // Compiled only where accel has MPI.
 #pragma once
 
@@ -83,11 +87,15 @@ struct MpiState : StateBase {
 
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm monitor = MPI_COMM_NULL;
+  std::atomic<std::uint64_t> next_collective{0};  // numbers the collectives only (Pending::collective)
   std::vector<int> world_ranks;  // world rank of each rank
   bool check = false;  // ACCEL_COMM_CHECK: compare the ranks' arguments before each collective
 
   // Guarded by `mutex`:
-  std::vector<std::uint64_t> peer_seq;  // the latest operation each rank was seen waiting in
+  std::vector<std::uint64_t> peer_seq;  // the latest operation each rank was seen waiting in (its number)
+  // ... and the latest collective (Pending::collective): what says whether it arrived in ours, where
+  // sends and receives made the ranks' sequence numbers differ.
+  std::vector<std::uint64_t> peer_collective;
   std::uint64_t announced = 0;          // the latest operation this rank announced
   struct PendingSend {
     MPI_Request request;
@@ -104,6 +112,7 @@ struct MpiState : StateBase {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     peer_seq.assign(static_cast<std::size_t>(size), 0);
+    peer_collective.assign(static_cast<std::size_t>(size), 0);
     int* tag_ub = nullptr;
     int found = 0;  // MPI_TAG_UB is an attribute of MPI_COMM_WORLD (MPI 3.1 section 8.1.2)
     if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found) == MPI_SUCCESS && found != 0 &&
@@ -191,15 +200,19 @@ inline void drain_announcements(MpiState& s) {
     MPI_Message message;
     MPI_Status status;
     if (MPI_Improbe(MPI_ANY_SOURCE, monitor_tag, s.monitor, &flag, &message, &status) != MPI_SUCCESS || flag == 0) return;
-    std::uint64_t body[2] = {0, 0};
-    if (MPI_Mrecv(body, 2, MPI_UINT64_T, &message, &status) != MPI_SUCCESS) return;
+    std::uint64_t body[3] = {0, 0, 0};  // seq, kind, collective number
+    if (MPI_Mrecv(body, 3, MPI_UINT64_T, &message, &status) != MPI_SUCCESS) return;
     const auto from = static_cast<std::size_t>(status.MPI_SOURCE);
-    if (from < s.peer_seq.size()) s.peer_seq[from] = std::max(s.peer_seq[from], body[0]);
+    if (from < s.peer_seq.size()) {
+      s.peer_seq[from] = std::max(s.peer_seq[from], body[0]);
+      s.peer_collective[from] = std::max(s.peer_collective[from], body[2]);
+    }
   }
 }
 
-/// Tells every peer that this rank waits in operation #seq (once per operation), and reads theirs.
-inline void announce(MpiState& s, std::uint64_t seq, OpKind kind) {
+/// Tells every peer that this rank waits in operation #seq (once per operation; a collective also
+/// gives its collective number), and reads theirs.
+inline void announce(MpiState& s, std::uint64_t seq, OpKind kind, std::uint64_t collective) {
   const std::lock_guard<std::mutex> lock(s.mutex);
   if (s.announced < seq) {
     s.announced = seq;
@@ -210,10 +223,11 @@ inline void announce(MpiState& s, std::uint64_t seq, OpKind kind) {
     });
     for (int peer = 0; peer < s.size; ++peer) {
       if (peer == s.rank) continue;
-      MpiState::PendingSend p{MPI_REQUEST_NULL, std::make_unique<std::uint64_t[]>(2)};
+      MpiState::PendingSend p{MPI_REQUEST_NULL, std::make_unique<std::uint64_t[]>(3)};
       p.message[0] = seq;
       p.message[1] = static_cast<std::uint64_t>(kind);
-      if (MPI_Isend(p.message.get(), 2, MPI_UINT64_T, peer, monitor_tag, s.monitor, &p.request) == MPI_SUCCESS) {
+      p.message[2] = collective;
+      if (MPI_Isend(p.message.get(), 3, MPI_UINT64_T, peer, monitor_tag, s.monitor, &p.request) == MPI_SUCCESS) {
         s.sends.push_back(std::move(p));
       }
     }
@@ -368,14 +382,18 @@ struct Pending {
   std::shared_ptr<MpiState> state;
   Op op;
   std::uint64_t seq = 0;
+  // A collective's number among the communicator's collectives (0 for send and recv), the same on
+  // every rank: seq is not, where some ranks sent or received and others did not. Its ring tags.
+  std::uint64_t collective = 0;
   MPI_Request request = MPI_REQUEST_NULL;
   steady::time_point started{};
   bool done = false;
   bool announced = false;
   bool probe = false;  // ACCEL_COMM_CHECK's comparison before `op`: nothing to finish
-  // all_gather / reduce_scatter as a ring of point-to-point messages (ring_start): `ring_requests`
-  // holds the step's sends, then its receives (ring_pieces of each); `scratch` holds reduce_scatter's
-  // partial sums (2 blocks).
+  // all_gather / reduce_scatter as a ring of point-to-point messages (ring_start), all_reduce as
+  // recursive doubling (doubling_start): `ring_requests` holds the step's sends, then its receives
+  // (ring_pieces of each); `scratch` holds reduce_scatter's partial sums (2 blocks), all_reduce's
+  // received values (1 block).
   bool ring = false;
   int ring_step = 0;
   int tag = 0;  // ring_tag(s, seq)
@@ -420,14 +438,15 @@ inline void abandon(Pending& p) noexcept {
 // (rank - n) mod n, complete.
 
 //
-// The tag: ring_tag(seq). Every rank numbers an operation alike (in host order, mpi.hpp), so its
-// messages meet; two ring operations share a tag only when s.ring_tags (MPI_TAG_UB - 0x4ad0 + 1:
-// 2^31 - 19152 in Open MPI, at least 13616) numbers apart, and even then MPI's order between two ranks
-// keeps them apart wherever every rank starts them in one order (one stream's operations): a mix-up
-// needs that many operations of the communicator to start on other streams while one is in flight.
+// The tag: ring_tag(collective number). Every rank numbers a collective alike (in host order, mpi.hpp;
+// sends and receives, which only some ranks issue, are not counted), so its messages meet; two ring
+// operations share a tag only when s.ring_tags (MPI_TAG_UB - 0x4ad0 + 1: 2^31 - 19152 in Open MPI, at
+// least 13616) numbers apart, and even then MPI's order between two ranks keeps them apart wherever
+// every rank starts them in one order (one stream's operations): a mix-up needs that many collectives
+// of the communicator to start on other streams while one is in flight.
 
-[[nodiscard]] inline int ring_tag(const MpiState& s, std::uint64_t seq) noexcept {
-  return ring_tag_base + static_cast<int>(seq % s.ring_tags);
+[[nodiscard]] inline int ring_tag(const MpiState& s, std::uint64_t collective) noexcept {
+  return ring_tag_base + static_cast<int>(collective % s.ring_tags);
 }
 [[nodiscard]] inline int ring_block(int r, int n) noexcept { return ((r % n) + n) % n; }
 
@@ -442,8 +461,62 @@ inline void abandon(Pending& p) noexcept {
   return p.scratch.get() + static_cast<std::size_t>((p.ring_step + 1) % 2) * bytes;
 }
 
-/// Posts step p.ring_step: its sends and its receives (p.ring_requests), p.ring_piece_count of each.
-/// The pieces of a step share one tag: MPI keeps messages between two ranks with one tag in order.
+/// Posts one step of accel's own schedules (ring, recursive doubling): `out` to rank `send_to` and
+/// `in` from rank `recv_from` (-1: none), each as p.ring_piece_count messages with p's tag, sends first
+/// (p.ring_requests: sends, then receives; a side not used stays MPI_REQUEST_NULL, which MPI_Testall
+/// counts as complete). The pieces of a step share one tag: MPI keeps messages between two ranks with
+/// one tag in order.
+inline void post_step(Pending& p, const void* out, int send_to, void* in, int recv_from, const char* schedule) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  const MPI_Datatype type = mpi_datatype(op.dtype);
+  const std::size_t esize = size_of(op.dtype);
+  const int pieces = p.ring_piece_count;
+  const std::size_t piece = pieces == 1 ? op.count : ring_piece_bytes / esize;  // elements
+  p.ring_requests.fill(MPI_REQUEST_NULL);
+  for (int i = 0; i < pieces; ++i) {
+    const std::size_t first = static_cast<std::size_t>(i) * piece;
+    const int count = static_cast<int>(std::min(piece, op.count - first));  // checked by start()
+    const std::size_t offset = first * esize;
+    if (send_to >= 0) {
+      const int rc = MPI_Isend(static_cast<const std::byte*>(out) + offset, count, type, send_to, p.tag, s.comm,
+                               &p.ring_requests[static_cast<std::size_t>(i)]);
+      if (rc != MPI_SUCCESS) {
+        abandon(p);
+        fail_mpi(s, op, p.seq, (std::string("MPI_Isend (") + schedule + ")").c_str(), rc);
+      }
+    }
+    if (recv_from >= 0) {
+      const int rc = MPI_Irecv(static_cast<std::byte*>(in) + offset, count, type, recv_from, p.tag, s.comm,
+                               &p.ring_requests[static_cast<std::size_t>(pieces + i)]);
+      if (rc != MPI_SUCCESS) {
+        abandon(p);
+        fail_mpi(s, op, p.seq, (std::string("MPI_Irecv (") + schedule + ")").c_str(), rc);
+      }
+    }
+  }
+}
+
+/// Starts one of accel's schedules for p at its first step: the tag, the pieces.
+inline void begin_schedule(Pending& p) {
+  p.ring = true;
+  p.ring_step = 0;
+  p.tag = ring_tag(*p.state, p.collective);
+  p.ring_piece_count = ring_pieces(p.op.count * size_of(p.op.dtype));
+}
+
+/// Whether the current step's messages all completed (MPI_Testall; an MPI error fails p).
+[[nodiscard]] inline bool step_done(Pending& p, const char* schedule) {
+  int flag = 0;
+  const int rc = MPI_Testall(2 * p.ring_piece_count, p.ring_requests.data(), &flag, MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    abandon(p);
+    fail_mpi(*p.state, p.op, p.seq, (std::string("MPI_Testall (") + schedule + ")").c_str(), rc);
+  }
+  return flag != 0;
+}
+
+/// Posts step p.ring_step: its sends and its receives (post_step).
 inline void ring_post(Pending& p) {
   MpiState& s = *p.state;
   const Op& op = p.op;
@@ -462,28 +535,7 @@ inline void ring_post(Pending& p) {
     out_block = k == 0 ? at(op.send, r - 1) : partial + static_cast<std::size_t>(k % 2) * bytes;
     in_block = ring_received(p, bytes);
   }
-  const MPI_Datatype type = mpi_datatype(op.dtype);
-  const std::size_t esize = size_of(op.dtype);
-  const int pieces = p.ring_piece_count;
-  const std::size_t piece = pieces == 1 ? op.count : ring_piece_bytes / esize;  // elements
-  const int tag = p.tag;
-  for (int i = 0; i < pieces; ++i) {
-    const std::size_t first = static_cast<std::size_t>(i) * piece;
-    const int count = static_cast<int>(std::min(piece, op.count - first));  // checked by start()
-    const std::size_t offset = first * esize;
-    int rc = MPI_Isend(static_cast<const std::byte*>(out_block) + offset, count, type, ring_block(r + 1, n), tag,
-                       s.comm, &p.ring_requests[static_cast<std::size_t>(i)]);
-    if (rc != MPI_SUCCESS) {
-      abandon(p);
-      fail_mpi(s, op, p.seq, "MPI_Isend (ring)", rc);
-    }
-    rc = MPI_Irecv(static_cast<std::byte*>(in_block) + offset, count, type, ring_block(r - 1, n), tag, s.comm,
-                   &p.ring_requests[static_cast<std::size_t>(pieces + i)]);
-    if (rc != MPI_SUCCESS) {
-      abandon(p);
-      fail_mpi(s, op, p.seq, "MPI_Irecv (ring)", rc);
-    }
-  }
+  post_step(p, out_block, ring_block(r + 1, n), in_block, ring_block(r - 1, n), "ring");
 }
 
 /// Starts p as a ring.
@@ -491,11 +543,7 @@ inline void ring_start(Pending& p) {
   MpiState& s = *p.state;
   const Op& op = p.op;
   const std::size_t bytes = op.count * size_of(op.dtype);
-  p.ring = true;
-  p.ring_step = 0;
-  p.tag = ring_tag(s, p.seq);
-  p.ring_piece_count = ring_pieces(bytes);
-  p.ring_requests.fill(MPI_REQUEST_NULL);
+  begin_schedule(p);
   if (op.kind == OpKind::reduce_scatter && (s.size > 2 || ring_in_place(p, bytes))) {
     // Partial sums need room of their own unless the only step receives straight into the output.
     p.scratch = std::shared_ptr<std::byte[]>(new std::byte[2 * bytes]);
@@ -512,13 +560,7 @@ inline void ring_start(Pending& p) {
 [[nodiscard]] inline bool ring_progress(Pending& p) {
   MpiState& s = *p.state;
   const Op& op = p.op;
-  int flag = 0;
-  const int rc = MPI_Testall(2 * p.ring_piece_count, p.ring_requests.data(), &flag, MPI_STATUSES_IGNORE);
-  if (rc != MPI_SUCCESS) {
-    abandon(p);
-    fail_mpi(s, op, p.seq, "MPI_Testall (ring)", rc);
-  }
-  if (flag == 0) return false;
+  if (!step_done(p, "ring")) return false;
   const int n = s.size, r = s.rank, k = p.ring_step;
   const bool last = k == n - 2;
   if (op.kind == OpKind::reduce_scatter) {
@@ -547,6 +589,113 @@ inline void ring_start(Pending& p) {
   return false;
 }
 
+// ---- all_reduce as recursive doubling (mpi_tuning.hpp: doubling_selected) ------------------------
+//
+// With p2 the largest power of two <= n and rem = n - p2: each even rank below 2 rem first sends its
+// input to the odd rank above it, which adds it to its own, and later receives the result from it;
+// the p2 remaining ranks (numbered v: r / 2 below 2 rem, r - rem above) then run log2(p2) steps, in
+// step j exchanging the whole running result with the rank numbered v ^ 2^j and reducing what arrived
+// into it (MPI_Reduce_local: received (+) own). The two ranks of an exchange reduce the same two
+// operands, so every rank ends with the same bits. Messages as the ring's: one tag per operation
+// (ring_tag), eager-sized pieces from 3 to 8 KiB (ring_pieces).
+
+/// One step of a rank's schedule: whom it sends its running result to and whom it receives from (-1:
+/// nobody), whether what arrives is reduced into the result (else it is the result), and whether the
+/// step is the rank's last.
+struct DoublingStep {
+  int send_to = -1;
+  int recv_from = -1;
+  bool reduce = false;
+  bool last = false;
+};
+
+/// Step k of rank r's schedule on n ranks (see above).
+[[nodiscard]] inline DoublingStep doubling_step(int n, int r, int k) noexcept {
+  int p2 = 1, steps = 0;
+  while (p2 * 2 <= n) {
+    p2 *= 2;
+    ++steps;
+  }
+  const int rem = n - p2;
+  DoublingStep step;
+  if (r < 2 * rem && r % 2 == 0) {  // hands its input to r + 1, then takes the result from it
+    if (k == 0) {
+      step.send_to = r + 1;
+    } else {
+      step.recv_from = r + 1;
+      step.last = true;
+    }
+    return step;
+  }
+  const bool folds = r < 2 * rem;  // an odd rank below 2 rem: one step before the exchanges, one after
+  if (folds && k == 0) {
+    step.recv_from = r - 1;
+    step.reduce = true;
+    return step;
+  }
+  const int j = folds ? k - 1 : k;
+  if (j == steps) {  // folds only: the result back to r - 1
+    step.send_to = r - 1;
+    step.last = true;
+    return step;
+  }
+  const int v = folds ? r / 2 : r - rem;
+  const int w = v ^ (1 << j);
+  const int peer = w < rem ? 2 * w + 1 : w + rem;
+  step.send_to = peer;
+  step.recv_from = peer;
+  step.reduce = true;
+  step.last = !folds && j == steps - 1;
+  return step;
+}
+
+/// Posts step p.ring_step of p's schedule (post_step).
+inline void doubling_post(Pending& p) {
+  const DoublingStep step = doubling_step(p.state->size, p.state->rank, p.ring_step);
+  // The running result is op.recv; before the first step completes, op.send holds the same values
+  // (doubling_start copies it while the first messages travel).
+  const void* out = p.ring_step == 0 ? p.op.send : p.op.recv;
+  void* in = step.reduce ? static_cast<void*>(p.scratch.get()) : p.op.recv;
+  post_step(p, out, step.send_to, in, step.recv_from, "recursive doubling");
+}
+
+/// Starts p (an all_reduce) as recursive doubling.
+inline void doubling_start(Pending& p) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  const std::size_t bytes = op.count * size_of(op.dtype);
+  begin_schedule(p);
+  // Room for what arrives, unless this rank only hands its input over and takes the result back (its
+  // first step receives nothing; every other rank's first step reduces).
+  if (doubling_step(s.size, s.rank, 0).reduce) p.scratch = std::shared_ptr<std::byte[]>(new std::byte[bytes]);
+  doubling_post(p);
+  if (op.send != op.recv) std::memcpy(op.recv, op.send, bytes);  // the running result, while messages travel
+}
+
+/// Tests the current step of p; when it completed, reduces what arrived and posts the next step. True
+/// once the last step completed (the result is in op.recv).
+[[nodiscard]] inline bool doubling_progress(Pending& p) {
+  MpiState& s = *p.state;
+  const Op& op = p.op;
+  if (!step_done(p, "recursive doubling")) return false;
+  const DoublingStep step = doubling_step(s.size, s.rank, p.ring_step);
+  if (step.reduce) {
+    const int rr = MPI_Reduce_local(p.scratch.get(), op.recv, static_cast<int>(op.count), mpi_datatype(op.dtype),
+                                    mpi_op(op.reduce, op.dtype));
+    if (rr != MPI_SUCCESS) {
+      abandon(p);
+      fail_mpi(s, op, p.seq, "MPI_Reduce_local (recursive doubling)", rr);
+    }
+  }
+  if (step.last) {
+    p.scratch.reset();
+    return true;
+  }
+  ++p.ring_step;
+  doubling_post(p);
+  return false;
+}
+
 /// Issues the MPI_I* call of p.op.
 inline void start(Pending& p) {
   MpiState& s = *p.state;
@@ -564,6 +713,7 @@ inline void start(Pending& p) {
   p.started = steady::now();
   switch (op.kind) {
     case OpKind::all_reduce:
+      if (doubling_selected(s.size, op.count * esize)) return doubling_start(p);
       call = "MPI_Iallreduce";
       rc = iallreduce_tuning().start(s.size, op.count, op.count * esize, [&] {
         return MPI_Iallreduce(in_place ? MPI_IN_PLACE : op.send, op.recv, n, type, mpi_op(op.reduce, op.dtype), s.comm,
@@ -670,7 +820,7 @@ inline void finish(Pending& p, const MPI_Status& status) {
   const Op& op = p.op;
   const auto timeout = s.timeout();
   // Let announcements in flight arrive (peers announce after half the timeout, at most 5 s).
-  announce(s, p.seq, op.kind);
+  announce(s, p.seq, op.kind, p.collective);
   const auto grace = std::clamp<steady::duration>(timeout / 20, std::chrono::milliseconds(20), std::chrono::seconds(1));
   const steady::time_point grace_end = steady::now() + grace;
   while (steady::now() < grace_end) {
@@ -684,11 +834,12 @@ inline void finish(Pending& p, const MPI_Status& status) {
   info.timed_out = true;
   info.waited_seconds = std::chrono::duration<double>(steady::now() - p.started).count();
   std::string who;
-  std::vector<std::uint64_t> seen;
+  std::vector<std::uint64_t> seen, seen_collective;
   {
     const std::lock_guard<std::mutex> lock(s.mutex);
     drain_announcements(s);
     seen = s.peer_seq;
+    seen_collective = s.peer_collective;
   }
   const auto seen_text = [&](int r) {
     const std::uint64_t q = seen[static_cast<std::size_t>(r)];
@@ -704,7 +855,7 @@ inline void finish(Pending& p, const MPI_Status& status) {
     std::vector<int> present;
     for (int r = 0; r < s.size; ++r) {
       if (r == s.rank) continue;
-      if (seen[static_cast<std::size_t>(r)] >= p.seq) {
+      if (seen_collective[static_cast<std::size_t>(r)] >= p.collective) {
         present.push_back(r);
       } else {
         info.missing_ranks.push_back(r);
@@ -779,7 +930,7 @@ inline void wait_all(std::span<Pending> ops) {
       int flag = 0;
       MPI_Status status{};
       if (p.ring) {
-        flag = ring_progress(p) ? 1 : 0;
+        flag = (p.op.kind == OpKind::all_reduce ? doubling_progress(p) : ring_progress(p)) ? 1 : 0;
       } else if (const int rc = MPI_Test(&p.request, &flag, &status); rc != MPI_SUCCESS) {
         fail_mpi(*p.state, p.op, p.seq, "MPI_Test", rc);
       }
@@ -809,7 +960,7 @@ inline void wait_all(std::span<Pending> ops) {
       if (age >= std::min<steady::duration>(timeout / 2, std::chrono::seconds(5))) {
         if (!p.announced) {
           p.announced = true;
-          announce(*p.state, p.seq, p.op.kind);
+          announce(*p.state, p.seq, p.op.kind, p.collective);
         } else if (now >= next_drain) {
           const std::lock_guard<std::mutex> lock(p.state->mutex);
           drain_announcements(*p.state);
@@ -826,9 +977,11 @@ inline void wait_all(std::span<Pending> ops) {
 }
 
 /// Gives an operation that a graph replay runs the sequence number the replay took for it (it had none
-/// at capture; mpi.hpp takes the replay's numbers in host order when the replay is enqueued).
-inline void number_replayed(Pending& p, std::uint64_t seq, std::uint64_t stream_id) {
+/// at capture; mpi.hpp takes the replay's numbers in host order when the replay is enqueued)
+/// (and, for a collective, its collective number).
+inline void number_replayed(Pending& p, std::uint64_t seq, std::uint64_t collective, std::uint64_t stream_id) {
   p.seq = seq;
+  p.collective = collective;
   p.state->recorder.enqueued(p.seq, p.op, stream_id, true);
 }
 
@@ -849,6 +1002,7 @@ inline void check_arguments(Pending& p) {
     both[5 + i] = -fields[i];
   }
   Pending fingerprint{p.state, Op{OpKind::all_reduce, Dtype::int64, ReduceOp::max, -1, nullptr, nullptr, 10}, p.seq};
+  fingerprint.collective = p.collective;  // a timeout compares the ranks' collective numbers
   fingerprint.started = steady::now();
   const int rc = MPI_Iallreduce(MPI_IN_PLACE, both, 10, MPI_INT64_T, MPI_MAX, s.comm, &fingerprint.request);
   if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, "MPI_Iallreduce (ACCEL_COMM_CHECK)", rc);

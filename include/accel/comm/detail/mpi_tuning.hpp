@@ -21,8 +21,9 @@
 // "Collectives"). accel runs them as a ring
 // of MPI_Isend / MPI_Irecv instead (mpi_engine.hpp: for 2 ranks one exchange, then MPI_Reduce_local for
 // reduce_scatter; blocks of 3-8 KiB as eager-sized pieces: ring_pieces) — MPI's messages and MPI's
-// reduction ops, accel's schedule. Larger sizes keep MPI's collectives; ACCEL_COMM_MPI_TUNING=0 keeps
-// them everywhere.
+// reduction ops, accel's schedule. all_reduce up to 8 KiB per rank (128 KiB on 2 ranks) runs as accel's
+// recursive doubling (doubling_selected). Larger sizes keep MPI's collectives; ACCEL_COMM_MPI_TUNING=0
+// keeps them everywhere.
 // Compiled only where accel has MPI.
 #pragma once
 
@@ -90,15 +91,40 @@ class IallreduceTuning {
 inline constexpr std::size_t ring_max_bytes = 512 * 1024;
 inline constexpr std::size_t ring_max_bytes_all_gather = 32 * 1024 * 1024;
 
-/// Whether accel's own ring runs an all_gather (`gather`) or a reduce_scatter of S bytes on `ranks`
-/// ranks (see above).
-[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes, bool gather = false) {
-  if (ranks < 2 || bytes == 0 || bytes > (gather ? ring_max_bytes_all_gather : ring_max_bytes)) return false;
+/// False when ACCEL_COMM_MPI_TUNING=0: then MPI's own collectives run at every size.
+[[nodiscard]] inline bool accel_schedules_allowed() {
   static const bool allowed = [] {
     const char* v = std::getenv("ACCEL_COMM_MPI_TUNING");
     return v == nullptr || std::string_view(v) != "0";
   }();
   return allowed;
+}
+
+/// Whether accel's own ring runs an all_gather (`gather`) or a reduce_scatter of S bytes on `ranks`
+/// ranks (see above).
+[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes, bool gather = false) {
+  if (ranks < 2 || bytes == 0 || bytes > (gather ? ring_max_bytes_all_gather : ring_max_bytes)) return false;
+  return accel_schedules_allowed();
+}
+
+/// The largest all_reduce (bytes per rank) accel runs as its own recursive doubling (mpi_engine.hpp:
+/// doubling_start) instead of MPI_Iallreduce. Below 16 KiB libnbc builds a binomial tree for 2-3 ranks
+/// (reduce to rank 0, then broadcast: two latencies, one direction at a time): 0.28-0.50x the blocking
+/// MPI_Allreduce from 8 B to 2 KiB and 0.74x at 8 KiB on 2 ranks (benchmarks/RESULTS.md,
+/// "Collectives"). Recursive doubling is one exchange per doubling of the ranks, both directions at
+/// once, and every rank reduces the same two operands (IEEE arithmetic is commutative), so all ranks
+/// hold the same bits. On 2 ranks it is one exchange of the whole buffer, which measured ahead of
+/// libnbc's ring up to 128 KiB (2.1x the blocking call at 32 KiB against the ring's 1.1-1.2x) and behind
+/// it from 512 KiB; on more ranks every step moves the whole buffer again (and 3, 5, 6, 7 ... ranks
+/// fold the ranks above a power of two in and out: two more steps), so there it serves small messages
+/// only.
+inline constexpr std::size_t doubling_max_bytes = 8 * 1024;
+inline constexpr std::size_t doubling_max_bytes_two_ranks = 128 * 1024;
+
+/// Whether accel's recursive doubling runs an all_reduce of `bytes` per rank on `ranks` ranks.
+[[nodiscard]] inline bool doubling_selected(int ranks, std::size_t bytes) {
+  if (ranks < 2 || bytes == 0 || bytes > (ranks == 2 ? doubling_max_bytes_two_ranks : doubling_max_bytes)) return false;
+  return accel_schedules_allowed();
 }
 
 /// How many messages a ring step sends its block of `bytes` in. A block of 3-8 KiB goes as pieces of
