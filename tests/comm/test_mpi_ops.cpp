@@ -308,11 +308,11 @@ TEST_CASE_TEMPLATE("all_gather into one buffer, out of place and in place", T, C
   CHECK(bits(inplace) == bits(expected));
 }
 
-/// Per-rank counts for accel's ring (mpi_tuning.hpp: ring_selected, S = count x ranks x sizeof(T) up to
-/// 512 KiB): one element; around 8 KiB, where a step's block is sent as eager pieces (ring_pieces) or
-/// whole; blocks of three pieces (the last of one element) and four, and one element more; for float
-/// and bfloat16 also at and just above 512 KiB (the reductions do not depend on the size: the big
-/// cases stay few, for the sanitizer runs). Above 512 KiB MPI's collectives run.
+/// Per-rank counts for accel's ring (mpi_tuning.hpp: ring_selected, S = count x ranks x sizeof(T)): one
+/// element; around 8 KiB, where a step's block is sent as eager pieces (ring_pieces) or whole; blocks of
+/// three pieces (the last of one element) and four, and one element more; for float and bfloat16 also
+/// at and just above 512 KiB, where reduce_scatter's ring stopped before it served every size (the
+/// reductions do not depend on the size: the big cases stay few, for the sanitizer runs).
 template <class T>
 std::vector<std::size_t> ring_edge_counts(int ranks) {
   const std::size_t per = static_cast<std::size_t>(ranks) * sizeof(T);
@@ -329,7 +329,7 @@ std::vector<std::size_t> ring_edge_counts(int ranks) {
   return counts;
 }
 
-TEST_CASE_TEMPLATE("all_gather and reduce_scatter up to and just above 512 KiB (accel's ring), in and out of place",
+TEST_CASE_TEMPLATE("all_gather and reduce_scatter from one element to just above 512 KiB (accel's ring), in and out of place",
                    T, COMM_TYPES) {
   auto& c = world();
   Stream s;
@@ -540,7 +540,36 @@ TEST_CASE("barrier orders the ranks: what a rank wrote before it is seen after i
   s.synchronize();
 }
 
-TEST_CASE("accel's own ring serves reduce_scatter up to 512 KiB and all_gather up to 32 MiB on 2 ranks or more") {
+TEST_CASE("reduce_scatter of 40 MiB (accel's ring at every size), in and out of place: this rank's block of the sum") {
+  auto& c = world();
+  Stream s;
+  const auto n = static_cast<std::size_t>(c.size());
+  const auto me = static_cast<std::size_t>(c.rank());
+  const std::size_t count = 40 * 1024 * 1024 / (n * sizeof(std::int32_t));  // per-rank block
+  CAPTURE(accel::comm::detail::ring_selected(c.size(), count * n * sizeof(std::int32_t)));
+  // Rank r's element i: exact in int32, and so are sums over 3 ranks.
+  const auto value = [](std::size_t rank, std::size_t i) { return static_cast<std::int32_t>(rank << 26 | (i % 999983)); };
+  Buf<std::int32_t> in(count * n, s), inplace(count * n, s);
+  for (std::size_t i = 0; i < count * n; ++i) in.data()[i] = inplace.data()[i] = value(me, i);
+  Buf<std::int32_t> out(count, s);
+  c.reduce_scatter(s, in, out, ReduceOp::sum);
+  std::int32_t* my_block = inplace.data() + count * me;
+  c.reduce_scatter(s, inplace.data(), my_block, count, accel::Dtype::int32, ReduceOp::sum);
+  s.synchronize();
+  std::size_t wrong = 0, wrong_in_place = 0, input_changed = 0;
+  for (std::size_t j = 0; j < count; ++j) {
+    std::int32_t sum = 0;
+    for (std::size_t r = 0; r < n; ++r) sum += value(r, count * me + j);
+    wrong += out.data()[j] != sum ? 1 : 0;
+    wrong_in_place += my_block[j] != sum ? 1 : 0;
+  }
+  for (std::size_t i = 0; i < count * n; ++i) input_changed += in.data()[i] != value(me, i) ? 1 : 0;
+  CHECK(wrong == 0);
+  CHECK(wrong_in_place == 0);
+  CHECK(input_changed == 0);
+}
+
+TEST_CASE("accel's own ring serves reduce_scatter at every size and all_gather up to 32 MiB on 2 ranks or more") {
   using accel::comm::detail::ring_selected;
   const bool on = std::getenv("ACCEL_COMM_MPI_TUNING") == nullptr || std::string(std::getenv("ACCEL_COMM_MPI_TUNING")) != "0";
   // all_reduce: recursive doubling up to 8 KiB per rank.
@@ -557,8 +586,9 @@ TEST_CASE("accel's own ring serves reduce_scatter up to 512 KiB and all_gather u
   CHECK(ring_selected(2, 8 * 1024) == on);
   CHECK(ring_selected(3, 512 * 1024) == on);
   CHECK(ring_selected(2, 4) == on);
+  CHECK(ring_selected(2, 512 * 1024 + 1) == on);
+  CHECK(ring_selected(4, std::size_t{1} << 40) == on);
   CHECK_FALSE(ring_selected(2, 0));
-  CHECK_FALSE(ring_selected(2, 512 * 1024 + 1));
   CHECK_FALSE(ring_selected(1, 64 * 1024));
   // all_gather's ring goes on to 32 MiB.
   CHECK(ring_selected(2, 512 * 1024 + 1, true) == on);

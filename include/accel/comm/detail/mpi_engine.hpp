@@ -20,7 +20,7 @@
 // monitor; an operation that has waited 1 ms looks for such a notice every 10 ms, fails naming the
 // aborting rank, and acknowledges it, and the aborting rank then ends the job with MPI_Abort.
 //
-// all_gather up to 32 MiB and reduce_scatter up to 512 KiB run as accel's ring of MPI_Isend / MPI_Irecv
+// all_gather up to 32 MiB and reduce_scatter at every size run as accel's ring of MPI_Isend / MPI_Irecv
 // (ring_start), all_reduce up to 8 KiB per rank (128 KiB on 2) as accel's recursive doubling (doubling_start;
 // mpi_tuning.hpp says why), polled the same way; their messages' tags come from the operation's
 // number among the communicator's collectives (ring_tag), which every rank takes alike, in host order
