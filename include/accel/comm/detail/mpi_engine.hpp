@@ -396,7 +396,7 @@ struct Pending {
   // received values (1 block).
   bool ring = false;
   int ring_step = 0;
-  int tag = 0;  // ring_tag(s, seq)
+  int tag = 0;  // ring_tag(s, collective)
   int ring_piece_count = 1;
   std::array<MPI_Request, 2 * ring_max_pieces> ring_requests{};
   std::shared_ptr<std::byte[]> scratch{};
