@@ -4,6 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
+#include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -107,4 +111,87 @@ TEST_CASE("a recv of another count than the send is a CommError; the communicato
   }
   w.barrier(s);  // world is still fine
   s.synchronize();
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COMM_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define COMM_TEST_SANITIZED 1
+#endif
+#endif
+
+namespace {
+/// This process's address space (VmSize), in bytes; 0 when /proc does not say.
+std::size_t address_space_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmSize:") {
+      std::size_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    status.ignore(4096, '\n');
+  }
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("scratch the ring cannot allocate is a CommError naming the bytes; nothing was sent, the buffers are unchanged") {
+#ifdef COMM_TEST_SANITIZED
+  MESSAGE("skipped: the sanitizers reserve address space of their own (RLIMIT_AS cannot limit it)");
+#else
+  // Every rank lowers its address-space limit to just above what it uses, so the in-place
+  // reduce_scatter's scratch (one 128 MiB block on 2 ranks, two on more: larger than any free block the
+  // heap may hold from earlier tests) cannot be allocated: every rank fails alike, before posting a
+  // message, and nobody waits for anybody.
+  auto& w = world();
+  accel::comm::MpiCommunicator c = w.split(0, w.rank());
+  Stream s;
+  const auto n = static_cast<std::size_t>(c.size());
+  const auto me = static_cast<std::size_t>(c.rank());
+  const std::size_t count = 32 * 1024 * 1024;  // 128 MiB of int32 per rank's block
+  const std::size_t scratch = (n == 2 ? 1 : 2) * count * sizeof(std::int32_t);
+  Buf<std::int32_t> data(count * n, s), one(1, s);
+  for (std::size_t i = 0; i < count * n; ++i) data.data()[i] = static_cast<std::int32_t>(i % 1000003) + 7;
+  one.data()[0] = 1;
+  c.all_reduce(s, one);  // the stream's worker and MPI's paths exist before the limit
+  s.synchronize();
+  REQUIRE(one.data()[0] == static_cast<std::int32_t>(n));
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_AS, &before) == 0);
+  const std::size_t used = address_space_bytes();
+  REQUIRE(used > 0);
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(used + 8 * 1024 * 1024);  // room for the error's strings, not the scratch
+  REQUIRE(setrlimit(RLIMIT_AS, &tight) == 0);
+  std::string what;
+  bool threw = false, timed_out = true;
+  int rank = -1;
+  try {
+    c.reduce_scatter(s, data.data(), data.data() + count * me, count, accel::Dtype::int32, ReduceOp::sum);
+    s.synchronize();
+  } catch (const accel::comm::CommError& e) {
+    threw = true;
+    what = e.what();
+    timed_out = e.timed_out();
+    rank = e.info().rank;
+  }
+  REQUIRE(setrlimit(RLIMIT_AS, &before) == 0);
+  REQUIRE(threw);
+  CAPTURE(what);
+  CHECK(what.find("reduce_scatter #2") != std::string::npos);
+  CHECK(what.find("could not allocate " + std::to_string(scratch) + " bytes (" + std::to_string(scratch >> 20) +
+                  " MiB) for the ring's partial sums") != std::string::npos);
+  CHECK(what.find("nothing was sent and the buffers are unchanged") != std::string::npos);
+  CHECK_FALSE(timed_out);
+  CHECK(rank == c.rank());
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < count * n; ++i) changed += data.data()[i] != static_cast<std::int32_t>(i % 1000003) + 7 ? 1 : 0;
+  CHECK(changed == 0);
+  CHECK(c.failed());  // the ranks may no longer agree on what ran: the communicator refuses work
+  w.barrier(s);       // world is still fine
+  s.synchronize();
+#endif
 }

@@ -55,6 +55,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <span>
 #include <string>
 #include <thread>
@@ -102,6 +103,13 @@ struct MpiState : StateBase {
     std::unique_ptr<std::uint64_t[]> message;
   };
   std::vector<PendingSend> sends;
+  // The scratch block of the last of accel's schedules that needed one (take_scratch, keep_scratch),
+  // kept for the next: the ring's partial sums are 2 S / n per call (the engine's in-place ZeRO
+  // reduce-scatter: every step), and a fresh block each call costs an allocation and its page faults
+  // (glibc maps blocks above 32 MiB anew each time). The largest block used stays until the
+  // communicator goes.
+  std::shared_ptr<std::byte[]> spare_scratch;
+  std::size_t spare_scratch_bytes = 0;
 
   // How many tags accel's ring cycles through (ring_tag): two ring operations share a tag only when
   // this many sequence numbers apart.
@@ -400,6 +408,7 @@ struct Pending {
   int ring_piece_count = 1;
   std::array<MPI_Request, 2 * ring_max_pieces> ring_requests{};
   std::shared_ptr<std::byte[]> scratch{};
+  std::size_t scratch_bytes = 0;
 };
 
 /// Keeps the scratch memory of an operation that is abandoned (failed, timed out) while its messages
@@ -414,6 +423,56 @@ inline void abandon(Pending& p) noexcept {
   } catch (...) {
     (void)new (std::nothrow) std::shared_ptr<std::byte[]>(std::move(p.scratch));  // never freed either
   }
+}
+
+/// Gives p a scratch block of at least `bytes` (p.scratch), before any of its messages is posted: the
+/// communicator's spare when it is large enough, else a new block (a smaller spare is freed first). A
+/// failed allocation fails p, naming the bytes, with the user's buffers untouched.
+inline void take_scratch(Pending& p, std::size_t bytes, const char* schedule, const char* purpose) {
+  MpiState& s = *p.state;
+  std::shared_ptr<std::byte[]> smaller;  // freed outside the lock
+  {
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.spare_scratch && s.spare_scratch_bytes >= bytes) {
+      p.scratch = std::move(s.spare_scratch);
+      p.scratch_bytes = std::exchange(s.spare_scratch_bytes, 0);
+      return;
+    }
+    smaller = std::move(s.spare_scratch);
+    s.spare_scratch_bytes = 0;
+  }
+  smaller.reset();
+  std::byte* block = new (std::nothrow) std::byte[bytes];
+  if (block == nullptr) {
+    CommError::Info info;
+    info.hint = std::string("accel's ") + schedule + " needs this much memory besides the buffers on every rank; free "
+                "host memory, or split the operation into smaller parts";
+    fail(s, p.seq,
+         make_error(s, p.op, p.seq,
+                    "failed: could not allocate " + std::to_string(bytes) + " bytes (" +
+                        std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB) for the " + schedule + "'s " + purpose +
+                        "; nothing was sent and the buffers are unchanged",
+                    std::move(info)));
+  }
+  p.scratch = std::shared_ptr<std::byte[]>(block);
+  p.scratch_bytes = bytes;
+}
+
+/// p completed: its scratch becomes the communicator's spare, if larger than the one there.
+inline void keep_scratch(Pending& p) noexcept {
+  if (!p.scratch) return;
+  MpiState& s = *p.state;
+  std::shared_ptr<std::byte[]> dropped;  // freed outside the lock
+  {
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    if (p.scratch_bytes > s.spare_scratch_bytes) {
+      dropped = std::exchange(s.spare_scratch, std::move(p.scratch));
+      s.spare_scratch_bytes = p.scratch_bytes;
+    } else {
+      dropped = std::move(p.scratch);
+    }
+  }
+  p.scratch_bytes = 0;
 }
 
 [[nodiscard]] inline int checked_count(MpiState& s, const Op& op, std::uint64_t seq, std::size_t count) {
@@ -455,9 +514,11 @@ inline void abandon(Pending& p) noexcept {
   return p.op.recv == static_cast<const std::byte*>(p.op.send) + static_cast<std::size_t>(p.state->rank) * bytes;
 }
 /// Where reduce_scatter's step p.ring_step receives: the output in the last step (unless in place),
-/// else the scratch block the step does not send from.
+/// else the scratch block the step does not send from (on 2 ranks the only step sends from the input:
+/// one block is enough).
 [[nodiscard]] inline std::byte* ring_received(const Pending& p, std::size_t bytes) noexcept {
   if (p.ring_step == p.state->size - 2 && !ring_in_place(p, bytes)) return static_cast<std::byte*>(p.op.recv);
+  if (p.state->size == 2) return p.scratch.get();
   return p.scratch.get() + static_cast<std::size_t>((p.ring_step + 1) % 2) * bytes;
 }
 
@@ -546,7 +607,7 @@ inline void ring_start(Pending& p) {
   begin_schedule(p);
   if (op.kind == OpKind::reduce_scatter && (s.size > 2 || ring_in_place(p, bytes))) {
     // Partial sums need room of their own unless the only step receives straight into the output.
-    p.scratch = std::shared_ptr<std::byte[]>(new std::byte[2 * bytes]);
+    take_scratch(p, s.size == 2 ? bytes : 2 * bytes, "ring", "partial sums");
   }
   ring_post(p);
   if (op.kind == OpKind::all_gather) {  // this rank's own block, while the messages travel (no step sends it)
@@ -581,7 +642,7 @@ inline void ring_start(Pending& p) {
     }
   }
   if (last) {
-    p.scratch.reset();
+    keep_scratch(p);
     return true;
   }
   ++p.ring_step;
@@ -667,7 +728,7 @@ inline void doubling_start(Pending& p) {
   begin_schedule(p);
   // Room for what arrives, unless this rank only hands its input over and takes the result back (its
   // first step receives nothing; every other rank's first step reduces).
-  if (doubling_step(s.size, s.rank, 0).reduce) p.scratch = std::shared_ptr<std::byte[]>(new std::byte[bytes]);
+  if (doubling_step(s.size, s.rank, 0).reduce) take_scratch(p, bytes, "recursive doubling", "received values");
   doubling_post(p);
   if (op.send != op.recv) std::memcpy(op.recv, op.send, bytes);  // the running result, while messages travel
 }
@@ -688,7 +749,7 @@ inline void doubling_start(Pending& p) {
     }
   }
   if (step.last) {
-    p.scratch.reset();
+    keep_scratch(p);
     return true;
   }
   ++p.ring_step;
@@ -1042,9 +1103,15 @@ inline void execute(Pending p) {
 /// Runs the operations of a group: all started, in order, then waited for together.
 inline void execute_group(std::vector<Pending> ops) {
   for (Pending& p : ops) throw_if_failed(*p.state, p.op, p.seq);
-  for (Pending& p : ops) {
-    p.state->recorder.started(p.seq);
-    start(p);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    ops[i].state->recorder.started(ops[i].seq);
+    try {
+      start(ops[i]);
+    } catch (...) {
+      // The operations started before this one have messages in flight: their scratch must outlive them.
+      for (std::size_t j = 0; j < i; ++j) abandon(ops[j]);
+      throw;
+    }
   }
   wait_all(ops);
 }
