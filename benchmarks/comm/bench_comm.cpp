@@ -17,6 +17,9 @@
 // min-max over the rounds), algbw = S / t and busbw = algbw x 2(n-1)/n (all_reduce) or (n-1)/n, and the
 // ratio raw time / accel time (> 1: accel faster) and the time accel adds to the raw call, both round by
 // round. The first call of each candidate is checked against the expected sum (nccl-tests' #wrong).
+// --ops=reduce_scatter_in_place (not run by default) times reduce_scatter in place (MPI_IN_PLACE; accel's
+// output at the rank's block of the input, as the data-parallel engine's ZeRO step calls it); its buffer
+// keeps summing into itself between the timed calls (values grow, the work does not change).
 #include <accel/comm.hpp>
 
 #include "../bench_support.hpp"
@@ -43,6 +46,7 @@ struct Candidate {
   std::string name;
   std::function<void()> call;  // one operation
   std::vector<double> seconds;  // per call, per round (rank average)
+  float* result = nullptr;      // where the checked values land (nullptr: the output buffer)
 };
 
 double rank_average(double x, MPI_Comm comm) {
@@ -154,7 +158,8 @@ int main(int argc, char** argv) {
       const auto total = static_cast<std::size_t>(bytes / 4);
       if (!all_reduce && total < static_cast<std::size_t>(n)) continue;
       const std::size_t count = all_reduce ? total : total / static_cast<std::size_t>(n);
-      const float expected = all_reduce || op == "reduce_scatter" ? static_cast<float>(n) : 1.0f;
+      const bool in_place = op == "reduce_scatter_in_place";
+      const float expected = all_reduce || op.rfind("reduce_scatter", 0) == 0 ? static_cast<float>(n) : 1.0f;
       const int iters = smoke ? 2 : iterations(bytes);
       float* ip = in.data();
       float* op_out = out.data();
@@ -201,16 +206,36 @@ int main(int argc, char** argv) {
                            comm.reduce_scatter(stream, ip, op_out, count, accel::Dtype::float32);
                            stream.synchronize();
                          }, {}});
+      } else if (in_place) {  // in `out`: MPI leaves the result at its start, accel at the rank's block
+        float* mine = op_out + count * static_cast<std::size_t>(rank);
+        cands.push_back({"MPI", [&] { MPI_Reduce_scatter_block(MPI_IN_PLACE, op_out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw); }, {}, op_out});
+        cands.push_back({"MPI_I*", [&] {
+                           MPI_Request r;
+                           MPI_Ireduce_scatter_block(MPI_IN_PLACE, op_out, static_cast<int>(count), MPI_FLOAT, MPI_SUM, raw, &r);
+                           int done = 0;
+                           while (done == 0) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+                         }, {}, op_out});
+        cands.push_back({"accel", [&, mine] { comm.reduce_scatter(stream, op_out, mine, count, accel::Dtype::float32); }, {}, mine});
+        cands.push_back({"accel queued", [&, mine] {
+                           stream.enqueue([] {});
+                           comm.reduce_scatter(stream, op_out, mine, count, accel::Dtype::float32);
+                           stream.synchronize();
+                         }, {}, mine});
       } else {
         if (rank == 0) std::fprintf(stderr, "bench_comm: unknown op %s\n", op.c_str());
         return 2;
       }
       // Warm-up and check: one call each, the output against the expected value (nccl-tests' #wrong).
       for (Candidate& c : cands) {
-        op_out[0] = -1.0f;
+        float* const result = c.result != nullptr ? c.result : op_out;
+        if (in_place) {
+          std::fill(op_out, op_out + total, 1.0f);
+        } else {
+          op_out[0] = -1.0f;
+        }
         c.call();
         stream.synchronize();
-        if (op_out[0] != expected || op_out[count - 1] != expected) ++wrong;
+        if (result[0] != expected || result[count - 1] != expected) ++wrong;
       }
       const std::size_t k = cands.size();
       for (int r = 0; r < rounds_here; ++r) {
