@@ -338,11 +338,9 @@ TEST_CASE_TEMPLATE("all_gather and reduce_scatter from one element to just above
   for (const std::size_t count : ring_edge_counts<T>(c.size())) {
     CAPTURE(count);
     const std::size_t bytes = count * n * sizeof(T);
-    const bool ring = accel::comm::detail::ring_selected(c.size(), bytes);  // reduce_scatter's
-    const bool gather_ring = accel::comm::detail::ring_selected(c.size(), bytes, true);
+    const bool ring = accel::comm::detail::ring_selected(c.size(), bytes);
     CAPTURE(bytes);
     CAPTURE(ring);
-    CAPTURE(gather_ring);
     // all_gather: every rank's contribution, in rank order.
     std::vector<T> gathered;
     for (int r = 0; r < c.size(); ++r) {
@@ -379,25 +377,33 @@ TEST_CASE_TEMPLATE("all_gather and reduce_scatter from one element to just above
   }
 }
 
-TEST_CASE("all_gather at and just above 32 MiB, the largest its ring serves: every rank's block in place") {
+TEST_CASE("all_gather at and above 32 MiB (accel's ring at every size), in and out of place: every rank's block") {
   auto& c = world();
   Stream s;
   const auto n = static_cast<std::size_t>(c.size());
-  const std::size_t edge = accel::comm::detail::ring_max_bytes_all_gather / (n * sizeof(std::int32_t));
-  for (const std::size_t count : {edge, edge + 1}) {
+  const auto me = static_cast<std::size_t>(c.rank());
+  const std::size_t edge = 32 * 1024 * 1024 / (n * sizeof(std::int32_t));  // where the ring once stopped
+  for (const std::size_t count : {edge, edge + 1, 40 * 1024 * 1024 / (n * sizeof(std::int32_t))}) {
     CAPTURE(count);
-    CAPTURE(accel::comm::detail::ring_selected(c.size(), count * n * sizeof(std::int32_t), true));
+    CAPTURE(accel::comm::detail::ring_selected(c.size(), count * n * sizeof(std::int32_t)));
     const auto value = [](std::size_t rank, std::size_t i) { return static_cast<std::int32_t>(rank << 28 | i); };
     Buf<std::int32_t> in(count, s);
-    for (std::size_t i = 0; i < count; ++i) in.data()[i] = value(static_cast<std::size_t>(c.rank()), i);
-    Buf<std::int32_t> out(count * n, s);
+    for (std::size_t i = 0; i < count; ++i) in.data()[i] = value(me, i);
+    Buf<std::int32_t> out(count * n, s), inplace(count * n, s);
+    std::fill(inplace.data(), inplace.data() + count * n, -1);
+    std::copy(in.data(), in.data() + count, inplace.data() + count * me);
     c.all_gather(s, in, out);
+    c.all_gather(s, inplace.data() + count * me, inplace.data(), count, accel::Dtype::int32);
     s.synchronize();
-    std::size_t wrong = 0;
+    std::size_t wrong = 0, wrong_in_place = 0;
     for (std::size_t r = 0; r < n; ++r) {
-      for (std::size_t i = 0; i < count; ++i) wrong += out.data()[r * count + i] != value(r, i) ? 1 : 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        wrong += out.data()[r * count + i] != value(r, i) ? 1 : 0;
+        wrong_in_place += inplace.data()[r * count + i] != value(r, i) ? 1 : 0;
+      }
     }
     CHECK(wrong == 0);
+    CHECK(wrong_in_place == 0);
   }
 }
 
@@ -609,7 +615,7 @@ TEST_CASE("in-place reduce_scatter again and again, growing and shrinking, on tw
   }
 }
 
-TEST_CASE("accel's own ring serves reduce_scatter at every size and all_gather up to 32 MiB on 2 ranks or more") {
+TEST_CASE("accel's own ring serves all_gather and reduce_scatter at every size on 2 ranks or more") {
   using accel::comm::detail::ring_selected;
   const bool on = std::getenv("ACCEL_COMM_MPI_TUNING") == nullptr || std::string(std::getenv("ACCEL_COMM_MPI_TUNING")) != "0";
   // all_reduce: recursive doubling up to 8 KiB per rank.
@@ -630,11 +636,8 @@ TEST_CASE("accel's own ring serves reduce_scatter at every size and all_gather u
   CHECK(ring_selected(4, std::size_t{1} << 40) == on);
   CHECK_FALSE(ring_selected(2, 0));
   CHECK_FALSE(ring_selected(1, 64 * 1024));
-  // all_gather's ring goes on to 32 MiB.
-  CHECK(ring_selected(2, 512 * 1024 + 1, true) == on);
-  CHECK(ring_selected(3, 32 * 1024 * 1024, true) == on);
-  CHECK_FALSE(ring_selected(2, 32 * 1024 * 1024 + 1, true));
-  CHECK_FALSE(ring_selected(2, 0, true));
+  CHECK(ring_selected(2, 32 * 1024 * 1024 + 1) == on);
+  CHECK(ring_selected(3, std::size_t{256} << 20) == on);
   // A step's block: whole up to 3 KiB and above 8 KiB, else pieces of 2 KiB (eager-sized).
   using accel::comm::detail::ring_pieces;
   CHECK(ring_pieces(3 * 1024) == 1);

@@ -20,7 +20,7 @@
 // monitor; an operation that has waited 1 ms looks for such a notice every 10 ms, fails naming the
 // aborting rank, and acknowledges it, and the aborting rank then ends the job with MPI_Abort.
 //
-// all_gather up to 32 MiB and reduce_scatter at every size run as accel's ring of MPI_Isend / MPI_Irecv
+// all_gather and reduce_scatter (every size) run as accel's ring of MPI_Isend / MPI_Irecv
 // (ring_start), all_reduce up to 8 KiB per rank (128 KiB on 2) as accel's recursive doubling (doubling_start;
 // mpi_tuning.hpp says why), polled the same way; their messages' tags come from the operation's
 // number among the communicator's collectives (ring_tag), which every rank takes alike, in host order
@@ -794,7 +794,7 @@ inline void start(Pending& p) {
       break;
     }
     case OpKind::all_gather:
-      if (ring_selected(s.size, op.count * esize * static_cast<std::size_t>(s.size), true)) return ring_start(p);
+      if (ring_selected(s.size, op.count * esize * static_cast<std::size_t>(s.size))) return ring_start(p);
       call = "MPI_Iallgather";
       rc = MPI_Iallgather(op.send == block(op.recv, s.rank) ? MPI_IN_PLACE : op.send, n, type, op.recv, n, type, s.comm,
                           &p.request);

@@ -15,10 +15,10 @@
 //   - ACCEL_COMM_MPI_TUNING=0;
 //   - 4 or more ranks (libnbc's own choice, Rabenseifner's algorithm for large messages, is good there).
 //
-// all_gather up to 32 MiB and reduce_scatter at every size (nccl-tests' S: the whole n x count buffer)
-// do not go to MPI_Iallgather / MPI_Ireduce_scatter_block: there libnbc measured 0.44-0.86x the blocking
-// calls on 2 ranks, 0.35-0.55x below 8 KiB, all_gather 0.22-0.43x at 2-8 MiB, and reduce_scatter's
-// busbw 2 GB/s at 2-8 MiB and 0.5-0.6 GB/s from 32 MiB up, where the ring moves 5-7 and 2.7-5.3 GB/s
+// all_gather and reduce_scatter do not go to MPI_Iallgather / MPI_Ireduce_scatter_block at any size:
+// there libnbc measured 0.44-0.86x the blocking calls on 2 ranks, 0.35-0.55x below 8 KiB, all_gather
+// 0.22-0.43x at 2-8 MiB (and 1.08-1.34x slower than the ring at 128-256 MiB), and reduce_scatter's busbw
+// 2 GB/s at 2-8 MiB and 0.5-0.6 GB/s from 32 MiB up, where the ring moves 5-7 and 2.7-5.3 GB/s
 // (benchmarks/RESULTS.md, "Collectives" and "Second CPU"). accel runs them as a ring
 // of MPI_Isend / MPI_Irecv instead (mpi_engine.hpp: for 2 ranks one exchange, then MPI_Reduce_local for
 // reduce_scatter; blocks of 3-8 KiB as eager-sized pieces: ring_pieces) — MPI's messages and MPI's
@@ -85,13 +85,6 @@ class IallreduceTuning {
   int previous_ = 0;
 };
 
-/// The largest S accel's ring serves for all_gather: 32 MiB, where libnbc's MPI_Iallgather measured
-/// 0.22-0.43x the blocking call at 2-8 MiB and the ring 2-4x faster than it (the largest size the ring
-/// was measured at; above it libnbc measured 1.02-1.07x). reduce_scatter's ring has no limit: libnbc's
-/// MPI_Ireduce_scatter_block measured 2.5-10x slower than it from 2 MiB to 256 MiB on 2 ranks (and
-/// 1.8-4.9x at 2-32 MiB on 3; benchmarks/RESULTS.md, "Second CPU").
-inline constexpr std::size_t ring_max_bytes_all_gather = 32 * 1024 * 1024;
-
 /// False when ACCEL_COMM_MPI_TUNING=0: then MPI's own collectives run at every size.
 [[nodiscard]] inline bool accel_schedules_allowed() {
   static const bool allowed = [] {
@@ -101,10 +94,12 @@ inline constexpr std::size_t ring_max_bytes_all_gather = 32 * 1024 * 1024;
   return allowed;
 }
 
-/// Whether accel's own ring runs an all_gather (`gather`) or a reduce_scatter of S bytes on `ranks`
-/// ranks (see above).
-[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes, bool gather = false) {
-  if (ranks < 2 || bytes == 0 || (gather && bytes > ring_max_bytes_all_gather)) return false;
+/// Whether accel's own ring runs an all_gather or a reduce_scatter of S bytes on `ranks` ranks: at every
+/// size, unless ACCEL_COMM_MPI_TUNING=0 (see above). MPI's libnbc measured behind the ring everywhere on 2
+/// ranks — reduce_scatter 2.5-10x from 2 MiB, all_gather 2-4x at 2-8 MiB and 1.08-1.34x at 128-256 MiB —
+/// and level with it or behind on 3 (benchmarks/RESULTS.md, "Second CPU").
+[[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes) {
+  if (ranks < 2 || bytes == 0) return false;
   return accel_schedules_allowed();
 }
 
