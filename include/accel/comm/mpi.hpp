@@ -138,9 +138,10 @@ inline void wait_creation(MPI_Request& request, const std::string& what) {
       info.timed_out = true;
       info.waited_seconds = std::chrono::duration<double>(steady::now() - start).count();
       info.hint = "creating a communicator is collective: every rank of the parent must call it";
-      throw CommError(std::move(info), "accel::comm (mpi): " + what + " timed out after " +
-                                           std::to_string(info.waited_seconds) + " s: a rank did not arrive. Hint: " +
-                                           info.hint);
+      // The text before `info` moves (a call's arguments are evaluated in an unspecified order).
+      std::string message = "accel::comm (mpi): " + what + " timed out after " + std::to_string(info.waited_seconds) +
+                            " s: a rank did not arrive. Hint: " + info.hint;
+      throw CommError(std::move(info), std::move(message));
     }
   }
 }

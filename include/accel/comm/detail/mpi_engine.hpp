@@ -190,7 +190,10 @@ struct MpiState : StateBase {
   info.engine_code = mpi_error_class(code);
   info.engine_string = mpi_error_string(code);
   info.hint = mpi_hint(info.engine_code);
-  fail(s, seq, make_error(s, op, seq, std::string("failed: ") + call + ": " + info.engine_string, std::move(info)));
+  // The text first: the order in which a call's arguments are evaluated is unspecified, and g++ moved
+  // `info` away before reading its engine_string (the message said "MPI_Isend: ." with no error text).
+  std::string what = std::string("failed: ") + call + ": " + info.engine_string;
+  fail(s, seq, make_error(s, op, seq, what, std::move(info)));
 }
 
 /// Refuses an operation on a communicator that failed before.
