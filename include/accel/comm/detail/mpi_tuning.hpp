@@ -17,9 +17,9 @@
 //
 // all_gather and reduce_scatter do not go to MPI_Iallgather / MPI_Ireduce_scatter_block at any size:
 // there libnbc measured 0.44-0.86x the blocking calls on 2 ranks, 0.35-0.55x below 8 KiB, all_gather
-// 0.22-0.43x at 2-8 MiB (and 1.08-1.34x slower than the ring at 128-256 MiB), and reduce_scatter's busbw
-// 2 GB/s at 2-8 MiB and 0.5-0.6 GB/s from 32 MiB up, where the ring moves 5-7 and 2.7-5.3 GB/s
-// (benchmarks/RESULTS.md, "Collectives" and "Second CPU"). accel runs them as a ring
+// 0.22-0.43x at 2-8 MiB (1.18-1.41x slower than the ring at 256 MiB, level at 128 MiB), and
+// reduce_scatter's busbw 2 GB/s at 2-8 MiB and 0.5-0.6 GB/s from 32 MiB up, where the ring moves 5-7 and
+// 2.7-5.3 GB/s (benchmarks/RESULTS.md, "Collectives" and "Second CPU"). accel runs them as a ring
 // of MPI_Isend / MPI_Irecv instead (mpi_engine.hpp: for 2 ranks one exchange, then MPI_Reduce_local for
 // reduce_scatter; blocks of 3-8 KiB as eager-sized pieces: ring_pieces) — MPI's messages and MPI's
 // reduction ops, accel's schedule. all_reduce up to 8 KiB per rank (128 KiB on 2 ranks) runs as accel's
@@ -95,9 +95,9 @@ class IallreduceTuning {
 }
 
 /// Whether accel's own ring runs an all_gather or a reduce_scatter of S bytes on `ranks` ranks: at every
-/// size, unless ACCEL_COMM_MPI_TUNING=0 (see above). MPI's libnbc measured behind the ring everywhere on 2
-/// ranks — reduce_scatter 2.5-10x from 2 MiB, all_gather 2-4x at 2-8 MiB and 1.08-1.34x at 128-256 MiB —
-/// and level with it or behind on 3 (benchmarks/RESULTS.md, "Second CPU").
+/// size, unless ACCEL_COMM_MPI_TUNING=0 (see above). MPI's libnbc measured behind the ring on 2 ranks —
+/// reduce_scatter 2.5-10x from 2 MiB, all_gather 2-4x at 2-8 MiB and 1.18-1.41x at 256 MiB (level at
+/// 128 MiB) — and level with it or behind on 3 (benchmarks/RESULTS.md, "Second CPU").
 [[nodiscard]] inline bool ring_selected(int ranks, std::size_t bytes) {
   if (ranks < 2 || bytes == 0) return false;
   return accel_schedules_allowed();
