@@ -10,14 +10,11 @@
 
 namespace accel::comm::detail {
 
-/// MPI_Error_string of `code`; the code itself where MPI has no text for it (Open MPI's libnbc returns
-/// internal codes, such as out-of-resource, that MPI_Error_string maps to an empty string).
+/// MPI_Error_string of `code`, and its class's name.
 [[nodiscard]] inline std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING + 1] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS || length <= 0 || text[0] == '\0') {
-    return "MPI error code " + std::to_string(code) + " (the MPI library has no text for it)";
-  }
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
   return std::string(text, static_cast<std::size_t>(length));
 }
 
