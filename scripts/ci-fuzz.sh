@@ -28,12 +28,16 @@ if ! command -v clang++ >/dev/null; then
 fi
 
 echo "== configure ${build} (clang++, ACCEL_BUILD_FUZZERS=ON, CUDA off) =="
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+# Ninja where installed and the directory is new: it builds the targets side by side (a Makefile build
+# of a target list goes one target at a time).
+generator=()
+[[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DACCEL_ENABLE_CUDA=OFF -DACCEL_BUILD_FUZZERS=ON -DACCEL_BUILD_BENCHMARKS=OFF -DACCEL_BUILD_EXAMPLES=OFF >/dev/null
 
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  mapfile -t targets < <(cmake --build "$build" --target help | sed -n 's/^\.\.\. \(fuzz_[a-z0-9_]*\).*/\1/p' | sort)
+  mapfile -t targets < <(cmake --build "$build" --target help | sed -n 's/^\(\.\.\. \)\{0,1\}\(fuzz_[a-z0-9_]*\)\( .*\|: .*\)\{0,1\}$/\2/p' | sort)
 fi
 ((${#targets[@]} > 0)) || { echo "ci-fuzz: no fuzz_* targets in ${build}" >&2; exit 2; }
 

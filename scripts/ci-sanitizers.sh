@@ -84,6 +84,16 @@ tsan_targets=(test_cpu_stream test_allocator_mutex test_cpu_graph test_failure t
               test_jit_reliability test_comm_mpi)
 tsan_tests='^(test_cpu_stream(_2dev)?|test_allocator_mutex|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
 
+# Ninja where it is installed: a Makefile build of a list of targets builds them one at a time (CMake's
+# top-level Makefile is .NOTPARALLEL, and a unity target is one translation unit), Ninja builds them
+# side by side: on the 2-core VM the ASan build took 293 s with Makefiles (392 s of CPU), 186 s with Ninja.
+# A build directory already configured keeps its generator.
+generator_for() {
+  [[ -f "$1/CMakeCache.txt" ]] && return 0
+  command -v ninja >/dev/null && echo "-G Ninja"
+  return 0
+}
+
 run_preset() {
   local preset="$1"
   local dir="${prefix}${preset}"
@@ -92,14 +102,14 @@ run_preset() {
   export ACCEL_STRESS_SCALE="$4"
   local start=$SECONDS
   echo "== ${preset}: configure (${dir}, ${ACCEL_SANITIZER_CXX}) =="
-  cmake --preset "$preset" -B "$dir" -DCMAKE_CXX_COMPILER="$ACCEL_SANITIZER_CXX" -DACCEL_BUILD_EXAMPLES=OFF \
-    -DCMAKE_UNITY_BUILD="${ACCEL_UNITY_BUILD:-OFF}" >/dev/null
+  cmake --preset "$preset" -B "$dir" $(generator_for "$dir") -DCMAKE_CXX_COMPILER="$ACCEL_SANITIZER_CXX" \
+    -DACCEL_BUILD_EXAMPLES=OFF -DCMAKE_UNITY_BUILD="${ACCEL_UNITY_BUILD:-OFF}" >/dev/null
   # Only the targets this checkout defines (an area still landing is skipped, not an error).
   local available=() missing=()
   local help
   help="$(cmake --build "$dir" --target help)"
-  for t in "${targets[@]}"; do
-    if grep -qE "^\.\.\. ${t}( |$)" <<<"$help"; then available+=("$t"); else missing+=("$t"); fi
+  for t in "${targets[@]}"; do  # listed as "... t" by Makefiles, "t: phony" by Ninja
+    if grep -qE "^(\.\.\. )?${t}(:| |$)" <<<"$help"; then available+=("$t"); else missing+=("$t"); fi
   done
   ((${#missing[@]} == 0)) || echo "${preset}: not in this checkout, skipped: ${missing[*]}"
   echo "== ${preset}: build ${available[*]} (-j${jobs}) =="
