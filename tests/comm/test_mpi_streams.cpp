@@ -341,6 +341,31 @@ TEST_CASE("the flight recorder keeps each operation's sequence number, kind, cou
   CHECK(dump.find("bfloat16") != std::string::npos);
 }
 
+TEST_CASE("the flight recorder's times: enqueued, started and ended in order; a queued operation starts when its stream reaches it") {
+  auto& w = world();
+  accel::comm::MpiCommunicator c = w.split(0, w.rank());
+  using Clock = accel::comm::FlightRecorder::clock;
+  Stream s;
+  Buf<float> buf(8, s);
+  c.all_reduce(s, buf);  // an idle stream: run at once on this thread
+  s.synchronize();
+  s.enqueue([] { std::this_thread::sleep_for(30ms); });
+  c.all_reduce(s, buf);  // queued behind the sleep: started by the stream's worker ~30 ms later
+  s.synchronize();
+  const auto entries = c.flight_recorder().entries();
+  REQUIRE(entries.size() == 2);
+  for (const auto& e : entries) {
+    CAPTURE(e.seq);
+    CHECK(e.state == accel::comm::FlightRecorder::State::completed);
+    CHECK(e.enqueued_at != Clock::time_point{});
+    CHECK(e.started_at >= e.enqueued_at);
+    CHECK(e.ended_at >= e.started_at);
+  }
+  CHECK(entries[0].started_at - entries[0].enqueued_at < 20ms);
+  CHECK(entries[1].started_at - entries[1].enqueued_at >= 25ms);
+  CHECK(entries[1].enqueued_at >= entries[0].ended_at);
+}
+
 TEST_CASE("ACCEL_COMM_LOG's table counts operations and sizes, with algbw and busbw") {
   auto& log = accel::comm::detail::op_log();
   log.clear();

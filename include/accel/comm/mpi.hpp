@@ -243,8 +243,11 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
                                      s, std::shared_ptr<std::atomic<std::uint64_t>>(state_, &counter), slot);
     };
     const std::uint64_t seq = number(st.next_seq, slots.seq);
-    if (seq != 0) st.recorder.enqueued(seq, op, s.id());
     detail::Pending p{state_, op, seq};
+    if (seq != 0) {
+      p.started = detail::steady::now();  // its start, if it runs here and now (execute)
+      st.recorder.enqueued(seq, op, s.id(), false, p.started);
+    }
     if (!detail::has_peer(op.kind)) p.collective = number(st.next_collective, slots.collective);
     if (g.depth > 0) {
       if (g.stream && !(*g.stream == s)) {
@@ -256,6 +259,7 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
       g.slots.push_back(slots);
       return;
     }
+    const detail::LaunchingHere here(st, seq);
     s.run_or_enqueue(detail::MpiTask{std::move(p), s.id(), slots});
   }
 
