@@ -1,4 +1,5 @@
-// CPU streams: run_or_enqueue — work run by the caller, in stream order, when the stream is idle.
+// CPU streams: run_or_enqueue and run_if_idle — work run by the caller, in stream order, when the stream
+// is idle.
 #include <accel/cpu/backend.hpp>
 
 #include <doctest/doctest.h>
@@ -38,6 +39,41 @@ TEST_CASE("run_or_enqueue on an idle worker stream runs on the calling thread be
   s.enqueue([&] { order.push_back(1); });
   s.synchronize();
   CHECK(order == std::vector<int>{1});
+}
+
+TEST_CASE("run_if_idle runs on an idle stream and returns true; on a busy one it does nothing and returns false") {
+  Stream s;
+  s.synchronize();
+  int runs = 0;
+  auto count = [&] { ++runs; };
+  CHECK(s.run_if_idle(count));
+  CHECK(runs == 1);
+  CHECK(s.query());
+  std::latch release(1);
+  std::vector<int> order;
+  s.enqueue([&] {
+    release.wait();
+    order.push_back(1);
+  });
+  auto second = [&] { order.push_back(2); };
+  CHECK_FALSE(s.run_if_idle(second));  // busy: not run, not enqueued
+  CHECK_FALSE(s.query());
+  release.count_down();
+  s.synchronize();
+  CHECK(order == std::vector<int>{1});  // the refused work never ran
+  CHECK(s.run_if_idle(second));        // idle again: runs here
+  CHECK(order == std::vector<int>{1, 2});
+  // Its exception reaches the caller, the stream stays usable, and nothing is recorded as a task failure.
+  auto throws = [] { throw std::runtime_error("inline failure"); };
+  CHECK_THROWS_WITH_AS(s.run_if_idle(throws), "inline failure", std::runtime_error);
+  CHECK(s.run_if_idle(count));
+  CHECK(runs == 2);
+  s.synchronize();
+  // On a moved-from stream: a clear error naming the call.
+  Stream moved = std::move(s);
+  CHECK_THROWS_WITH_AS(s.run_if_idle(count), doctest::Contains("run_if_idle"), accel::InvalidStateError);
+  CHECK(moved.run_if_idle(count));
+  CHECK(runs == 3);
 }
 
 TEST_CASE("run_or_enqueue on a busy stream queues the work behind what is pending, on the worker") {

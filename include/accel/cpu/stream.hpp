@@ -112,16 +112,19 @@ class StreamRef {
     requires std::invocable<std::decay_t<F>&> && std::constructible_from<std::decay_t<F>, F>
   bool run_or_enqueue(F&& fn) const {
     detail::StreamState& s = state("run_or_enqueue");
-    if (!s.try_begin_inline()) {
-      s.submit(detail::StreamTask(std::forward<F>(fn)));
-      return false;
-    }
-    struct EndClaim {
-      detail::StreamState& s;
-      ~EndClaim() { s.end_inline(); }
-    } const claim{s};
-    fn();
-    return true;
+    if (run_here(s, fn)) return true;
+    s.submit(detail::StreamTask(std::forward<F>(fn)));
+    return false;
+  }
+
+  /// The first half of run_or_enqueue: runs `fn()` on the calling thread before returning, in stream
+  /// order, when the stream is idle, and returns true (an exception from it reaches the caller);
+  /// otherwise does nothing and returns false — the caller may then prepare `fn` to outlive the call
+  /// (say, take shared ownership of what it refers to) and enqueue it.
+  template <class F>
+    requires std::invocable<F&>
+  bool run_if_idle(F& fn) const {
+    return run_here(state("run_if_idle"), fn);
   }
 
   [[nodiscard]] int device_index() const { return state("device_index").device(); }
@@ -150,6 +153,17 @@ class StreamRef {
   template <class>
   friend struct BasicRandom;
   friend struct detail::GraphNumbering;
+
+  template <class F>
+  static bool run_here(detail::StreamState& s, F& fn) {
+    if (!s.try_begin_inline()) return false;
+    struct EndClaim {
+      detail::StreamState& s;
+      ~EndClaim() { s.end_inline(); }
+    } const claim{s};
+    fn();
+    return true;
+  }
 
   detail::StreamState& state(const char* operation) const {
     if (state_ == nullptr) {
