@@ -5,7 +5,8 @@
 // entry is the operation's sequence number, kind, count, dtype, root or peer, stream, state (enqueued,
 // started, completed, failed, timed out) and times. Comparing the dumps of all ranks shows who fell
 // behind: the rank whose last sequence number is lowest. entries() and dump() are for users too.
-// Thread-safe (one mutex; three short critical sections per operation).
+// Thread-safe (one mutex; three short critical sections per operation, two for one run at once on an
+// idle stream: it is recorded as started when enqueued).
 #pragma once
 
 #include <accel/comm/detail/op.hpp>
@@ -47,9 +48,10 @@ class FlightRecorder {
   [[nodiscard]] std::size_t capacity() const noexcept { return ring_.size(); }
 
   /// `at`: when it was enqueued, where the caller has read the clock already (a clock read is ~30 ns of
-  /// a ~1 µs small collective); now by default.
+  /// a ~1 µs small collective); now by default. `started`: it starts at once, on the thread that
+  /// enqueued it (one write where enqueued() and started() would take two).
   void enqueued(std::uint64_t seq, const detail::Op& op, std::uint64_t stream_id, bool in_graph = false,
-                clock::time_point at = {}) {
+                clock::time_point at = {}, bool started = false) {
     if (ring_.empty()) return;
     Entry e;
     e.seq = seq;
@@ -61,6 +63,10 @@ class FlightRecorder {
     e.stream_id = stream_id;
     e.in_graph = in_graph;
     e.enqueued_at = at == clock::time_point{} ? clock::now() : at;
+    if (started) {
+      e.state = State::started;
+      e.started_at = e.enqueued_at;
+    }
     const std::lock_guard<std::mutex> lock(mutex_);
     ring_[seq % ring_.size()] = e;
     if (seq > newest_) newest_ = seq;

@@ -95,11 +95,14 @@ struct MpiTask {
   Pending pending;
   std::uint64_t stream_id;
   MpiSlots slots;
-  void operator()() const {
-    if (pending.seq != 0) return execute(pending);
+  bool here = false;  // run by its launch on the launching thread (execute)
+  // Runs once with its own numbers, in place, or, recorded in a graph, once per replay on a numbered
+  // copy.
+  void operator()() {
+    if (pending.seq != 0) return execute(pending, stream_id, here);
     Pending p = pending;
     number_from_replay(p, slots, stream_id);
-    execute(std::move(p));
+    execute(p, stream_id, false);
   }
 };
 struct MpiGroupTask {
@@ -243,24 +246,30 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
                                      s, std::shared_ptr<std::atomic<std::uint64_t>>(state_, &counter), slot);
     };
     const std::uint64_t seq = number(st.next_seq, slots.seq);
-    detail::Pending p{state_, op, seq};
-    if (seq != 0) {
-      p.started = detail::steady::now();  // its start, if it runs here and now (execute)
-      st.recorder.enqueued(seq, op, s.id(), false, p.started);
-    }
+    // First without a share of the state (a shared_ptr that owns nothing: copying and destroying it
+    // takes no atomic operation): an operation run here and now needs none, this communicator lives
+    // through the call. One that outlives the call takes a share below.
+    detail::Pending p{std::shared_ptr<detail::MpiState>(std::shared_ptr<detail::MpiState>(), state_.get()), op, seq};
+    if (seq != 0) p.started = detail::steady::now();  // its enqueue, and its start if it runs here and now
     if (!detail::has_peer(op.kind)) p.collective = number(st.next_collective, slots.collective);
     if (g.depth > 0) {
       if (g.stream && !(*g.stream == s)) {
         call.invalid("the operations of a group run on one stream: this one is on stream " + std::to_string(s.id()) +
                      ", the group's on stream " + std::to_string(g.stream->id()));
       }
+      p.state = state_;
+      if (seq != 0) st.recorder.enqueued(seq, op, s.id(), false, p.started);
       g.stream = s;
       g.ops.push_back(std::move(p));
       g.slots.push_back(slots);
       return;
     }
-    const detail::LaunchingHere here(st, seq);
-    s.run_or_enqueue(detail::MpiTask{std::move(p), s.id(), slots});
+    detail::MpiTask task{std::move(p), s.id(), slots, seq != 0};
+    if (seq != 0 && s.run_if_idle(task)) return;
+    task.here = false;
+    task.pending.state = state_;
+    if (seq != 0) st.recorder.enqueued(seq, op, s.id(), false, task.pending.started);
+    s.enqueue(std::move(task));
   }
 
   /// MPI_COMM_WORLD's copy (comm::world<CpuBackend>() keeps one per process).

@@ -3,10 +3,11 @@
 // operation on (the caller's when the stream was idle, else its worker).
 //
 // Polling: MPI_Test in a tight loop (Open MPI progresses only inside MPI calls), the clock read every 32
-// tests; after 1 ms of waiting every 32nd test also yields the core (a peer that has not arrived may be
-// waiting for this core: on a machine with more runnable threads than cores, spinning 100 ms made the
-// data-parallel engine's 2-rank step 1.3-1.4x slower at load 5 on 2 cores), after 2 s the loop sleeps
-// 100 us between rounds (by then a peer is late, not the network).
+// tests from the 256th (a small operation ends before); after 1 ms of waiting every 32nd test also
+// yields the core (a peer that has not arrived may be waiting for this core: on a machine with more
+// runnable threads than cores, spinning 100 ms made the data-parallel engine's 2-rank step 1.3-1.4x
+// slower at load 5 on 2 cores), after 2 s the loop sleeps 100 us between rounds (by then a peer is
+// late, not the network).
 //
 // Who fell behind: an operation that has waited half its timeout (at most 5 s) tells every peer
 // "I am waiting in #seq" (and, a collective, "in collective #c") once, on a duplicate of the
@@ -107,7 +108,7 @@ struct MpiState : StateBase {
   // kept for the next: the ring's partial sums are 2 S / n per call (the engine's in-place ZeRO
   // reduce-scatter: every step), and a fresh block each call costs an allocation and its page faults
   // (glibc maps blocks above 32 MiB anew each time). The largest block used stays until the
-  // communicator goes.
+  // communicator goes. (Blocks up to thread_scratch_limit are kept per thread instead.)
   std::shared_ptr<std::byte[]> spare_scratch;
   std::size_t spare_scratch_bytes = 0;
 
@@ -388,6 +389,16 @@ inline void mpi_abort_job(const std::string& reason, int exit_code,
 
 // ---- starting and finishing an operation ---------------------------------------------------------
 
+/// One step of a rank's recursive-doubling schedule (doubling_step, below): whom it sends its running
+/// result to and whom it receives from (-1: nobody), whether what arrives is reduced into the result
+/// (else it is the result), and whether the step is the rank's last.
+struct DoublingStep {
+  int send_to = -1;
+  int recv_from = -1;
+  bool reduce = false;
+  bool last = false;
+};
+
 /// An operation in flight.
 struct Pending {
   std::shared_ptr<MpiState> state;
@@ -410,6 +421,7 @@ struct Pending {
   int tag = 0;  // ring_tag(s, collective)
   int ring_piece_count = 1;
   std::array<MPI_Request, 2 * ring_max_pieces> ring_requests{};
+  DoublingStep doubling{};  // the current step of recursive doubling (computed once per step)
   std::shared_ptr<std::byte[]> scratch{};
   std::size_t scratch_bytes = 0;
 };
@@ -428,11 +440,33 @@ inline void abandon(Pending& p) noexcept {
   }
 }
 
-/// Gives p a scratch block of at least `bytes` (p.scratch), before any of its messages is posted: the
-/// communicator's spare when it is large enough, else a new block (a smaller spare is freed first). A
-/// failed allocation fails p, naming the bytes, with the user's buffers untouched.
+/// Scratch blocks of at most this many bytes (a small all_reduce's received values) are kept per
+/// thread, not per communicator: taking and keeping one takes no lock (two mutex sections cost ~30 ns
+/// of a ~1 µs small collective). One block per thread, at most this size.
+inline constexpr std::size_t thread_scratch_limit = std::size_t{128} << 10;
+struct ThreadScratch {
+  std::shared_ptr<std::byte[]> block;
+  std::size_t bytes = 0;
+};
+[[nodiscard]] inline ThreadScratch& thread_scratch() noexcept {
+  thread_local ThreadScratch kept;
+  return kept;
+}
+
+/// Gives p a scratch block of at least `bytes` (p.scratch), before any of its messages is posted: this
+/// thread's small block or the communicator's spare when it is large enough, else a new block (a
+/// smaller spare is freed first). A failed allocation fails p, naming the bytes, with the user's
+/// buffers untouched.
 inline void take_scratch(Pending& p, std::size_t bytes, const char* schedule, const char* purpose) {
   MpiState& s = *p.state;
+  if (bytes <= thread_scratch_limit) {
+    ThreadScratch& mine = thread_scratch();
+    if (mine.block && mine.bytes >= bytes) {
+      p.scratch = std::move(mine.block);
+      p.scratch_bytes = std::exchange(mine.bytes, 0);
+      return;
+    }
+  }
   std::shared_ptr<std::byte[]> smaller;  // freed outside the lock
   {
     const std::lock_guard<std::mutex> lock(s.mutex);
@@ -461,9 +495,20 @@ inline void take_scratch(Pending& p, std::size_t bytes, const char* schedule, co
   p.scratch_bytes = bytes;
 }
 
-/// p completed: its scratch becomes the communicator's spare, if larger than the one there.
+/// p completed: its scratch becomes this thread's small block (thread_scratch_limit) or the
+/// communicator's spare, if larger than the one there.
 inline void keep_scratch(Pending& p) noexcept {
   if (!p.scratch) return;
+  if (p.scratch_bytes <= thread_scratch_limit) {
+    ThreadScratch& mine = thread_scratch();
+    if (mine.bytes < p.scratch_bytes) {  // the larger of the two stays
+      mine.block = std::move(p.scratch);
+      mine.bytes = std::exchange(p.scratch_bytes, 0);
+    }
+    p.scratch.reset();
+    p.scratch_bytes = 0;
+    return;
+  }
   MpiState& s = *p.state;
   std::shared_ptr<std::byte[]> dropped;  // freed outside the lock
   {
@@ -663,25 +708,19 @@ inline void ring_start(Pending& p) {
 // operands, so every rank ends with the same bits. Messages as the ring's: one tag per operation
 // (ring_tag), eager-sized pieces from 3 to 8 KiB (ring_pieces).
 
-/// One step of a rank's schedule: whom it sends its running result to and whom it receives from (-1:
-/// nobody), whether what arrives is reduced into the result (else it is the result), and whether the
-/// step is the rank's last.
-struct DoublingStep {
-  int send_to = -1;
-  int recv_from = -1;
-  bool reduce = false;
-  bool last = false;
-};
-
-/// Step k of rank r's schedule on n ranks (see above).
-[[nodiscard]] inline DoublingStep doubling_step(int n, int r, int k) noexcept {
+/// Step k of rank r's schedule on n ranks (see above), written into `step` field by field (a
+/// DoublingStep built whole and copied costs a store-forwarding stall, ~20 ns a call here).
+inline void doubling_step(int n, int r, int k, DoublingStep& step) noexcept {
   int p2 = 1, steps = 0;
   while (p2 * 2 <= n) {
     p2 *= 2;
     ++steps;
   }
   const int rem = n - p2;
-  DoublingStep step;
+  step.send_to = -1;
+  step.recv_from = -1;
+  step.reduce = false;
+  step.last = false;
   if (r < 2 * rem && r % 2 == 0) {  // hands its input to r + 1, then takes the result from it
     if (k == 0) {
       step.send_to = r + 1;
@@ -689,19 +728,19 @@ struct DoublingStep {
       step.recv_from = r + 1;
       step.last = true;
     }
-    return step;
+    return;
   }
   const bool folds = r < 2 * rem;  // an odd rank below 2 rem: one step before the exchanges, one after
   if (folds && k == 0) {
     step.recv_from = r - 1;
     step.reduce = true;
-    return step;
+    return;
   }
   const int j = folds ? k - 1 : k;
   if (j == steps) {  // folds only: the result back to r - 1
     step.send_to = r - 1;
     step.last = true;
-    return step;
+    return;
   }
   const int v = folds ? r / 2 : r - rem;
   const int w = v ^ (1 << j);
@@ -710,12 +749,16 @@ struct DoublingStep {
   step.recv_from = peer;
   step.reduce = true;
   step.last = !folds && j == steps - 1;
+}
+[[nodiscard]] inline DoublingStep doubling_step(int n, int r, int k) noexcept {
+  DoublingStep step;
+  doubling_step(n, r, k, step);
   return step;
 }
 
 /// Posts step p.ring_step of p's schedule (post_step).
 inline void doubling_post(Pending& p) {
-  const DoublingStep step = doubling_step(p.state->size, p.state->rank, p.ring_step);
+  const DoublingStep& step = p.doubling;
   // The running result is op.recv; before the first step completes, op.send holds the same values
   // (doubling_start copies it while the first messages travel).
   const void* out = p.ring_step == 0 ? p.op.send : p.op.recv;
@@ -729,9 +772,10 @@ inline void doubling_start(Pending& p) {
   const Op& op = p.op;
   const std::size_t bytes = op.count * size_of(op.dtype);
   begin_schedule(p);
+  doubling_step(s.size, s.rank, 0, p.doubling);
   // Room for what arrives, unless this rank only hands its input over and takes the result back (its
   // first step receives nothing; every other rank's first step reduces).
-  if (doubling_step(s.size, s.rank, 0).reduce) take_scratch(p, bytes, "recursive doubling", "received values");
+  if (p.doubling.reduce) take_scratch(p, bytes, "recursive doubling", "received values");
   doubling_post(p);
   if (op.send != op.recv) std::memcpy(op.recv, op.send, bytes);  // the running result, while messages travel
 }
@@ -742,7 +786,7 @@ inline void doubling_start(Pending& p) {
   MpiState& s = *p.state;
   const Op& op = p.op;
   if (!step_done(p, "recursive doubling")) return false;
-  const DoublingStep step = doubling_step(s.size, s.rank, p.ring_step);
+  const DoublingStep& step = p.doubling;
   if (step.reduce) {
     const int rr = MPI_Reduce_local(p.scratch.get(), op.recv, static_cast<int>(op.count), mpi_datatype(op.dtype),
                                     mpi_op(op.reduce, op.dtype));
@@ -756,6 +800,7 @@ inline void doubling_start(Pending& p) {
     return true;
   }
   ++p.ring_step;
+  doubling_step(s.size, s.rank, p.ring_step, p.doubling);
   doubling_post(p);
   return false;
 }
@@ -1003,7 +1048,9 @@ inline void wait_all(std::span<Pending> ops) {
         finish(p, status);
       }
     }
-    if (remaining == 0 || (++spins & 31u) != 0) continue;
+    // The clock every 32 tests, from the 256th on: a small operation (~1 µs, a few dozen tests) ends
+    // without reading it (~30 ns a read); nothing below acts before 1 ms.
+    if (remaining == 0 || (++spins & 31u) != 0 || spins < 256) continue;
     const steady::time_point now = steady::now();
     const auto waited = now - first;
     if (waited < std::chrono::milliseconds(1)) continue;
@@ -1093,40 +1140,17 @@ inline void check_arguments(Pending& p) {
   fail(s, p.seq, make_error(s, op, p.seq, "refused: the ranks disagree (" + differ + ")", std::move(info)));
 }
 
-/// The operation a launch runs inline on this thread right now (run_or_enqueue on an idle stream): it
-/// starts when it was enqueued, so its start needs no clock read of its own (~30 ns each; a small
-/// collective takes ~1 µs). Set by the launching thread around run_or_enqueue only.
-struct LaunchingHere {
-  LaunchingHere(const MpiState& s, std::uint64_t seq) noexcept : previous_(current()) { current() = {&s, seq}; }
-  ~LaunchingHere() { current() = previous_; }
-  LaunchingHere(const LaunchingHere&) = delete;
-  LaunchingHere& operator=(const LaunchingHere&) = delete;
-
-  [[nodiscard]] static bool is(const MpiState* s, std::uint64_t seq) noexcept {
-    return seq != 0 && current().state == s && current().seq == seq;
-  }
-
- private:
-  struct Mark {
-    const MpiState* state = nullptr;
-    std::uint64_t seq = 0;
-  };
-  static Mark& current() noexcept {
-    static thread_local Mark mark;
-    return mark;
-  }
-  Mark previous_;
-};
-
 /// Runs one operation to completion on the calling thread. p.started holds its enqueue time.
-inline void execute(Pending p) {
-  throw_if_failed(*p.state, p.op, p.seq);
-  if (p.state->check) check_arguments(p);
-  if (!p.state->check && LaunchingHere::is(p.state.get(), p.seq)) {
-    p.state->recorder.started(p.seq, p.started);
-  } else {
-    p.started = p.state->recorder.started(p.seq);
-  }
+/// `here`: the launch runs it on its own thread right now (StreamRef::run_if_idle on an idle stream)
+/// and has not recorded it: it is recorded as started when enqueued (one recorder write, no clock read
+/// of its own: ~30 ns each, of a ~1 µs small collective). Otherwise it was recorded when enqueued and
+/// starts now.
+inline void execute(Pending& p, std::uint64_t stream_id, bool here) {
+  MpiState& s = *p.state;
+  if (here) s.recorder.enqueued(p.seq, p.op, stream_id, false, p.started, !s.check);
+  throw_if_failed(s, p.op, p.seq);
+  if (s.check) check_arguments(p);
+  if (!here || s.check) p.started = s.recorder.started(p.seq);
   start(p);
   wait_all(std::span<Pending>(&p, 1));
 }
