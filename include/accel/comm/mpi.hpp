@@ -95,11 +95,10 @@ struct MpiTask {
   Pending pending;
   std::uint64_t stream_id;
   MpiSlots slots;
-  bool here = false;  // run by its launch on the launching thread (execute)
   // Runs once with its own numbers, in place, or, recorded in a graph, once per replay on a numbered
   // copy.
   void operator()() {
-    if (pending.seq != 0) return execute(pending, stream_id, here);
+    if (pending.seq != 0) return execute(pending, stream_id, false);
     Pending p = pending;
     number_from_replay(p, slots, stream_id);
     execute(p, stream_id, false);
@@ -264,12 +263,13 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
       g.slots.push_back(slots);
       return;
     }
-    detail::MpiTask task{std::move(p), s.id(), slots, seq != 0};
-    if (seq != 0 && s.run_if_idle(task)) return;
-    task.here = false;
-    task.pending.state = state_;
-    if (seq != 0) st.recorder.enqueued(seq, op, s.id(), false, task.pending.started);
-    s.enqueue(std::move(task));
+    if (seq != 0) {
+      auto here = [&] { detail::execute(p, s.id(), true); };
+      if (s.run_if_idle(here)) return;
+    }
+    p.state = state_;
+    if (seq != 0) st.recorder.enqueued(seq, op, s.id(), false, p.started);
+    s.enqueue(detail::MpiTask{std::move(p), s.id(), slots});
   }
 
   /// MPI_COMM_WORLD's copy (comm::world<CpuBackend>() keeps one per process).
