@@ -227,6 +227,78 @@ TEST_CASE("CachingAllocator: blocks split and merge; empty_cache releases only w
   CHECK(fake::device().live_bytes() == 0);
 }
 
+TEST_CASE("CachingAllocator: the block freed last comes back as merging and splitting it would give it") {
+  // free() leaves the block unmerged until the next operation; an allocation of its size on its
+  // stream takes it back directly. Nothing of this may show: pointers, statistics, snapshots, errors
+  // and peaks are those of torch's merge-then-split (tests/memory/differential checks it at random).
+  auto a = make();
+  void* p = a->allocate(512, s1);
+  a->free(p);
+  CHECK_FALSE(a->is_allocated(p));
+  CHECK(stat(*a, "inactive_split.all.current") == 0);  // the segment is whole again
+  CHECK(stat(*a, "inactive_split_bytes.all.current") == 0);
+  CHECK(stat(*a, "active.all.current") == 0);
+  {
+    const auto segments = a->snapshot();
+    REQUIRE(segments.size() == 1);
+    REQUIRE(segments[0].blocks.size() == 1);
+    CHECK(segments[0].blocks[0].size == 2 * MiB);
+    CHECK(segments[0].blocks[0].state == accel::BlockInfo::State::inactive);
+    CHECK(segments[0].blocks[0].requested_size == 0);
+  }
+  CHECK_THROWS_AS(a->free(p), accel::InvalidArgumentError);  // freed twice
+  void* q = a->allocate(300, s1);
+  CHECK(q == p);
+  CHECK(stat(*a, "allocation.all.allocated") == 2);
+  CHECK(stat(*a, "inactive_split.small_pool.current") == 1);
+  CHECK(stat(*a, "inactive_split_bytes.small_pool.current") == i64(2 * MiB - 512));
+  CHECK(stat(*a, "requested_bytes.all.current") == 300);
+  CHECK(stat(*a, "requested_bytes.all.peak") == 512);
+
+  // A peak reset between the free and the allocation: the allocation makes the new peak.
+  a->free(q);
+  a->reset_peak_stats();
+  CHECK(stat(*a, "allocated_bytes.all.peak") == 0);
+  void* r = a->allocate(512, s1);
+  CHECK(r == p);
+  CHECK(stat(*a, "allocated_bytes.all.peak") == 512);
+  CHECK(stat(*a, "active.all.peak") == 1);
+  CHECK(stat(*a, "inactive_split.all.peak") == 1);
+
+  // Another stream does not get it.
+  a->free(r);
+  void* other = a->allocate(512, s2);
+  CHECK(other != p);
+  a->free(other);
+
+  // Best fit still decides: with A's hole (exactly 512 B) below it, the block freed last (C, which
+  // would merge with the free tail into a larger block) is not the one handed out.
+  void* A = a->allocate(512, s1);
+  void* B = a->allocate(512, s1);
+  void* C = a->allocate(512, s1);
+  a->free(A);
+  a->free(C);
+  void* D = a->allocate(512, s1);
+  CHECK(D == A);
+  CHECK(stat(*a, "inactive_split.all.current") == 1);  // the tail C merged into
+  void* C2 = a->allocate(512, s1);
+  CHECK(C2 == C);
+  // A block freed between two live ones (no merge) comes back, and the split counts follow it.
+  a->free(B);
+  CHECK(stat(*a, "inactive_split.all.current") == 2);
+  CHECK(stat(*a, "inactive_split_bytes.small_pool.current") == i64(2 * MiB - 1024));
+  void* E = a->allocate(512, s1);
+  CHECK(E == B);
+  CHECK(stat(*a, "inactive_split.all.current") == 1);
+  CHECK(stat(*a, "inactive_split_bytes.small_pool.current") == i64(2 * MiB - 1536));
+  a->free(D);
+  a->free(E);
+  a->free(C2);
+  a->empty_cache();
+  CHECK(fake::device().live_bytes() == 0);
+  CHECK(stat(*a, "allocated_bytes.all.current") == 0);
+}
+
 TEST_CASE("CachingAllocator: large-pool splits keep only remainders over 1 MiB") {
   auto a = make(40 * MiB);
   void* p = a->allocate(2 * MiB, s1);  // 20 MiB segment, split: 18 MiB remain

@@ -1,6 +1,8 @@
 // Differential check of accel::CachingAllocator against its version at another commit (namespace
 // accel_old, extracted by run.sh): the same random operations on two identical fake devices —
-// allocations of 1 B to 40 MiB on three streams, frees, record_stream and event completion,
+// allocations of 1 B to 40 MiB on three streams (a third of them the request of the block freed
+// last, on its stream), frees (half of them of the latest allocation, some freed twice), record_stream
+// and event completion,
 // empty_cache, graph pools (begin/end_allocate_to_pool, release_pool, shared pools), resets, a memory
 // fraction and several ACCEL_ALLOC_CONF settings (max_split_size, roundup_power2_divisions, garbage
 // collection, max_non_split_rounding) — and after every operation the returned pointers, the
@@ -10,6 +12,7 @@
 #include <accel/memory/caching_allocator.hpp>
 #include <accel_old/memory/caching_allocator.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -121,6 +124,10 @@ int main(int argc, char** argv) {
       ao->set_memory_fraction(0.7);
     }
     std::vector<void*> live;
+    std::map<void*, std::pair<std::size_t, std::uint64_t>> requests;  // live pointer -> (bytes, stream)
+    void* last_freed = nullptr;
+    void* newest = nullptr;  // the latest allocation, while live
+    std::pair<std::size_t, std::uint64_t> last_freed_request{0, 0};
     std::vector<std::uint64_t> capturing;  // routes, as stream_id * 1000 + pool_id
     std::uint64_t next_pool = 1;
     std::vector<std::uint64_t> pools;
@@ -140,6 +147,12 @@ int main(int argc, char** argv) {
         else bytes = 1 + rng() % (std::size_t{40} << 20);
         if (rng() % 50 == 0) bytes = 0;
         FakeStream s{1 + rng() % 3};
+        // A third of the time the request of the block freed last, on its stream (the allocator may
+        // hand that block back without merging it first: it must give what the merge would).
+        if (last_freed != nullptr && rng() % 3 == 0) {
+          bytes = last_freed_request.first + rng() % 2;
+          s = FakeStream{last_freed_request.second};
+        }
         void* pn = nullptr;
         void* po = nullptr;
         bool en = false, eo = false;
@@ -151,15 +164,31 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "%s\n%s\n", mn.c_str(), mo.c_str());
           fail("oom message", step);
         }
-        if (pn != nullptr) live.push_back(pn);
+        if (pn != nullptr) {
+          live.push_back(pn);
+          requests[pn] = {bytes, s.sid};
+          newest = pn;
+        }
       } else if (op < 85) {  // free
         if (live.empty()) continue;
-        const std::size_t i = rng() % live.size();
+        std::size_t i = rng() % live.size();
+        if (newest != nullptr && rng() % 2 == 0) i = std::find(live.begin(), live.end(), newest) - live.begin();
         void* p = live[i];
+        if (p == newest) newest = nullptr;
         live[i] = live.back();
         live.pop_back();
         an->free(p);
         ao->free(p);
+        last_freed = p;
+        last_freed_request = requests.at(p);
+        requests.erase(p);
+        if (rng() % 20 == 0) {  // freed twice: both refuse it, with the same message
+          std::string mn, mo;
+          try { an->free(p); } catch (const accel::InvalidArgumentError& e) { mn = e.what(); }
+          try { ao->free(p); } catch (const accel_old::InvalidArgumentError& e) { mo = e.what(); }
+          if (mn.empty() || mn != mo) fail("second free", step);
+          if (an->is_allocated(p) || ao->is_allocated(p)) fail("is_allocated after free", step);
+        }
       } else if (op < 90) {  // record_stream
         if (live.empty()) continue;
         void* p = live[rng() % live.size()];

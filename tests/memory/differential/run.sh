@@ -10,19 +10,6 @@ seeds="${2:-100}"
 steps="${3:-4000}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-git -C "$root" archive "$commit" include | tar -x -C "$work"
-# The commit's allocator and everything it includes from accel/, renamed to accel_old.
-todo=(memory/caching_allocator.hpp)
-declare -A seen=()
-while [ ${#todo[@]} -gt 0 ]; do
-  f="${todo[0]}"
-  todo=("${todo[@]:1}")
-  [ -n "${seen[$f]:-}" ] && continue
-  seen[$f]=1
-  mkdir -p "$work/inc/accel_old/$(dirname "$f")"
-  sed -e 's#<accel/#<accel_old/#g' -e 's/namespace accel\b/namespace accel_old/g' -e 's/accel::/accel_old::/g' \
-    "$work/include/accel/$f" > "$work/inc/accel_old/$f"
-  while read -r dep; do todo+=("$dep"); done < <(sed -n 's#^\#include <accel/\(.*\)>#\1#p' "$work/include/accel/$f")
-done
+bash "$here/extract_allocator.sh" "$commit" "$work"
 "${CXX:-c++}" -std=gnu++20 -O2 -I"$root/include" -I"$work/inc" -o "$work/allocator_vs_commit" "$here/allocator_vs_commit.cpp"
 "$work/allocator_vs_commit" "$seeds" "$steps"

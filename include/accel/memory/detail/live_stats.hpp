@@ -50,6 +50,32 @@ struct LiveStatArray {
     if (all > all_peak) [[unlikely]] all_peak = all;
   }
   [[gnu::always_inline]] void decrease(std::size_t p, std::int64_t amount) noexcept { pool[p].decrease(amount); }
+  // The allocator's re-allocation of the block it freed last folds a decrease and the increase that
+  // undoes it (or the other way round) into one update; no reset_peak() came between them.
+  /// increase() of an amount that takes current back to a value it held since the last reset_peak():
+  /// no peak can be passed, so none is checked.
+  [[gnu::always_inline]] void restore(std::size_t p, std::int64_t amount) noexcept {
+    pool[p].current += amount;
+    pool[p].allocated += amount;
+  }
+  /// decrease(amount) then increase(amount): current ends where it was, `amount` more allocated and freed.
+  [[gnu::always_inline]] void decrease_then_increase(std::size_t p, std::int64_t amount) noexcept {
+    pool[p].allocated += amount;
+  }
+  /// increase(amount) then decrease(amount): the same, and current + amount counts for the peaks.
+  [[gnu::always_inline]] void increase_then_decrease(std::size_t p, std::int64_t amount) noexcept {
+    LiveStat& s = pool[p];
+    s.allocated += amount;
+    if (s.current + amount > s.peak) s.peak = s.current + amount;
+    const std::int64_t all = pool[0].current + pool[1].current + amount;
+    if (all > all_peak) all_peak = all;
+  }
+  /// decrease(removed) then increase(added).
+  [[gnu::always_inline]] void decrease_then_increase(std::size_t p, std::int64_t removed, std::int64_t added) noexcept {
+    LiveStat& s = pool[p];
+    s.current -= removed;
+    increase(p, added);
+  }
   void reset_peak() noexcept {
     pool[0].reset_peak();
     pool[1].reset_peak();

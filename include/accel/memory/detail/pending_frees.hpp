@@ -50,9 +50,11 @@ class PendingFrees {
 
   // Waits for every pending event and frees the blocks that were waiting. The waiting happens with
   // the lock released: on a backend whose streams run host tasks (CPU), a task may itself allocate.
-  // Meanwhile the blocks stay pending (event_count > 0), so nobody else can take them.
-  template <class Lock, class FreeBlock>
-  void synchronize(Lock& lock, FreeBlock free_block) {
+  // Meanwhile the blocks stay pending (event_count > 0), so nobody else can take them. `relocked()`
+  // runs as soon as the lock is held again, before any block is freed (the allocator finishes a free
+  // another thread left unmerged meanwhile).
+  template <class Lock, class Relocked, class FreeBlock>
+  void synchronize(Lock& lock, Relocked relocked, FreeBlock free_block) {
     if (events_.empty()) return;
     std::map<std::uint64_t, EventQueue> pending;
     pending.swap(events_);
@@ -66,6 +68,7 @@ class PendingFrees {
       failure = std::current_exception();
     }
     lock.lock();
+    relocked();
     if (failure) {  // put the events back as they were; nothing is freed
       for (auto& [stream, queue] : pending) {
         EventQueue& target = events_[stream];

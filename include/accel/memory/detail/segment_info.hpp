@@ -37,6 +37,9 @@ struct SegmentInfo {
 namespace detail {
 
 /// What snapshot() reports of one segment (a CachingSegment, memory/detail/caching_block.hpp).
+/// Neighbouring free blocks are reported as the one block they are about to become: the allocator
+/// merges them, except the block it freed last while it waits to be merged (CachingAllocator's
+/// last_freed_).
 template <class Segment>
 SegmentInfo describe_segment(const Segment& segment) {
   SegmentInfo info;
@@ -58,6 +61,9 @@ SegmentInfo describe_segment(const Segment& segment) {
       bi.state = BlockInfo::State::active_pending_free;
       bi.requested_size = b->requested_size;
       info.active_size += b->size;
+    } else if (!info.blocks.empty() && info.blocks.back().state == BlockInfo::State::inactive) {
+      info.blocks.back().size += b->size;
+      continue;
     }
     info.blocks.push_back(bi);
   }
