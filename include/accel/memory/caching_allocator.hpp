@@ -41,11 +41,12 @@
 // block's place in the tree when its neighbours still sort around it (no rebalancing in the common
 // alloc/free pattern), live blocks are found by address in an open-addressing table, statistics are
 // kept in a form that costs one add per decrease (memory/detail/live_stats.hpp), and events are polled
-// only while some are pending. The raw policy is called only on a miss. Shorter still, the block freed
-// last waits unmerged until the next operation, and an allocation that torch's best fit would serve
-// with exactly that block takes it back without the merge and the split (free-then-allocate of one
-// size, the pattern of temporaries: ~31 % fewer instructions a pair; "the block freed last" below).
-// Nothing of it shows: pointers, statistics and snapshot() are those of the merge-then-split.
+// only while some are pending. The raw policy is called only on a miss. Shorter still, a freed block
+// that was the one allocated last waits unmerged until the next operation, and an allocation that
+// torch's best fit would serve with exactly that block takes it back without the merge and the split
+// (a temporary allocated, freed and allocated again: 533 -> 334 instructions a pair, benchmarks/
+// RESULTS.md; "the block freed last" below). Nothing of it shows: pointers, statistics and snapshot()
+// are those of the merge-then-split.
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -625,14 +626,14 @@ class CachingAllocator {
   // free() of the block allocated last (a temporary: allocated, used, freed) counts it as no longer
   // allocated and leaves the rest for later: the block stays out of its pool, unmerged, with its entry
   // in the live-block index. The next operation of any other kind first finishes the free
-  // (flush_last_freed); stats() shows it finished (merge_delta).
-  // Other frees go the ordinary way: a block freed in any other order is seldom asked for again at once,
-  // and waiting would only add work. An allocation for which torch's best fit would
-  // carve out exactly this block again — same stream, same rounded size, and no other free block sorting
-  // before the one the merge would make — takes it back at once: no tree search result to split, no
-  // merge to undo, no index update (the common free-then-allocate-the-same-size pattern of a training
-  // step or a loop). Every pointer, statistic and snapshot() is what the merge-then-split would have
-  // given (tests/memory/differential checks this against the allocator without it).
+  // (flush_last_freed); stats() shows it finished (merge_delta). Other frees go the ordinary way: a
+  // block freed in another order is seldom asked for again at once, and waiting would only add work.
+  // An allocation for which torch's best fit would carve out exactly this block again — same stream,
+  // same rounded size, and no other free block sorting before the one the merge would make — takes it
+  // back at once: no merge, no tree search result to split, no index update (a temporary of a loop or
+  // a training step, allocated again). Every pointer, statistic and snapshot() is what the
+  // merge-then-split would have given (tests/memory/differential checks it against the allocator
+  // without this).
 
   // Blocks whose free may wait: those an allocation could take back as they are — the merge keeps
   // their address (no free predecessor), the merged block fits a request of their size and would be
