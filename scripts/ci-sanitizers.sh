@@ -28,7 +28,8 @@
 #               checks) -> every CPU-only header compiles alone under clang++ -Werror, no CUDA.
 #   TSan        CPU streams and events (test_cpu_stream[_2dev]: also cycles of cross-stream waits),
 #               the allocator's lock (test_allocator_mutex: its single-threaded plain path, then a thread
-#               started while it is held),
+#               started while it is held), CPU memory (test_cpu_memory: among others, a stream task that
+#               allocates and frees while empty_cache waits for that stream with the lock released),
 #               lazy_call's queue triggered from several threads (test_lazy_init), graphs (test_cpu_graph: replays across
 #               streams, captures from several threads), fork while threads allocate
 #               (test_failure_fork_allocator), fork while a stream runs a task (test_failure_fork_streams):
@@ -80,9 +81,9 @@ asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cp
               test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas test_comm_units
               test_comm_mpi)
 asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_allocator_mutex|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23])$'
-tsan_targets=(test_cpu_stream test_allocator_mutex test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator test_stress_streams test_stress_events
-              test_jit_reliability test_comm_mpi)
-tsan_tests='^(test_cpu_stream(_2dev)?|test_allocator_mutex|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
+tsan_targets=(test_cpu_stream test_allocator_mutex test_cpu_memory test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator
+              test_stress_streams test_stress_events test_jit_reliability test_comm_mpi)
+tsan_tests='^(test_cpu_stream(_2dev)?|test_allocator_mutex|test_cpu_memory(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
 
 # Ninja where it is installed: a Makefile build of a list of targets builds them one at a time (CMake's
 # top-level Makefile is .NOTPARALLEL, and a unity target is one translation unit), Ninja builds them
