@@ -763,20 +763,26 @@ class CachingAllocator {
     return d;
   }
 
+  // What a free counts once its block is merged into its pool: inactive_split changed by the merge,
+  // the block no longer active.
+  [[gnu::always_inline]] static void count_free(detail::LiveStats& stats, std::size_t st, MergeDelta merge,
+                                                std::int64_t size, std::int64_t requested) noexcept {
+    if (merge.blocks > 0) stats.inactive_split.increase(st, merge.blocks);
+    if (merge.blocks < 0) stats.inactive_split.decrease(st, -merge.blocks);
+    if (merge.bytes > 0) stats.inactive_split_bytes.increase(st, merge.bytes);
+    if (merge.bytes < 0) stats.inactive_split_bytes.decrease(st, -merge.bytes);
+    stats.active.decrease(st, 1);
+    stats.active_bytes.decrease(st, size);
+    stats.requested_bytes.decrease(st, requested);
+  }
+
   // The statistics of the waiting free once finished, as free_block counts them (stats() of a state
   // with one waiting: tests/memory/differential compares them after every operation).
   [[nodiscard]] detail::LiveStats stats_with_last_freed_finished() const noexcept {
     detail::LiveStats out = stats_;
     const Block* const block = last_freed_;
-    const std::size_t st = stat_index(block->small);
-    const MergeDelta delta = merge_delta(block);
-    if (delta.blocks > 0) out.inactive_split.increase(st, delta.blocks);
-    if (delta.blocks < 0) out.inactive_split.decrease(st, -delta.blocks);
-    if (delta.bytes > 0) out.inactive_split_bytes.increase(st, delta.bytes);
-    if (delta.bytes < 0) out.inactive_split_bytes.decrease(st, -delta.bytes);
-    out.active.decrease(st, 1);
-    out.active_bytes.decrease(st, static_cast<std::int64_t>(block->size));
-    out.requested_bytes.decrease(st, static_cast<std::int64_t>(block->requested_size));
+    count_free(out, stat_index(block->small), merge_delta(block), static_cast<std::int64_t>(block->size),
+               static_cast<std::int64_t>(block->requested_size));
     return out;
   }
 
@@ -835,14 +841,7 @@ class CachingAllocator {
       net_blocks += 1;
       net_bytes += static_cast<std::int64_t>(cached->size);
     }
-    const std::size_t st = stat_index(pool.small);
-    if (net_blocks > 0) stats_.inactive_split.increase(st, net_blocks);
-    if (net_blocks < 0) stats_.inactive_split.decrease(st, -net_blocks);
-    if (net_bytes > 0) stats_.inactive_split_bytes.increase(st, net_bytes);
-    if (net_bytes < 0) stats_.inactive_split_bytes.decrease(st, -net_bytes);
-    stats_.active.decrease(st, 1);
-    stats_.active_bytes.decrease(st, original_size);
-    stats_.requested_bytes.decrease(st, requested);
+    count_free(stats_, stat_index(pool.small), MergeDelta{net_blocks, net_bytes}, original_size, requested);
     // A graph pool no graph holds any more gives its segments back as they become free (the caller
     // erases the emptied pool: erase_dead_pools).
     const PrivatePoolT* owner = cached->segment->owner;
