@@ -9,13 +9,21 @@
 // (dk, dv) staged in shared memory as [row][HS + 8] (the padding keeps the fragment loads free of bank
 // conflicts). Forward: online softmax over the key tiles up to the diagonal. Backward in two kernels,
 // both recomputing P from the log-sum-exp: per query tile dq (and D); per key tile dk and dv, walking
-// the query tiles from the diagonal down, each tile in halves of 32. These kernels wait on latency
-// more than on the tensor cores or shared memory: more resident blocks paid (measured on an H200,
-// Nsight Compute, gpt2 bf16): dkv at 3 blocks per SM (168 registers, a few spilled) 242 -> 207 us,
-// dq at 4 (128) 134 -> 123 us; 4 for dkv (heavy spills) 320 us; the forward at 4, and 128-query
-// tiles of 32 rows per warp (255 registers), no faster than 64 at 3 blocks. No atomics: each output
-// element is written once, its sums taken in a fixed order, so results do not depend on the schedule. Attention dropout: the same
-// random words and rule as the other kernels (attention.h).
+// the query tiles from the diagonal down, each tile in halves of 32. No atomics: each output element
+// is written once, its sums taken in a fixed order, so results do not depend on the schedule.
+// Attention dropout: the same random words and rule as the other kernels (attention.h).
+//
+// Speed (an H200, Nsight Compute, gpt2 bf16, us per call): these kernels were limited by instruction
+// issue more than by the tensor cores or shared memory — the SASS of the dk/dv loop held ~2,500
+// instructions per 128 mma. Cut to about half: the causal mask and the T bounds only on the tiles
+// that need them (the diagonal, the last partial tile), p = 2^(s sl2 - m) as one fma, dropout's
+// per-element branch compiled out when off, a tile's copies at a fixed trip count (the generic loop
+// was a third of the loop's code), the dk/dv kernel's lse and D staged by cp.async with its tiles
+// (plain loads stalled two warps a tile): dk/dv 205 -> 131, dq 124 -> 99, forward 90 -> 75, the
+// step's attention 5.02 -> 3.66 ms. Resident blocks per SM (GPT_FLASH_*_BLOCKS below): the forward
+// at 4 (128 registers) and dq at 3 (168) each ~2-3 % faster than at 3 and 4; dk/dv at 3 (168, a few
+// spilled) — at 2 (254, none) the same, at 4 heavy spills. Tried before and not kept: 128-query
+// forward tiles of 32 rows per warp (255 registers, 2 blocks), no faster.
 #ifndef GPT_FLASH_ATTENTION_CUH
 #define GPT_FLASH_ATTENTION_CUH
 
@@ -84,19 +92,29 @@ __device__ __forceinline__ void cp_async16(unsigned short* dst, const unsigned s
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
 }
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 template <int HS>
-__device__ __forceinline__ void load_tile(unsigned short* dst, const unsigned short* src, long long ld, int r0, int rows) {
-  constexpr int chunks = HS / 8, stride = HS + 8;
+__device__ __forceinline__ void load_tile(unsigned short* dst, const unsigned short* src, long long ld, int r0,
+                                          int rows) {
+  // Thread t copies column chunk t % chunks of rows t / chunks + k (threads / chunks): a fixed trip
+  // count, so the copies unroll without a loop's bookkeeping (this runs once a tile, in the inner loop).
+  constexpr int chunks = HS / 8, stride = HS + 8, step = threads / chunks, passes = tile / step;
+  static_assert(threads % chunks == 0 && tile % step == 0, "flash: a tile's rows split evenly over the threads");
+  const int r = threadIdx.x / chunks, c = (threadIdx.x % chunks) * 8;
+  const unsigned short* from = src + (long long)(r0 + r) * ld + c;
+  unsigned short* to = dst + r * stride + c;
 #pragma unroll
-  for (int i = threadIdx.x; i < tile * chunks; i += threads) {
-    const int r = i / chunks, c = (i % chunks) * 8;
-    const bool valid = r0 + r < rows;
-    cp_async16(dst + r * stride + c, src + (valid ? (long long)(r0 + r) * ld + c : 0), valid);
+  for (int k = 0; k < passes; ++k) {
+    const bool valid = r0 + r + k * step < rows;
+    cp_async16(to + k * step * stride, valid ? from + k * step * ld : src, valid);
   }
 }
 
@@ -182,11 +200,21 @@ __device__ __forceinline__ float keep(const gpt_attention_args& a, long long idx
 }
 
 // Forward: block (query tile, head, batch); the heaviest tiles (the last, most keys) first.
-template <class D, int HS>
-__device__ void forward(const gpt_attention_args& a) {
+// Shared memory: the entry points' (one copy for both instantiations, with and without dropout).
+template <int HS>
+struct Smem {
+  static constexpr int words = tile * (HS + 8);
+  unsigned short a[2 * words];  // two stages: tile t + 1 loads while t computes (forward, dq: K; dkv: q)
+  unsigned short b[2 * words];  // forward, dq: V; dkv: dy
+  float lse[2 * tile];          // dkv: the query tiles' log-sum-exp and D
+  float dsum[2 * tile];
+};
+
+template <class D, int HS, bool Dropout>
+__device__ void forward(const gpt_attention_args& a, Smem<HS>& sm) {
   constexpr int words = tile * (HS + 8);
-  __shared__ __align__(16) unsigned short ks_buf[2 * words];  // two stages: tile kt + 1 loads while kt computes
-  __shared__ __align__(16) unsigned short vs_buf[2 * words];
+  unsigned short* ks_buf = sm.a;
+  unsigned short* vs_buf = sm.b;
   const int T = (int)a.T;
   const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
@@ -221,35 +249,43 @@ __device__ void forward(const gpt_attention_args& a) {
 #pragma unroll
     for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
     mma_abt<HS, 8, D>(s, qf, ks);
+    if (kt == qt) {  // the diagonal tile (and any columns past T, which lie in it): keys after the row out
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = r0 + g + (e >> 1) * 8, col = kt * tile + n * 8 + q * 2 + (e & 1);
+          if (col > row) s[n][e] = neg_inf();
+        }
+      }
+    }
+    // The row maxima of the raw scores (scaling by sl2 > 0 keeps the order), then p = 2^(s sl2 - m) by
+    // one fma an element.
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = r0 + g + (e >> 1) * 8, col = kt * tile + n * 8 + q * 2 + (e & 1);
-        const float z = col <= row ? __fmul_rn(s[n][e], sl2) : neg_inf();
-        s[n][e] = z;
-        mx[e >> 1] = fmaxf(mx[e >> 1], z);
-      }
+      mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
     }
-    float alpha[2];
+    float alpha[2], neg_m[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 2));
-      const float mn = fmaxf(m[r], mx[r]);  // finite: every row sees its own key in its diagonal tile
+      const float mn = fmaxf(m[r], __fmul_rn(mx[r], sl2));  // finite: every row sees its own key in its diagonal tile
       alpha[r] = fast_exp2(__fsub_rn(m[r], mn));
       m[r] = mn;
+      neg_m[r] = -mn;
       l[r] = __fmul_rn(l[r], alpha[r]);
     }
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float p = fast_exp2(__fsub_rn(s[n][e], m[e >> 1]));
+        const float p = fast_exp2(__fmaf_rn(s[n][e], sl2, neg_m[e >> 1]));
         l[e >> 1] = __fadd_rn(l[e >> 1], p);
         s[n][e] = p;
-        if (a.bits != nullptr) {
+        if constexpr (Dropout) {
           const int row = r0 + g + (e >> 1) * 8, col = kt * tile + n * 8 + q * 2 + (e & 1);
           s[n][e] = row < T && col < T ? __fmul_rn(p, keep(a, (bh * T + row) * T + col)) : 0.0f;
         }
@@ -285,11 +321,11 @@ __device__ void forward(const gpt_attention_args& a) {
 
 // Backward, first kernel: block (query tile, head, batch). D = dy . y per row (into scratch), then
 // dq = scale sum over the key tiles of dS K, dS = P (dP - D), dP = (dy v^T) x the dropout's factors.
-template <class D, int HS>
-__device__ void backward_dq(const gpt_attention_args& a) {
+template <class D, int HS, bool Dropout>
+__device__ void backward_dq(const gpt_attention_args& a, Smem<HS>& sm) {
   constexpr int words = tile * (HS + 8);
-  __shared__ __align__(16) unsigned short ks_buf[2 * words];
-  __shared__ __align__(16) unsigned short vs_buf[2 * words];
+  unsigned short* ks_buf = sm.a;
+  unsigned short* vs_buf = sm.b;
   const int T = (int)a.T;
   const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
@@ -309,7 +345,7 @@ __device__ void backward_dq(const gpt_attention_args& a) {
   load_a<HS>(qf, qkv, ld3, r0, T);
   load_a<HS>(df, dy, C, r0, T);
   load_a<HS>(yf, y, C, r0, T);
-  float dsum[2] = {0.0f, 0.0f}, lse[2];
+  float dsum[2] = {0.0f, 0.0f}, neg_lse[2];
 #pragma unroll
   for (int k = 0; k < HS / 16; ++k) {
 #pragma unroll
@@ -324,7 +360,7 @@ __device__ void backward_dq(const gpt_attention_args& a) {
     dsum[r] = __fadd_rn(dsum[r], __shfl_xor_sync(0xFFFFFFFFu, dsum[r], 1));
     dsum[r] = __fadd_rn(dsum[r], __shfl_xor_sync(0xFFFFFFFFu, dsum[r], 2));
     const long long row = r0 + g + r * 8;
-    lse[r] = row < T ? a.att[bh * T + row] : 0.0f;
+    neg_lse[r] = row < T ? -a.att[bh * T + row] : 0.0f;
     if (row < T && q == 0) a.scratch[bh * T + row] = dsum[r];
   }
   float dq[HS / 8][4];
@@ -341,6 +377,7 @@ __device__ void backward_dq(const gpt_attention_args& a) {
     __syncthreads();
     const unsigned short* ks = ks_buf + (kt & 1) * words;
     const unsigned short* vs = vs_buf + (kt & 1) * words;
+    const bool masked = kt == qt || (qt + 1) * tile > T;  // the diagonal tile, or rows past T
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // keys [32 half, 32 half + 32) of the tile
       float s[4][4], dp[4][4];
@@ -351,19 +388,28 @@ __device__ void backward_dq(const gpt_attention_args& a) {
       }
       mma_abt<HS, 4, D>(s, qf, ks + half * 32 * (HS + 8));
       mma_abt<HS, 4, D>(dp, df, vs + half * 32 * (HS + 8));
+      if (masked) {  // keys after the row, and rows past T, out (p = 0)
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = r0 + g + (e >> 1) * 8, col = kt * tile + half * 32 + n * 8 + q * 2 + (e & 1);
+            if (!(col <= row && row < T)) s[n][e] = neg_inf();
+          }
+        }
+      }
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = e >> 1;
-          const int row = r0 + g + r * 8, col = kt * tile + half * 32 + n * 8 + q * 2 + (e & 1);
-          float ds = 0.0f;
-          if (col <= row && row < T) {
-            const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse[r]));
-            const float d = a.bits != nullptr ? __fmul_rn(dp[n][e], keep(a, (bh * T + row) * T + col)) : dp[n][e];
-            ds = __fmul_rn(p, __fsub_rn(d, dsum[r]));
+          const float p = fast_exp2(__fmaf_rn(s[n][e], sl2, neg_lse[r]));
+          float d = dp[n][e];
+          if constexpr (Dropout) {
+            const int row = r0 + g + r * 8, col = kt * tile + half * 32 + n * 8 + q * 2 + (e & 1);
+            d = col <= row && row < T ? __fmul_rn(d, keep(a, (bh * T + row) * T + col)) : 0.0f;
           }
-          s[n][e] = ds;
+          s[n][e] = __fmul_rn(p, __fsub_rn(d, dsum[r]));
         }
       }
       mma_pt<HS, 2, D>(dq, s, ks + half * 32 * (HS + 8));
@@ -388,12 +434,13 @@ __device__ void backward_dq(const gpt_attention_args& a) {
 // Backward, second kernel: block (key tile, head, batch), the heaviest (the first, most queries)
 // first. Over the query tiles from the diagonal: dv += Pd^T dy, dk += scale dS^T q (the transposed
 // products: rows of the accumulators are keys).
-template <class D, int HS>
-__device__ void backward_dkv(const gpt_attention_args& a) {
+template <class D, int HS, bool Dropout>
+__device__ void backward_dkv(const gpt_attention_args& a, Smem<HS>& sm) {
   constexpr int words = tile * (HS + 8);
-  __shared__ __align__(16) unsigned short qs_buf[2 * words];
-  __shared__ __align__(16) unsigned short dys_buf[2 * words];  // dy of the query tile
-  __shared__ float lse_buf[2 * tile], dsum_buf[2 * tile];
+  unsigned short* qs_buf = sm.a;
+  unsigned short* dys_buf = sm.b;  // dy of the query tile
+  float* lse_buf = sm.lse;
+  float* dsum_buf = sm.dsum;
   const int T = (int)a.T;
   const long long C = a.C, ld3 = 3 * C;
   const int tiles = (int)((T + tile - 1) / tile);
@@ -405,15 +452,19 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
   const int k0 = kt * tile + warp * 16;  // this warp's first key row
   const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);
 
-  // Stage (qt & 1) of the query tile qt: q and dy by cp.async, the rows' lse and D by plain loads.
+  // Stage (qt & 1) of the query tile qt: q and dy by cp.async, the rows' lse and D
   const auto stage = [&](int qt) {
     const int st = qt & 1;
     load_tile<HS>(qs_buf + st * words, qkv, ld3, qt * tile, T);
     load_tile<HS>(dys_buf + st * words, dy, C, qt * tile, T);
-    for (int i = threadIdx.x; i < tile; i += threads) {
-      const int row = qt * tile + i;
-      lse_buf[st * tile + i] = row < T ? a.att[bh * T + row] : 0.0f;
-      dsum_buf[st * tile + i] = row < T ? a.scratch[bh * T + row] : 0.0f;
+    // by cp.async too (4 bytes a thread; rows past T zero-filled): a plain load would stall the
+    // thread until it lands, before it computes this tile
+    static_assert(threads == 2 * tile, "flash: one thread a row's lse or D");
+    {
+      const int i = threadIdx.x, r = i % tile, row = qt * tile + r;
+      const bool valid = row < T;
+      const float* src = (i < tile ? a.att : a.scratch) + (valid ? bh * T + row : 0);
+      cp_async4((i < tile ? lse_buf : dsum_buf) + st * tile + r, src, valid);
     }
   };
   stage(kt);
@@ -437,6 +488,7 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
     const unsigned short* ds_tile = dys_buf + (qt & 1) * words;
     const float* lse_s = lse_buf + (qt & 1) * tile;
     const float* dsum_s = dsum_buf + (qt & 1) * tile;
+    const bool masked = qt == kt || (qt + 1) * tile > T;  // the diagonal tile, or rows past T
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // queries [32 half, 32 half + 32) of the tile
       float s[4][4], dp[4][4];  // rows: keys; columns: queries
@@ -447,27 +499,36 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
       }
       mma_abt<HS, 4, D>(s, kf, qs + half * 32 * (HS + 8));
       mma_abt<HS, 4, D>(dp, vf, ds_tile + half * 32 * (HS + 8));
-      // s becomes Pd (P x the dropout's factors), dp becomes dS, in place (fewer live registers).
+      if (masked) {  // queries before the key, and rows past T, out (p = 0)
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + g + (e >> 1) * 8, row = qt * tile + half * 32 + n * 8 + q * 2 + (e & 1);
+            if (!(key <= row && row < T)) s[n][e] = neg_inf();
+          }
+        }
+      }
+      // s becomes Pd (P x the dropout's factors), dp becomes dS, in place (fewer live registers). The
+      // columns' log-sum-exp and D in pairs (columns 2q, 2q + 1 of each 8).
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
+        const int c0 = half * 32 + n * 8 + q * 2;
+        const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + c0);
+        const float2 dsum2 = *reinterpret_cast<const float2*>(dsum_s + c0);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int ci = half * 32 + n * 8 + q * 2 + (e & 1);
-          const int key = k0 + g + (e >> 1) * 8, row = qt * tile + ci;
-          float pdv = 0.0f, ds = 0.0f;
-          if (key <= row && row < T) {
-            const float p = fast_exp2(__fsub_rn(__fmul_rn(s[n][e], sl2), lse_s[ci]));
-            float d = dp[n][e];
-            pdv = p;
-            if (a.bits != nullptr) {
-              const float kv = keep(a, (bh * T + row) * T + key);
-              pdv = __fmul_rn(p, kv);
-              d = __fmul_rn(d, kv);
-            }
-            ds = __fmul_rn(p, __fsub_rn(d, dsum_s[ci]));
+          const float lse = (e & 1) ? lse2.y : lse2.x, dsum = (e & 1) ? dsum2.y : dsum2.x;
+          const float p = fast_exp2(__fmaf_rn(s[n][e], sl2, -lse));
+          float pdv = p, d = dp[n][e];
+          if constexpr (Dropout) {
+            const int key = k0 + g + (e >> 1) * 8, row = qt * tile + c0 + (e & 1);
+            const float kv = key <= row && row < T ? keep(a, (bh * T + row) * T + key) : 0.0f;
+            pdv = __fmul_rn(p, kv);
+            d = __fmul_rn(d, kv);
           }
           s[n][e] = pdv;
-          dp[n][e] = ds;
+          dp[n][e] = __fmul_rn(p, __fsub_rn(d, dsum));
         }
       }
       mma_pt<HS, 2, D>(dv, s, ds_tile + half * 32 * (HS + 8));
@@ -493,17 +554,37 @@ __device__ void backward_dkv(const gpt_attention_args& a) {
 
 }  // namespace flash
 
+// Resident blocks per SM the register allocation aims at (measured on an H200: see the header).
+#ifndef GPT_FLASH_FORWARD_BLOCKS
+#define GPT_FLASH_FORWARD_BLOCKS 4
+#endif
+#ifndef GPT_FLASH_DQ_BLOCKS
+#define GPT_FLASH_DQ_BLOCKS 3
+#endif
+#ifndef GPT_FLASH_DKV_BLOCKS
+#define GPT_FLASH_DKV_BLOCKS 3
+#endif
+
 // Entry points gpt_flash_{forward,backward_dq,backward_dkv}_{bf16,f16}_{32,64}: grid (ceil(T / 64),
 // NH, B) of 128 threads (flash::tile, flash::threads).
-#define GPT_FLASH_ENTRIES(D, name, HS)                                                                        \
-  extern "C" __global__ void __launch_bounds__(flash::threads) gpt_flash_forward_##name##_##HS(const gpt_attention_args a) { \
-    flash::forward<flash::D, HS>(a);                                                                          \
-  }                                                                                                           \
-  extern "C" __global__ void __launch_bounds__(flash::threads, 4) gpt_flash_backward_dq_##name##_##HS(const gpt_attention_args a) { \
-    flash::backward_dq<flash::D, HS>(a);                                                                      \
-  }                                                                                                           \
-  extern "C" __global__ void __launch_bounds__(flash::threads, 3) gpt_flash_backward_dkv_##name##_##HS(const gpt_attention_args a) { \
-    flash::backward_dkv<flash::D, HS>(a);                                                                     \
+#define GPT_FLASH_ENTRIES(D, name, HS)                                                   \
+  extern "C" __global__ void __launch_bounds__(flash::threads, GPT_FLASH_FORWARD_BLOCKS) \
+      gpt_flash_forward_##name##_##HS(const gpt_attention_args a) {                      \
+    __shared__ __align__(16) flash::Smem<HS> sm;                                         \
+    if (a.bits == nullptr) flash::forward<flash::D, HS, false>(a, sm);                   \
+    else flash::forward<flash::D, HS, true>(a, sm);                                      \
+  }                                                                                      \
+  extern "C" __global__ void __launch_bounds__(flash::threads, GPT_FLASH_DQ_BLOCKS)      \
+      gpt_flash_backward_dq_##name##_##HS(const gpt_attention_args a) {                  \
+    __shared__ __align__(16) flash::Smem<HS> sm;                                         \
+    if (a.bits == nullptr) flash::backward_dq<flash::D, HS, false>(a, sm);               \
+    else flash::backward_dq<flash::D, HS, true>(a, sm);                                  \
+  }                                                                                      \
+  extern "C" __global__ void __launch_bounds__(flash::threads, GPT_FLASH_DKV_BLOCKS)     \
+      gpt_flash_backward_dkv_##name##_##HS(const gpt_attention_args a) {                 \
+    __shared__ __align__(16) flash::Smem<HS> sm;                                         \
+    if (a.bits == nullptr) flash::backward_dkv<flash::D, HS, false>(a, sm);              \
+    else flash::backward_dkv<flash::D, HS, true>(a, sm);                                 \
   }
 
 GPT_FLASH_ENTRIES(bf16_tag, bf16, 32)
