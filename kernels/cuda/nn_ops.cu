@@ -741,6 +741,40 @@ __device__ __forceinline__ float gelu_grad(float x) {
   return __fmaf_rn(__fmul_rn(__fmul_rn(0.5f, x), sech2), du, __fmul_rn(0.5f, __fadd_rn(1.0f, th)));
 }
 
+// 16-bit storage: GELU as x sigmoid(2u) = x / (1 + 2^(-2 log2(e) u)) on the approximate exp2 and
+// reciprocal — a few float32 ulps, far below the 16-bit rounding that follows (float32 keeps tanhf) —
+// in about a third of tanhf's instructions, which left these bandwidth-bound kernels waiting on
+// arithmetic. No cancellation: the tails give 2^z = inf, so 1 / inf = 0 (GELU(-x) -> -0) and 1 - r = 1.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+constexpr float gelu_a = -2.0f * 1.4426950408889634f * gelu_k;  // 2u = -(x + c x^3) gelu_a / log2(e)
+__device__ __forceinline__ float gelu_sigmoid(float x) {
+  const float z = __fmul_rn(x, __fmaf_rn(gelu_a * gelu_c, __fmul_rn(x, x), gelu_a));
+  return rcp_approx(__fadd_rn(1.0f, ex2_approx(z)));
+}
+// d/dx x s(2u) = s + x s (1 - s) 2u'.
+__device__ __forceinline__ float gelu_grad_sigmoid(float x) {
+  const float r = gelu_sigmoid(x);
+  const float du2 = __fmul_rn(2.0f * gelu_k, __fmaf_rn(3.0f * gelu_c, __fmul_rn(x, x), 1.0f));
+  return __fmaf_rn(__fmul_rn(__fmul_rn(x, r), __fsub_rn(1.0f, r)), du2, r);
+}
+template <class T>
+__device__ __forceinline__ float gelu_of(float x) {
+  return Is16<T>::value ? __fmul_rn(x, gelu_sigmoid(x)) : gelu_value(x);
+}
+template <class T>
+__device__ __forceinline__ float gelu_grad_of(float x) {
+  return Is16<T>::value ? gelu_grad_sigmoid(x) : gelu_grad(x);
+}
+
 template <class T>
 struct GeluForward {
   accel_nn_gelu_forward_args a;
@@ -749,10 +783,10 @@ struct GeluForward {
     float x[8];
     ld8f<T>(a.inp, v, x);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) x[k] = gelu_value(x[k]);
+    for (int k = 0; k < 8; ++k) x[k] = gelu_of<T>(x[k]);
     st8<T>(a.out, v, x);
   }
-  __device__ __forceinline__ void one(long long i) const { store1<T>(a.out, i, gelu_value(load1<T>(a.inp, i))); }
+  __device__ __forceinline__ void one(long long i) const { store1<T>(a.out, i, gelu_of<T>(load1<T>(a.inp, i))); }
 };
 template <class T>
 __device__ void gelu_forward(const accel_nn_gelu_forward_args& a) {
@@ -768,11 +802,11 @@ struct GeluBackward {
     ld8f<T>(a.inp, v, x);
     ld8f<T>(a.dout, v, dy);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) x[k] = __fmul_rn(gelu_grad(x[k]), dy[k]);
+    for (int k = 0; k < 8; ++k) x[k] = __fmul_rn(gelu_grad_of<T>(x[k]), dy[k]);
     st8<T>(a.dinp, v, x);
   }
   __device__ __forceinline__ void one(long long i) const {
-    store1<T>(a.dinp, i, __fmul_rn(gelu_grad(load1<T>(a.inp, i)), load1<T>(a.dout, i)));
+    store1<T>(a.dinp, i, __fmul_rn(gelu_grad_of<T>(load1<T>(a.inp, i)), load1<T>(a.dout, i)));
   }
 };
 template <class T>
