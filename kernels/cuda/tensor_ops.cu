@@ -39,7 +39,36 @@ __device__ double block_sum(double x) {
 }
 }  // namespace
 
-// partials[c] = sum of squares of chunk c (blockDim.x must be a multiple of 32).
+namespace {
+// acc + the squares of a 16-byte word's elements, in element order (double products and sums).
+__device__ __forceinline__ double add_squares(const uint4& w, int dtype, double acc) {
+  const unsigned int u[4] = {w.x, w.y, w.z, w.w};
+  if (dtype == ACCEL_DTYPE_F32) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const double x = __uint_as_float(u[k]);
+      acc = fma(x, x, acc);
+    }
+    return acc;
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const unsigned short lo = (unsigned short)(u[k] & 0xFFFFu), hi = (unsigned short)(u[k] >> 16);
+    const double a = dtype == ACCEL_DTYPE_BF16 ? bf16_to_float(lo) : half_to_float(lo);
+    const double b = dtype == ACCEL_DTYPE_BF16 ? bf16_to_float(hi) : half_to_float(hi);
+    acc = fma(a, a, acc);
+    acc = fma(b, b, acc);
+  }
+  return acc;
+}
+}  // namespace
+
+// partials[c] = sum of squares of chunk c (blockDim.x must be a multiple of 32). A 16-byte aligned
+// chunk is read in 16-byte words, each thread words t, t + blockDim, ... with eight loads in flight
+// before their sums (one element per load left the kernel waiting on memory latency: on an H200 the
+// norm of gpt2's 86 M bf16 gradients took ~0.15 ms, 4x its bytes' time); any other chunk, and the
+// elements after the last whole word, one element at a time. The order of the sums depends only on
+// the chunk and the block size: deterministic.
 extern "C" __global__ void __launch_bounds__(512) accel_l2norm_partial(const __grid_constant__ accel_tensor_list l,
                                                                         double* partials) {
   const long long total = l.chunk_start[l.num_tensors];
@@ -48,8 +77,26 @@ extern "C" __global__ void __launch_bounds__(512) accel_l2norm_partial(const __g
     const accel_tensor_ref& r = l.t[ti];
     const long long begin = (c - l.chunk_start[ti]) * l.chunk_size;
     const long long end = begin + l.chunk_size < r.numel ? begin + l.chunk_size : r.numel;
+    const int esize = r.dtype == ACCEL_DTYPE_F32 ? 4 : 2, per_word = 16 / esize;
+    const char* first = static_cast<const char*>(r.data) + begin * esize;
     double acc = 0;
-    for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    long long scalar_from = begin;
+    if ((reinterpret_cast<unsigned long long>(first) & 15ull) == 0) {
+      const uint4* words = reinterpret_cast<const uint4*>(first);
+      const long long nw = (end - begin) / per_word, step = blockDim.x;
+      constexpr int in_flight = 8;
+      long long i = threadIdx.x;
+      for (; i + (in_flight - 1) * step < nw; i += in_flight * step) {
+        uint4 w[in_flight];
+#pragma unroll
+        for (int k = 0; k < in_flight; ++k) w[k] = words[i + k * step];
+#pragma unroll
+        for (int k = 0; k < in_flight; ++k) acc = add_squares(w[k], r.dtype, acc);
+      }
+      for (; i < nw; i += step) acc = add_squares(words[i], r.dtype, acc);
+      scalar_from = begin + nw * per_word;
+    }
+    for (long long i = scalar_from + threadIdx.x; i < end; i += blockDim.x) {
       const double x = load_dyn(r.data, r.dtype, i);
       acc = fma(x, x, acc);
     }
