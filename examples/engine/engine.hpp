@@ -326,6 +326,7 @@ class Trainer {
     stream_.synchronize();
     step_ = st.step;
     data_gen_.set_state(state_bytes(detail::unhex(st.values.at("data_rng"))));
+    prefetched_ = false;
     b_.set_rng_state(state_bytes(detail::unhex(st.values.at("device_rng"))));
     if (const auto it = st.values.find("loss_scale"); it != st.values.end()) scaler_.restore(it->second);
     seed_dropout();
@@ -355,7 +356,7 @@ class Trainer {
       }
     }
     stream_.synchronize();
-    const auto gs = data_gen_.get_state();
+    const auto gs = prefetched_ ? state_before_prefetch_ : data_gen_.get_state();
     const auto ds = b_.get_rng_state();
     st.values["data_rng"] = detail::hex(std::string(reinterpret_cast<const char*>(gs.data()), gs.size()));
     st.values["device_rng"] = detail::hex(std::string(reinterpret_cast<const char*>(ds.data()), ds.size()));
@@ -471,6 +472,7 @@ class Trainer {
       enqueue_gradients();
       enqueue_clip();
     }
+    prefetch_batch();  // the host's share of the next step, while the device runs this one
     StepResult r;
     r.lr = lr_at(step_ - scaler_.skipped());  // a skipped step does not advance the schedule
     float norm = 0;
@@ -1107,10 +1109,9 @@ class Trainer {
   /// This rank's share of the step's global batch: every rank draws the whole batch (the generator
   /// advances the same on any rank count) and keeps sequences [rank x share, (rank + 1) x share).
   void draw_batch() {
-    const std::int64_t Tk = cfg_.shape.block, chunk = static_cast<std::int64_t>(cfg_.draw_chunk) * Tk;
-    for (std::int64_t at = 0; at < static_cast<std::int64_t>(global_inputs_.size()); at += chunk) {
-      train_sampler_.next(data_gen_, global_inputs_.data() + at, global_targets_.data() + at);
-    }
+    const std::int64_t Tk = cfg_.shape.block;
+    if (!prefetched_) sample_global();
+    prefetched_ = false;
     const std::size_t share = host_inputs_.size(), from = share * static_cast<std::size_t>(dp_.rank());
     if (stage2_ && cfg_.deterministic) {  // micro-batch i of this rank's j-th run: global run j x ranks + rank
       const std::size_t micro = static_cast<std::size_t>(cfg_.batch) * static_cast<std::size_t>(Tk);
@@ -1125,6 +1126,23 @@ class Trainer {
     }
     std::copy_n(global_inputs_.data() + from, share, host_inputs_.data());
     std::copy_n(global_targets_.data() + from, share, host_targets_.data());
+  }
+
+  /// The whole step's global batch from the data generator.
+  void sample_global() {
+    const std::int64_t chunk = static_cast<std::int64_t>(cfg_.draw_chunk) * cfg_.shape.block;
+    for (std::int64_t at = 0; at < static_cast<std::int64_t>(global_inputs_.size()); at += chunk) {
+      train_sampler_.next(data_gen_, global_inputs_.data() + at, global_targets_.data() + at);
+    }
+  }
+
+  /// The next step's global batch, drawn while the device runs this step: between steps the draw kept
+  /// the host ~0.1 ms from launching the next step, the GPU idle (gpt2 on an H200). A checkpoint keeps
+  /// the generator's state from before it, so a resumed run draws the same batches.
+  void prefetch_batch() {
+    state_before_prefetch_ = data_gen_.get_state();
+    sample_global();
+    prefetched_ = true;
   }
 
   /// Dropout masks on several ranks: the device generator keyed by (seed, rank, step), so ranks draw
@@ -1426,6 +1444,8 @@ class Trainer {
   TypedOps<B> ops_;
   BatchSampler train_sampler_, val_sampler_;
   accel::Generator data_gen_;
+  bool prefetched_ = false;                          // global_inputs_/targets_ hold the next step's batch
+  accel::Generator::State state_before_prefetch_{};  // data_gen_'s state before that draw (checkpoints)
   // ZeRO: params_ and grads_ hold the whole (padded) model; the optimizer state this rank's shard.
   std::int64_t shard_ = 0, padded_ = 0, shard_lo_ = 0;
   accel::Buffer<T, B> params_, grads_;
