@@ -18,7 +18,8 @@
 #          loss and a sample.
 # bench    (timed, alone): the allocator,
 #          graphs, random fills, Thrust/CUB algorithms, fused Adam against torch in one process.
-# Environment: TESTS (the test binaries), SANITIZE=on|engine|off, COMPARE ("SIZE ARGS;SIZE ARGS" for
+# Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
+# steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
 # against AnyBackend) narrow a visit; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
@@ -93,22 +94,29 @@ if [[ " $PHASES " == *" checks "* ]]; then
   fi
   # compute-sanitizer runs one at a time (several at once on one GPU failed to attach: exit 255), in
   # one background chain beside the tests.
-  if [[ ${SANITIZE:-on} != off ]] && command -v compute-sanitizer > /dev/null; then
+  SANITIZE=${SANITIZE:-on}
+  if [[ $SANITIZE != off ]] && command -v compute-sanitizer > /dev/null; then
     san() {  # log name, tool, binary, arguments...
       local name=$1 tool=$2 bin=$3 start rc
       shift 3
       [[ -z $bin ]] && return
       start=$SECONDS
-      timeout 150 compute-sanitizer --tool "$tool" --print-limit 20 "$bin" "$@" > "$RES/$name.log" 2>&1
+      timeout "${SAN_TIMEOUT:-150}" compute-sanitizer --tool "$tool" --print-limit 20 "$bin" "$@" > "$RES/$name.log" 2>&1
       rc=$?
       echo "$name rc=$rc ($((SECONDS - start)) s) $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$RES/$name.log" | tail -1)" >> "$RES/checks.log"
     }
     (
+      if [[ $SANITIZE == quick ]]; then  # the flash kernels (tiny bf16: head size 32) and the allocator
+        san memcheck_engine_bf16_graph memcheck "$engine" --size tiny --steps 3 --eval-every 0 --quiet --dtype bf16 --graph
+        san racecheck_test_engine racecheck "$(find_bin test_engine)" -tc='flash attention on CUDA*'
+        san memcheck_test_conformance memcheck "$(find_bin test_conformance)"
+        exit 0
+      fi
       san memcheck_engine memcheck "$engine" --size tiny --steps 3 --eval-every 0 --quiet --dropout 0.1
       san memcheck_engine_bf16_graph memcheck "$engine" --size tiny --steps 3 --eval-every 0 --quiet --dtype bf16 --graph
       san memcheck_test_engine memcheck "$(find_bin test_engine)" -tc='*CUDA*,*Cuda*'
-      san racecheck_test_engine racecheck "$(find_bin test_engine)" -tc='attention on CUDA*'
-      [[ ${SANITIZE:-on} == engine ]] && exit 0  # the engine's runs only
+      san racecheck_test_engine racecheck "$(find_bin test_engine)" -tc='*attention on CUDA*'
+      [[ $SANITIZE == engine ]] && exit 0  # the engine's runs only
       san memcheck_test_blas memcheck "$(find_bin test_blas)" -tc='*CUDA*,*cuda*,*Cuda*'
       san memcheck_test_ops memcheck "$(find_bin test_ops)" -tc='cuda*'
       san memcheck_test_conformance memcheck "$(find_bin test_conformance)"
