@@ -89,23 +89,23 @@ done
 
 best=
 best_key=
-{
-  echo "| kernels | flash test | flash kernels ms/step (ncu) | median ms/step per round | tokens/s per round | MFU at the median step |"
-  echo "|---|---|---|---|---|---|"
-  for d in "${dirs[@]}"; do
-    n=$(name "$d")
-    ok=FAIL
-    [[ " ${pass[*]} " == *" $d "* ]] && ok=pass
-    echo "| $n | $ok | ${flash_ms[$n]:-} | ${step_ms[$n]:-} | ${tokens[$n]:-} | ${mfu[$n]:-} |"
-    [[ $ok == pass && ! -d $d/accel ]] || continue
-    key=${flash_ms[$n]:-}
-    [[ -z $key ]] && key=$(echo "${step_ms[$n]:-}" | tr ' ' '\n' | sort -g | sed -n '1p')
-    [[ -z $key ]] && continue
-    if [[ -z $best_key ]] || awk -v a="$key" -v b="$best_key" 'BEGIN {exit !(a < b)}'; then
-      best=$d best_key=$key
-    fi
-  done
-} | tee "$RES/variants.md"
+table=$RES/variants.md
+echo "| kernels | flash test | flash kernels ms/step (ncu) | median ms/step per round | tokens/s per round | MFU at the median step |" > "$table"
+echo "|---|---|---|---|---|---|" >> "$table"
+for d in "${dirs[@]}"; do  # in this shell, not a pipeline's: best must outlive the loop
+  n=$(name "$d")
+  ok=FAIL
+  [[ " ${pass[*]} " == *" $d "* ]] && ok=pass
+  echo "| $n | $ok | ${flash_ms[$n]:-} | ${step_ms[$n]:-} | ${tokens[$n]:-} | ${mfu[$n]:-} |" >> "$table"
+  [[ $ok == pass && ! -d $d/accel ]] || continue
+  key=${flash_ms[$n]:-}
+  [[ -z $key ]] && key=$(echo "${step_ms[$n]:-}" | tr ' ' '\n' | grep . | sort -g | head -1)
+  [[ -z $key ]] && continue
+  if [[ -z $best_key ]] || awk -v a="$key" -v b="$best_key" 'BEGIN {exit !(a < b)}'; then
+    best=$d best_key=$key
+  fi
+done
+cat "$table"
 for d in "${dirs[@]}"; do
   [[ " ${pass[*]} " == *" $d "* ]] && continue
   echo "--- $(name "$d"): flash test failed"
