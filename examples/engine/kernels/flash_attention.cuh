@@ -19,7 +19,7 @@
 // that need them (the diagonal, the last partial tile), p = 2^(s sl2 - m) as one fma, dropout's
 // per-element branch compiled out when off, a tile's copies at a fixed trip count (the generic loop
 // was a third of the loop's code), the dk/dv kernel's lse and D staged by cp.async with its tiles
-// (plain loads stalled two warps a tile): dk/dv 205 -> 131, dq 124 -> 99, forward 90 -> 75, the
+// (plain loads stalled two warps a tile): dk/dv 205 -> 130, dq 124 -> 99, forward 90 -> 76, the
 // step's attention 5.02 -> 3.66 ms. Resident blocks per SM (GPT_FLASH_*_BLOCKS below): the forward
 // at 4 (128 registers) and dq at 3 (168) each ~2-3 % faster than at 3 and 4; dk/dv at 3 (168, a few
 // spilled) — at 2 (254, none) the same, at 4 heavy spills. Tried before and not kept: 128-query
