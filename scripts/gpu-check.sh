@@ -12,10 +12,11 @@
 # compare  (timed, alone on the GPU): GEMM through accel against raw cuBLAS (bench_blas --gpu);
 #          Engine<CudaBackend> against PyTorch eager (SDPA, fused AdamW) at
 #          the shakespeare and gpt2 sizes, bf16, with and without --graph (benchmarks/engine/compare.py
-#          --device cuda), where a gpt2 step goes (a traced run: benchmarks/engine/trace_summary.py; with
-#          NCU=on per kernel: benchmarks/engine/kernel_times.py), the communication path on one rank
-#          (force_collectives.py), static against AnyBackend, and a short training run with validation
-#          loss and a sample.
+#          --device cuda; its JSON engine_compare_gpu_SIZE.json, kept as benchmarks/results/
+#          engine_compare_gpu.json, gives RESULTS.md's summary rows), where a gpt2 step goes (a traced
+#          run: benchmarks/engine/trace_summary.py; with NCU=on per kernel: kernel_times.py), the
+#          communication path on one rank (force_collectives.py), static against AnyBackend, and a short
+#          training run with validation loss and a sample.
 # bench    (timed, alone): the allocator,
 #          graphs, random fills, Thrust/CUB algorithms, fused Adam against torch in one process.
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
@@ -28,7 +29,7 @@
 # printed last. Exit status 1 when a test, a check or a sanitizer run fails.
 set -uo pipefail
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -141,7 +142,7 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
     read -r size rest <<< "$size_args"
     # shellcheck disable=SC2086
     timeout 240 python3 benchmarks/engine/compare.py --device cuda --graph --size $size $rest --engine "$engine" \
-      > "$RES/compare_$size.log" 2>&1 || status=1
+      --json "$RES/engine_compare_gpu_$size.json" > "$RES/compare_$size.log" 2>&1 || status=1
     pack
   done
   # The communication path's cost on one GPU: the plain single-rank engine against --force-collectives

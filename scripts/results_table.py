@@ -24,6 +24,15 @@ def pow2(x):
     return f"2^{int(x).bit_length() - 1}"
 
 
+def engine_gpu_label(r):
+    """compare.py --device cuda's ratio "engine [graph] DTYPE" / "torch eager DTYPE" in group "SIZE, cuda"."""
+    words = r["name"].split()
+    dtype = words[-1] if words[-1] in ("fp32", "bf16", "fp16") else "fp32"
+    graph = ", `--graph`" if "graph" in words else ""
+    return (f"`Engine<CudaBackend>` {r['group'].split(',')[0]} {dtype}{graph}, tokens/s",
+            f"PyTorch eager {dtype} (SDPA, fused AdamW)")
+
+
 # family, predicate(ratio) -> bool, label(ratio) -> (benchmark text, baseline text)
 ROWS = [
     ("cpu_adam", lambda r: r["name"] == "accel" and r["baseline"] in ("DeepSpeedCPUAdam", "torch fused"),
@@ -43,6 +52,7 @@ ROWS = [
      lambda r: ("compile CPU time of `" + r["name"].replace("cpu s of ", "").split(" / ")[0] + "`",
                 "`" + r["baseline"] + "` (a cost ratio: lower is better)")),
     ("gpu_adam", lambda r: True, lambda r: (f"GPU AdamW, {r['group']}", r["baseline"])),
+    ("engine_compare_gpu", lambda r: r["baseline"].startswith("torch eager"), lambda r: engine_gpu_label(r)),
     ("collectives", lambda r: r["baseline"] == "MPI" and (r["name"] == "accel" and r["x"] in (8, 131072, 2 << 20, 256 << 20)
                                                        or r["name"] == "accel queued" and r["x"] == 8 and r["group"] == "all_reduce"),
      lambda r: (f"{r['group']} float32, S = {size(r['x'])}, 2 ranks (MPI)" + (", stream busy" if "queued" in r["name"] else ""),

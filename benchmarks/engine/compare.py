@@ -26,6 +26,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.dirname(HERE))
+import bench_support as bs  # noqa: E402
 BATCH = {"tiny": 12, "shakespeare": 64, "gpt2": 8}
 BLOCK = {"tiny": 64, "shakespeare": 256, "gpt2": 1024}
 
@@ -95,11 +97,19 @@ def main():
                    help="cuda: the engine on CudaBackend, PyTorch on the GPU (SDPA attention, fused AdamW); "
                         "--threads is then ignored")
     p.add_argument("--graph", action="store_true", help="also the engine with --graph (the step replayed)")
+    p.add_argument("--json", default="", metavar="FILE",
+                   help="also write the tokens/s and the round-by-round ratios as accel-bench/1 JSON (family "
+                        "engine_compare on the CPU, engine_compare_gpu on a GPU; scripts/results_table.py reads them)")
     args = p.parse_args()
     steps = args.steps or (200 if args.size == "tiny" or args.device == "cuda" else 6)
     if args.device == "cuda":
         args.threads = "0"
     where = gpu_name() if args.device == "cuda" else cpu_name()
+    report = bs.Report("engine_compare_gpu" if args.device == "cuda" else "engine_compare",
+                       argv=["benchmarks/engine/compare.py"], device=where)
+    report.command = "python3 benchmarks/engine/compare.py " + " ".join(sys.argv[1:])
+    report.path = args.json
+    report.rounds = args.rounds
     print(f"# {args.size} (batch {BATCH[args.size]}, block {BLOCK[args.size]}), {args.rounds} interleaved rounds, "
           f"{steps} steps per run; {where}")
     print(f"# command: benchmarks/engine/compare.py {' '.join(sys.argv[1:])}")
@@ -122,8 +132,10 @@ def main():
                     rows.setdefault("torch.compile" + tag, []).append(
                         run_torch(args.size, threads, torch_steps, True, dt, args.device))
         print(f"{threads} thread{'s' if threads > 1 else ''}:" if args.device == "cpu" else "cuda:")
+        group = f"{args.size}, {'cuda' if args.device == 'cuda' else f'threads {threads}'}"
         for name, vals in rows.items():
             print(f"  {name:20s} {summary(vals)} tokens/s")
+            report.point(name, group, threads, "tokens/s", bs.summarize(vals))
         for dt in dtypes:
             tag = "" if dtypes == ["fp32"] else f" {dt}"
             for name in rows:
@@ -135,6 +147,7 @@ def main():
                     ratios = [e / t for e, t in zip(rows[engine + tag], rows[name])]
                     print(f"  {engine}{tag} / {name}: {statistics.median(ratios):.2f}x "
                           f"({min(ratios):.2f}-{max(ratios):.2f})")
+                    report.ratio(engine + tag, name, group, threads, bs.summarize(ratios))
         if "engine bf16" in rows and "engine fp32" in rows:
             ratios = [b / f for b, f in zip(rows["engine bf16"], rows["engine fp32"])]
             print(f"  engine bf16 / engine fp32: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
@@ -143,8 +156,10 @@ def main():
             print(f"  torch autocast bf16 / torch fp32: {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
         for (dt, graph), mfu in MFU.items():
             print(f"  engine {dt}{' graph' if graph else ''} MFU (last run): {mfu}")
+            report.notes[f"{group}: engine {dt}{' graph' if graph else ''} MFU (last run)"] = mfu
         MFU.clear()
         print(f"  (load average now {os.getloadavg()[0]:.2f})", flush=True)
+    report.write()
     return 0
 
 
