@@ -474,6 +474,7 @@ TEST_CASE("flash attention on CUDA (bf16, fp16): the float32 kernel's values, ti
   for (const float p : {0.0f, 0.25f}) {
     check_flash<accel::bfloat16>(Shape{2, 200, 128, 2}, p, 3e-2);  // head size 64, a partial last tile
     check_flash<accel::bfloat16>(Shape{3, 64, 128, 4}, p, 3e-2);   // head size 32, one tile
+    check_flash<accel::bfloat16>(Shape{2, 200, 64, 2}, p, 3e-2);   // head size 32, four tiles, the last partial
     check_flash<accel::half>(Shape{2, 130, 256, 4}, p, 5e-3);      // head size 64, fp16
     check_flash<accel::bfloat16>(Shape{1, 320, 128, 2}, p, 3e-2);  // five tiles, the last partial
   }
