@@ -6,8 +6,9 @@
 #   benchmarks/engine/kernel_variants.sh BUILD_DIR RESULTS_DIR DIR...      (ROUNDS=2 STEPS=30 SIZE=gpt2)
 #
 # Per directory: the flash attention test (test_engine -tc="flash*": y, dq, dk, dv against the float32
-# kernel, tiles past T, dropout, the same bits twice), all directories at once; then, one at a time,
-# Nsight Compute's time per flash kernel over 2 steps (where ncu runs; kernel_times.py); then whole
+# kernel, tiles past T, dropout, the same bits twice), with an accel/ folder test_ops' CUDA cases too,
+# all directories at once; then, one at a time, Nsight Compute's time per flash kernel over 2 steps
+# (where ncu runs; kernel_times.py); then whole
 # `engine --size SIZE --dtype bf16 --steps STEPS` runs alternating over the directories, ROUNDS rounds
 # (median ms/step, tokens/s and MFU as the engine prints them). Prints a table and writes RESULTS_DIR/best:
 # the passing directory with the least flash time per step (by ncu), else with the least median
@@ -18,7 +19,7 @@
 # directory passes.
 set -uo pipefail
 if [[ $# -lt 3 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -41,13 +42,20 @@ envof() {
   [[ -d $1/accel ]] && echo "ACCEL_KERNEL_DIR=$1/accel/kernels"
 }
 
+test_ops=$(find "$BUILD" -type f -perm -u+x -name test_ops | head -1)
 for d in "${dirs[@]}"; do
   env $(envof "$d") timeout 240 "$test_engine" -tc="flash*" > "$RES/test_$(name "$d").log" 2>&1 &
+  # accel's kernels swapped too: their CUDA cases against the CPU kernels
+  [[ -d $d/accel && -n $test_ops ]] &&
+    env $(envof "$d") timeout 240 "$test_ops" -tc="*CUDA*,*cuda*" > "$RES/test_ops_$(name "$d").log" 2>&1 &
 done
 wait
 pass=()
 for d in "${dirs[@]}"; do
-  if grep -q "Status: SUCCESS" "$RES/test_$(name "$d").log"; then pass+=("$d"); fi
+  n=$(name "$d")
+  grep -q "Status: SUCCESS" "$RES/test_$n.log" || continue
+  [[ -f $RES/test_ops_$n.log ]] && ! grep -q "Status: SUCCESS" "$RES/test_ops_$n.log" && continue
+  pass+=("$d")
 done
 
 declare -A flash_ms step_ms tokens mfu
@@ -108,8 +116,9 @@ done
 cat "$table"
 for d in "${dirs[@]}"; do
   [[ " ${pass[*]} " == *" $d "* ]] && continue
-  echo "--- $(name "$d"): flash test failed"
-  grep -E "ERROR|CHECK|REQUIRE|MESSAGE|flash vs" "$RES/test_$(name "$d").log" | head -12
+  echo "--- $(name "$d"): a test failed"
+  grep -hE "ERROR|CHECK|REQUIRE|MESSAGE|flash vs" "$RES/test_$(name "$d").log" "$RES/test_ops_$(name "$d").log" 2>/dev/null |
+    head -12
 done
 [[ -z $best ]] && exit 1
 echo "$best" > "$RES/best"
