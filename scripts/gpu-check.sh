@@ -19,6 +19,8 @@
 #          training run with validation loss and a sample.
 # bench    (timed, alone): the allocator,
 #          graphs, random fills, Thrust/CUB algorithms, fused Adam against torch in one process.
+# variants (with VARIANTS="DIR ..."; first): kernel directories against each other
+#          (benchmarks/engine/kernel_variants.sh); the best is ENGINE_KERNEL_DIR for the later phases.
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
@@ -29,7 +31,7 @@
 # printed last. Exit status 1 when a test, a check or a sanitizer run fails.
 set -uo pipefail
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -78,6 +80,20 @@ job() {
 stamp "env: $(head -1 "$RES/env.log")"
 
 engine=$(find_bin engine)
+# variants (VARIANTS="DIR ..." set): kernel directories against each other (benchmarks/engine/
+# kernel_variants.sh); the best passing one is ENGINE_KERNEL_DIR for the phases after it.
+if [[ " $PHASES " == *" variants "* && -n ${VARIANTS:-} ]]; then
+  stamp "variants"
+  # shellcheck disable=SC2086
+  bash "$ROOT/benchmarks/engine/kernel_variants.sh" "$DIR" "$RES/variants" $VARIANTS > "$RES/variants.log" 2>&1
+  if [[ -f $RES/variants/best ]]; then
+    ENGINE_KERNEL_DIR=$(cat "$RES/variants/best")
+    export ENGINE_KERNEL_DIR
+  else
+    status=1
+  fi
+  pack
+fi
 if [[ " $PHASES " == *" checks "* ]]; then
   stamp "checks"
   : > "$RES/checks.log"
@@ -204,6 +220,7 @@ if [[ " $PHASES " == *" bench "* ]]; then
 fi
 
 echo "## accel GPU check ($(head -1 "$RES/env.log"))"
+[[ -f $RES/variants/variants.md ]] && { echo "--- variants"; cat "$RES/variants/variants.md"; tail -1 "$RES/variants.log"; }
 if [[ -f $RES/checks.log ]]; then
   sort "$RES/checks.log"
   # What failed, briefly: doctest's failing checks, sanitizer reports, crashes.
