@@ -98,7 +98,7 @@ done
 best=
 best_key=
 table=$RES/variants.md
-echo "| kernels | flash test | flash kernels ms/step (ncu) | median ms/step per round | tokens/s per round | MFU at the median step |" > "$table"
+echo "| kernels | tests | flash kernels ms/step (ncu) | median ms/step per round | tokens/s per round | MFU at the median step |" > "$table"
 echo "|---|---|---|---|---|---|" >> "$table"
 for d in "${dirs[@]}"; do  # in this shell, not a pipeline's: best must outlive the loop
   n=$(name "$d")
