@@ -19,7 +19,7 @@
 #          training run with validation loss and a sample.
 # bench    (timed, alone): the allocator,
 #          graphs, random fills, Thrust/CUB algorithms, fused Adam against torch in one process.
-# variants (with VARIANTS="DIR ..."; first): kernel directories against each other
+# variants (first, whenever VARIANTS="DIR ..." is set): kernel directories against each other
 #          (benchmarks/engine/kernel_variants.sh); the best is ENGINE_KERNEL_DIR for the later phases.
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
@@ -38,6 +38,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=$(cd "$1" && pwd)
 RES=${2:-$PWD/gpu-results}
 PHASES=${PHASES:-checks compare bench}
+[[ -n ${VARIANTS:-} && " $PHASES " != *" variants "* ]] && PHASES="variants $PHASES"
 mkdir -p "$RES"
 RES=$(cd "$RES" && pwd)
 export ACCEL_KERNEL_DIR=${ACCEL_KERNEL_DIR:-$ROOT/kernels}
