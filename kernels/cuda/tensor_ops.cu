@@ -37,9 +37,7 @@ __device__ double block_sum(double x) {
   __syncthreads();
   return total;
 }
-}  // namespace
 
-namespace {
 // acc + the squares of a 16-byte word's elements, in element order (double products and sums).
 __device__ __forceinline__ double add_squares(const uint4& w, int dtype, double acc) {
   const unsigned int u[4] = {w.x, w.y, w.z, w.w};

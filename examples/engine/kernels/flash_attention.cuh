@@ -567,25 +567,17 @@ __device__ void backward_dkv(const gpt_attention_args& a, Smem<HS>& sm) {
 
 // Entry points gpt_flash_{forward,backward_dq,backward_dkv}_{bf16,f16}_{32,64}: grid (ceil(T / 64),
 // NH, B) of 128 threads (flash::tile, flash::threads).
-#define GPT_FLASH_ENTRIES(D, name, HS)                                                   \
-  extern "C" __global__ void __launch_bounds__(flash::threads, GPT_FLASH_FORWARD_BLOCKS) \
-      gpt_flash_forward_##name##_##HS(const gpt_attention_args a) {                      \
-    __shared__ __align__(16) flash::Smem<HS> sm;                                         \
-    if (a.bits == nullptr) flash::forward<flash::D, HS, false>(a, sm);                   \
-    else flash::forward<flash::D, HS, true>(a, sm);                                      \
-  }                                                                                      \
-  extern "C" __global__ void __launch_bounds__(flash::threads, GPT_FLASH_DQ_BLOCKS)      \
-      gpt_flash_backward_dq_##name##_##HS(const gpt_attention_args a) {                  \
-    __shared__ __align__(16) flash::Smem<HS> sm;                                         \
-    if (a.bits == nullptr) flash::backward_dq<flash::D, HS, false>(a, sm);               \
-    else flash::backward_dq<flash::D, HS, true>(a, sm);                                  \
-  }                                                                                      \
-  extern "C" __global__ void __launch_bounds__(flash::threads, GPT_FLASH_DKV_BLOCKS)     \
-      gpt_flash_backward_dkv_##name##_##HS(const gpt_attention_args a) {                 \
-    __shared__ __align__(16) flash::Smem<HS> sm;                                         \
-    if (a.bits == nullptr) flash::backward_dkv<flash::D, HS, false>(a, sm);              \
-    else flash::backward_dkv<flash::D, HS, true>(a, sm);                                 \
+#define GPT_FLASH_ENTRY(fn, blocks, D, name, HS)                       \
+  extern "C" __global__ void __launch_bounds__(flash::threads, blocks) \
+      gpt_flash_##fn##_##name##_##HS(const gpt_attention_args a) {     \
+    __shared__ __align__(16) flash::Smem<HS> sm;                       \
+    if (a.bits == nullptr) flash::fn<flash::D, HS, false>(a, sm);      \
+    else flash::fn<flash::D, HS, true>(a, sm);                         \
   }
+#define GPT_FLASH_ENTRIES(D, name, HS)                                  \
+  GPT_FLASH_ENTRY(forward, GPT_FLASH_FORWARD_BLOCKS, D, name, HS)       \
+  GPT_FLASH_ENTRY(backward_dq, GPT_FLASH_DQ_BLOCKS, D, name, HS)        \
+  GPT_FLASH_ENTRY(backward_dkv, GPT_FLASH_DKV_BLOCKS, D, name, HS)
 
 GPT_FLASH_ENTRIES(bf16_tag, bf16, 32)
 GPT_FLASH_ENTRIES(bf16_tag, bf16, 64)
