@@ -63,7 +63,8 @@ typedef struct accel_nn_layernorm_forward_args {
  * order: bit-identical for any thread count. (The CUDA kernel adds a chunk's rows in runs of a few rows
  * and the chunks in runs too, a fixed order of its own: the same bits on every run, within float32
  * rounding of the host's.) scratch holds accel_nn_layernorm_scratch_floats(N, C) floats: a chunk's
- * partial dweight, then its partial dbias. */
+ * partial dweight, then its partial dbias. dinp must not overlap dout or inp (the CUDA kernel reads
+ * them again after writing dinp). */
 typedef struct accel_nn_layernorm_backward_args {
   void* dinp;          /* [N x C] += */
   void* dweight;       /* [C] += */

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -192,6 +194,28 @@ void check_layernorm(const long long C) {
   CHECK_THROWS_AS(nn().layernorm_forward(s, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
                                          1e-5f, r.data(), nullptr),
                   accel::InvalidArgumentError);
+  // dinp overlapping dout or inp (by one element, either side) is refused before anything is enqueued.
+  std::vector<float> shared_buf(static_cast<std::size_t>(2 * N * C), 0.5f);
+  const std::vector<float> shared_before = shared_buf, w_before = w1;
+  for (const auto& [dinp, other, name] :
+       {std::tuple{shared_buf.data() + N * C - 1, shared_buf.data(), "dout"},
+        std::tuple{shared_buf.data(), shared_buf.data() + N * C - 1, "inp"}}) {
+    CAPTURE(name);
+    const bool is_dout = std::string(name) == "dout";
+    const std::string expected = std::string("dinp overlaps ") + name;
+    CHECK_THROWS_WITH_AS(nn().layernorm_backward(s, dinp, w1.data(), b1.data(), scratch.data(),
+                                                 is_dout ? other : dout.data(), is_dout ? xsum.data() : other,
+                                                 w.data(), mean.data(), rstd.data(), N, C),
+                         doctest::Contains(expected.c_str()), accel::InvalidArgumentError);
+  }
+  s.synchronize();
+  CHECK(shared_buf == shared_before);
+  CHECK(w1 == w_before);
+  // Adjacent (not overlapping) buffers are accepted.
+  nn().layernorm_backward(s, shared_buf.data() + N * C, w1.data(), b1.data(), scratch.data(), shared_buf.data(),
+                          xsum.data(), w.data(), mean.data(), rstd.data(), N, C);
+  s.synchronize();
+  CHECK(shared_buf[static_cast<std::size_t>(N * C)] != 0.5f);
 }
 
 }  // namespace

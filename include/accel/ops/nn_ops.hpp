@@ -108,12 +108,18 @@ class NnKernels {
     b_.launch_kernel(s, layernorm_forward_, with_threads(rows_shape(N)), a);
   }
   /// dinp += dx, dweight += sum dout * xhat, dbias += sum dout; scratch holds
-  /// layernorm_scratch_floats(N, C) floats (abi::nn_layernorm_scratch_floats).
+  /// layernorm_scratch_floats(N, C) floats (abi::nn_layernorm_scratch_floats). dinp must not overlap dout
+  /// or inp.
   void layernorm_backward(StreamRef s, void* dinp, void* dweight, void* dbias, float* scratch, const void* dout,
                           const void* inp, const void* weight, const float* mean, const float* rstd, std::int64_t N,
                           std::int64_t C) const {
     check("layernorm_backward",
           N >= 0 && C > 0 && (N == 0 || (dinp && dweight && dbias && scratch && dout && inp && weight && mean && rstd)));
+    if (N > 0 && (overlap(dinp, dout, N * C) || overlap(dinp, inp, N * C))) {
+      throw InvalidArgumentError(std::string("nn_ops layernorm_backward: dinp overlaps ") +
+                                 (overlap(dinp, dout, N * C) ? "dout" : "inp") +
+                                 " (dinp is accumulated into; dout and inp are read again after it is written)");
+    }
     const abi::NnLayerNormBackward a{dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C};
     const std::int64_t chunks = (N + abi::nn_ln_chunk - 1) / abi::nn_ln_chunk;
     // CUDA: a block of 16 warps per chunk (512 = ln_backward_threads in nn_ops.cu, its launch bound; the
@@ -198,6 +204,12 @@ class NnKernels {
     return elementwise_shape(aligned ? (n + 7) / 8 : n);
   }
   [[nodiscard]] static bool aligned16(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+  // Whether n elements of this dtype at a and at b share a byte.
+  [[nodiscard]] bool overlap(const void* a, const void* b, std::int64_t n) const noexcept {
+    const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+    const auto bytes = static_cast<std::uintptr_t>(n) * size_of(dtype_);
+    return x < y + bytes && y < x + bytes;
+  }
 
   B b_;
   Dtype dtype_;
