@@ -21,7 +21,15 @@ constexpr float gelu_k = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float gelu_c = 0.044715f;
 
 // The block sizes nn_ops.hpp launches (the LayerNorm backward's summation order depends on them).
-constexpr int ln_backward_threads = 512;
+// LayerNorm backward: 1024 threads for bfloat16 (within 64 registers), 512 for float32 and float16 (whose
+// rows take more registers); its column pass uses at most ln_column_threads (shared memory: 16 floats each).
+constexpr int ln_backward_threads_bf16 = 1024;
+constexpr int ln_backward_threads_other = 512;
+constexpr int ln_column_threads = 512;
+// LayerNorm forward on bfloat16: 256-thread blocks, at least 5 per SM (48 registers, no spills; float16's
+// conversions would spill there).
+constexpr int ln_forward_threads = 256;
+constexpr int ln_forward_min_blocks_bf16 = 5;
 // Row kernels hold a row in registers up to this many columns (8 per lane per 256 columns).
 constexpr int row_fast_max_c = 1024;
 
@@ -371,40 +379,53 @@ __device__ void embedding_backward(const accel_nn_embedding_backward_args& a) {
 
 // ---- LayerNorm ----------------------------------------------------------------------------------------
 
-// Fast path of the forward: lane l holds the 8-column groups l, l + 32, ... (K of them) of row n.
+// Fast path of the forward: lane l holds the 8-column groups l, l + 32, ... (K of them) of row n, as
+// stored (with a residual: the sum rounded to T, whose statistics these are) and unpacked at each of
+// the three passes: 16-bit rows take half the registers of floats, so more warps fit on an SM.
 template <class T, int K>
 __device__ __forceinline__ void layernorm_forward_row(const accel_nn_layernorm_forward_args& a, long long n, int lane) {
   const int C = (int)a.C;
-  const void* inp = row_of<T>(a.inp, n, a.C);
-  float x[K][8];
+  Raw8 xr[K];
 #pragma unroll
   for (int j = 0; j < K; ++j) {
     const int v = j * 32 + lane;
-    if (v * 8 < C) {
-      const Raw8 raw = ld8<T>(inp, v);
-      unpack8<T>(raw, x[j]);
-      if (a.residual != nullptr) {
-        float r[8];
-        ld8f<T>(row_of<T>(a.residual, n, a.C), v, r);
+    if (v * 8 < C) xr[j] = ld8<T>(row_of<T>(a.inp, n, a.C), v);
+  }
+  if (a.residual != nullptr) {
+    Raw8 rr[K];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) x[j][k] = __fadd_rn(x[j][k], r[k]);
-        const Raw8 sum = pack8<T>(x[j]);
-        st8_raw<T>(row_of<T>(a.residual_out, n, a.C), v, sum);
-        unpack8<T>(sum, x[j]);  // the statistics are of the stored sum
-      } else if (a.residual_out != nullptr && a.residual_out != a.inp) {
-        st8_raw<T>(row_of<T>(a.residual_out, n, a.C), v, raw);
+    for (int j = 0; j < K; ++j) {
+      const int v = j * 32 + lane;
+      if (v * 8 < C) rr[j] = ld8<T>(row_of<T>(a.residual, n, a.C), v);
+    }
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const int v = j * 32 + lane;
+      if (v * 8 < C) {
+        float x[8], r[8];
+        unpack8<T>(xr[j], x);
+        unpack8<T>(rr[j], r);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = __fadd_rn(x[k], r[k]);
+        xr[j] = pack8<T>(x);
+        st8_raw<T>(row_of<T>(a.residual_out, n, a.C), v, xr[j]);
       }
-    } else {
+    }
+  } else if (a.residual_out != nullptr && a.residual_out != a.inp) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) x[j][k] = 0.0f;
+    for (int j = 0; j < K; ++j) {
+      const int v = j * 32 + lane;
+      if (v * 8 < C) st8_raw<T>(row_of<T>(a.residual_out, n, a.C), v, xr[j]);
     }
   }
   float sum = 0;
 #pragma unroll
   for (int j = 0; j < K; ++j) {
     if ((j * 32 + lane) * 8 < C) {
+      float x[8];
+      unpack8<T>(xr[j], x);
 #pragma unroll
-      for (int k = 0; k < 8; ++k) sum = __fadd_rn(sum, x[j][k]);
+      for (int k = 0; k < 8; ++k) sum = __fadd_rn(sum, x[k]);
     }
   }
   const float inv_c = 1.0f / (float)a.C;
@@ -413,9 +434,11 @@ __device__ __forceinline__ void layernorm_forward_row(const accel_nn_layernorm_f
 #pragma unroll
   for (int j = 0; j < K; ++j) {
     if ((j * 32 + lane) * 8 < C) {
+      float x[8];
+      unpack8<T>(xr[j], x);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        const float d = __fsub_rn(x[j][k], m);
+        const float d = __fsub_rn(x[k], m);
         var = __fmaf_rn(d, d, var);
       }
     }
@@ -426,11 +449,12 @@ __device__ __forceinline__ void layernorm_forward_row(const accel_nn_layernorm_f
   for (int j = 0; j < K; ++j) {
     const int v = j * 32 + lane;
     if (v * 8 < C) {
-      float w[8], b[8], o[8];
+      float x[8], w[8], b[8], o[8];
+      unpack8<T>(xr[j], x);
       ld8f<T>(a.weight, v, w);
       ld8f<T>(a.bias, v, b);
 #pragma unroll
-      for (int k = 0; k < 8; ++k) o[k] = __fmaf_rn(__fmul_rn(__fsub_rn(x[j][k], m), s), w[k], b[k]);
+      for (int k = 0; k < 8; ++k) o[k] = __fmaf_rn(__fmul_rn(__fsub_rn(x[k], m), s), w[k], b[k]);
       st8<T>(out, v, o);
     }
   }
@@ -485,129 +509,161 @@ __device__ void layernorm_forward(const accel_nn_layernorm_forward_args& a) {
   }
 }
 
-// Fast path of the backward (C % 8 == 0, C <= 1024, 16-byte aligned): the block's warps split the
-// chunk's rows into contiguous runs; a warp reads each of its rows once into registers (lane l: the
-// 8-column groups l, l + 32, ...), takes the row's two sums with shuffles, writes dinp and adds the row
-// to its own dweight/dbias partials (rows in order). The warps' partials are then added in warp order in
-// shared memory (part: 2 C floats) and the chunk's sums written to scratch. The order depends only on
-// the block size, which the host fixes (ln_backward_threads).
+// Fast path of the backward (C % 8 == 0, C <= 1024, 16-byte aligned), in two passes over the block's
+// chunk. Rows: the block's warps (32 for bfloat16: two rows each) split the rows; a warp reads a row's dout and x into registers
+// as stored (lane l: the 8-column groups l, l + 32, ...), takes the row's two sums with shuffles, then
+// reads dinp, adds dx and writes it. Columns: up to 512 threads then take (8-column group, run of
+// rows) pairs and sum dout * xhat and dout down their run (in row order, re-reading dout and x, which
+// the row pass has just brought into L1/L2), and the runs are added in run order in shared memory
+// (part: 8192 floats). Holding no column sums through the row pass keeps a bfloat16 thread within the
+// 64 registers that 1024 threads per SM allow (Nsight Compute, gpt2 on an H200: a 512-thread block of
+// 128 registers, one per SM, left the SM without an eligible warp 56-62 % of the time). The order depends only on the
+// block size, which the host fixes per dtype (ln_backward_threads_*). dinp must not overlap dout or inp (the
+// column pass reads them again after dinp is written).
 template <class T, int K>
 __device__ void layernorm_backward_rows(const accel_nn_layernorm_backward_args& a, float* part) {
   const int C = (int)a.C;
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long n0 = (long long)blockIdx.x * ACCEL_NN_LN_CHUNK;
   const int rows = (int)lmin(ACCEL_NN_LN_CHUNK, a.N - n0);
-  const int per = (rows + warps - 1) / warps;
-  const int r0 = imin(rows, warp * per), r1 = imin(rows, r0 + per);
   const float inv_c = 1.0f / (float)a.C;
-  float dw[K][8], db[K][8];
-#pragma unroll
-  for (int j = 0; j < K; ++j) {
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      dw[j][k] = 0.0f;
-      db[j][k] = 0.0f;
-    }
-  }
-  for (int r = r0; r < r1; ++r) {
-    const long long n = n0 + r;
-    const void* dy_row = row_of<T>(a.dout, n, a.C);
-    const void* x_row = row_of<T>(a.inp, n, a.C);
-    void* dx_row = row_of<T>(a.dinp, n, a.C);
-    const float m = a.mean[n], s = a.rstd[n];
-    Raw8 rdy[K], rx[K], rdx[K];
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      const int v = j * 32 + lane;
-      if (v * 8 < C) {
-        rdy[j] = ld8<T>(dy_row, v);
-        rx[j] = ld8<T>(x_row, v);
-        rdx[j] = ld8<T>(dx_row, v);
-      }
-    }
-    float sg = 0, sgx = 0;
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      if ((j * 32 + lane) * 8 < C) {
-        float dy[8], x[8], w[8];
-        unpack8<T>(rdy[j], dy);
-        unpack8<T>(rx[j], x);
-        ld8f<T>(a.weight, j * 32 + lane, w);  // weight is re-read (from L1) rather than held: registers
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const float xhat = __fmul_rn(__fsub_rn(x[k], m), s);
-          const float g = __fmul_rn(dy[k], w[k]);
-          sg = __fadd_rn(sg, g);
-          sgx = __fmaf_rn(g, xhat, sgx);
-        }
-      }
-    }
-    const float mean_g = __fmul_rn(warp_sum(sg), inv_c), mean_gx = __fmul_rn(warp_sum(sgx), inv_c);
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      const int v = j * 32 + lane;
-      if (v * 8 < C) {
-        float dy[8], x[8], w[8], dx[8];
-        unpack8<T>(rdy[j], dy);
-        unpack8<T>(rx[j], x);
-        ld8f<T>(a.weight, v, w);
-        unpack8<T>(rdx[j], dx);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const float xhat = __fmul_rn(__fsub_rn(x[k], m), s);
-          const float g = __fmul_rn(dy[k], w[k]);
-          const float d = __fmul_rn(__fsub_rn(__fsub_rn(g, mean_g), __fmul_rn(xhat, mean_gx)), s);
-          dx[k] = __fadd_rn(dx[k], d);
-          dw[j][k] = __fmaf_rn(dy[k], xhat, dw[j][k]);
-          db[j][k] = __fadd_rn(db[j][k], dy[k]);
-        }
-        st8<T>(dx_row, v, dx);
-      }
-    }
-  }
-  // The warps' partials in warp order: warp 0 writes, then warps 1, 2, ... add theirs (a lane of each
-  // warp owns the same columns).
-  for (int w = 0; w < warps; ++w) {
-    if (warp == w) {
+  {
+    const int per = (rows + warps - 1) / warps;
+    const int r0 = imin(rows, warp * per), r1 = imin(rows, r0 + per);
+    for (int r = r0; r < r1; ++r) {
+      const long long n = n0 + r;
+      const float m = a.mean[n], s = a.rstd[n];
+      Raw8 rdy[K], rx[K];
 #pragma unroll
       for (int j = 0; j < K; ++j) {
         const int v = j * 32 + lane;
         if (v * 8 < C) {
-          float4* pw = reinterpret_cast<float4*>(part) + 2 * v;
-          float4* pb = reinterpret_cast<float4*>(part + C) + 2 * v;
-          if (w == 0) {
-            pw[0] = make_float4(dw[j][0], dw[j][1], dw[j][2], dw[j][3]);
-            pw[1] = make_float4(dw[j][4], dw[j][5], dw[j][6], dw[j][7]);
-            pb[0] = make_float4(db[j][0], db[j][1], db[j][2], db[j][3]);
-            pb[1] = make_float4(db[j][4], db[j][5], db[j][6], db[j][7]);
-          } else {
-            float4 t0 = pw[0], t1 = pw[1], u0 = pb[0], u1 = pb[1];
-            t0.x = __fadd_rn(t0.x, dw[j][0]); t0.y = __fadd_rn(t0.y, dw[j][1]);
-            t0.z = __fadd_rn(t0.z, dw[j][2]); t0.w = __fadd_rn(t0.w, dw[j][3]);
-            t1.x = __fadd_rn(t1.x, dw[j][4]); t1.y = __fadd_rn(t1.y, dw[j][5]);
-            t1.z = __fadd_rn(t1.z, dw[j][6]); t1.w = __fadd_rn(t1.w, dw[j][7]);
-            u0.x = __fadd_rn(u0.x, db[j][0]); u0.y = __fadd_rn(u0.y, db[j][1]);
-            u0.z = __fadd_rn(u0.z, db[j][2]); u0.w = __fadd_rn(u0.w, db[j][3]);
-            u1.x = __fadd_rn(u1.x, db[j][4]); u1.y = __fadd_rn(u1.y, db[j][5]);
-            u1.z = __fadd_rn(u1.z, db[j][6]); u1.w = __fadd_rn(u1.w, db[j][7]);
-            pw[0] = t0; pw[1] = t1; pb[0] = u0; pb[1] = u1;
+          rdy[j] = ld8<T>(row_of<T>(a.dout, n, a.C), v);
+          rx[j] = ld8<T>(row_of<T>(a.inp, n, a.C), v);
+        }
+      }
+      float sg = 0.0f, sgx = 0.0f;
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        if ((j * 32 + lane) * 8 < C) {
+          float dy[8], x[8], w[8];
+          unpack8<T>(rdy[j], dy);
+          unpack8<T>(rx[j], x);
+          ld8f<T>(a.weight, j * 32 + lane, w);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            const float xhat = __fmul_rn(__fsub_rn(x[k], m), s);
+            const float g = __fmul_rn(dy[k], w[k]);
+            sg = __fadd_rn(sg, g);
+            sgx = __fmaf_rn(g, xhat, sgx);
           }
         }
       }
+      const float mean_g = __fmul_rn(warp_sum(sg), inv_c), mean_gx = __fmul_rn(warp_sum(sgx), inv_c);
+      void* dx_row = row_of<T>(a.dinp, n, a.C);
+      Raw8 rdx[K];
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        const int v = j * 32 + lane;
+        if (v * 8 < C) rdx[j] = ld8<T>(dx_row, v);
+      }
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        const int v = j * 32 + lane;
+        if (v * 8 < C) {
+          float dy[8], x[8], w[8], dx[8];
+          unpack8<T>(rdy[j], dy);
+          unpack8<T>(rx[j], x);
+          ld8f<T>(a.weight, v, w);
+          unpack8<T>(rdx[j], dx);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            const float xhat = __fmul_rn(__fsub_rn(x[k], m), s);
+            const float g = __fmul_rn(dy[k], w[k]);
+            dx[k] = __fadd_rn(dx[k], __fmul_rn(__fsub_rn(__fsub_rn(g, mean_g), __fmul_rn(xhat, mean_gx)), s));
+          }
+          st8<T>(dx_row, v, dx);
+        }
+      }
     }
-    __syncthreads();
   }
+  __syncthreads();  // the chunk's dout and x are in L2 (the column pass needs only those, read-only)
+  // Columns: thread t takes group g = t % G of 8 columns and run t / G of the chunk's rows (S runs; at
+  // most 512 threads, which part holds).
+  const int G = C >> 3, S = imin((int)blockDim.x, ln_column_threads) / G;
+  const int t = threadIdx.x;
+  if (t < S * G) {
+    const int g = t % G, run = t / G;
+    const int per = (rows + S - 1) / S;
+    const int ra = imin(rows, run * per), rb = imin(rows, ra + per);
+    float dw[8], db[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      dw[k] = 0.0f;
+      db[k] = 0.0f;
+    }
+    int r = ra;
+    for (; r + 4 <= rb; r += 4) {
+      Raw8 ry[4], rxx[4];
+      float m[4], s[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const long long n = n0 + r + u;
+        ry[u] = ld8<T>(row_of<T>(a.dout, n, a.C), g);
+        rxx[u] = ld8<T>(row_of<T>(a.inp, n, a.C), g);
+        m[u] = a.mean[n];
+        s[u] = a.rstd[n];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        float dy[8], x[8];
+        unpack8<T>(ry[u], dy);
+        unpack8<T>(rxx[u], x);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          dw[k] = __fmaf_rn(dy[k], __fmul_rn(__fsub_rn(x[k], m[u]), s[u]), dw[k]);
+          db[k] = __fadd_rn(db[k], dy[k]);
+        }
+      }
+    }
+    for (; r < rb; ++r) {
+      const long long n = n0 + r;
+      float dy[8], x[8];
+      ld8f<T>(row_of<T>(a.dout, n, a.C), g, dy);
+      ld8f<T>(row_of<T>(a.inp, n, a.C), g, x);
+      const float m = a.mean[n], s = a.rstd[n];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        dw[k] = __fmaf_rn(dy[k], __fmul_rn(__fsub_rn(x[k], m), s), dw[k]);
+        db[k] = __fadd_rn(db[k], dy[k]);
+      }
+    }
+    float4* pw = reinterpret_cast<float4*>(part + run * 2 * C) + 2 * g;
+    float4* pb = reinterpret_cast<float4*>(part + run * 2 * C + C) + 2 * g;
+    pw[0] = make_float4(dw[0], dw[1], dw[2], dw[3]);
+    pw[1] = make_float4(dw[4], dw[5], dw[6], dw[7]);
+    pb[0] = make_float4(db[0], db[1], db[2], db[3]);
+    pb[1] = make_float4(db[4], db[5], db[6], db[7]);
+  }
+  __syncthreads();
+  // The runs in run order.
   float* out = a.scratch + (long long)blockIdx.x * 2 * a.C;
-  for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) out[i] = part[i];
+  for (int i = t; i < 2 * C; i += blockDim.x) {
+    float sum = part[i];
+    for (int run = 1; run < S; ++run) sum = __fadd_rn(sum, part[run * 2 * C + i]);
+    out[i] = sum;
+  }
 }
 
 // One block per chunk of ACCEL_NN_LN_CHUNK rows.
 template <class T>
 __device__ void layernorm_backward(const accel_nn_layernorm_backward_args& a) {
-  __shared__ __align__(16) float part[2 * row_fast_max_c];
+  // The fast path's column sums: at most (512 / G) runs x 2 C = 8192 floats (G = C / 8).
+  __shared__ __align__(16) float part[16 * ln_column_threads];
   if ((long long)blockIdx.x * ACCEL_NN_LN_CHUNK >= a.N) return;  // N == 0: no chunk, no scratch
-  if (a.C % 8 == 0 && a.C <= row_fast_max_c && (blockDim.x & 31) == 0 && al16(a.dinp) && al16(a.dout) &&
-      al16(a.inp) && al16(a.weight)) {
+  // (The column pass needs a thread per 8-column group: C / 8 <= 128 threads.)
+  if (a.C % 8 == 0 && a.C <= row_fast_max_c && (blockDim.x & 31) == 0 && blockDim.x >= a.C / 8 && al16(a.dinp) &&
+      al16(a.dout) && al16(a.inp) && al16(a.weight)) {
     switch ((int)((a.C + 255) / 256)) {
       case 1: layernorm_backward_rows<T, 1>(a, part); return;
       case 2: layernorm_backward_rows<T, 2>(a, part); return;
@@ -679,11 +735,19 @@ __device__ void layernorm_backward_reduce(const accel_nn_layernorm_backward_args
     const long long step = 2 * a.C;
     const float* p = a.scratch + k0 * step + c;
     long long k = k0;
-    for (; k + 4 <= k1; k += 4, p += 4 * step) {
-      const float w0 = p[0], w1 = p[step], w2 = p[2 * step], w3 = p[3 * step];
-      const float b0 = p[a.C], b1 = p[step + a.C], b2 = p[2 * step + a.C], b3 = p[3 * step + a.C];
-      dw = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(dw, w0), w1), w2), w3);
-      db = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(db, b0), b1), b2), b3);
+    // 8 chunks' loads in flight (a warp's run is 16 chunks at gpt2's 8192 rows: two round trips to L2)
+    for (; k + 8 <= k1; k += 8, p += 8 * step) {
+      float w[8], b[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        w[u] = p[u * step];
+        b[u] = p[u * step + a.C];
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        dw = __fadd_rn(dw, w[u]);
+        db = __fadd_rn(db, b[u]);
+      }
     }
     for (; k < k1; ++k, p += step) {
       dw = __fadd_rn(dw, p[0]);
@@ -923,8 +987,28 @@ __device__ void clip(const accel_nn_clip_args& a) {
 
 ACCEL_NN_KERNEL(embedding_forward, accel_nn_embedding_forward_args)
 ACCEL_NN_KERNEL_BOUNDED(embedding_backward, accel_nn_embedding_backward_args, emb_backward_threads)
-ACCEL_NN_KERNEL(layernorm_forward, accel_nn_layernorm_forward_args)
-ACCEL_NN_KERNEL_BOUNDED(layernorm_backward, accel_nn_layernorm_backward_args, ln_backward_threads)
+extern "C" __global__ void accel_nn_layernorm_forward_f32(const accel_nn_layernorm_forward_args a) {
+  layernorm_forward<f32>(a);
+}
+extern "C" __global__ void __launch_bounds__(ln_forward_threads, ln_forward_min_blocks_bf16)
+    accel_nn_layernorm_forward_bf16(const accel_nn_layernorm_forward_args a) {
+  layernorm_forward<bf16>(a);
+}
+extern "C" __global__ void accel_nn_layernorm_forward_f16(const accel_nn_layernorm_forward_args a) {
+  layernorm_forward<f16>(a);
+}
+extern "C" __global__ void __launch_bounds__(ln_backward_threads_other)
+    accel_nn_layernorm_backward_f32(const accel_nn_layernorm_backward_args a) {
+  layernorm_backward<f32>(a);
+}
+extern "C" __global__ void __launch_bounds__(ln_backward_threads_bf16)
+    accel_nn_layernorm_backward_bf16(const accel_nn_layernorm_backward_args a) {
+  layernorm_backward<bf16>(a);
+}
+extern "C" __global__ void __launch_bounds__(ln_backward_threads_other)
+    accel_nn_layernorm_backward_f16(const accel_nn_layernorm_backward_args a) {
+  layernorm_backward<f16>(a);
+}
 ACCEL_NN_KERNEL(layernorm_backward_reduce, accel_nn_layernorm_backward_args)
 ACCEL_NN_KERNEL(gelu_forward, accel_nn_gelu_forward_args)
 ACCEL_NN_KERNEL(gelu_backward, accel_nn_gelu_backward_args)

@@ -122,11 +122,12 @@ class NnKernels {
     }
     const abi::NnLayerNormBackward a{dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C};
     const std::int64_t chunks = (N + abi::nn_ln_chunk - 1) / abi::nn_ln_chunk;
-    // CUDA: a block of 16 warps per chunk (512 = ln_backward_threads in nn_ops.cu, its launch bound; the
-    // kernel's summation order is fixed for this block size), then a block per 32 columns adding the
-    // chunks' partial sums.
+    // CUDA: a block per chunk, of 32 warps for bfloat16 and 16 otherwise (ln_backward_threads_* in
+    // nn_ops.cu, its launch bounds; the kernel's summation order is fixed for this block size), then a
+    // block per 32 columns adding the chunks' partial sums.
+    const std::uint32_t threads = dtype_ == Dtype::bfloat16 ? 1024 : 512;
     b_.launch_kernel(s, layernorm_backward_,
-                     with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(chunks > 0 ? chunks : 1), 512)), a);
+                     with_threads(LaunchShape::blocks(static_cast<std::uint32_t>(chunks > 0 ? chunks : 1), threads)), a);
     if (layernorm_backward_reduce_.valid()) {  // CUDA: the chunks' partial sums, in order, in a second kernel
       b_.launch_kernel(s, layernorm_backward_reduce_, LaunchShape::blocks(static_cast<std::uint32_t>((C + 31) / 32), 256),
                        a);
