@@ -284,6 +284,9 @@ TEST_CASE("cuda random: offsets read from device memory (graph-safe Philox), als
   const auto set_state = [&](std::uint64_t seed, std::uint64_t offset) {
     const std::uint64_t host[2] = {seed, offset};
     REQUIRE(cudaMemcpy(state, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+    // A small pageable upload returns once staged, and the legacy stream is not ordered before s
+    // (non-blocking): wait for it to land.
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   };
   const std::size_t n = 5000;
   DeviceVector<float> u(n, 1);

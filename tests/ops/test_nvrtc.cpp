@@ -225,6 +225,9 @@ struct DeviceArray {
     REQUIRE(cudaMalloc(&raw, n * sizeof(T)) == cudaSuccess);
     p = static_cast<T*>(raw);
     REQUIRE(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+    // A pageable upload may return before its DMA lands, and the legacy stream's copy is not ordered
+    // before work on accel's (non-blocking) streams: wait for it.
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
@@ -483,6 +486,8 @@ TEST_CASE("cuda fused Adam matches a float64 reference (fp32, relative error <= 
       g.push_back(ops_test::random_floats(sizes[i], 9000 + 131 * unsigned(step) + unsigned(i), -1.0f, 1.0f));
       REQUIRE(cudaMemcpy(dg[i]->p, g[i].data(), sizes[i] * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
     }
+    // (Seen on an H200: without this wait, one step in a run read half-uploaded gradients.)
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     gpu.step(stream, tensors, o, step);
     stream.synchronize();
     for (std::size_t i = 0; i < sizes.size(); ++i) {
