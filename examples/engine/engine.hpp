@@ -460,7 +460,9 @@ class Trainer {
       if (!graph_) {
         graph_.emplace(b_.create_graph());
         capturing_ = true;  // no trace spans (timed events) inside a capture
-        auto capture = b_.capture_to_graph(*graph_, stream_);
+        // Thread-local capture: collectives' own threads (NCCL's proxy) may call CUDA while the step is
+        // captured, which a global capture would refuse (nccl-tests and PyTorch capture so too).
+        auto capture = b_.capture_to_graph(*graph_, stream_, {}, accel::CaptureMode::per_thread);
         enqueue_gradients();
         enqueue_clip();
         capture.end();

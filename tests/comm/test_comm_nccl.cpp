@@ -153,7 +153,10 @@ TEST_CASE("NCCL: a collective captured into a CUDA graph runs at each launch") {
   s.synchronize();
   auto graph = b.create_graph();
   {
-    auto capture = b.capture_to_graph(graph, s);
+    // Thread-local capture, as nccl-tests and PyTorch's ProcessGroupNCCL capture: NCCL's own threads may
+    // call CUDA during the capture (seen on an H200: a global capture failed "operation failed due to a
+    // previous error during capture" in one run of several).
+    auto capture = b.capture_to_graph(graph, s, {}, accel::CaptureMode::per_thread);
     c.all_reduce(s, x, y, ReduceOp::max);
   }
   for (int i = 0; i < 3; ++i) b.replay_graph(graph, s);
