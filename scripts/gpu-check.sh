@@ -23,7 +23,7 @@
 #          (benchmarks/engine/kernel_variants.sh); the best is ENGINE_KERNEL_DIR for the later phases.
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
-# compare.py), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
+# compare.py; off: none), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
 # against AnyBackend) narrow a visit; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
@@ -154,7 +154,8 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
   bin=$(find_bin bench_blas)
   [[ -n $bin && ${BLAS:-on} == on ]] && timeout 120 "$bin" --gpu --rounds 7 > "$RES/bench_blas.log" 2>&1
   COMPARE=${COMPARE:-shakespeare --dtype bf16,fp32 --rounds 3 --steps 100;gpt2 --dtype bf16 --rounds 2 --steps 30}
-  IFS=';' read -r -a specs <<< "$COMPARE"
+  specs=()
+  [[ $COMPARE != off ]] && IFS=';' read -r -a specs <<< "$COMPARE"
   for size_args in "${specs[@]}"; do
     read -r size rest <<< "$size_args"
     # shellcheck disable=SC2086
