@@ -25,6 +25,7 @@
 #include "cpu_common.h"
 
 #if defined(__AVX512F__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -63,13 +64,22 @@ void adam_f32(const Coefs c, float* __restrict p, const float* __restrict g, flo
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wall reports as maybe uninitialised.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Each block's lines are prefetched into L1 this many blocks ahead: on the Xeon VM (family 6, model 207)
-// one thread's hardware prefetchers left the block loop ~6 % short of the STREAM-like ceiling, and this
-// closed most of it (benchmarks/RESULTS.md); on the EPYC VM it measured neither faster nor slower.
-constexpr long long kPrefetchBlocks = 2;
+// Software prefetch of each block's lines into L1, Prefetch blocks ahead (0: none), by vendor: on the Xeon
+// VM (family 6, model 207) one thread's hardware prefetchers left the block loop ~6 % short of the
+// STREAM-like ceiling and 2 blocks ahead closed most of it (1.03-1.06x); on the EPYC VM (family 25, model
+// 17: Zen 4) the same prefetch cost one thread 9-15 % (0.85-0.87 of the ceiling against 0.95-1.00
+// without; benchmarks/RESULTS.md). The CPU's vendor string, read once.
+inline bool intel_cpu() {
+  static const bool intel = [] {
+    unsigned int a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "Genu" "ineI" "ntel"
+  }();
+  return intel;
+}
 
 // adam_f32 over blocks of B vectors in the memory order described at the top; the rest by adam_f32.
-template <bool Amsgrad, int B = 8>
+template <bool Amsgrad, long long Prefetch, int B = 8>
 void adam_f32_blocks(const Coefs c, float* __restrict p, const float* __restrict g, float* __restrict m,
                      float* __restrict v, float* __restrict vmax, long long n) {
   const __m512 b1 = _mm512_set1_ps(c.beta1), omb1 = _mm512_set1_ps(c.one_minus_beta1);
@@ -81,7 +91,7 @@ void adam_f32_blocks(const Coefs c, float* __restrict p, const float* __restrict
   long long i = 0;
   for (; i + block <= n; i += block) {
     __m512 G[B], M[B], V[B], P[B], X[B];
-    if (const long long k = i + kPrefetchBlocks * block; k + block <= n) {
+    if (const long long k = i + Prefetch * block; Prefetch > 0 && k + block <= n) {
 #pragma GCC unroll 16
       for (int u = 0; u < B; ++u) {
         _mm_prefetch(reinterpret_cast<const char*>(g + k + 16 * u), _MM_HINT_T0);
@@ -192,7 +202,7 @@ void adam_range(const Coefs& c, const accel_adam_hparams& h, const accel_adam_te
   const bool copy = t.model_copy != nullptr && h.model_copy_dtype != ACCEL_DTYPE_NONE;
   if (all_f32 && !copy) {
 #if defined(__AVX512F__)
-    auto* const f32 = &adam_f32_blocks<Amsgrad>;
+    auto* const f32 = intel_cpu() ? &adam_f32_blocks<Amsgrad, 2> : &adam_f32_blocks<Amsgrad, 0>;
 #else
     auto* const f32 = &adam_f32<Amsgrad>;
 #endif
