@@ -735,19 +735,11 @@ __device__ void layernorm_backward_reduce(const accel_nn_layernorm_backward_args
     const long long step = 2 * a.C;
     const float* p = a.scratch + k0 * step + c;
     long long k = k0;
-    // 8 chunks' loads in flight (a warp's run is 16 chunks at gpt2's 8192 rows: two round trips to L2)
-    for (; k + 8 <= k1; k += 8, p += 8 * step) {
-      float w[8], b[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        w[u] = p[u * step];
-        b[u] = p[u * step + a.C];
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        dw = __fadd_rn(dw, w[u]);
-        db = __fadd_rn(db, b[u]);
-      }
+    for (; k + 4 <= k1; k += 4, p += 4 * step) {
+      const float w0 = p[0], w1 = p[step], w2 = p[2 * step], w3 = p[3 * step];
+      const float b0 = p[a.C], b1 = p[step + a.C], b2 = p[2 * step + a.C], b3 = p[3 * step + a.C];
+      dw = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(dw, w0), w1), w2), w3);
+      db = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(db, b0), b1), b2), b3);
     }
     for (; k < k1; ++k, p += step) {
       dw = __fadd_rn(dw, p[0]);
