@@ -15,6 +15,9 @@
 // thread spins at a barrier while the other one is descheduled).
 // CUDA (where there is a GPU): accel::blas vs cublasGemmEx / cublasGemmStridedBatchedEx on a handle of
 // its own, same stream, timed with events, bf16 and float.
+// GELU epilogues (both): accel::blas::gemm_gelu (with aux) and gemm_dgelu at the MLP's shapes against
+// accel::blas::gemm of the same product, interleaved: what the fused GELU costs over the bare GEMM
+// (the separate GELU kernels it replaces cost a full read and write of the product each).
 //
 //   bench_blas [--rounds N] [--smoke] [--gpu (the CUDA part only)] [--filter SUBSTRING]
 #include <accel/accel.hpp>
@@ -126,6 +129,57 @@ void report_handoff(accel::cpu::StreamRef worker, const Options& opt) {
               median(us), *std::min_element(us.begin(), us.end()), *std::max_element(us.begin(), us.end()));
 }
 
+/// The MLP's two products with their GELU epilogues against the bare GEMM, interleaved (`run` times one
+/// variant: 0 gemm, 1 gemm_gelu with aux, 2 gemm_dgelu; returns seconds per call).
+template <class Run>
+void report_epilogues(const char* name, const Options& opt, Run&& run) {
+  (void)run(0), (void)run(1), (void)run(2);
+  std::vector<double> q_gelu, q_dgelu;
+  for (int r = 0; r < (opt.smoke ? 1 : opt.rounds); ++r) {
+    const double plain = run(0), gelu = run(1), dgelu = run(2);
+    q_gelu.push_back(plain / gelu);
+    q_dgelu.push_back(plain / dgelu);
+  }
+  const auto range = [](const std::vector<double>& q) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3fx [%.3f-%.3f]", median(q), *std::min_element(q.begin(), q.end()),
+                  *std::max_element(q.begin(), q.end()));
+    return std::string(buf);
+  };
+  std::printf("%-32s gemm/gemm_gelu %-24s gemm/gemm_dgelu %s\n", name, range(q_gelu).c_str(), range(q_dgelu).c_str());
+  std::fflush(stdout);
+}
+
+void report_cpu_epilogues(const accel::CpuBackend& be, accel::cpu::StreamRef stream, const Options& opt) {
+  const std::int64_t n_tok = 768, c = 128;  // tiny: 12 x 64 tokens, width 128, MLP 512
+  std::vector<float> x(std::size_t(n_tok * 4 * c)), w(std::size_t(4 * c * c)), y(x.size()), pre(x.size()), dy(std::size_t(n_tok * c));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.05f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 7) - 3) * 0.05f;
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = float(int(i % 5) - 2) * 0.05f;
+  const int calls = opt.smoke ? 2 : 40;
+  std::printf("GELU epilogues (tiny MLP: fc 768x512x128 forward, 768x512x128 dgelu; %s copy): bare gemm time / fused time, "
+              "median [min-max]\n",
+              accel::blas::detail::epilogue_uses_avx2() ? "AVX2" : "baseline");
+  report_epilogues("tiny fc 768x512x128", opt, [&](int variant) {
+    return time_calls(
+        [&] {
+          for (int i = 0; i < calls; ++i) {
+            if (variant == 0) {
+              accel::blas::gemm(be, stream, Trans::no, Trans::yes, n_tok, 4 * c, c, 1.0f, x.data(), c, w.data(), c,
+                                0.0f, y.data(), 4 * c);
+            } else if (variant == 1) {
+              accel::blas::gemm_gelu(be, stream, Trans::no, Trans::yes, n_tok, 4 * c, c, 1.0f, x.data(), c, w.data(),
+                                     c, 0.0f, y.data(), 4 * c, pre.data(), 4 * c);
+            } else {
+              accel::blas::gemm_dgelu(be, stream, Trans::no, Trans::no, n_tok, 4 * c, c, 1.0f, dy.data(), c, w.data(),
+                                      4 * c, 0.0f, y.data(), 4 * c, static_cast<const float*>(pre.data()), 4 * c);
+            }
+          }
+        },
+        calls);
+  });
+}
+
 void run_cpu(const Options& opt) {
   const accel::CpuBackend be;
   const accel::cpu::StreamRef inline_stream = be.default_stream(0);
@@ -207,6 +261,7 @@ void run_cpu(const Options& opt) {
                   ratio(ws_t, raw_t).c_str(), ratio(ws1_t, raw_t).c_str(), flop / median(bf16_t) / 1e9);
       std::fflush(stdout);
     }
+    report_cpu_epilogues(be, inline_stream, opt);
   }
 }
 
@@ -302,6 +357,37 @@ void run_cuda_type(const Options& opt, const char* type_name) {
     std::printf("%-32s %7.1f TFLOP/s | accel/raw %.3fx [%.3f-%.3f]\n", sh.name, flop / median(raw_t) / 1e12,
                 median(q), *std::min_element(q.begin(), q.end()), *std::max_element(q.begin(), q.end()));
     std::fflush(stdout);
+  }
+  {
+    // gpt2's MLP: 12 x 1024 tokens, width 768, 3072 wide.
+    const std::int64_t n_tok = 12288, c = 768;
+    accel::Buffer<T, accel::CudaBackend> x(std::size_t(n_tok * c), s), w(std::size_t(4 * c * c), s),
+        y(std::size_t(n_tok * 4 * c), s), pre(std::size_t(n_tok * 4 * c), s);
+    ACCEL_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, x.bytes(), s.get()));
+    ACCEL_CUDA_CHECK(cudaMemsetAsync(w.data(), 0, w.bytes(), s.get()));
+    ACCEL_CUDA_CHECK(cudaMemsetAsync(pre.data(), 0, pre.bytes(), s.get()));
+    const int calls = opt.smoke ? 3 : 50;
+    std::printf("GELU epilogues (cuBLASLt), %s: bare gemm time / fused time, median [min-max]\n", type_name);
+    report_epilogues("gpt2 fc 12288x3072x768", opt, [&](int variant) {
+      ACCEL_CUDA_CHECK(cudaEventRecord(start, s.get()));
+      for (int i = 0; i < calls; ++i) {
+        if (variant == 0) {
+          accel::blas::gemm(be, s, Trans::no, Trans::yes, n_tok, 4 * c, c, 1.0f, x.data(), c, w.data(), c, 0.0f,
+                            y.data(), 4 * c);
+        } else if (variant == 1) {
+          accel::blas::gemm_gelu(be, s, Trans::no, Trans::yes, n_tok, 4 * c, c, 1.0f, x.data(), c, w.data(), c, 0.0f,
+                                 y.data(), 4 * c, pre.data(), 4 * c);
+        } else {
+          accel::blas::gemm_dgelu(be, s, Trans::no, Trans::no, n_tok, 4 * c, c, 1.0f, x.data(), c, w.data(), 4 * c,
+                                  0.0f, y.data(), 4 * c, static_cast<const T*>(pre.data()), 4 * c);
+        }
+      }
+      ACCEL_CUDA_CHECK(cudaEventRecord(stop, s.get()));
+      ACCEL_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      ACCEL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      return double(ms) / 1e3 / calls;
+    });
   }
   (void)cudaEventDestroy(start);
   (void)cudaEventDestroy(stop);

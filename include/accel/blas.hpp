@@ -1,6 +1,7 @@
 // accel/blas.hpp — accel::blas: matrix products over device memory, on a stream (opt-in part).
 //
 //   gemm / gemm_strided_batched       blas/gemm.hpp   (pointers or Buffer<T, B> operands, row-major)
+//   gemm_gelu / gemm_dgelu            blas/gemm_gelu.hpp (a GEMM with the GELU or its gradient fused in)
 //   Trans                             blas/trans.hpp
 //   set_num_threads / num_threads     blas/threads.hpp (the CPU BLAS's threads)
 //
@@ -11,5 +12,6 @@
 #pragma once
 
 #include <accel/blas/gemm.hpp>
+#include <accel/blas/gemm_gelu.hpp>
 #include <accel/blas/threads.hpp>
 #include <accel/blas/trans.hpp>

@@ -94,3 +94,54 @@ TEST_CASE("gemm: half on the CPU, also through AnyBackend: the float product of 
   CHECK(std::isinf(static_cast<float>(c[0])));  // -2.5 x 60000 = -150000: beyond half's 65504
   CHECK(static_cast<float>(c[2]) == 30096.0f);    // 100 - 1 + 30000 + 0.5, rounded to half (spacing 16)
 }
+
+TEST_CASE("gemm_gelu on the CPU: the baseline (SSE) copy of the epilogue and the AVX2 one agree with the reference") {
+  using namespace accel::blas::detail;
+  const std::int64_t m = 3, n = 37, ld = 40;  // a tail of 5 after the lanes, padding untouched
+  std::vector<float> pre(std::size_t(m * ld), 7.0f);
+  for (std::int64_t r = 0; r < m; ++r) {
+    for (std::int64_t j = 0; j < n; ++j) pre[std::size_t(r * ld + j)] = -9.0f + 18.0f * float(r * n + j) / float(m * n);
+  }
+  const auto reference = [](double x, bool grad) {
+    const double k = 0.7978845608028654, u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
+    return grad ? 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x) : 0.5 * x * (1 + t);
+  };
+  const auto run = [&](bool avx2, Epilogue e) {
+    std::vector<float> c = e == Epilogue::dgelu ? std::vector<float>(pre.size(), 2.0f) : pre;
+    std::vector<float> aux = e == Epilogue::dgelu ? pre : std::vector<float>(pre.size(), -1.0f);
+    GemmArgs<float> g;
+    g.m = m;
+    g.n = n;
+    g.k = 1;
+    g.c = c.data();
+    g.ldc = ld;
+    g.aux = aux.data();
+    g.ldaux = ld;
+    g.epilogue = e;
+#if defined(ACCEL_EPILOGUE_AVX2)
+    if (avx2) epilogue_rows_avx2(g, 0, m);
+    else epilogue_rows_baseline(g, 0, m);
+#else
+    (void)avx2;
+    epilogue_rows_baseline(g, 0, m);
+#endif
+    for (std::int64_t r = 0; r < m; ++r) {
+      for (std::int64_t j = 0; j < ld; ++j) {
+        const std::size_t i = std::size_t(r * ld + j);
+        if (j >= n) {
+          REQUIRE(c[i] == (e == Epilogue::dgelu ? 2.0f : 7.0f));  // padding untouched
+          continue;
+        }
+        const double want = e == Epilogue::dgelu ? 2.0 * reference(pre[i], true) : reference(pre[i], false);
+        REQUIRE(std::abs(double(c[i]) - want) <= 2e-6 * std::max(1.0, std::abs(want)));
+        if (e == Epilogue::gelu) REQUIRE(aux[i] == pre[i]);
+      }
+    }
+  };
+  const bool has_avx2 = epilogue_uses_avx2();
+  MESSAGE("this CPU runs the " << (has_avx2 ? "AVX2 + FMA" : "baseline") << " copy of the epilogue");
+  for (const Epilogue e : {Epilogue::gelu, Epilogue::dgelu}) {
+    run(false, e);
+    if (has_avx2) run(true, e);
+  }
+}

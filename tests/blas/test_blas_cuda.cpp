@@ -55,6 +55,48 @@ TEST_CASE("cuBLAS: the library and every entry point accel uses load (no GPU nee
   CHECK(api.describe(CUBLAS_STATUS_INVALID_VALUE).rfind("CUBLAS_STATUS_INVALID_VALUE: ", 0) == 0);
 }
 
+TEST_CASE("cuBLASLt: the library and every entry point the GELU epilogues use load (no GPU needed)") {
+  const auto& api = accel::blas::detail::cublaslt();
+  REQUIRE_MESSAGE(api.loaded(), api.error);
+  CHECK(api.library.name().find("libcublasLt.so") != std::string::npos);
+  CHECK(bool(api.create));
+  CHECK(bool(api.heuristic));
+  CHECK(bool(api.matmul));
+  CHECK(bool(api.desc_set));
+  CHECK(bool(api.preference_set));
+  CHECK(api.describe(CUBLAS_STATUS_NOT_SUPPORTED).rfind("CUBLAS_STATUS_NOT_SUPPORTED", 0) == 0);
+  // What the heuristic may assume of a pointer: its largest power-of-two alignment up to 256 bytes.
+  CHECK(accel::blas::detail::pointer_alignment(reinterpret_cast<const void*>(std::uintptr_t{0x1000})) == 256);
+  CHECK(accel::blas::detail::pointer_alignment(reinterpret_cast<const void*>(std::uintptr_t{0x1010})) == 16);
+  CHECK(accel::blas::detail::pointer_alignment(reinterpret_cast<const void*>(std::uintptr_t{0x1002})) == 2);
+}
+
+TEST_CASE("cuda gemm_gelu: one cuBLASLt plan per distinct problem, reused by later calls") {
+  ACCEL_SKIP_UNLESS_AVAILABLE(accel::CudaBackend);
+  const accel::CudaBackend be;
+  accel::CudaBackend::Stream stream;
+  const accel::CudaBackend::StreamRef s = stream;
+  std::vector<float> sa, sb;
+  auto a = blas_test::upload<float>(be, s, std::vector<float>(64 * 32, 0.5f), sa);
+  auto b = blas_test::upload<float>(be, s, std::vector<float>(32 * 48, 0.25f), sb);
+  accel::Buffer<float, accel::CudaBackend> c(64 * 48, s), aux(64 * 48, s);
+  const std::size_t before = accel::blas::detail::lt_plans().size();
+  using accel::blas::Trans;
+  for (int i = 0; i < 3; ++i) {
+    accel::blas::gemm_gelu(be, s, Trans::no, Trans::no, 64, 48, 32, 1.0f, a.data(), 32, b.data(), 48, 0.0f, c.data(),
+                           48, aux.data(), 48);
+  }
+  CHECK(accel::blas::detail::lt_plans().size() == before + 1);
+  accel::blas::gemm_dgelu(be, s, Trans::no, Trans::no, 64, 48, 32, 1.0f, a.data(), 32, b.data(), 48, 0.0f, c.data(),
+                          48, static_cast<const float*>(aux.data()), 48);
+  CHECK(accel::blas::detail::lt_plans().size() == before + 2);
+  // P = 32 * 0.125 = 4 everywhere; C = P * GELU'(P) after the backward.
+  const std::vector<float> got = blas_test::download(be, s, c);
+  const double x = 4.0, t = std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+  const double want = x * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x));
+  for (float v : got) REQUIRE(std::abs(v - want) <= 1e-5 * std::abs(want));
+}
+
 TEST_CASE("cuda gemm: half and bfloat16 accumulate in float, rounded once") {
   ACCEL_SKIP_UNLESS_AVAILABLE(accel::CudaBackend);
   check_16bit_gemm<accel::half>();

@@ -67,6 +67,7 @@ template <class B, class T>
 void enqueue(const Call& call, typename B::StreamRef stream, const GemmArgs<T>& g, bool batched) {
   check_sizes(call, g, batched);
   check_pointers(call, g);
+  check_epilogue(call, g);
   GemmImpl<B>::run(call, stream, g);
 }
 
@@ -112,6 +113,7 @@ void enqueue_buffers(const Call& call, typename B::StreamRef stream, GemmArgs<T>
   g.a = span_a == 0 ? nullptr : a.data() + offset_a;
   g.b = span_b == 0 ? nullptr : b.data() + offset_b;
   g.c = span_c == 0 ? nullptr : c.data() + offset_c;
+  check_epilogue(call, g);
   GemmImpl<B>::run(call, stream, g);
 }
 

@@ -26,8 +26,15 @@ template <class T>
   else return "half";
 }
 
+/// What a single GEMM does to its product before storing it (blas/gemm_gelu.hpp):
+///   none    C = P, where P = alpha * op(A) * op(B) + beta * C
+///   gelu    C = GELU(P) (tanh form); aux, when not null, receives P
+///   dgelu   C = P * GELU'(aux)   (aux: the pre-activation the forward wrote; read only)
+enum class Epilogue : unsigned char { none, gelu, dgelu };
+
 /// A strided-batched row-major GEMM: C_i = alpha * op(A_i) * op(B_i) + beta * C_i, i < batch, where
-/// X_i starts at x + i * stride_x. A single GEMM is batch 1 (strides unused).
+/// X_i starts at x + i * stride_x. A single GEMM is batch 1 (strides unused). An epilogue other than
+/// none comes with batch 1 and its aux matrix (m x n, row stride ldaux).
 template <class T>
 struct GemmArgs {
   Trans ta = Trans::no;
@@ -42,6 +49,9 @@ struct GemmArgs {
   T* c = nullptr;
   std::int64_t ldc = 0, stride_c = 0;
   std::int64_t batch = 1;
+  Epilogue epilogue = Epilogue::none;
+  T* aux = nullptr;  ///< gelu: written (may be null); dgelu: read, never written
+  std::int64_t ldaux = 0;
 
   /// True when the call changes nothing (no element of C).
   [[nodiscard]] bool empty() const noexcept { return m == 0 || n == 0 || batch == 0; }
@@ -125,6 +135,50 @@ void check_pointers(const Call& call, const GemmArgs<T>& g) {
     if (g.a == nullptr) invalid(call, "a is null");
     if (g.b == nullptr) invalid(call, "b is null");
   }
+}
+
+/// The alignment (bytes) and row-stride multiple an aux matrix must have on every backend: cuBLASLt's
+/// rule for its GELU epilogues, kept everywhere so that code which runs on one backend runs on all.
+inline constexpr std::int64_t aux_alignment_bytes = 16;
+inline constexpr std::int64_t aux_ld_multiple = 8;
+
+/// aux's row stride: it covers a row of C's width and is a multiple of aux_ld_multiple.
+template <class T>
+void check_aux_stride(const Call& call, const GemmArgs<T>& g) {
+  const std::int64_t needed = g.n > 1 ? g.n : 1;
+  if (g.ldaux < needed) {
+    invalid(call, "ldaux = " + std::to_string(g.ldaux) + " is less than " + std::to_string(needed) +
+                      ", the row length of aux (" + std::to_string(g.m) + " x " + std::to_string(g.n) + ")");
+  }
+  if (g.ldaux % aux_ld_multiple != 0) {
+    invalid(call, "ldaux = " + std::to_string(g.ldaux) + " is not a multiple of " + std::to_string(aux_ld_multiple) +
+                      " (cuBLASLt's rule for the aux matrix, kept on every backend)");
+  }
+}
+
+/// The checks of an epilogue's aux matrix (after check_sizes): its stride, alignment, and that it does
+/// not overlap C (both are written, or aux is read while C is written).
+template <class T>
+void check_epilogue(const Call& call, const GemmArgs<T>& g) {
+  if (g.epilogue == Epilogue::none) return;
+  if (g.k == 0 && !g.empty()) invalid(call, "k = 0: an epilogue needs a product to apply to (k >= 1)");
+  if (g.aux == nullptr) {
+    if (g.epilogue == Epilogue::dgelu && !g.empty()) invalid(call, "aux is null (the GELU's input is read from it)");
+    return;
+  }
+  check_aux_stride(call, g);
+  if (reinterpret_cast<std::uintptr_t>(g.aux) % aux_alignment_bytes != 0) {
+    invalid(call, "aux is not " + std::to_string(aux_alignment_bytes) +
+                      "-byte aligned (cuBLASLt's rule for the aux matrix, kept on every backend)");
+  }
+  if (g.empty()) return;
+  const auto bytes = [&](const Operand& x) {
+    return static_cast<std::uintptr_t>(extent(call, x, 0, 1)) * sizeof(T);  // extent refuses an overflow
+  };
+  const auto aux0 = reinterpret_cast<std::uintptr_t>(g.aux), c0 = reinterpret_cast<std::uintptr_t>(g.c);
+  const std::uintptr_t aux1 = aux0 + bytes({"aux", "ldaux", g.m, g.n, g.ldaux, Trans::no});
+  const std::uintptr_t c1 = c0 + bytes({"C", "ldc", g.m, g.n, g.ldc, Trans::no});
+  if (aux0 < c1 && c0 < aux1) invalid(call, "aux overlaps c (the epilogue writes c while it reads or writes aux)");
 }
 
 }  // namespace accel::blas::detail

@@ -9,6 +9,9 @@
 // ops already use, so GEMMs and ops on one stream share the worker thread's OpenMP team instead of
 // two thread pools spinning against each other.
 //
+// An epilogue (GELU, GELU's gradient: blas/gemm_gelu.hpp) is a pass over C in the same task, right after
+// the product (blas/detail/cpu_epilogue.hpp).
+//
 // The task is enqueued like every other CPU stream operation: it runs after the work enqueued before
 // it and before the work enqueued after it (on a device's default stream, inline, before the call
 // returns; during a graph capture it is recorded and runs at each replay). The GEMM runs on the thread
@@ -26,6 +29,7 @@
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/cpu_epilogue.hpp>
 #include <accel/blas/detail/cpu_half.hpp>
 #include <accel/blas/detail/cpu_matmul.hpp>
 #include <accel/blas/detail/gemm_impl.hpp>
@@ -117,17 +121,22 @@ struct GemmImpl<CpuBackend> {
                               cpu_blas_name() + " multiplies float and bfloat16 there)");
     } else if constexpr (std::is_same_v<T, float>) {
       if (g.empty()) return;
-      stream.enqueue([g] { cpu_sgemm(g); });
+      stream.enqueue([g] {
+        cpu_sgemm(g);
+        cpu_epilogue(g);
+      });
     } else if constexpr (std::is_same_v<T, half>) {
       if (g.empty()) return;
       stream.enqueue([g] {
         cpu_hgemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); });
+        cpu_epilogue(g);
       });
     } else {
       if (g.empty()) return;
       if (g.k == 0) {
         stream.enqueue([g] {
           for (std::int64_t i = 0; i < g.batch; ++i) scale_c(g, i);
+          cpu_epilogue(g);
         });
         return;
       }
@@ -136,6 +145,7 @@ struct GemmImpl<CpuBackend> {
       stream.enqueue([g, &mm, engine = cache.engine()] {
         (void)apply_requested_threads();
         run_bfloat_matmul(engine, mm, g);
+        cpu_epilogue(g);
       });
     }
   }

@@ -4,13 +4,15 @@
 // Row-major through the operand swap: a row-major m x n C is a column-major n x m C^T, and
 // C^T = op(B)^T op(A)^T, so cuBLAS is asked for (op_b, op_a, n, m, k, B, A). float runs in float
 // (CUBLAS_COMPUTE_32F, no TF32), bfloat16 and half accumulate in float. cuBLAS takes 32-bit sizes:
-// larger ones are an InvalidArgumentError at the call. Compiled only where accel has CUDA.
+// larger ones are an InvalidArgumentError at the call. A GEMM with a GELU epilogue runs on cuBLASLt
+// instead (cuda_epilogue.hpp). Compiled only where accel has CUDA.
 #pragma once
 
 #if defined(ACCEL_HAS_CUDA)
 
 #include <accel/blas/detail/arguments.hpp>
 #include <accel/blas/detail/cublas_handles.hpp>
+#include <accel/blas/detail/cuda_epilogue.hpp>
 #include <accel/blas/detail/gemm_impl.hpp>
 #include <accel/cuda/backend.hpp>
 
@@ -49,8 +51,12 @@ struct GemmImpl<CudaBackend> {
     if (g.empty()) return;
     const cuda::Devices::DeviceGuard device(stream.device_index());
     const CublasHandle& h = cublas_handles().get(stream);
-    const CublasApi& api = cublas();
     constexpr cudaDataType type = cuda_type<T>();
+    if (g.epilogue != Epilogue::none) {
+      run_lt_epilogue(call, stream, g, h, type);
+      return;
+    }
+    const CublasApi& api = cublas();
     cublasStatus_t status;
     const std::lock_guard<std::mutex> lock(h.mutex);
     if (g.batch == 1) {

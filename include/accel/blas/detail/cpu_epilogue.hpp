@@ -1,0 +1,220 @@
+// accel/blas/detail/cpu_epilogue.hpp — the GELU epilogues on the CPU: a pass over C right after the
+// product, in the same task (so it runs in stream order, and in a graph's replay, with the GEMM).
+//
+// The GELU is the tanh form (GPT-2's, torch's approximate='tanh', cuBLASLt's), computed through a
+// sigmoid: 0.5 (1 + tanh u) = 1 / (1 + e^{-2u}), u = k (x + c x^3), k = sqrt(2 / pi), c = 0.044715.
+// 16-bit C is the product as stored (rounded once), then the epilogue's result rounded once more: cuBLASLt
+// applies its epilogue to the float accumulator instead, so 16-bit results may differ by one rounding.
+// The rows are split over blas::num_threads() OpenMP threads, the threads the GEMM used.
+#pragma once
+
+#include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/openmp.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace accel::blas::detail {
+
+// The math runs on N lanes of GCC / Clang generic vectors, with no control flow to defeat the vectorizer
+// (a float compare in a plain loop does, under the default -ftrapping-math): four lanes at x86-64's
+// baseline (SSE; NEON on Arm), eight in a copy compiled for AVX2 + FMA and chosen at run time where the
+// CPU has them. The helpers are always inlined, so no vector crosses a call (whose ABI would depend on
+// the flags each side was compiled with; GCC's -Wpsabi note about it is silenced for that reason).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+template <int N>
+struct LaneTypes;  // (vector_size does not take a dependent size: one specialization per width)
+template <>
+struct LaneTypes<4> {
+  using F = float __attribute__((vector_size(16)));
+  using U = std::uint32_t __attribute__((vector_size(16)));
+};
+template <>
+struct LaneTypes<8> {
+  using F = float __attribute__((vector_size(32)));
+  using U = std::uint32_t __attribute__((vector_size(32)));
+};
+
+#define ACCEL_EPILOGUE_INLINE [[gnu::always_inline]] inline
+
+/// x = x where mask, else b (mask lanes all ones or all zeros). Vectors go by reference: a vector
+/// passed by value would cross calls in registers only where both sides were compiled with AVX.
+template <int N>
+ACCEL_EPILOGUE_INLINE void keep_else(typename LaneTypes<N>::F& x, const typename LaneTypes<N>::U& mask,
+                                     const typename LaneTypes<N>::F& b) noexcept {
+  using U = typename LaneTypes<N>::U;
+  using F = typename LaneTypes<N>::F;
+  x = reinterpret_cast<F>((reinterpret_cast<U>(x) & mask) | (reinterpret_cast<U>(b) & ~mask));
+}
+
+/// x = e^x, clamped to float's range (below at -87.3: about 1e-38, no subnormal; above at 88.37,
+/// float's largest finite e^x): the exponent by rounding x / ln 2 with the 1.5 * 2^23 trick, the rest
+/// by a degree-6 polynomial.
+template <int N>
+ACCEL_EPILOGUE_INLINE void exp_in_place(typename LaneTypes<N>::F& x) noexcept {
+  using U = typename LaneTypes<N>::U;
+  using F = typename LaneTypes<N>::F;
+  const F hi = F{} + 88.3762626647949f, lo = F{} - 87.3365447505531f;
+  keep_else<N>(x, reinterpret_cast<U>(x < hi), hi);
+  keep_else<N>(x, reinterpret_cast<U>(x > lo), lo);
+  const F t = x * 1.44269504088896341f + 12582912.0f;
+  const F n = t - 12582912.0f;
+  F r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const U scale = (reinterpret_cast<U>(t) - 0x4B400000u + 127u) << 23;
+  x = (p * (r * r) + r + 1.0f) * reinterpret_cast<F>(scale);
+}
+
+// -2u = x (-2k - 2kc x^2) and 2u' = 2k + 6kc x^2, the constants folded in double and rounded once.
+inline constexpr float gelu_m2k = static_cast<float>(-2 * 0.7978845608028654);
+inline constexpr float gelu_m2kc = static_cast<float>(-2 * 0.7978845608028654 * 0.044715);
+inline constexpr float gelu_2k = static_cast<float>(2 * 0.7978845608028654);
+inline constexpr float gelu_6kc = static_cast<float>(6 * 0.7978845608028654 * 0.044715);
+
+/// x = GELU(x), tanh form.
+template <int N>
+ACCEL_EPILOGUE_INLINE void gelu_in_place(typename LaneTypes<N>::F& x) noexcept {
+  typename LaneTypes<N>::F e = x * (gelu_m2kc * x * x + gelu_m2k);
+  exp_in_place<N>(e);
+  x = x / (1.0f + e);
+}
+
+/// x = GELU'(x) = s + 2 x s (1 - s) u'(x), s = 1 / (1 + e^{-2u}); 1 - s is taken as e^{-2u} s (no cancellation).
+template <int N>
+ACCEL_EPILOGUE_INLINE void gelu_grad_in_place(typename LaneTypes<N>::F& x) noexcept {
+  using F = typename LaneTypes<N>::F;
+  const F x2 = x * x;
+  F e = x * (gelu_m2kc * x2 + gelu_m2k);
+  exp_in_place<N>(e);
+  const F s = 1.0f / (1.0f + e);
+  x = x * (e * s) * s * (gelu_6kc * x2 + gelu_2k) + s;
+}
+
+/// v = up to N elements of T as floats (the rest zero), and back.
+template <int N, class T>
+ACCEL_EPILOGUE_INLINE void load_lanes(typename LaneTypes<N>::F& v, const T* p, int count) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    if (count == N) {
+      std::memcpy(&v, p, sizeof(v));
+      return;
+    }
+  }
+  v = typename LaneTypes<N>::F{};
+  for (int i = 0; i < count; ++i) v[i] = static_cast<float>(p[i]);
+}
+
+template <int N, class T>
+ACCEL_EPILOGUE_INLINE void store_lanes(T* p, const typename LaneTypes<N>::F& v, int count) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    if (count == N) {
+      std::memcpy(p, &v, sizeof(v));
+      return;
+    }
+  }
+  for (int i = 0; i < count; ++i) p[i] = T(v[i]);
+}
+
+/// Rows [begin, end) of C (and aux), N lanes at a time.
+template <int N, class T>
+ACCEL_EPILOGUE_INLINE void epilogue_rows_lanes(const GemmArgs<T>& g, std::int64_t begin, std::int64_t end) noexcept {
+  typename LaneTypes<N>::F x, d;
+  for (std::int64_t r = begin; r < end; ++r) {
+    T* c = g.c + r * g.ldc;
+    T* aux = g.aux == nullptr ? nullptr : g.aux + r * g.ldaux;
+    for (std::int64_t j = 0; j < g.n; j += N) {
+      const int count = g.n - j < N ? static_cast<int>(g.n - j) : N;
+      load_lanes<N>(x, c + j, count);
+      if (g.epilogue == Epilogue::dgelu) {
+        load_lanes<N>(d, aux + j, count);
+        gelu_grad_in_place<N>(d);
+        x = x * d;
+      } else {
+        if (aux != nullptr) std::memcpy(aux + j, c + j, static_cast<std::size_t>(count) * sizeof(T));
+        gelu_in_place<N>(x);
+      }
+      store_lanes<N>(c + j, x, count);
+    }
+  }
+}
+
+#undef ACCEL_EPILOGUE_INLINE
+
+template <class T>
+void epilogue_rows_baseline(const GemmArgs<T>& g, std::int64_t begin, std::int64_t end) noexcept {
+  epilogue_rows_lanes<4>(g, begin, end);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#define ACCEL_EPILOGUE_AVX2 1
+template <class T>
+__attribute__((target("avx2,fma"))) void epilogue_rows_avx2(const GemmArgs<T>& g, std::int64_t begin,
+                                                             std::int64_t end) noexcept {
+  epilogue_rows_lanes<8>(g, begin, end);
+}
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/// Whether this CPU runs the AVX2 + FMA copy (asked once).
+[[nodiscard]] inline bool epilogue_uses_avx2() noexcept {
+#if defined(ACCEL_EPILOGUE_AVX2)
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return avx2;
+#else
+  return false;
+#endif
+}
+
+/// Rows [begin, end) of C (and aux), on the widest copy this CPU runs.
+template <class T>
+void epilogue_rows(const GemmArgs<T>& g, std::int64_t begin, std::int64_t end) noexcept {
+#if defined(ACCEL_EPILOGUE_AVX2)
+  if (epilogue_uses_avx2()) {
+    epilogue_rows_avx2(g, begin, end);
+    return;
+  }
+#endif
+  epilogue_rows_baseline(g, begin, end);
+}
+
+template <class T>
+struct EpilogueWork {
+  const GemmArgs<T>* g;
+};
+
+template <class T>
+void epilogue_share(void* data) noexcept {
+  const GemmArgs<T>& g = *static_cast<EpilogueWork<T>*>(data)->g;
+  const OpenMpApi& omp = openmp();
+  const std::int64_t t = omp.get_thread_num(), n = omp.get_num_threads();
+  epilogue_rows(g, t * g.m / n, (t + 1) * g.m / n);
+}
+
+/// Applies g's epilogue to C (computed already); runs in the GEMM's task, on the stream's thread.
+template <class T>
+void cpu_epilogue(const GemmArgs<T>& g) {
+  if (g.epilogue == Epilogue::none || g.empty()) return;
+  const int threads = apply_requested_threads();
+  // Below ~64 K elements a team costs more than it saves.
+  if (threads > 1 && g.m > 1 && g.m * g.n >= (std::int64_t{1} << 16)) {
+    EpilogueWork<T> work{&g};
+    openmp().parallel(&epilogue_share<T>, &work, static_cast<unsigned>(threads), 0);
+    return;
+  }
+  epilogue_rows(g, 0, g.m);
+}
+
+}  // namespace accel::blas::detail
