@@ -79,6 +79,7 @@ struct Config {
   int streams = 0;             // lanes: streams that each run a slice of the batch's rows (0: auto)
   bool graph = false;
   std::string attention = "auto";  // fused | gemm | flash | auto (fused on the CPU; flash on CUDA where it fits, else gemm)
+  bool gelu_fusion = false;  // --gelu-fusion on: the MLP's GELU and its gradient inside its GEMMs (blas::gemm_gelu)
   std::string dispatch = "static";  // static: Engine<CpuBackend|CudaBackend> via accel::visit; any: Engine<AnyBackend>
   std::string save;            // checkpoint directory ("" : none, except on a signal)
   std::int64_t save_every = 0;
@@ -164,6 +165,9 @@ training
                        products as strided-batched GEMMs around softmax kernels; flash: tensor-core
                        kernels keeping the scores on chip (CUDA, bf16/fp16, head size 32 or 64; the
                        default there, gemm otherwise on CUDA)
+  --gelu-fusion on|off  on: the MLP's GELU applied inside its first GEMM and the GELU's gradient inside
+                       the backward's (accel::blas::gemm_gelu / gemm_dgelu: cuBLASLt's epilogues on
+                       CUDA, a pass in the GEMM's task on the CPU) instead of separate kernels; default off
   --dispatch static|any  static (default): Engine<B> on the concrete backend (accel::visit once);
                        any: Engine<AnyBackend>, every call dispatched at run time (for comparison)
 checkpoints
@@ -413,6 +417,10 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       if (c.attention != "fused" && c.attention != "gemm" && c.attention != "flash" && c.attention != "auto") {
         throw UsageError("--attention expects fused, gemm, flash or auto, got '" + c.attention + "'");
       }
+    } else if (a == "--gelu-fusion") {
+      const std::string v = value();
+      if (v != "on" && v != "off") throw UsageError("--gelu-fusion expects on or off, got '" + v + "'");
+      c.gelu_fusion = v == "on";
     } else if (a == "--streams") {
       c.streams = static_cast<int>(parse_int(a, value(), 1, 256));
     } else if (a == "--graph") {
@@ -474,6 +482,11 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
   if (c.shape.width % c.shape.heads != 0) {
     throw UsageError("--heads " + std::to_string(c.shape.heads) + " does not divide --width " +
                      std::to_string(c.shape.width) + " (each head gets width / heads channels)");
+  }
+  if (c.gelu_fusion && (4 * c.shape.width) % 8 != 0) {
+    throw UsageError("--gelu-fusion on needs an even --width (the MLP's pre-activation rows, 4 x width = " +
+                     std::to_string(4 * c.shape.width) + ", must be a multiple of 8 elements), got --width " +
+                     std::to_string(c.shape.width));
   }
   return c;
 }

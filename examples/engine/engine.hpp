@@ -680,6 +680,20 @@ class Trainer {
     accel::blas::gemm(b_, typename B::StreamRef(cs()), ta, tb, m, n, k, 1.0f, a, lda, bm, ldb, beta, c, ldc);
   }
 
+  /// c = GELU(a b^T) (row-major, as gemm(no, yes)); pre receives a b^T (--gelu-fusion on).
+  void gemm_gelu(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* bm, T* c, T* pre) {
+    const Phase op(*this, "gemm", cs());
+    accel::blas::gemm_gelu(b_, typename B::StreamRef(cs()), Trans::no, Trans::yes, m, n, k, 1.0f, a, k, bm, k, 0.0f, c,
+                           n, pre, n);
+  }
+
+  /// c = (a b) * GELU'(pre) (row-major, as gemm(no, no)): the GELU's backward inside the GEMM.
+  void gemm_dgelu(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* bm, T* c, const T* pre) {
+    const Phase op(*this, "gemm", cs());
+    accel::blas::gemm_dgelu(b_, typename B::StreamRef(cs()), Trans::no, Trans::no, m, n, k, 1.0f, a, k, bm, n, 0.0f, c,
+                            n, pre, n);
+  }
+
   void dropout(T* out, const T* in, std::int64_t bits_off, std::int64_t n, bool fresh) {
     const Phase op(*this, "dropout", cs());
     std::uint32_t* mask = bits(bits_off);
@@ -800,10 +814,14 @@ class Trainer {
       nn_.layernorm_forward(cs(), act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
                             w(W.ln2_b), N, C, 1e-5f, act(L.attproj), act(L.res2));
       op.reset();
-      gemm(Trans::no, Trans::yes, N, 4 * C, C, act(L.ln2), C, w(W.fc_w), C, 0.0f, act(L.fch), 4 * C);
-      op.emplace(*this, "gelu", cs());
-      nn_.gelu_forward(cs(), act(L.gelu), act(L.fch), N * 4 * C);
-      op.reset();
+      if (cfg_.gelu_fusion) {
+        gemm_gelu(N, 4 * C, C, act(L.ln2), w(W.fc_w), act(L.gelu), act(L.fch));
+      } else {
+        gemm(Trans::no, Trans::yes, N, 4 * C, C, act(L.ln2), C, w(W.fc_w), C, 0.0f, act(L.fch), 4 * C);
+        op.emplace(*this, "gelu", cs());
+        nn_.gelu_forward(cs(), act(L.gelu), act(L.fch), N * 4 * C);
+        op.reset();
+      }
       gemm(Trans::no, Trans::yes, N, C, 4 * C, act(L.gelu), 4 * C, w(W.fcproj_w), 4 * C, 0.0f, act(L.fcproj), C);
       if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true);
     }
@@ -917,15 +935,20 @@ class Trainer {
           dropout(act(A_.dtmp), act(A_.dres), L.bits_fc, N * C, false);
           dfc = act(A_.dtmp);
         }
-        gemm(Trans::no, Trans::no, N, 4 * C, C, dfc, C, w(W.fcproj_w), 4 * C, 0.0f, act(A_.dbig), 4 * C);
+        if (cfg_.gelu_fusion) {  // dbig = dgelu, the GELU's backward fused in (the fc unit skips its kernel)
+          gemm_dgelu(N, 4 * C, C, dfc, w(W.fcproj_w), act(A_.dbig), act(L.fch));
+        } else {
+          gemm(Trans::no, Trans::no, N, 4 * C, C, dfc, C, w(W.fcproj_w), 4 * C, 0.0f, act(A_.dbig), 4 * C);
+        }
         bucket_begin(unit);
         gemm(Trans::yes, Trans::no, C, 4 * C, N, dfc, C, act(L.gelu), 4 * C, 1.0f, g(W.fcproj_w), 4 * C);
         break;
       }
       case BucketPlan::fc: {
-        std::optional<Phase> op(std::in_place, *this, "gelu backward", cs());
-        nn_.gelu_backward(cs(), act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
-        op.reset();
+        if (!cfg_.gelu_fusion) {
+          const Phase op(*this, "gelu backward", cs());
+          nn_.gelu_backward(cs(), act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
+        }
         gemm(Trans::no, Trans::no, N, C, 4 * C, act(A_.dbig), 4 * C, w(W.fc_w), C, 0.0f, act(A_.dln), C);
         bucket_begin(unit);
         gemm(Trans::yes, Trans::no, 4 * C, C, N, act(A_.dbig), 4 * C, act(L.ln2), C, 1.0f, g(W.fc_w), C);

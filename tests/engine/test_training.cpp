@@ -177,6 +177,47 @@ void check_fused_vs_gemm(Run run, const std::string& tag, std::initializer_list<
   }
 }
 
+/// --gelu-fusion on (the GELU and its gradient inside the MLP's GEMMs) trains as the separate kernels do,
+/// within `rel`, dropout off and on; and its step captured in a graph gives its eager bits.
+void check_gelu_fusion(Run run, const std::string& tag, double rel, const std::string& dtype = "fp32") {
+  for (const double dropout : {0.0, 0.2}) {
+    CAPTURE(dropout);
+    const fs::path k = temp_dir(tag + "kernels"), f = temp_dir(tag + "fused");
+    auto kernels = small(k);
+    kernels.steps = 5;
+    kernels.dropout = dropout;
+    kernels.dtype = dtype;
+    auto fused = kernels;
+    fused.dump = f.string();
+    fused.gelu_fusion = true;
+    REQUIRE(run(kernels) == 0);
+    REQUIRE(run(fused) == 0);
+    const auto a = losses(k), b = losses(f);
+    REQUIRE(a.size() == 5);
+    REQUIRE(b.size() == 5);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) <= rel * std::stod(a[i]));
+    }
+    CHECK(std::stod(b.back()) < std::stod(b.front()));  // it learns
+    fs::remove_all(k);
+    fs::remove_all(f);
+  }
+  const fs::path e = temp_dir(tag + "fused-eager"), g = temp_dir(tag + "fused-graph");
+  auto eager = small(e);
+  eager.dropout = 0.2;
+  eager.dtype = dtype;
+  eager.gelu_fusion = true;
+  auto graph = eager;
+  graph.dump = g.string();
+  graph.graph = true;
+  REQUIRE(run(eager) == 0);
+  REQUIRE(run(graph) == 0);
+  CHECK(losses(e) == losses(g));
+  fs::remove_all(e);
+  fs::remove_all(g);
+}
+
 /// --dtype bf16: bf16 weights and activations train, the losses within 2 % of fp32's.
 void check_bf16(Run run, const std::string& tag) {
   const fs::path f = temp_dir(tag + "fp32"), h = temp_dir(tag + "bf16");
@@ -293,6 +334,10 @@ TEST_CASE("Engine<AnyBackend>: the same code dispatched at run time gives Engine
 
 TEST_CASE("engine --attention gemm (CUDA's default path: strided-batched GEMMs around softmax kernels) trains as the fused kernel does") {
   check_fused_vs_gemm(run, "", {0.0, 0.2}, 1e-6);
+}
+
+TEST_CASE("engine --gelu-fusion on: the GELU inside the MLP's GEMMs trains as the separate kernels do; --graph gives its bits") {
+  check_gelu_fusion(run, "", 1e-5);
 }
 
 TEST_CASE("engine --streams 2: the batch's rows on two streams, gradients summed, trains as one stream does") {
@@ -485,6 +530,13 @@ TEST_CASE("engine: command-line errors name what is wrong") {
   CHECK(parse({"--zero-stage", "2", "--streams", "2"})->streams == 2);  // a bucket set per stream
   CHECK(parse({"--zero-stage", "2", "--reduce-bucket-size", "500000"})->reduce_bucket == 500000);
   CHECK(parse({"--force-collectives"})->force_collectives);
+  CHECK(parse({"--gelu-fusion", "on"})->gelu_fusion);
+  CHECK_FALSE(parse({})->gelu_fusion);
+  CHECK_THROWS_WITH_AS(parse({"--gelu-fusion", "yes"}), "--gelu-fusion expects on or off, got 'yes'", engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--gelu-fusion", "on", "--heads", "1", "--width", "33"}),
+                       "--gelu-fusion on needs an even --width (the MLP's pre-activation rows, 4 x width = 132, must be "
+                       "a multiple of 8 elements), got --width 33",
+                       engine::UsageError);
   CHECK_FALSE(parse({})->force_collectives);
   const auto c = parse({"--size", "shakespeare", "--batch", "8", "--layers", "2"});
   REQUIRE(c.has_value());
@@ -619,6 +671,12 @@ TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --gr
   SUBCASE("--dtype bf16: the losses within 2 % of fp32's, and it learns") { check_bf16(run_cuda, "cuda-"); }
   SUBCASE("bf16: the flash kernels (the default) train as the GEMM path does (within 1 %), dropout off and on") {
     check_fused_vs_gemm(run_cuda, "cuda-", {0.0, 0.2}, 1e-2, "flash", "gemm", "bf16");
+  }
+  SUBCASE("--gelu-fusion on (cuBLASLt's GELU epilogues) trains as the separate kernels do (within 1e-5); --graph gives its bits") {
+    check_gelu_fusion(run_cuda, "cuda-", 1e-5);
+  }
+  SUBCASE("bf16 --gelu-fusion on: within 1 % of the separate kernels (the epilogue rounds once less)") {
+    check_gelu_fusion(run_cuda, "cuda-bf16-", 1e-2, "bf16");
   }
   SUBCASE("bf16 --graph with the flash kernels gives the eager step's bits, dropout on") {
     check_graph_bits(run_cuda, "cuda-bf16-", "bf16");
