@@ -159,7 +159,7 @@ void report_cpu_epilogues(const accel::CpuBackend& be, accel::cpu::StreamRef str
   const int calls = opt.smoke ? 2 : 40;
   std::printf("GELU epilogues (tiny MLP: fc 768x512x128 forward, 768x512x128 dgelu; %s copy): bare gemm time / fused time, "
               "median [min-max]\n",
-              accel::blas::detail::epilogue_uses_avx2() ? "AVX2" : "baseline");
+              accel::blas::detail::epilogue_lanes() == 16 ? "AVX-512" : accel::blas::detail::epilogue_lanes() == 8 ? "AVX2" : "baseline");
   report_epilogues("tiny fc 768x512x128", opt, [&](int variant) {
     return time_calls(
         [&] {

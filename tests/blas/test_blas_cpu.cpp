@@ -95,7 +95,7 @@ TEST_CASE("gemm: half on the CPU, also through AnyBackend: the float product of 
   CHECK(static_cast<float>(c[2]) == 30096.0f);    // 100 - 1 + 30000 + 0.5, rounded to half (spacing 16)
 }
 
-TEST_CASE("gemm_gelu on the CPU: the baseline (SSE) copy of the epilogue and the AVX2 one agree with the reference") {
+TEST_CASE("gemm_gelu on the CPU: the baseline (SSE), AVX2 and AVX-512 copies of the epilogue agree with the reference") {
   using namespace accel::blas::detail;
   const std::int64_t m = 3, n = 37, ld = 40;  // a tail of 5 after the lanes, padding untouched
   std::vector<float> pre(std::size_t(m * ld), 7.0f);
@@ -106,7 +106,7 @@ TEST_CASE("gemm_gelu on the CPU: the baseline (SSE) copy of the epilogue and the
     const double k = 0.7978845608028654, u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
     return grad ? 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x) : 0.5 * x * (1 + t);
   };
-  const auto run = [&](bool avx2, Epilogue e) {
+  const auto run = [&](int lanes, Epilogue e) {
     std::vector<float> c = e == Epilogue::dgelu ? std::vector<float>(pre.size(), 2.0f) : pre;
     std::vector<float> aux = e == Epilogue::dgelu ? pre : std::vector<float>(pre.size(), -1.0f);
     GemmArgs<float> g;
@@ -119,10 +119,11 @@ TEST_CASE("gemm_gelu on the CPU: the baseline (SSE) copy of the epilogue and the
     g.ldaux = ld;
     g.epilogue = e;
 #if defined(ACCEL_EPILOGUE_AVX2)
-    if (avx2) epilogue_rows_avx2(g, 0, m);
+    if (lanes == 16) epilogue_rows_avx512(g, 0, m);
+    else if (lanes == 8) epilogue_rows_avx2(g, 0, m);
     else epilogue_rows_baseline(g, 0, m);
 #else
-    (void)avx2;
+    (void)lanes;
     epilogue_rows_baseline(g, 0, m);
 #endif
     for (std::int64_t r = 0; r < m; ++r) {
@@ -138,10 +139,15 @@ TEST_CASE("gemm_gelu on the CPU: the baseline (SSE) copy of the epilogue and the
       }
     }
   };
-  const bool has_avx2 = epilogue_uses_avx2();
-  MESSAGE("this CPU runs the " << (has_avx2 ? "AVX2 + FMA" : "baseline") << " copy of the epilogue");
+  const int widest = epilogue_lanes();
+  MESSAGE("this CPU runs the " << widest << "-lane copy of the epilogue");
+  int copies = 0;
   for (const Epilogue e : {Epilogue::gelu, Epilogue::dgelu}) {
-    run(false, e);
-    if (has_avx2) run(true, e);
+    for (const int lanes : {4, 8, 16}) {
+      if (lanes > widest) continue;  // the copies this CPU can run
+      run(lanes, e);
+      ++copies;
+    }
   }
+  CHECK(copies >= 2);
 }

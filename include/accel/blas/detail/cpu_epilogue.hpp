@@ -19,8 +19,8 @@ namespace accel::blas::detail {
 
 // The math runs on N lanes of GCC / Clang generic vectors, with no control flow to defeat the vectorizer
 // (a float compare in a plain loop does, under the default -ftrapping-math): four lanes at x86-64's
-// baseline (SSE; NEON on Arm), eight in a copy compiled for AVX2 + FMA and chosen at run time where the
-// CPU has them. The helpers are always inlined, so no vector crosses a call (whose ABI would depend on
+// baseline (SSE; NEON on Arm), eight in a copy compiled for AVX2 + FMA, sixteen in one for AVX-512,
+// the widest the CPU runs chosen at run time. The helpers are always inlined, so no vector crosses a call (whose ABI would depend on
 // the flags each side was compiled with; GCC's -Wpsabi note about it is silenced for that reason).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -38,6 +38,11 @@ template <>
 struct LaneTypes<8> {
   using F = float __attribute__((vector_size(32)));
   using U = std::uint32_t __attribute__((vector_size(32)));
+};
+template <>
+struct LaneTypes<16> {
+  using F = float __attribute__((vector_size(64)));
+  using U = std::uint32_t __attribute__((vector_size(64)));
 };
 
 #define ACCEL_EPILOGUE_INLINE [[gnu::always_inline]] inline
@@ -162,19 +167,26 @@ __attribute__((target("avx2,fma"))) void epilogue_rows_avx2(const GemmArgs<T>& g
                                                              std::int64_t end) noexcept {
   epilogue_rows_lanes<8>(g, begin, end);
 }
+template <class T>
+__attribute__((target("avx512f"))) void epilogue_rows_avx512(const GemmArgs<T>& g, std::int64_t begin,
+                                                              std::int64_t end) noexcept {
+  epilogue_rows_lanes<16>(g, begin, end);
+}
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
-/// Whether this CPU runs the AVX2 + FMA copy (asked once).
-[[nodiscard]] inline bool epilogue_uses_avx2() noexcept {
+/// Which copy this CPU runs (asked once): 16 (AVX-512), 8 (AVX2 + FMA) or 4 lanes (the baseline).
+[[nodiscard]] inline int epilogue_lanes() noexcept {
 #if defined(ACCEL_EPILOGUE_AVX2)
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2;
+  static const int lanes = __builtin_cpu_supports("avx512f")                                   ? 16
+                           : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8
+                                                                                              : 4;
+  return lanes;
 #else
-  return false;
+  return 4;
 #endif
 }
 
@@ -182,9 +194,10 @@ __attribute__((target("avx2,fma"))) void epilogue_rows_avx2(const GemmArgs<T>& g
 template <class T>
 void epilogue_rows(const GemmArgs<T>& g, std::int64_t begin, std::int64_t end) noexcept {
 #if defined(ACCEL_EPILOGUE_AVX2)
-  if (epilogue_uses_avx2()) {
-    epilogue_rows_avx2(g, begin, end);
-    return;
+  switch (epilogue_lanes()) {
+    case 16: epilogue_rows_avx512(g, begin, end); return;
+    case 8: epilogue_rows_avx2(g, begin, end); return;
+    default: break;
   }
 #endif
   epilogue_rows_baseline(g, begin, end);
