@@ -24,7 +24,7 @@
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py; off: none), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
-# against AnyBackend) narrow a visit; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
+# against AnyBackend), GELU=on|off (--gelu-fusion on against off, engine_ab.sh) narrow a visit; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
 # Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). A summary is
@@ -181,6 +181,15 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
   if [[ ${DISPATCH:-on} == on ]]; then
     timeout 180 python3 benchmarks/engine/dispatch_compare.py --device cuda --size gpt2 --dtype bf16 --rounds 3 \
       --steps 40 --engine "$engine" --json "$RES/engine_dispatch_steps.json" > "$RES/dispatch.log" 2>&1
+    pack
+  fi
+  # The GELU inside the MLP's GEMMs (cuBLASLt's epilogues) against the separate kernels, gpt2 bf16 eager,
+  # alternating, by each run's median step (GELU=off skips it; with NCU=on also kernel by kernel).
+  if [[ ${GELU:-on} == on ]]; then
+    OLD_ARGS="--gelu-fusion off" NEW_ARGS="--gelu-fusion on" OUT="$RES/gelu_ab" ACCEL_BACKEND=cuda timeout 240 \
+      bash benchmarks/engine/explore/engine_ab.sh "$engine" "$engine" 3 --size gpt2 --dtype bf16 --steps 40 \
+      > "$RES/gelu_fusion_ab.log" 2>&1
+    echo "exit status $?" >> "$RES/gelu_fusion_ab.log"
     pack
   fi
   # Kernel by kernel (NCU=on; Nsight Compute, one metric over three gpt2 steps): the trace's spans include

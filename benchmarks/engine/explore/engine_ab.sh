@@ -8,6 +8,8 @@
 #   OLD_KERNELS / NEW_KERNELS: the accel kernel directory each side JIT-compiles from (ACCEL_KERNEL_DIR),
 #     for a change to accel's kernels together with its host side (a launch shape, a block size), which
 #     kernel_variants.sh (kernel directories under one binary) cannot try; default: the binary's own.
+#   OLD_ARGS / NEW_ARGS: engine arguments added to one side only — one binary given twice then compares
+#     two settings of a flag (OLD_ARGS="--gelu-fusion off" NEW_ARGS="--gelu-fusion on").
 #   WARMUP (10; fewer when a run has fewer steps), NCU=on: Nsight Compute's time per kernel over 3 steps
 #     of each side (kernel_times.py), OUT (a folder for the runs' logs and metrics; default a temporary one).
 #
@@ -41,8 +43,10 @@ warm = min(int(sys.argv[2]), max(1, len(rows) // 3))
 print('%.4f' % statistics.median([ms for step, ms in rows if step > warm] or [ms for _, ms in rows]))" "$m" "${WARMUP:-10}"
 }
 for i in $(seq "$rounds"); do
-  o=$(median_step "old_$i" "$old" "${OLD_KERNELS:-}" "$@") || exit 1
-  n=$(median_step "new_$i" "$new" "${NEW_KERNELS:-}" "$@") || exit 1
+  # shellcheck disable=SC2086
+  o=$(median_step "old_$i" "$old" "${OLD_KERNELS:-}" "$@" ${OLD_ARGS:-}) || exit 1
+  # shellcheck disable=SC2086
+  n=$(median_step "new_$i" "$new" "${NEW_KERNELS:-}" "$@" ${NEW_ARGS:-}) || exit 1
   echo "$o $n"
 done | python3 -c '
 import statistics, sys
@@ -55,10 +59,10 @@ print("new median step, ms", [n for _, n in rows])
 print("old / new: median %.4f, range %.4f-%.4f, %d pairs (> 1: new faster)" % (statistics.median(r), min(r), max(r), len(r)))' || exit 1
 if [[ ${NCU:-off} == on ]] && command -v ncu > /dev/null; then
   for side in old new; do
-    bin=$old kdir=${OLD_KERNELS:-}
-    [[ $side == new ]] && bin=$new kdir=${NEW_KERNELS:-}
+    bin=$old kdir=${OLD_KERNELS:-} extra=${OLD_ARGS:-}
+    [[ $side == new ]] && bin=$new kdir=${NEW_KERNELS:-} extra=${NEW_ARGS:-}
     env ${kdir:+ACCEL_KERNEL_DIR=$kdir} timeout 300 ncu --target-processes application-only --clock-control none \
-      --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu_$side.csv" "$bin" "$@" --steps 3 \
+      --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu_$side.csv" "$bin" "$@" $extra --steps 3 \
       --eval-every 0 --quiet > /dev/null 2>&1
     python3 "$HERE/kernel_times.py" "$OUT/ncu_$side.csv" 3 > "$OUT/kernel_times_$side.txt" 2>&1
     rm -f "$OUT/ncu_$side.csv"
