@@ -5,7 +5,8 @@
 // Row-major through the operand swap, as cuda_gemm.hpp: cuBLASLt is asked for the column-major
 // C^T = op(B)^T op(A)^T, whose n x m layout is C's memory; aux, of C's shape, is the same memory either
 // way. A plan — the descriptors and the algorithm cuBLASLt's heuristic picked — is made once per distinct
-// problem (types, transposes, sizes, strides, the operands' alignment) and kept; a call then sets the
+// problem (types, transposes, sizes, strides, the alignment of every pointer: the heuristic reads the aux
+// pointer's from the one set when it runs, the others' from the preferences) and kept; a call then sets the
 // aux pointer on the plan's descriptor and enqueues one cublasLtMatmul on the stream, with the workspace
 // of the stream's cuBLAS handle (cublas_handles.hpp: stream-ordered with the stream's other GEMMs, and
 // allocated before any capture, so a captured call allocates nothing). One cuBLASLt handle per device.
@@ -52,7 +53,7 @@ struct LtPlanKey {
   int ta, tb;
   bool has_aux;
   std::int64_t m, n, k, lda, ldb, ldc, ldaux;
-  std::uint32_t align_a, align_b, align_c;
+  std::uint32_t align_a, align_b, align_c, align_aux;  ///< the heuristic's algorithm relies on these
   friend bool operator==(const LtPlanKey&, const LtPlanKey&) = default;
 };
 
@@ -62,7 +63,8 @@ struct LtPlanKeyHash {
     const auto mix = [&h](std::uint64_t v) { h = (h ^ static_cast<std::size_t>(v)) * 0x100000001B3ull + 0x9E3779B9u; };
     for (std::int64_t v : {std::int64_t(k.device), std::int64_t(k.type), std::int64_t(k.epilogue), std::int64_t(k.ta),
                            std::int64_t(k.tb), std::int64_t(k.has_aux), k.m, k.n, k.k, k.lda, k.ldb, k.ldc, k.ldaux,
-                           std::int64_t(k.align_a), std::int64_t(k.align_b), std::int64_t(k.align_c)}) {
+                           std::int64_t(k.align_a), std::int64_t(k.align_b), std::int64_t(k.align_c),
+                           std::int64_t(k.align_aux)}) {
       mix(static_cast<std::uint64_t>(v));
     }
     return h;
@@ -207,7 +209,8 @@ void run_lt_epilogue(const Call& call, cuda::StreamRef stream, const GemmArgs<T>
   const cublasLtHandle_t lt = plans.handle(stream.device_index());
   const LtPlanKey key{stream.device_index(), static_cast<int>(type), static_cast<int>(g.epilogue),
                       static_cast<int>(g.ta), static_cast<int>(g.tb), g.aux != nullptr, g.m, g.n, g.k, g.lda, g.ldb,
-                      g.ldc, g.ldaux, pointer_alignment(g.a), pointer_alignment(g.b), pointer_alignment(g.c)};
+                      g.ldc, g.ldaux, pointer_alignment(g.a), pointer_alignment(g.b), pointer_alignment(g.c),
+                      g.aux == nullptr ? 0u : pointer_alignment(g.aux)};
   const LtPlan& plan = plans.get(call, key, g, lt, h.workspace_bytes);
   const CublasLtApi& api = cublaslt();
   const std::lock_guard<std::mutex> handle_lock(h.mutex);  // the workspace is the handle's
