@@ -13,7 +13,7 @@ using accel::blas::Trans;
 
 namespace {
 
-constexpr Trans both[] = {Trans::no, Trans::yes};
+constexpr Trans gelu_transposes[] = {Trans::no, Trans::yes};
 
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
@@ -149,10 +149,10 @@ bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
   return true;
 }
 
-struct Shape {
+struct GeluShape {
   i64 m, n, k;
 };
-constexpr Shape shapes[] = {{1, 1, 1}, {7, 8, 3}, {33, 24, 65}, {64, 48, 32}, {96, 300, 40}};
+constexpr GeluShape gelu_shapes[] = {{1, 1, 1}, {7, 8, 3}, {33, 24, 65}, {64, 48, 32}, {96, 300, 40}};
 
 }  // namespace
 
@@ -165,9 +165,9 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu: every transpose and shape: aux holds the p
   typename B::Stream stream;
   const typename B::StreamRef s = stream;
   int runs = 0;
-  for (Trans ta : both) {
-    for (Trans tb : both) {
-      for (const Shape& sh : shapes) {
+  for (Trans ta : gelu_transposes) {
+    for (Trans tb : gelu_transposes) {
+      for (const GeluShape& sh : gelu_shapes) {
         for (i64 pad : {0, 3}) {
           for (float beta : {0.0f, 0.5f}) {
             const GeluProblem p(ta, tb, sh.m, sh.n, sh.k, beta, pad);
@@ -196,9 +196,9 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_dgelu: every transpose and shape: C = product * 
   const B be;
   typename B::Stream stream;
   const typename B::StreamRef s = stream;
-  for (Trans ta : both) {
-    for (Trans tb : both) {
-      for (const Shape& sh : shapes) {
+  for (Trans ta : gelu_transposes) {
+    for (Trans tb : gelu_transposes) {
+      for (const GeluShape& sh : gelu_shapes) {
         for (float beta : {0.0f, 0.5f}) {
           GeluProblem p(ta, tb, sh.m, sh.n, sh.k, beta, 3);
           const std::vector<double> want_c = backward_want(p);
@@ -217,7 +217,7 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu / gemm_dgelu: bfloat16 and half within thei
   typename B::Stream stream;
   const typename B::StreamRef s = stream;
   const auto check_type = [&]<class T>(double ulp, const char* name) {
-    for (Trans tb : both) {
+    for (Trans tb : gelu_transposes) {
       const GeluProblem p(Trans::no, tb, 64, 48, 32, 0.0f, 0);
       const auto [want_c, want_aux] = forward_want(p, true);
       const auto [c, aux] = run_gelu<T>(be, s, p, false, true);
