@@ -20,8 +20,10 @@ namespace accel::blas::detail {
 // The math runs on N lanes of GCC / Clang generic vectors, with no control flow to defeat the vectorizer
 // (a float compare in a plain loop does, under the default -ftrapping-math): four lanes at x86-64's
 // baseline (SSE; NEON on Arm), eight in a copy compiled for AVX2 + FMA, sixteen in one for AVX-512,
-// the widest the CPU runs chosen at run time. The helpers are always inlined, so no vector crosses a call (whose ABI would depend on
-// the flags each side was compiled with; GCC's -Wpsabi note about it is silenced for that reason).
+// the widest the CPU runs chosen at run time (the copies' results may differ in the last bits: FMA
+// contracts some of the multiply-adds). The helpers are always inlined and take vectors by reference,
+// so no vector crosses a call (whose ABI would depend on the flags each side was compiled with; GCC's
+// -Wpsabi note about it is silenced for that reason).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
