@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -118,15 +119,17 @@ void check_same_seed_and_resume(Run run, const std::string& tag) {
   for (const auto& d : {a, b, ck, r}) fs::remove_all(d);
 }
 
-/// --graph: the step captured once and replayed gives the eager step's bits, dropout on.
-void check_graph_bits(Run run, const std::string& tag, const std::string& dtype = "fp32") {
+/// --graph: the step captured once and replayed gives the eager step's bits, dropout on (with `adjust`
+/// applied to both runs' configuration).
+void check_graph_bits(Run run, const std::string& tag, const std::string& dtype = "fp32",
+                      const std::function<void(engine::Config&)>& adjust = {}) {
   const fs::path e = temp_dir(tag + "eager"), g = temp_dir(tag + "graph");
   auto eager = small(e);
   eager.dropout = 0.2;
   eager.dtype = dtype;
-  auto graph = small(g);
-  graph.dropout = 0.2;
-  graph.dtype = dtype;
+  if (adjust) adjust(eager);
+  auto graph = eager;
+  graph.dump = g.string();
   graph.graph = true;
   REQUIRE(run(eager) == 0);
   REQUIRE(run(graph) == 0);
@@ -149,6 +152,31 @@ void check_any_bits(Run run, const accel::AnyBackend& backend, const std::string
   fs::remove_all(an);
 }
 
+/// The small run, 5 steps, under two settings (`first` and `second` applied to its configuration): the
+/// losses within `rel` of each other, step by step. Returns the second run's losses.
+std::vector<std::string> check_trains_alike(Run run, const std::string& tag, double rel,
+                                            const std::function<void(engine::Config&)>& first,
+                                            const std::function<void(engine::Config&)>& second) {
+  const fs::path f = temp_dir(tag + "first"), s = temp_dir(tag + "second");
+  auto a_cfg = small(f);
+  a_cfg.steps = 5;
+  first(a_cfg);
+  auto b_cfg = small(s);
+  b_cfg.steps = 5;
+  second(b_cfg);
+  REQUIRE(run(a_cfg) == 0);
+  REQUIRE(run(b_cfg) == 0);
+  const auto a = losses(f), b = losses(s);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) < rel * std::stod(a[i]));
+  }
+  fs::remove_all(f);
+  fs::remove_all(s);
+  return b;
+}
+
 /// --attention gemm (strided-batched GEMMs around softmax kernels) trains as the fused kernel does
 /// (or `second` as `first`, in `dtype`), within `rel`, with each dropout rate of `dropouts`.
 void check_fused_vs_gemm(Run run, const std::string& tag, std::initializer_list<double> dropouts, double rel,
@@ -156,24 +184,14 @@ void check_fused_vs_gemm(Run run, const std::string& tag, std::initializer_list<
                          const std::string& dtype = "fp32") {
   for (const double dropout : dropouts) {
     CAPTURE(dropout);
-    const fs::path f = temp_dir(tag + first), g = temp_dir(tag + second);
-    auto fused = small(f);
-    fused.steps = 5;
-    fused.dropout = dropout;
-    fused.attention = first;
-    fused.dtype = dtype;
-    auto gemm = small(g);
-    gemm.steps = 5;
-    gemm.dropout = dropout;
-    gemm.attention = second;
-    gemm.dtype = dtype;
-    REQUIRE(run(fused) == 0);
-    REQUIRE(run(gemm) == 0);
-    const auto a = losses(f), b = losses(g);
-    REQUIRE(a.size() == b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) < rel * std::stod(a[i]));
-    fs::remove_all(f);
-    fs::remove_all(g);
+    const auto with = [&](const std::string& attention) {
+      return [&, attention](engine::Config& c) {
+        c.dropout = dropout;
+        c.attention = attention;
+        c.dtype = dtype;
+      };
+    };
+    (void)check_trains_alike(run, tag + first + "-" + second + "-", rel, with(first), with(second));
   }
 }
 
@@ -182,40 +200,18 @@ void check_fused_vs_gemm(Run run, const std::string& tag, std::initializer_list<
 void check_gelu_fusion(Run run, const std::string& tag, double rel, const std::string& dtype = "fp32") {
   for (const double dropout : {0.0, 0.2}) {
     CAPTURE(dropout);
-    const fs::path k = temp_dir(tag + "kernels"), f = temp_dir(tag + "fused");
-    auto kernels = small(k);
-    kernels.steps = 5;
-    kernels.dropout = dropout;
-    kernels.dtype = dtype;
-    auto fused = kernels;
-    fused.dump = f.string();
-    fused.gelu_fusion = true;
-    REQUIRE(run(kernels) == 0);
-    REQUIRE(run(fused) == 0);
-    const auto a = losses(k), b = losses(f);
-    REQUIRE(a.size() == 5);
-    REQUIRE(b.size() == 5);
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      CAPTURE(i);
-      CHECK(std::fabs(std::stod(a[i]) - std::stod(b[i])) <= rel * std::stod(a[i]));
-    }
-    CHECK(std::stod(b.back()) < std::stod(b.front()));  // it learns
-    fs::remove_all(k);
-    fs::remove_all(f);
+    const auto with = [&](bool fusion) {
+      return [&, fusion](engine::Config& c) {
+        c.dropout = dropout;
+        c.dtype = dtype;
+        c.gelu_fusion = fusion;
+      };
+    };
+    const auto fused = check_trains_alike(run, tag + "gelu-", rel, with(false), with(true));
+    REQUIRE(fused.size() == 5);
+    CHECK(std::stod(fused.back()) < std::stod(fused.front()));  // it learns
   }
-  const fs::path e = temp_dir(tag + "fused-eager"), g = temp_dir(tag + "fused-graph");
-  auto eager = small(e);
-  eager.dropout = 0.2;
-  eager.dtype = dtype;
-  eager.gelu_fusion = true;
-  auto graph = eager;
-  graph.dump = g.string();
-  graph.graph = true;
-  REQUIRE(run(eager) == 0);
-  REQUIRE(run(graph) == 0);
-  CHECK(losses(e) == losses(g));
-  fs::remove_all(e);
-  fs::remove_all(g);
+  check_graph_bits(run, tag + "gelu-fused-", dtype, [](engine::Config& c) { c.gelu_fusion = true; });
 }
 
 /// --dtype bf16: bf16 weights and activations train, the losses within 2 % of fp32's.

@@ -64,18 +64,24 @@ struct CublasApi {
   }
 };
 
-/// The names tried, in order: ACCEL_CUBLAS_LIBRARY, the toolkit's major, any, then the toolkit's folders.
-[[nodiscard]] inline std::vector<std::string> cublas_candidates() {
-  const std::string major = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+/// The names a toolkit library is tried under, in order: the override variable's value, the soname of the
+/// toolkit's major (`stem`.so.<major>), any version, then that soname in the toolkit's folders.
+[[nodiscard]] inline std::vector<std::string> toolkit_library_candidates(const char* override_var, const std::string& stem) {
+  const std::string major = stem + ".so." + std::to_string(CUBLAS_VER_MAJOR);
   std::vector<std::string> names;
-  if (const char* p = std::getenv("ACCEL_CUBLAS_LIBRARY"); p != nullptr && *p != '\0') names.emplace_back(p);
+  if (const char* p = std::getenv(override_var); p != nullptr && *p != '\0') names.emplace_back(p);
   names.push_back(major);
-  names.emplace_back("libcublas.so");
+  names.push_back(stem + ".so");
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
     if (const char* d = std::getenv(var); d != nullptr && *d != '\0') names.push_back(std::string(d) + "/lib64/" + major);
   }
   names.push_back("/usr/local/cuda/lib64/" + major);
   return names;
+}
+
+/// ACCEL_CUBLAS_LIBRARY, libcublas.so.<major>, libcublas.so, then the toolkit's folders.
+[[nodiscard]] inline std::vector<std::string> cublas_candidates() {
+  return toolkit_library_candidates("ACCEL_CUBLAS_LIBRARY", "libcublas");
 }
 
 inline CublasApi* load_cublas() {

@@ -12,7 +12,6 @@
 #include <cublasLt.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -52,24 +51,10 @@ struct CublasLtApi {
   }
 };
 
-/// The names tried, in order: ACCEL_CUBLASLT_LIBRARY, the toolkit's major, any, then the toolkit's folders.
-[[nodiscard]] inline std::vector<std::string> cublaslt_candidates() {
-  const std::string major = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-  std::vector<std::string> names;
-  if (const char* p = std::getenv("ACCEL_CUBLASLT_LIBRARY"); p != nullptr && *p != '\0') names.emplace_back(p);
-  names.push_back(major);
-  names.emplace_back("libcublasLt.so");
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* d = std::getenv(var); d != nullptr && *d != '\0') names.push_back(std::string(d) + "/lib64/" + major);
-  }
-  names.push_back("/usr/local/cuda/lib64/" + major);
-  return names;
-}
-
 inline CublasLtApi* load_cublaslt() {
   auto* api = new CublasLtApi;
   try {
-    const std::vector<std::string> names = cublaslt_candidates();
+    const std::vector<std::string> names = toolkit_library_candidates("ACCEL_CUBLASLT_LIBRARY", "libcublasLt");
     api->library = accel::detail::DynamicLibrary::try_open(names.begin(), names.end());
     if (!api->library) {
       api->error = "cuBLASLt cannot be loaded (install the CUDA toolkit's cuBLAS, or set ACCEL_CUBLASLT_LIBRARY): " +
