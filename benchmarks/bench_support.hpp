@@ -491,4 +491,34 @@ inline int take_rounds(int& argc, char** argv, int fallback) {
   return rounds;
 }
 
+/// Consumes `FLAG=VALUE` from argv and returns VALUE (the last one given); `fallback` when absent.
+inline std::string take_option(int& argc, char** argv, const std::string& flag, std::string fallback) {
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind(flag + "=", 0) == 0) {
+      fallback = a.substr(flag.size() + 1);
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  argc = out;
+  return fallback;
+}
+
+/// Consumes the bare `FLAG` from argv; true when it was given.
+inline bool take_flag(int& argc, char** argv, const std::string& flag) {
+  bool found = false;
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i] == flag) {
+      found = true;
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  argc = out;
+  return found;
+}
+
 }  // namespace accel_bench

@@ -260,44 +260,16 @@ class RawStep {
   std::int64_t step_ = 0;
 };
 
-std::string take(int& argc, char** argv, const std::string& flag, std::string fallback) {
-  int out = 1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind(flag + "=", 0) == 0) {
-      fallback = a.substr(flag.size() + 1);
-    } else {
-      argv[out++] = argv[i];
-    }
-  }
-  argc = out;
-  return fallback;
-}
-
-bool take_flag(int& argc, char** argv, const std::string& flag) {
-  bool found = false;
-  int out = 1;
-  for (int i = 1; i < argc; ++i) {
-    if (argv[i] == flag) {
-      found = true;
-    } else {
-      argv[out++] = argv[i];
-    }
-  }
-  argc = out;
-  return found;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
   accel_bench::Report report("engine_dispatch", argc, argv);
   int rounds = accel_bench::take_rounds(argc, argv, 11);
-  const bool smoke = take_flag(argc, argv, "--smoke");
-  const int threads = std::atoi(take(argc, argv, "--threads", "1").c_str());
-  double sample_s = std::atof(take(argc, argv, "--sample-s", "1.0").c_str());
-  std::string data = take(argc, argv, "--data", "");
-  const std::string clock_name = take(argc, argv, "--clock", "process");
+  const bool smoke = accel_bench::take_flag(argc, argv, "--smoke");
+  const int threads = std::atoi(accel_bench::take_option(argc, argv, "--threads", "1").c_str());
+  double sample_s = std::atof(accel_bench::take_option(argc, argv, "--sample-s", "1.0").c_str());
+  std::string data = accel_bench::take_option(argc, argv, "--data", "");
+  const std::string clock_name = accel_bench::take_option(argc, argv, "--clock", "process");
   if (clock_name != "process" && clock_name != "wall") {
     std::fprintf(stderr, "bench_engine_dispatch: --clock is process or wall, not %s\n", clock_name.c_str());
     return 2;

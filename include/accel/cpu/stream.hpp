@@ -51,6 +51,7 @@ template <class>
 struct BasicRandom;
 namespace detail {
 struct GraphNumbering;
+struct StreamInternals;
 }
 
 /// Non-owning view of a CPU stream. Cheap to copy; compares equal when it names the same stream.
@@ -153,6 +154,7 @@ class StreamRef {
   template <class>
   friend struct BasicRandom;
   friend struct detail::GraphNumbering;
+  friend struct detail::StreamInternals;
 
   template <class F>
   static bool run_here(detail::StreamState& s, F& fn) {
@@ -172,6 +174,13 @@ class StreamRef {
     return *state_;
   }
 };
+
+namespace detail {
+/// A stream's state, for tests and diagnostics (StreamState::sleeps()).
+struct StreamInternals {
+  static StreamState& of(StreamRef s) { return s.state("internals"); }
+};
+}  // namespace detail
 
 /// An owning CPU stream with its own worker thread. Move-only.
 class Stream : public StreamRef {

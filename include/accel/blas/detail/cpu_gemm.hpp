@@ -24,8 +24,9 @@
 // The task always goes through the stream, also when the stream is idle: running it on the caller
 // instead would race with work another thread enqueues meanwhile, and would start a second OpenMP team
 // (teams belong to the thread that opens them) beside the worker's, both spinning on the same cores.
-// The hand-off costs about 10-13 us when the caller waits for each GEMM, nothing when it enqueues ahead
-// (benchmarks/RESULTS.md, "BLAS"); a device's default stream runs GEMMs inline, with no hand-off.
+// The hand-off costs well under a microsecond while the worker polls for work (ACCEL_CPU_SPIN_US,
+// cpu/detail/stream_state.hpp), 10-45 us when it has gone to sleep, nothing when the caller enqueues
+// ahead (benchmarks/RESULTS.md, "The CPU stream's wait"); a device's default stream runs GEMMs inline.
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>

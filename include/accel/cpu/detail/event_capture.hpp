@@ -21,6 +21,7 @@
 
 #include <accel/core/error.hpp>
 #include <accel/cpu/detail/graph_recording.hpp>
+#include <accel/cpu/detail/steady_now.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 
 #include <atomic>
@@ -29,18 +30,7 @@
 #include <string>
 #include <utility>
 
-#include <time.h>
-
 namespace accel::cpu::detail {
-
-/// Steady-clock nanoseconds, the time base of event timestamps: CLOCK_MONOTONIC, the clock behind
-/// libstdc++'s std::chrono::steady_clock (called directly: g++ 12's <chrono> brings <sstream> and the
-/// locales, a tenth of what including the backend costs).
-[[nodiscard]] inline std::int64_t steady_now_ns() noexcept {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-}
 
 class EventCapture {
  public:

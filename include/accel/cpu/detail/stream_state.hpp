@@ -13,8 +13,15 @@
 // stream_points, so they agree: once an event recorded on s completed, s.query() sees that work too.
 // A task that throws is recorded, not propagated; the next stream or device synchronization reports it.
 //
+// Waiting: a thread that waits on a stream — a host thread in synchronize() or an event's wait, a
+// worker whose queue ran dry — polls for up to spin_budget_ns() (ACCEL_CPU_SPIN_US, default 50 us)
+// before it sleeps on a condition variable. An enqueue + synchronize through two sleeping threads costs
+// 6-45 us on an idle 2-vCPU VM (their vCPUs halted; benchmarks/RESULTS.md, "The CPU stream's wait"),
+// polled 0.3 us; a producer that finds the worker polling does not notify. The poll yields the core
+// between checks, so that a machine with more busy threads than cores loses little to it.
+//
 // Inline runs (run_inline_if_idle): a caller may run one piece of work itself, in stream order, when
-// the stream is idle, saving the hand-off to the worker (a condition variable: 10-14 us on a 2-core VM).
+// the stream is idle, saving the hand-off to the worker.
 // It claims a ticket under the queue mutex only when every submitted task has completed and no capture
 // is in progress; while the claim lasts the worker takes no new task (work enqueued meanwhile by other
 // threads waits behind it, as it would behind a queued task), and releasing it completes the ticket and
@@ -47,21 +54,26 @@
 #include <accel/core/error.hpp>
 #include <accel/core/source_location.hpp>
 #include <accel/cpu/detail/graph_recording.hpp>
+#include <accel/cpu/detail/steady_now.hpp>
 #include <accel/cpu/detail/stream_queue.hpp>
 #include <accel/cpu/detail/stream_task.hpp>
 #include <accel/detail/describe_exception.hpp>
 #include <accel/cpu/device.hpp>
 
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -75,19 +87,59 @@ namespace accel::cpu::detail {
 inline std::atomic<std::uint64_t> next_stream_id{0};     // ids are never reused
 inline std::atomic<std::uint64_t> next_failure_seq{1};   // orders failures across streams (0 = none)
 
-/// A short bounded spin (32 pauses: about 0.1 to 1.5 us depending on the CPU) before a waiter
-/// sleeps: it saves the sleep and wakeup when the stream is about to finish.
+inline void cpu_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// ACCEL_CPU_SPIN_US's text as nanoseconds: microseconds, an integer in [0, 1000000]; `name` names the
+/// variable in the InvalidArgumentError for anything else.
+[[nodiscard]] inline std::int64_t parse_spin_microseconds(std::string_view text, std::string_view name) {
+  std::int64_t us = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), us);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || us < 0 || us > 1'000'000) {
+    throw InvalidArgumentError(std::string(name) + "='" + std::string(text.substr(0, 40)) +
+                               "' is not a spin time (expected microseconds, an integer in [0, 1000000]; 0: sleep "
+                               "at once)");
+  }
+  return us * 1000;
+}
+
+/// How long a thread waiting on a CPU stream polls before it sleeps, in nanoseconds: ACCEL_CPU_SPIN_US
+/// (read once per process), else 50 us — 0 on a machine with one logical CPU, where the thread polled
+/// for holds the only core. A settable atomic, so that tests can vary it.
+[[nodiscard]] inline std::atomic<std::int64_t>& spin_budget_setting() {
+  static std::atomic<std::int64_t> budget([] {
+    const char* value = std::getenv("ACCEL_CPU_SPIN_US");
+    if (value != nullptr) return parse_spin_microseconds(value, "ACCEL_CPU_SPIN_US");
+    return std::thread::hardware_concurrency() == 1 ? std::int64_t{0} : std::int64_t{50'000};
+  }());
+  return budget;
+}
+[[nodiscard]] inline std::int64_t spin_budget_ns() { return spin_budget_setting().load(std::memory_order_relaxed); }
+
+/// Polls `ready` until it holds (true) or `budget_ns` passed (false, unless it holds by then): 32 pauses
+/// first (about 0.1 to 1.5 us depending on the CPU), then a yield of the core between checks, so that a
+/// thread the core is wanted for runs first (the poll costs a machine with more busy threads than cores
+/// little), with the clock read every 8 yields.
 template <class Ready>
-[[nodiscard]] inline bool spin_until(Ready&& ready) noexcept {
+[[nodiscard]] inline bool spin_until(Ready&& ready, std::int64_t budget_ns) noexcept {
   for (int i = 0; i < 32; ++i) {
     if (ready()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
+    cpu_pause();
   }
-  return ready();
+  if (budget_ns <= 0) return ready();
+  const std::int64_t deadline = steady_now_ns() + budget_ns;
+  for (;;) {
+    for (int i = 0; i < 8; ++i) {
+      if (ready()) return true;
+      std::this_thread::yield();
+    }
+    if (steady_now_ns() >= deadline) return ready();
+  }
 }
 
 class StreamState;
@@ -120,6 +172,7 @@ class StreamState {
 
   /// A created stream with its worker thread; the caller owns one reference.
   static StreamState* create_worker(int device, int priority) {
+    (void)spin_budget_ns();  // an invalid ACCEL_CPU_SPIN_US is refused here, in the creating call
     std::unique_ptr<StreamState> state(new StreamState(device, priority, false));
     state->refs_.store(2, std::memory_order_relaxed);  // the caller's and the worker's
     state->worker_ = std::thread([s = state.get()] { s->run_worker(); });
@@ -210,6 +263,13 @@ class StreamState {
   /// Later work on this stream runs after everything enqueued on `other` so far.
   inline void wait_for_stream(StreamState& other);
 
+  /// How many times the worker went to sleep for lack of work (after its poll found none): the
+  /// wakeups its producers paid for. Diagnostics and tests.
+  [[nodiscard]] std::uint64_t sleeps() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sleeps_;
+  }
+
   /// Tasks enqueued so far (the ticket of the latest one).
   [[nodiscard]] std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
   /// Tasks that have run (and whose callables were destroyed).
@@ -228,17 +288,18 @@ class StreamState {
     return done_now;
   }
 
-  /// Blocks until the first `target` tasks have run (short spin, then a condition variable).
-  /// InvalidStateError when the calling thread is a stream's worker and the wait would never return:
-  /// the stream is its own, or the wait closes a cycle of waits between streams.
+  /// Blocks until the first `target` tasks have run (polling for up to spin_budget_ns(), then a
+  /// condition variable). InvalidStateError when the calling thread is a stream's worker and the wait
+  /// would never return: the stream is its own, or the wait closes a cycle of waits between streams.
   void wait_until(std::uint64_t target) {
     const auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
-    if (spin_until(reached)) return;
+    if (spin_until(reached, 0)) return;
     if (orphaned_) return;  // the rest runs only in the parent: done, for the backend's own waits
     StreamState* const waiter = running_stream();
     if (waiter == this) {
       throw InvalidStateError(name() + ": synchronizing a stream from one of its own tasks would never return");
     }
+    if (spin_until(reached, spin_budget_ns())) return;
     const WaitEdge edge(waiter, *this, target);  // nothing for a host thread; throws on a cycle
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
@@ -361,6 +422,7 @@ class StreamState {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
+      stop_requested_.store(true, std::memory_order_relaxed);  // ends a poll for work early
     }
     work_cv_.notify_one();
     if (worker_.get_id() == std::this_thread::get_id()) {
@@ -456,14 +518,34 @@ class StreamState {
     pthread_setname_np(pthread_self(), thread_name.c_str());
 #endif
     std::unique_lock<std::mutex> lock(mutex_);
+    bool polled = false;  // the queue ran dry and the worker already polled for more: sleep next
     for (;;) {
       if (queue_.empty() || inline_) {  // nothing to run, or a caller runs the stream's work (end_inline wakes)
         if (stopping_ && queue_.empty()) break;
+        if (!polled && !inline_) {
+          // Poll before sleeping: work enqueued meanwhile (submitted_ moves; idle_ stays false, so its
+          // producer does not notify) is taken without a wakeup. An inline claim moves submitted_ too;
+          // the loop then finds inline_ set and sleeps.
+          const std::uint64_t seen = submitted_.load(std::memory_order_relaxed);
+          lock.unlock();
+          (void)spin_until(
+              [&] {
+                return submitted_.load(std::memory_order_acquire) != seen ||
+                       stop_requested_.load(std::memory_order_relaxed);
+              },
+              spin_budget_ns());
+          lock.lock();
+          polled = true;
+          continue;
+        }
+        polled = false;
+        ++sleeps_;
         idle_ = true;
         work_cv_.wait(lock);
         idle_ = false;
         continue;
       }
+      polled = false;
       StreamQueue::Block* const chain = queue_.take_all();
       lock.unlock();
       for (StreamQueue::Block* b = chain; b != nullptr; b = b->next) {
@@ -519,6 +601,8 @@ class StreamState {
   bool idle_ = false;
   bool stopping_ = false;
   bool inline_ = false;  // a caller runs work in stream order (try_begin_inline)
+  std::atomic<bool> stop_requested_{false};  // stopping_, for the worker's poll outside the lock
+  std::uint64_t sleeps_ = 0;                 // times the worker slept for lack of work (sleeps())
   std::condition_variable work_cv_;
 
   // the worker
