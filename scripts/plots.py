@@ -18,7 +18,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# family -> how to draw it. Keys: title, xlabel, ylabel, logx, logy, xfmt ("bytes", "pow2", None),
+# family -> how to draw it. Keys: title, xlabel, ylabel, logx, logy, xfmt ("bytes", "pow2", None, or a list
+# naming the x values 0, 1, ...),
 # metric (draw only the points with this metric), bars (True/False: force bars or lines),
 # series_order (list), ratio_panel (True: add a panel of the ratios).
 FAMILIES = {
@@ -42,6 +43,9 @@ FAMILIES = {
                    xlabel="training seconds", ylabel="loss (cross-entropy, nats)", bars=False),
     "engine_dispatch": dict(title="GPT tiny, one training step: raw calls, Engine<CpuBackend>, Engine<AnyBackend>",
                             ylabel="ms per step (median, min-max)", metric="ms per step"),
+    "stream_wait": dict(title="CPU stream: a caller waiting for its work, threads polling (ACCEL_CPU_SPIN_US) vs sleeping at once",
+                        ylabel="us per unit (median, min-max)", logy=True, bars=True,
+                        xfmt=["round trip", "10 tasks", "gap 20 us", "fill 256", "gap 200 us"]),
     "collectives": dict(title="collectives, float32, busbw (nccl-tests' definition)", xlabel="S (bytes)",
                         ylabel="busbw GB/s (median, min-max)", logx=True, logy=True, xfmt="bytes", bars=False,
                         metric="busbw GB/s", series_order=["MPI", "MPI_I*", "accel", "accel queued"]),
@@ -49,6 +53,8 @@ FAMILIES = {
 
 
 def fmt_x(x, how):
+    if isinstance(how, list):  # the names of categories numbered 0, 1, ...
+        return how[int(x)] if 0 <= int(x) < len(how) else str(x)
     if how == "bytes":
         for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
             if x >= 1 << shift:

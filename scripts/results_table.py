@@ -51,6 +51,8 @@ ROWS = [
     ("compile_cost", lambda r: True,
      lambda r: ("compile CPU time of `" + r["name"].replace("cpu s of ", "").split(" / ")[0] + "`",
                 "`" + r["baseline"] + "` (a cost ratio: lower is better)")),
+    ("stream_wait", lambda r: True,
+     lambda r: (f"CPU stream, caller waits: {r['group']}", "sleeping at once (`ACCEL_CPU_SPIN_US=0`)")),
     ("gpu_adam", lambda r: True, lambda r: (f"GPU AdamW, {r['group']}", r["baseline"])),
     ("engine_compare_gpu", lambda r: r["baseline"].startswith("torch eager"), lambda r: engine_gpu_label(r)),
     ("collectives", lambda r: r["baseline"] == "MPI" and (r["name"] == "accel" and r["x"] in (8, 131072, 2 << 20, 256 << 20)
