@@ -183,6 +183,26 @@ TEST_CASE("reserve_graph_draws: each generator's draws in recording order, inter
   CHECK(accel::reserve_graph_draws(draws.data(), 0).empty());
 }
 
+TEST_CASE("reserve_graph_draws of one generator: the offsets consecutive eager reserves get, 1 to 12 draws") {
+  // Up to 8 draws of one generator take the stack path, more the general one: both must agree with
+  // eager calls, wide draws (64-bit outputs, aligned) included.
+  for (std::size_t count = 1; count <= 12; ++count) {
+    CAPTURE(count);
+    accel::Generator graph(11), eager(11);
+    graph.reserve(3);
+    eager.reserve(3);
+    std::vector<accel::GraphDraw> draws;
+    for (std::size_t i = 0; i < count; ++i) draws.push_back({&graph, 5 + 3 * i, i % 3 == 1});
+    const auto positions = accel::reserve_graph_draws(draws.data(), draws.size());
+    REQUIRE(positions.size() == count);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint64_t expected = draws[i].wide ? eager.reserve_wide(draws[i].n) : eager.reserve(draws[i].n);
+      CHECK(positions[i] == std::pair<std::uint64_t, std::uint64_t>{11, expected});
+    }
+    CHECK(graph.offset() == eager.offset());
+  }
+}
+
 TEST_CASE("Generator: threads reserving concurrently get disjoint ranges") {
   accel::Generator g(9);
   constexpr int threads = 8, per_thread = 2000;
