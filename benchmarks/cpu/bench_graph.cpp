@@ -2,7 +2,10 @@
 // replayed as a graph (one stream task), each followed by a stream synchronize, N = 10, 100, 1000.
 // Also the replay of a graph with one random fill (the per-replay offset reservation) against the
 // same fill enqueued eagerly. Prints Google Benchmark's table (first round), then per-task costs and
-// ratios: medians of interleaved rounds (--rounds=N, default 5) with their min-max.
+// ratios: medians of interleaved rounds (--rounds=N, default 5) with their min-max. Every benchmark
+// runs on one stream: a stream of its own per benchmark would put each one's worker thread on a core
+// of the scheduler's choosing, the caller's core or the other, and a round trip costs ~3x more in the
+// first case (2-vCPU VM) — the comparison would measure thread placement.
 //   bench_graph [--rounds=N] [--json=FILE] [--smoke] [google benchmark flags]
 #include "../bench_support.hpp"
 
@@ -20,6 +23,11 @@ namespace {
 
 std::atomic<std::uint64_t> sink{0};
 
+accel::cpu::StreamRef shared_stream() {
+  static accel::cpu::Stream stream;
+  return stream;
+}
+
 // The work of one task: touch a counter, as a tiny kernel would touch memory.
 void enqueue_tasks(accel::cpu::StreamRef s, int n) {
   for (int i = 0; i < n; ++i) s.enqueue([] { sink.fetch_add(1, std::memory_order_relaxed); });
@@ -27,7 +35,7 @@ void enqueue_tasks(accel::cpu::StreamRef s, int n) {
 
 void eager(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  accel::cpu::Stream s;
+  const accel::cpu::StreamRef s = shared_stream();
   for (auto _ : state) {
     enqueue_tasks(s, n);
     s.synchronize();
@@ -38,7 +46,7 @@ void eager(benchmark::State& state) {
 void graph_replay(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const accel::CpuBackend b;
-  accel::cpu::Stream s;
+  const accel::cpu::StreamRef s = shared_stream();
   auto g = b.create_graph();
   {
     auto capture = b.capture_to_graph(g, s);
@@ -53,7 +61,7 @@ void graph_replay(benchmark::State& state) {
 
 void eager_fill(benchmark::State& state) {
   const accel::CpuBackend b;
-  accel::cpu::Stream s;
+  const accel::cpu::StreamRef s = shared_stream();
   std::vector<float> out(256);
   for (auto _ : state) {
     b.fill_uniform(s, out.data(), out.size());
@@ -63,7 +71,7 @@ void eager_fill(benchmark::State& state) {
 
 void graph_fill(benchmark::State& state) {
   const accel::CpuBackend b;
-  accel::cpu::Stream s;
+  const accel::cpu::StreamRef s = shared_stream();
   std::vector<float> out(256);
   auto g = b.create_graph();
   {

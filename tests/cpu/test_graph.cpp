@@ -79,6 +79,53 @@ TEST_CASE("cpu graph: a replay is one task; replays of one graph on two streams 
   CHECK(overlaps.load() == 0);
 }
 
+TEST_CASE("cpu graph: a graph destroyed by a task of its replay stream, a replay queued behind it: the replay runs") {
+  // Replays borrow the graph's recorded work; the graph keeps it until its last replay ran. Destroyed
+  // from a task of the stream that replay waits on, it cannot wait: the work goes with a later task.
+  const CpuBackend b;
+  Stream s;
+  std::atomic<int> runs{0};
+  auto g = std::make_unique<accel::cpu::Graph>(b.create_graph());
+  {
+    auto capture = b.capture_to_graph(*g, s);
+    s.enqueue([&runs] { runs.fetch_add(1); });
+  }
+  std::latch go(1);
+  s.enqueue([&] {
+    go.wait();
+    g.reset();  // ~Graph on the worker, before the replay below ran
+  });
+  b.replay_graph(*g, s);
+  b.replay_graph(*g, s);
+  go.count_down();
+  s.synchronize();
+  CHECK(g == nullptr);
+  CHECK(runs.load() == 2);
+  s.enqueue([&runs] { runs.fetch_add(10); });  // the stream goes on
+  s.synchronize();
+  CHECK(runs.load() == 12);
+}
+
+TEST_CASE("cpu graph: a replay recorded into another graph keeps the inner graph's work after the inner graph is gone") {
+  const CpuBackend b;
+  Stream s;
+  std::atomic<int> runs{0};
+  auto outer = b.create_graph();
+  {
+    auto inner = b.create_graph();
+    {
+      auto capture = b.capture_to_graph(inner, s);
+      s.enqueue([&runs] { runs.fetch_add(1); });
+    }
+    auto capture = b.capture_to_graph(outer, s);
+    b.replay_graph(inner, s);
+    s.enqueue([&runs] { runs.fetch_add(100); });
+  }  // inner destroyed: the outer graph's replay task shares its work
+  for (int i = 0; i < 3; ++i) b.replay_graph(outer, s);
+  s.synchronize();
+  CHECK(runs.load() == 303);
+}
+
 TEST_CASE("cpu graph: a recorded task that throws fails its replay's stream, the rest of the replay runs") {
   const CpuBackend b;
   Stream s;

@@ -183,10 +183,10 @@ TEST_CASE("reserve_graph_draws: each generator's draws in recording order, inter
   CHECK(accel::reserve_graph_draws(draws.data(), 0).empty());
 }
 
-TEST_CASE("reserve_graph_draws of one generator: the offsets consecutive eager reserves get, 1 to 12 draws") {
-  // Up to 8 draws of one generator take the stack path, more the general one: both must agree with
+TEST_CASE("reserve_graph_draws of one generator: the offsets consecutive eager reserves get, 1 to 20 draws") {
+  // Up to 16 draws of one generator take the stack path, more the general one: both must agree with
   // eager calls, wide draws (64-bit outputs, aligned) included.
-  for (std::size_t count = 1; count <= 12; ++count) {
+  for (std::size_t count = 1; count <= 20; ++count) {
     CAPTURE(count);
     accel::Generator graph(11), eager(11);
     graph.reserve(3);

@@ -133,14 +133,20 @@ class Graph {
         records->numbers = detail::take_counts(*body_);
       }
     }
-    detail::DrawPositions positions = reserve_graph_draws(body_->draws.data(), body_->draws.size());
+    if (s.is_capturing()) {  // the outer graph may be replayed after this one is gone
+      if (!records) records = std::make_unique<detail::ReplayRecords>();
+      records->owner = body_;
+    }
+    detail::GraphReplayTask task{body_.get(), {}, nullptr, std::move(records)};
+    const std::size_t draws = body_->draws.size();
+    if (draws > 1) task.positions = std::make_unique<detail::GraphReplayTask::Position[]>(draws);
+    reserve_graph_draws(body_->draws.data(), draws, draws > 1 ? task.positions.get() : &task.first_position);
     if (last_replay_.stream() != nullptr && last_replay_.stream() != &s && !last_replay_.done()) {
       s.wait_for(last_replay_);  // replays of one graph run one after another
     }
-    const std::uint64_t ticket =
-        s.submit(detail::StreamTask(detail::GraphReplayTask{body_, std::move(positions), std::move(records)}));
+    const std::uint64_t ticket = s.submit(detail::StreamTask(std::move(task)));
     if (events) events->publish(s, ticket);  // the events are recorded: they complete with this replay
-    if (!s.is_default() && !s.is_capturing()) last_replay_ = detail::StreamPoint(s, ticket);
+    if (!s.is_default() && !s.is_capturing()) last_replay_.move_to(s, ticket);
   }
 
   /// Waits for replays in flight, drops the recorded work and releases the memory pool; the graph can
@@ -165,10 +171,23 @@ class Graph {
     }
   }
 
+  // The replays enqueued borrow body_ (GraphReplayTask): it goes only once the last of them ran. Replays
+  // of one graph run one after another, so the last one's end is every one's.
   void release() noexcept {
+    bool waited = true;
     try {
       last_replay_.wait();
     } catch (...) {  // destroyed from a task of the replay stream: nothing to wait for safely
+      waited = false;
+    }
+    if (!waited && body_) {
+      // The body goes with a task queued behind the replays instead; failing that (a forked child's
+      // stream), it is kept: never freed under a replay that may still run.
+      try {
+        last_replay_.stream()->submit(detail::StreamTask([body = std::move(body_)] {}));
+      } catch (...) {
+        (void)new std::shared_ptr<detail::GraphBody>(std::move(body_));
+      }
     }
     last_replay_ = detail::StreamPoint();
     body_.reset();

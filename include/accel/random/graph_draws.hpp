@@ -24,13 +24,25 @@ struct GraphDraw {
   bool wide = false;
 };
 
-/// (seed, offset) for each of the `count` draws at `draws`, reserved now from the draws' generators.
+/// (seed, offset) for each of the `count` draws at `draws`, reserved now from the draws' generators,
+/// written to positions[0..count). A replay calls this for every graph it runs: the usual graph, whose
+/// draws all come from one generator, reserves them in one step without allocating.
 // Pointer-based, as Generator::reserve_draws(pointer, ...) is: converting a vector to a std::span
 // instantiates the ranges concepts, which costs nvcc's front end more than this whole function.
-[[nodiscard]] inline std::vector<std::pair<std::uint64_t, std::uint64_t>> reserve_graph_draws(const GraphDraw* draws,
-                                                                                               std::size_t count) {
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> positions(count);
-  if (count == 0) return positions;
+inline void reserve_graph_draws(const GraphDraw* draws, std::size_t count,
+                                std::pair<std::uint64_t, std::uint64_t>* positions) {
+  if (count == 0) return;
+  constexpr std::size_t on_stack = 16;
+  bool one_generator = count <= on_stack;
+  for (std::size_t i = 1; one_generator && i < count; ++i) one_generator = draws[i].generator == draws[0].generator;
+  if (one_generator) {
+    Generator::Draw group[on_stack];
+    std::uint64_t offsets[on_stack];
+    for (std::size_t i = 0; i < count; ++i) group[i] = Generator::Draw{draws[i].n, draws[i].wide};
+    const std::uint64_t seed = draws[0].generator->reserve_draws(group, count, offsets);
+    for (std::size_t i = 0; i < count; ++i) positions[i] = {seed, offsets[i]};
+    return;
+  }
   std::vector<std::uint64_t> done(count, 0);  // not vector<bool>: one vector type less to compile
   std::vector<Generator::Draw> group;
   std::vector<std::size_t> indices;
@@ -50,6 +62,13 @@ struct GraphDraw {
     const std::uint64_t seed = generator->reserve_draws(group.data(), group.size(), offsets.data());
     for (std::size_t k = 0; k < indices.size(); ++k) positions[indices[k]] = {seed, offsets[k]};
   }
+}
+
+/// The same, returned as a vector.
+[[nodiscard]] inline std::vector<std::pair<std::uint64_t, std::uint64_t>> reserve_graph_draws(const GraphDraw* draws,
+                                                                                               std::size_t count) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> positions(count);
+  reserve_graph_draws(draws, count, positions.data());
   return positions;
 }
 

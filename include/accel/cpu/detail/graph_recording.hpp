@@ -59,8 +59,13 @@ struct GraphBody {
   std::vector<GraphCount> counts;
 };
 
-/// (seed, offset) of each draw of the replay the calling thread is running; null outside replays.
-using DrawPositions = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+/// (seed, offset) of each draw of a replay: `size` of them at `data` (the replay task holds them).
+struct DrawPositions {
+  const std::pair<std::uint64_t, std::uint64_t>* data = nullptr;
+  std::size_t size = 0;
+};
+
+/// The draw positions of the replay the calling thread is running; null outside replays.
 inline const DrawPositions*& replay_positions() noexcept {
   thread_local const DrawPositions* positions = nullptr;
   return positions;
@@ -69,10 +74,10 @@ inline const DrawPositions*& replay_positions() noexcept {
 /// The position of draw `index` in the replay being run (a recorded fill task calls this).
 [[nodiscard]] inline std::pair<std::uint64_t, std::uint64_t> replay_position(std::size_t index) {
   const DrawPositions* positions = replay_positions();
-  if (positions == nullptr || index >= positions->size()) {
+  if (positions == nullptr || index >= positions->size) {
     throw InvalidStateError("cpu graph: a random fill recorded in a graph ran outside a replay of that graph");
   }
-  return (*positions)[index];
+  return positions->data[index];
 }
 
 /// The first number each of the graph's counts took for the replay the calling thread is running;

@@ -38,6 +38,8 @@ struct ReplayRecords {
   std::vector<CaptureRef> captures;
   CountBases numbers;
   std::vector<CountSlot> nested;
+  /// A replay recorded into another capture keeps the body alive: the outer graph may outlive its Graph.
+  std::shared_ptr<GraphBody> owner;
 };
 
 /// The records of the replay the calling thread is running; null outside replays.
@@ -71,10 +73,16 @@ struct GraphEventRecord {
 /// The one stream task of a replay: publishes the draw positions, the event records and the numbers,
 /// and runs the recorded tasks in order. A task that throws does not stop the others; the first
 /// failure is rethrown at the end (the stream then reports it at its next synchronization, as for any task).
+/// Made to cost a replay of a small graph no more than the eager enqueue it replaces: the body is
+/// borrowed, not shared (its Graph outlives every replay it enqueued, Graph::release; a replay recorded
+/// into another capture shares it through records->owner), and one draw's position is held in place —
+/// no atomic operation and no allocation on either thread.
 struct GraphReplayTask {
-  std::shared_ptr<GraphBody> body;
-  DrawPositions positions;
-  std::unique_ptr<ReplayRecords> records;  // null when the graph records no event and numbers nothing
+  using Position = std::pair<std::uint64_t, std::uint64_t>;
+  GraphBody* body;
+  Position first_position{};                 // the draw's, when the graph has one
+  std::unique_ptr<Position[]> positions;     // all of them, when it has more
+  std::unique_ptr<ReplayRecords> records;    // null when the graph records no event and numbers nothing
 
   void operator()() {
     // Recorded into another capture: this replay's numbers are the outer replay's (published now).
@@ -84,6 +92,7 @@ struct GraphReplayTask {
       for (const CountSlot slot : records->nested) nested_numbers.push_back(replay_number(slot));
     }
     const CountBases* numbers = !records ? nullptr : records->nested.empty() ? &records->numbers : &nested_numbers;
+    const DrawPositions draws{positions ? positions.get() : &first_position, body->draws.size()};
     struct Publish {
       const DrawPositions* previous_positions;
       const ReplayRecords* previous_events;
@@ -99,7 +108,7 @@ struct GraphReplayTask {
         replay_events() = previous_events;
         replay_count_bases() = previous_numbers;
       }
-    } scope(&positions, records.get(), numbers);
+    } scope(&draws, records.get(), numbers);
     std::exception_ptr first;
     for (StreamTask& task : body->tasks) {
       try {

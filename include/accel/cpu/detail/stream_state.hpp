@@ -638,6 +638,16 @@ class StreamPoint {
     if (stream_ != nullptr) stream_->release();
   }
 
+  /// Points at `ticket` of `s`: on the stream it already points into, without the reference count's
+  /// two atomic operations.
+  void move_to(StreamState& s, std::uint64_t ticket) noexcept {
+    if (stream_ == &s) {
+      ticket_ = ticket;
+    } else {
+      *this = StreamPoint(s, ticket);
+    }
+  }
+
   [[nodiscard]] StreamPoint share() const noexcept {
     return stream_ != nullptr ? StreamPoint(*stream_, ticket_) : StreamPoint();
   }
