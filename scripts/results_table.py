@@ -46,7 +46,9 @@ ROWS = [
     ("dispatch", lambda r: True, lambda r: (f"dependent chain of mixed calls, {r['name']}", "raw calls (raw / way)")),
     ("rng_fill_native", lambda r: r["baseline"] in ("curand_host_uniform",),
      lambda r: (f"uniform float fill 64 MiB, {int(r['x'])} thread(s)", r["baseline"].replace("_uniform", ""))),
-    ("graph", lambda r: r["x"] != 256, lambda r: (f"CPU graph replay, N = {int(r['x'])} tasks", "eager enqueue")),
+    ("graph", lambda r: True,
+     lambda r: ("CPU graph replay, one 256-float random fill", "the same fill enqueued eagerly") if r["x"] == 256
+     else (f"CPU graph replay, N = {int(r['x'])} tasks", "eager enqueue")),
     ("jit_cold", lambda r: True, lambda r: ("cold JIT build + load of CPU Adam", "DeepSpeed CPUAdamBuilder().load()")),
     ("compile_cost", lambda r: True,
      lambda r: ("compile CPU time of `" + r["name"].replace("cpu s of ", "").split(" / ")[0] + "`",
