@@ -121,7 +121,7 @@ void print_text(const std::vector<BackendFacts>& all, const accel::BackendSelect
   std::cout << "----------------------------------------------------------------\n";
   std::cout << "compiler ............ " << __VERSION__ << "\n";
   std::cout << "Boost (Hana) ........ " << BOOST_VERSION / 100000 << "." << BOOST_VERSION / 100 % 1000 << "\n";
-  std::cout << "NVTX ranges ......... " << (accel::profile::has_nvtx() ? "yes (NVTX3)" : "no") << "\n";
+  std::cout << "NVTX ranges ......... " << (accel::profile::has_nvtx() ? "yes (NVTX: libnvtx3interop, loaded when a profiler attaches)" : "no") << "\n";
   std::cout << "CPU ................. " << accel::cpu_model_name() << "\n";
   std::cout << "CPU features ........ " << accel::cpu_features().str() << "\n";
   std::cout << "host random fills ... Philox, " << accel::rng::fill_kernel_name() << " kernel\n";

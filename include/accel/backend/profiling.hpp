@@ -1,8 +1,9 @@
 // accel/backend/profiling.hpp — accel::Profiling: ProfileApi (concepts/profile.hpp), one definition for
 // every backend.
 //
-// Ranges belong to the profiler, not to a device: NVTX3 where it is built in (Nsight Systems shows them
-// on the CPU timeline, above the CUDA work), else a per-thread depth count (profile/ranges.hpp).
+// Ranges belong to the profiler, not to a device: NVTX where it is built in (through NVTX's library,
+// loaded when a profiler attaches; Nsight Systems shows them on the CPU timeline, above the CUDA work),
+// else a per-thread depth count (profile/ranges.hpp).
 #pragma once
 
 #include <accel/profile/ranges.hpp>

@@ -1,7 +1,8 @@
 // accel/profile/ranges.hpp — named profiler ranges shared by every backend.
 //
-// Ranges go to NVTX3 when the build has it (header-only, works without a GPU: Nsight Systems picks
-// them up for CPU and CUDA work alike). Each thread keeps its own depth per domain, so an unbalanced
+// Ranges go to NVTX when the build has it (ACCEL_HAS_NVTX), through NVTX's library loaded when a
+// profiler is attached (detail/nvtx_api.hpp; works without a GPU: Nsight Systems picks them up for CPU
+// and CUDA work alike). Each thread keeps its own depth per domain, so an unbalanced
 // range_pop() is reported as an InvalidStateError instead of silently corrupting a profile. While a
 // profile::TraceRecorder records (profile/trace.hpp), every push and pop also goes to its trace.
 #pragma once
@@ -16,7 +17,7 @@
 #include <vector>
 
 #if defined(ACCEL_HAS_NVTX)
-#include <nvtx3/nvToolsExt.h>
+#include <accel/profile/detail/nvtx_api.hpp>
 #endif
 
 namespace accel::profile {
@@ -59,21 +60,22 @@ inline std::atomic<RangeHook>& range_hook() noexcept {
 
 #if defined(ACCEL_HAS_NVTX)
 // NVTX domains are process-wide and created once per name; the handles are never destroyed.
-inline nvtxDomainHandle_t nvtx_domain(std::string_view name) {
+inline void* nvtx_domain(const NvtxApi& api, std::string_view name) {
   static std::mutex mutex;
-  static auto* domains = new std::vector<std::pair<std::string, nvtxDomainHandle_t>>();
+  static auto* domains = new std::vector<std::pair<std::string, void*>>();
   const std::lock_guard lock(mutex);
   for (const auto& [n, handle] : *domains) {
     if (n == name) return handle;
   }
-  domains->emplace_back(std::string(name), nvtxDomainCreateA(std::string(name).c_str()));
+  domains->emplace_back(std::string(name), api.domain_create_a(std::string(name).c_str()));
   return domains->back().second;
 }
 #endif
 
 }  // namespace detail
 
-/// Whether ranges reach a profiler (NVTX3 compiled in) or are only depth-checked.
+/// Whether ranges go to NVTX (built with ACCEL_HAS_NVTX: through NVTX's library, loaded when a profiler is
+/// attached; detail/nvtx_api.hpp) or are only depth-checked.
 [[nodiscard]] constexpr bool has_nvtx() noexcept {
 #if defined(ACCEL_HAS_NVTX)
   return true;
@@ -85,16 +87,14 @@ inline nvtxDomainHandle_t nvtx_domain(std::string_view name) {
 /// Opens a range named `message` in `domain` ("" = the default domain); returns the new depth.
 inline int range_push(std::string_view message, std::string_view domain = {}) {
 #if defined(ACCEL_HAS_NVTX)
-  const std::string text(message);
-  if (domain.empty()) {
-    nvtxRangePushA(text.c_str());
-  } else {
-    nvtxEventAttributes_t attributes{};
-    attributes.version = NVTX_VERSION;
-    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    attributes.message.ascii = text.c_str();
-    nvtxDomainRangePushEx(detail::nvtx_domain(domain), &attributes);
+  if (const detail::NvtxApi& nvtx = detail::nvtx(); nvtx.loaded) {
+    const std::string text(message);
+    if (domain.empty()) {
+      nvtx.range_push_a(text.c_str());
+    } else {
+      const detail::NvtxEventAttributes attributes = detail::nvtx_attributes(text.c_str());
+      nvtx.domain_range_push_ex(detail::nvtx_domain(nvtx, domain), &attributes);
+    }
   }
 #endif
   if (const detail::RangeHook hook = detail::range_hook().load(std::memory_order_acquire)) hook(true, message, domain);
@@ -111,10 +111,12 @@ inline int range_pop(std::string_view domain = {}) {
   }
   if (const detail::RangeHook hook = detail::range_hook().load(std::memory_order_acquire)) hook(false, {}, domain);
 #if defined(ACCEL_HAS_NVTX)
-  if (domain.empty()) {
-    nvtxRangePop();
-  } else {
-    nvtxDomainRangePop(detail::nvtx_domain(domain));
+  if (const detail::NvtxApi& nvtx = detail::nvtx(); nvtx.loaded) {
+    if (domain.empty()) {
+      nvtx.range_pop();
+    } else {
+      nvtx.domain_range_pop(detail::nvtx_domain(nvtx, domain));
+    }
   }
 #endif
   return --depth;
