@@ -23,11 +23,13 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace accel::detail {
 
@@ -143,6 +145,21 @@ class DynamicLibrary {
   std::string name_;
   std::string error_;
 };
+
+/// The names a CUDA toolkit library is tried under, in order: the value of `override_var` (when set),
+/// `soname`, `stem`.so, then `soname` under $CUDA_HOME/lib64, $CUDA_PATH/lib64 and /usr/local/cuda/lib64.
+[[nodiscard]] inline std::vector<std::string> toolkit_library_candidates(const char* override_var, const std::string& stem,
+                                                                         const std::string& soname) {
+  std::vector<std::string> names;
+  if (const char* p = std::getenv(override_var); p != nullptr && *p != '\0') names.emplace_back(p);
+  names.push_back(soname);
+  names.push_back(stem + ".so");
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (const char* d = std::getenv(var); d != nullptr && *d != '\0') names.push_back(std::string(d) + "/lib64/" + soname);
+  }
+  names.push_back("/usr/local/cuda/lib64/" + soname);
+  return names;
+}
 
 /// Fills a table of function pointers from one library and collects what is missing, so that a table
 /// reports every missing entry point in one message rather than the first one only.

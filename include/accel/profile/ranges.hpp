@@ -92,7 +92,8 @@ inline int range_push(std::string_view message, std::string_view domain = {}) {
     if (domain.empty()) {
       nvtx.range_push_a(text.c_str());
     } else {
-      const detail::NvtxEventAttributes attributes = detail::nvtx_attributes(text.c_str());
+      detail::NvtxEventAttributes attributes;  // ASCII, no colour, category or payload
+      attributes.message = text.c_str();
       nvtx.domain_range_push_ex(detail::nvtx_domain(nvtx, domain), &attributes);
     }
   }

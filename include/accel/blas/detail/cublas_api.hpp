@@ -64,19 +64,10 @@ struct CublasApi {
   }
 };
 
-/// The names a toolkit library is tried under, in order: the override variable's value, the soname of the
-/// toolkit's major (`stem`.so.<major>), any version, then that soname in the toolkit's folders.
+/// The names a toolkit library is tried under (accel::detail::toolkit_library_candidates), its soname
+/// that of the toolkit's major: `stem`.so.<major>.
 [[nodiscard]] inline std::vector<std::string> toolkit_library_candidates(const char* override_var, const std::string& stem) {
-  const std::string major = stem + ".so." + std::to_string(CUBLAS_VER_MAJOR);
-  std::vector<std::string> names;
-  if (const char* p = std::getenv(override_var); p != nullptr && *p != '\0') names.emplace_back(p);
-  names.push_back(major);
-  names.push_back(stem + ".so");
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* d = std::getenv(var); d != nullptr && *d != '\0') names.push_back(std::string(d) + "/lib64/" + major);
-  }
-  names.push_back("/usr/local/cuda/lib64/" + major);
-  return names;
+  return accel::detail::toolkit_library_candidates(override_var, stem, stem + ".so." + std::to_string(CUBLAS_VER_MAJOR));
 }
 
 /// ACCEL_CUBLAS_LIBRARY, libcublas.so.<major>, libcublas.so, then the toolkit's folders.

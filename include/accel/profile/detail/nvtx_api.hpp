@@ -38,13 +38,6 @@ struct NvtxEventAttributes {
   const char* message = nullptr;  // a union of pointers in NVTX
 };
 
-/// The attributes of a range named `message` (ASCII, no colour, category or payload).
-[[nodiscard]] inline NvtxEventAttributes nvtx_attributes(const char* message) noexcept {
-  NvtxEventAttributes a;
-  a.message = message;
-  return a;
-}
-
 /// NVTX's functions accel calls; `loaded` false when none are (no tool attached, or no library).
 struct NvtxApi {
   bool loaded = false;
@@ -56,28 +49,18 @@ struct NvtxApi {
   int (*domain_range_pop)(void*) = nullptr;
 };
 
-[[nodiscard]] inline std::string nvtx_env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string();
-}
-
 /// Whether accel should load NVTX's library: a tool is attached (NVTX_INJECTION64_PATH, which NVTX
 /// itself reads), or ACCEL_NVTX_LIBRARY names a library.
 [[nodiscard]] inline bool nvtx_wanted() {
-  return !nvtx_env("NVTX_INJECTION64_PATH").empty() || !nvtx_env("ACCEL_NVTX_LIBRARY").empty();
+  for (const char* var : {"NVTX_INJECTION64_PATH", "ACCEL_NVTX_LIBRARY"}) {
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') return true;
+  }
+  return false;
 }
 
-/// Where NVTX's library is looked for, in order.
+/// Where NVTX's library is looked for, in order (accel::detail::toolkit_library_candidates).
 [[nodiscard]] inline std::vector<std::string> nvtx_library_candidates() {
-  std::vector<std::string> names;
-  if (std::string named = nvtx_env("ACCEL_NVTX_LIBRARY"); !named.empty()) names.push_back(named);
-  names.emplace_back("libnvtx3interop.so.1");
-  names.emplace_back("libnvtx3interop.so");
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (std::string d = nvtx_env(var); !d.empty()) names.push_back(d + "/lib64/libnvtx3interop.so.1");
-  }
-  names.emplace_back("/usr/local/cuda/lib64/libnvtx3interop.so.1");
-  return names;
+  return accel::detail::toolkit_library_candidates("ACCEL_NVTX_LIBRARY", "libnvtx3interop", "libnvtx3interop.so.1");
 }
 
 /// NVTX's functions from the first of `candidates` that loads and has them all; otherwise a table
