@@ -299,6 +299,83 @@ TEST_CASE("CachingAllocator: the block freed last comes back as merging and spli
   CHECK(stat(*a, "allocated_bytes.all.current") == 0);
 }
 
+TEST_CASE("CachingAllocator: a temporary freed and taken back again and again counts as merge-then-split") {
+  // The repeat of one block's free and allocation reuses the checks of the first (repeat_block_). The
+  // same operations are run twice: as they are, and with the waiting free finished after every
+  // operation (retire_stream of a stream that never existed finishes it and changes nothing else), which
+  // is torch's merge-then-split. Pointers (as offsets into the first segment), every statistic and the
+  // snapshot must agree after every operation — also where the block's neighbours change between repeats
+  // (its successor allocated, then freed) and across a peak reset.
+  struct Trace {
+    std::vector<std::map<std::string, std::int64_t>> stats;
+    std::vector<std::vector<std::pair<std::size_t, int>>> blocks;  // each block's size and state, per step
+    std::vector<std::ptrdiff_t> offsets;
+  };
+  const auto run = [](bool finish_each) {
+    auto a = make();
+    Trace t;
+    char* base = nullptr;
+    const auto step = [&](void* p) {
+      if (finish_each) a->retire_stream(999);
+      if (base == nullptr) base = static_cast<char*>(p);
+      t.offsets.push_back(p == nullptr ? -1 : static_cast<char*>(p) - base);
+      t.stats.push_back(a->stats().flat());
+      std::vector<std::pair<std::size_t, int>> blocks;
+      for (const auto& segment : a->snapshot()) {
+        for (const auto& b : segment.blocks) blocks.emplace_back(b.size, static_cast<int>(b.state));
+      }
+      t.blocks.push_back(std::move(blocks));
+    };
+    const auto repeat = [&](void*& x, std::size_t bytes, int times) {
+      for (int i = 0; i < times; ++i) {
+        a->free(x);
+        step(nullptr);
+        x = a->allocate(bytes + static_cast<std::size_t>(i), s1);  // the same rounded size, other requests
+        step(x);
+      }
+    };
+    void* x = a->allocate(512, s1);  // merges with the segment's free tail when freed
+    step(x);
+    repeat(x, 300, 4);
+    void* y = a->allocate(512, s1);  // x's successor now: x's free no longer merges
+    step(y);
+    a->free(x);
+    step(nullptr);
+    x = a->allocate(512, s1);
+    step(x);
+    repeat(x, 400, 4);
+    a->reset_peak_stats();
+    step(nullptr);
+    repeat(x, 511, 2);
+    a->free(y);  // the free tail grows back to x: x's free merges again
+    step(nullptr);
+    repeat(x, 257, 3);
+    a->free(x);
+    step(nullptr);
+    return t;
+  };
+  const Trace direct = run(false);
+  const Trace finished = run(true);
+  REQUIRE(direct.stats.size() == finished.stats.size());
+  CHECK(direct.stats.size() == 33);
+  for (std::size_t i = 0; i < direct.stats.size(); ++i) {
+    CAPTURE(i);
+    CHECK(direct.offsets[i] == finished.offsets[i]);
+    CHECK(direct.blocks[i] == finished.blocks[i]);
+    for (const auto& [key, value] : finished.stats[i]) {
+      CAPTURE(key);
+      CHECK(direct.stats[i].at(key) == value);
+    }
+  }
+  // What the run did, in figures: x came back at the segment's start every time, y after it.
+  for (const std::ptrdiff_t offset : direct.offsets) CHECK((offset == -1 || offset == 0 || offset == 512));
+  CHECK(direct.stats.back().at("allocation.all.allocated") == 16);
+  CHECK(direct.stats.back().at("allocation.all.current") == 0);
+  CHECK(direct.stats.back().at("inactive_split.all.current") == 0);
+  CHECK(direct.stats.back().at("requested_bytes.all.allocated") ==
+        512 + (300 + 301 + 302 + 303) + 512 + 512 + (400 + 401 + 402 + 403) + (511 + 512) + (257 + 258 + 259));
+}
+
 TEST_CASE("CachingAllocator: large-pool splits keep only remainders over 1 MiB") {
   auto a = make(40 * MiB);
   void* p = a->allocate(2 * MiB, s1);  // 20 MiB segment, split: 18 MiB remain

@@ -129,6 +129,7 @@ class CachingAllocator {
     if (last_freed_ != nullptr) {
       if (void* p = reallocate_last_freed(bytes, stream_id)) return p;
     }
+    repeat_block_ = nullptr;  // the pools change below
     if (!pending_frees_.empty()) [[unlikely]] process_events();
     if (bytes > caching::max_request) [[unlikely]] throw out_of_memory(bytes, bytes);
     if (!bookkeeping_ready()) [[unlikely]] ensure_bookkeeping(lock, bytes, false);
@@ -597,7 +598,8 @@ class CachingAllocator {
     const auto address = reinterpret_cast<std::uintptr_t>(p);
     Block* const newest = last_allocated_;
     last_allocated_ = nullptr;  // from here on it may be freed: a second free goes through the index
-    if (newest != nullptr && newest->ptr == address && newest->stream_uses.empty() && may_keep_unmerged(newest)) {
+    if (newest != nullptr && newest->ptr == address && newest->stream_uses.empty() &&
+        (newest == repeat_block_ || may_keep_unmerged(newest))) {
       // The block allocated last, freed now (a temporary): no longer allocated; the rest of its free —
       // the merge and what it counts — waits (last_freed_), and its index entry stays.
       newest->allocated = false;
@@ -607,6 +609,7 @@ class CachingAllocator {
       last_freed_ = newest;
       return true;
     }
+    repeat_block_ = nullptr;  // the pools change below
     const std::size_t slot = map_.find_index(address);
     if (slot == detail::PointerMap<Block>::npos) [[unlikely]] return false;
     Block* block = map_.value_at(slot);
@@ -649,6 +652,7 @@ class CachingAllocator {
 
   // Finishes the waiting free, if any: the index entry goes, the block merges into its pool.
   [[gnu::noinline]] void flush_last_freed() noexcept {
+    repeat_block_ = nullptr;  // every operation other than the repeat's free and allocation comes here
     if (last_freed_ == nullptr) return;
     Block* block = last_freed_;
     last_freed_ = nullptr;
@@ -661,7 +665,8 @@ class CachingAllocator {
   [[gnu::always_inline]] void* reallocate_last_freed(std::size_t bytes, std::uint64_t stream_id) noexcept {
     Block* const block = last_freed_;
     if (bytes <= caching::max_request && block->size == round_size(bytes) && block->stream_id == stream_id &&
-        pending_frees_.empty() && graph_pools_.route(stream_id) == nullptr && is_best_fit_again(block)) [[likely]] {
+        pending_frees_.empty() && graph_pools_.route(stream_id) == nullptr &&
+        (block == repeat_block_ || is_best_fit_again(block))) [[likely]] {
       last_freed_ = nullptr;
       last_allocated_ = block;
       // What torch counts for the free finished (free_block) and the allocation that splits the merged
@@ -670,7 +675,9 @@ class CachingAllocator {
       // other operation flushes first), so a count back where it was passes no peak.
       const std::size_t st = stat_index(block->small);
       const auto size = static_cast<std::int64_t>(block->size);
-      const MergeDelta merge = merge_delta(block);
+      const MergeDelta merge = block == repeat_block_ ? repeat_merge_ : merge_delta(block);
+      repeat_block_ = block;
+      repeat_merge_ = merge;
       stats_.allocation.restore(st, 1);
       stats_.allocated_bytes.restore(st, size);
       stats_.active.decrease_then_increase(st, 1);
@@ -964,6 +971,13 @@ class CachingAllocator {
   std::size_t blocks_with_uses_ = 0;  // live blocks with record_stream uses (retire_stream scans them)
   Block* last_freed_ = nullptr;       // freed, not merged yet ("the block freed last" above)
   Block* last_allocated_ = nullptr;   // the block allocate() returned last, while it is live
+  // The block taken back last (reallocate_last_freed) and its merge's statistics. Until any other
+  // operation (each clears it), only this block is freed and taken back, and each such pair leaves the
+  // pools and its neighbours as they were: its free may wait again (may_keep_unmerged), it is the best
+  // fit again (is_best_fit_again), and the merge would count the same (merge_delta), without asking
+  // again. A loop's temporary then costs its statistics and a few comparisons.
+  const Block* repeat_block_ = nullptr;
+  MergeDelta repeat_merge_;
   bool fraction_set_ = false;
   bool gc_enabled_ = false;  // fraction_set_ && config_.garbage_collection_threshold > 0
   double fraction_ = 1.0;
