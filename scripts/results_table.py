@@ -41,7 +41,7 @@ ROWS = [
     ("alloc", lambda r: r["x"] in (512, 65536, 1 << 20, 32 << 20, 256 << 20) and r["baseline"] == "glibc"
      or r["x"] in (512, 256 << 20) and r["baseline"] in ("jemalloc", "mimalloc"),
      lambda r: (f"alloc + touch + free, {size(r['x'])}", r["baseline"] + " malloc/free")),
-    ("alloc_threaded", lambda r: r["x"] in (65536, 131072) and r["baseline"] == "glibc",
+    ("alloc_threaded", lambda r: r["x"] in (512, 65536, 131072) and r["baseline"] == "glibc",
      lambda r: (f"alloc + touch + free, {size(r['x'])}, multi-threaded process", r["baseline"] + " malloc/free")),
     ("dispatch", lambda r: True, lambda r: (f"dependent chain of mixed calls, {r['name']}", "raw calls (raw / way)")),
     ("rng_fill_native", lambda r: r["baseline"] in ("curand_host_uniform",),
