@@ -51,6 +51,17 @@ def load_average():
         return -1.0
 
 
+def run_checked(cmd, env=None):
+    """subprocess.run with the output captured; on failure, the program's own message (a missing corpus,
+    an unknown option) and the command, then exit — not a Python traceback that hides both."""
+    import subprocess
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        sys.exit(f"{' '.join(cmd)}: exited with status {proc.returncode}")
+    return proc
+
+
 def summarize(values):
     """{'median', 'min', 'max', 'n'} of a list of numbers."""
     v = sorted(values)

@@ -32,15 +32,6 @@ BATCH = {"tiny": 12, "shakespeare": 64, "gpt2": 8}
 BLOCK = {"tiny": 64, "shakespeare": 256, "gpt2": 1024}
 
 
-def cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return "unknown CPU"
-    f = dict(re.findall(r"^(Model name|CPU family|Model):\s*(.*)$", out, re.M))
-    return f"{f.get('Model name', '?')} (family {f.get('CPU family', '?')}, model {f.get('Model', '?')})"
-
-
 def gpu_name():
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -53,6 +44,7 @@ def gpu_name():
 MFU = {}  # the engine's last MFU line per configuration (on a GPU: of the data sheet's peak)
 
 
+
 def run_engine(exe, size, threads, steps, dtype="fp32", device="cpu", graph=False):
     env = dict(os.environ, ACCEL_BACKEND=device, OMP_NUM_THREADS=str(threads))
     cmd = [exe, "--size", size, "--steps", str(steps), "--eval-every", "0", "--quiet", "--dropout", "0",
@@ -61,7 +53,7 @@ def run_engine(exe, size, threads, steps, dtype="fp32", device="cpu", graph=Fals
         cmd += ["--threads", str(threads)]
     if graph:
         cmd.append("--graph")
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+    out = bs.run_checked(cmd, env).stdout
     ms = float(re.search(r"ms/step\s+([0-9.]+) median", out).group(1))
     mfu = re.search(r"MFU\s+(.*)", out)
     if mfu:
@@ -76,7 +68,7 @@ def run_torch(size, threads, steps, compile_, dtype="fp32", device="cpu"):
     if compile_:
         cmd.append("--compile")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+    out = bs.run_checked(cmd, env).stdout
     return float(re.search(r": ([0-9.]+) tokens/s", out).group(1))
 
 
@@ -104,7 +96,7 @@ def main():
     steps = args.steps or (200 if args.size == "tiny" or args.device == "cuda" else 6)
     if args.device == "cuda":
         args.threads = "0"
-    where = gpu_name() if args.device == "cuda" else cpu_name()
+    where = gpu_name() if args.device == "cuda" else bs.cpu_name()
     report = bs.Report("engine_compare_gpu" if args.device == "cuda" else "engine_compare",
                        argv=["benchmarks/engine/compare.py"], device=where)
     report.command = "python3 benchmarks/engine/compare.py " + " ".join(sys.argv[1:])

@@ -21,19 +21,14 @@ import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.dirname(HERE))
+import bench_support as bs  # noqa: E402
 BATCH = {"tiny": 12, "shakespeare": 64}
 BLOCK = {"tiny": 64, "shakespeare": 256}
-
-
-def cpu_name():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    f = dict(re.findall(r"^(Model name|CPU family|Model):\s*(.*)$", out, re.M))
-    return f"{f.get('Model name', '?')} (family {f.get('CPU family', '?')}, model {f.get('Model', '?')})"
 
 
 def load():
@@ -51,7 +46,7 @@ def median_ms(out):
 
 def run_single(exe, size, threads, steps, dtype):
     env = dict(os.environ, ACCEL_BACKEND="cpu")
-    out = subprocess.run(engine_cmd(exe, size, threads, steps, dtype), capture_output=True, text=True, env=env, check=True)
+    out = bs.run_checked(engine_cmd(exe, size, threads, steps, dtype), env)
     return median_ms(out.stdout)
 
 
@@ -61,7 +56,7 @@ def run_ranks(exe, size, ranks, steps, dtype, extra=()):
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     cmd += ["-np", str(ranks)] + engine_cmd(exe, size, 1, steps, dtype) + list(extra)
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    out = bs.run_checked(cmd, env)
     ms = median_ms(out.stdout)
     # rank 0's ACCEL_COMM_LOG table: "mpi  <op>  <bytes>  <count>  <total ms> ..."
     comm_ms = sum(float(m.group(1)) for m in re.finditer(r"^\s+mpi\s+\w+\s+\d+\s+\d+\s+([0-9.]+)", out.stderr, re.M))
@@ -71,7 +66,7 @@ def run_ranks(exe, size, ranks, steps, dtype, extra=()):
 def run_ddp(size, ranks, steps, dtype):
     cmd = [sys.executable, os.path.join(HERE, "torch_gpt.py"), "ddp", "--size", size, "--procs", str(ranks),
            "--threads", "1", "--steps", str(steps), "--warmup", "10" if size == "tiny" else "2", "--dtype", dtype]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), check=True)
+    out = bs.run_checked(cmd, dict(os.environ, OMP_NUM_THREADS="1"))
     return float(re.search(r"\(([0-9.]+) ms/step median", out.stdout).group(1))
 
 
@@ -96,7 +91,7 @@ def main():
     tokens = BATCH[args.size] * BLOCK[args.size]
     R = args.ranks
     print(f"# {args.size}, {args.dtype}: global batch {BATCH[args.size]} x block {BLOCK[args.size]}, {args.rounds} interleaved rounds, "
-          f"{steps} steps per run; {cpu_name()}; load before {' '.join(load())}")
+          f"{steps} steps per run; {bs.cpu_name()}; load before {' '.join(load())}")
     print(f"# command: benchmarks/engine/dp_compare.py {' '.join(sys.argv[1:])}")
     one, many, ddp, share, over, over_share = [], [], [], [], [], []
     for _ in range(args.rounds):

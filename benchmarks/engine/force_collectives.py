@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import BATCH, BLOCK, ROOT, cpu_name, gpu_name  # noqa: E402
+from compare import BATCH, BLOCK, ROOT, bs, gpu_name  # noqa: E402
 
 STEPS = {("cpu", "tiny"): 100, ("cpu", "shakespeare"): 8, ("cpu", "gpt2"): 3,
          ("cuda", "tiny"): 300, ("cuda", "shakespeare"): 150, ("cuda", "gpt2"): 30}
@@ -89,7 +89,7 @@ def main():
     args = p.parse_args()
     args.steps = args.steps or STEPS[(args.device, args.size)]
     tokens = BATCH[args.size] * BLOCK[args.size]
-    where = gpu_name() if args.device == "cuda" else cpu_name()
+    where = gpu_name() if args.device == "cuda" else bs.cpu_name()
     print(f"# {args.size} {args.dtype} on {args.device} ({where}): {args.rounds} interleaved rounds of {args.steps} steps, "
           f"launch {args.launch}; load before {load()}")
     print(f"# command: benchmarks/engine/force_collectives.py {' '.join(sys.argv[1:])}")
