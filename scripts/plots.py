@@ -41,6 +41,8 @@ FAMILIES = {
     "jit_cold": dict(title="cold JIT build + load of CPU Adam, one process", ylabel="seconds", logy=True),
     "engine": dict(title="GPT tiny on the Gutenberg plays: loss against training time, accel engine and PyTorch",
                    xlabel="training seconds", ylabel="loss (cross-entropy, nats)", bars=False),
+    "engine_compare": dict(title="GPT engine against PyTorch on the CPU (benchmarks/engine/compare.py)", xlabel="threads",
+                           ylabel="tokens/s (median, min-max)", bars=True, metric="tokens/s"),
     "engine_dispatch": dict(title="GPT tiny, one training step: raw calls, Engine<CpuBackend>, Engine<AnyBackend>",
                             ylabel="ms per step (median, min-max)", metric="ms per step"),
     "stream_wait": dict(title="CPU stream: a caller waiting for its work, threads polling (ACCEL_CPU_SPIN_US) vs sleeping at once",
