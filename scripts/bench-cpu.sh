@@ -42,7 +42,7 @@ for f in "${families[@]}"; do
     alloc) cmd=("$b/memory/bench_alloc" --rounds=7 "--json=$out/alloc.json") ;;
     dispatch) cmd=("$b/dispatch/bench_dispatch" --rounds=9 "--json=$out/dispatch.json") ;;
     cpu_adam_kernels) cmd=("$b/ops/bench_adam_cpu" --rounds=11 --clock=thread "--json=$out/cpu_adam_kernels.json") ;;
-    cpu_adam) cmd=(python3 benchmarks/ops/compare_cpu_adam.py --rounds 11 --clock thread --lib "$b/ops/libaccel_capi.so" "${before_args[@]}" "--json=$out/cpu_adam.json") ;;
+    cpu_adam) cmd=(python3 benchmarks/ops/compare_cpu_adam.py --rounds 11 --clock thread --layouts 4 --lib "$b/ops/libaccel_capi.so" "${before_args[@]}" "--json=$out/cpu_adam.json") ;;
     jit_cold) cmd=(python3 benchmarks/ops/compare_jit.py --rounds 3 --lib "$b/ops/libaccel_capi.so" "--json=$out/jit_cold.json") ;;
     rng_fill) cmd=("$b/random/bench_rng_fill_native" --rounds=7 "--json=$out/rng_fill_native.json") ;;
     graph) cmd=("$b/cpu/bench_graph" --rounds=7 "--json=$out/graph.json") ;;

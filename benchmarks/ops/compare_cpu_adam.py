@@ -4,7 +4,7 @@ for-loop), in one Python process, on the same tensors, in interleaved rounds (be
 
   python3 benchmarks/ops/compare_cpu_adam.py [--log2 24 26] [--threads 1 2] [--rounds 7]
           [--lib build/default/benchmarks/ops/libaccel_capi.so] [--skip-slow] [--json=FILE]
-          [--kernel NAME=SO ...] [--clock wall|thread]
+          [--kernel NAME=SO ...] [--clock wall|thread] [--layouts N]
 
 --clock thread times the 1-thread shapes with the calling thread's CPU clock (time.thread_time: with one
 OpenMP thread every candidate runs on the calling thread), so that waiting for a core on a busy machine
@@ -25,6 +25,14 @@ happen to lie moved one optimizer's time by up to 20 % here, more than the kerne
 lr=1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01, fp32. One round = one step of each
 candidate, the order rotated each round; ratios are taken round by round. torch.set_num_threads(T)
 sets the OpenMP threads of torch and DeepSpeed (one libgomp in the process: torch's); accel gets T.
+
+--layouts N (default 1) repeats that on N sets of the four tensors, each set's arrays separated by a
+different gap of touched memory (SPACERS_MIB: 0, 5, 1, 17, ... MiB; layout 0 is the default's arrays
+back to back), and every candidate steps every set in the same interleaved rounds. A kernel's speed can
+depend on where its four arrays lie relative to each other: on a Zen 5 EPYC, DeepSpeedCPUAdam's one-thread
+step took 13-14 ms with some placements and 7.8-8.6 ms with others, accel's 7.8-9.0 ms (2^24 params;
+benchmarks/RESULTS.md, explore/deepspeed_layout.py). The first table then pools every round of every layout
+(ratios taken per round and layout); a line per layout follows.
 """
 import ctypes
 import math
@@ -39,6 +47,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import bench_support as bs  # noqa: E402
 
 LR, BETAS, EPS, WD = 1e-3, (0.9, 0.999), 1e-8, 0.01
+SPACERS_MIB = [0, 5, 1, 17, 3, 9, 2, 33]  # --layouts: the gap after each array of layout k
 
 
 def arg_list(args, flag, default, conv=int):
@@ -109,6 +118,33 @@ class Accel:
             raise RuntimeError(self.lib.accel_capi_last_error().decode())
 
 
+def layout_candidates(arrays, lib, th, n, kernels, DeepSpeedCPUAdam, skip_slow):
+    """Every candidate, stepping one set of the four tensors (p, g, m, v)."""
+    p = torch.nn.Parameter(arrays[0])
+    p.grad = arrays[1]
+    m, v = arrays[2], arrays[3]
+
+    def torch_opt(**kw):
+        o = torch.optim.AdamW([p], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, **kw)
+        o.state[p] = {"step": torch.tensor(0.0), "exp_avg": m, "exp_avg_sq": v}
+        return o
+
+    cands = {"ceiling": lambda: lib.accel_capi_adam_ceiling(p.data_ptr(), p.grad.data_ptr(), m.data_ptr(),
+                                                            v.data_ptr(), n, th),
+             "accel": Accel(lib, p, m, v, th).step}
+    for name, so in kernels:
+        cands[name] = RawKernel(so, p, m, v, th).step
+    if DeepSpeedCPUAdam is not None:
+        ds = DeepSpeedCPUAdam([p], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, adamw_mode=True)
+        ds.state[p].update({"step": 0, "exp_avg": m, "exp_avg_sq": v})
+        cands["DeepSpeedCPUAdam"] = ds.step
+    cands["torch fused"] = torch_opt(fused=True).step
+    if not skip_slow:
+        cands["torch foreach"] = torch_opt(foreach=True).step
+        cands["torch for-loop"] = torch_opt(foreach=False).step
+    return cands
+
+
 def main():
     args = sys.argv[1:]
     bs.exit_on_help(__doc__, args)
@@ -120,6 +156,7 @@ def main():
     skip_slow = "--skip-slow" in args
     kernels = [k.split("=", 1) for k in arg_list(args, "--kernel", [], str)]
     clock_name = arg_list(args, "--clock", ["wall"], str)[0]
+    layouts = arg_list(args, "--layouts", [1])[0]
     lib = load_lib(os.path.abspath(lib_path))
     try:
         import deepspeed
@@ -139,34 +176,28 @@ def main():
         n = 1 << lg
         for th in threads_list:
             torch.set_num_threads(th)
-            p = torch.nn.Parameter(torch.full((n,), 0.5))
-            p.grad = torch.full((n,), 0.01)
-            m, v = torch.zeros(n), torch.zeros(n)
-
-            def torch_opt(**kw):
-                o = torch.optim.AdamW([p], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, **kw)
-                o.state[p] = {"step": torch.tensor(0.0), "exp_avg": m, "exp_avg_sq": v}
-                return o
-
-            cands = {"ceiling": lambda: lib.accel_capi_adam_ceiling(p.data_ptr(), p.grad.data_ptr(), m.data_ptr(),
-                                                                    v.data_ptr(), n, th),
-                     "accel": Accel(lib, p, m, v, th).step}
-            for name, so in kernels:
-                cands[name] = RawKernel(so, p, m, v, th).step
-            if DeepSpeedCPUAdam is not None:
-                ds = DeepSpeedCPUAdam([p], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD, adamw_mode=True)
-                ds.state[p].update({"step": 0, "exp_avg": m, "exp_avg_sq": v})
-                cands["DeepSpeedCPUAdam"] = ds.step
-            cands["torch fused"] = torch_opt(fused=True).step
-            if not skip_slow:
-                cands["torch foreach"] = torch_opt(foreach=True).step
-                cands["torch for-loop"] = torch_opt(foreach=False).step
+            keep, cands, spacer = [], {}, {}
+            for k in range(layouts):
+                gap = SPACERS_MIB[k % len(SPACERS_MIB)]
+                arrays = []
+                for value in (0.5, 0.01, 0.0, 0.0):  # p, g, m, v; each followed by the layout's gap
+                    arrays.append(torch.full((n,), value))
+                    if gap:
+                        keep.append(torch.ones(gap << 18))  # touched, so that the next array's pages come after it
+                suffix = f"@{k}" if layouts > 1 else ""
+                spacer[suffix] = gap
+                layout = layout_candidates(arrays, lib, th, n, kernels, DeepSpeedCPUAdam, skip_slow)
+                names = list(layout)
+                cands.update((name + suffix, fn) for name, fn in layout.items())
             load = bs.load_average()
             thread_clock = clock_name == "thread" and th == 1
-            times = bs.interleaved_rounds(cands, rounds, time.thread_time if thread_clock else time.perf_counter)
+            per_layout = bs.interleaved_rounds(cands, rounds, time.thread_time if thread_clock else time.perf_counter)
+            # every round of every layout, in the same (layout, round) order for each candidate
+            times = {c: [t for suffix in spacer for t in per_layout[c + suffix]] for c in names}
             group = f"threads={th}"
             print(f"\n2^{lg} params, {th} thread(s), load {load:.2f}, "
-                  f"{'thread CPU clock' if thread_clock else 'wall clock'}:")
+                  f"{'thread CPU clock' if thread_clock else 'wall clock'}"
+                  f"{f', {layouts} layouts pooled' if layouts > 1 else ''}:")
             print(f"  {'':18s} {'ms/step':>22s} {'Gparam/s':>22s} {'of ceiling':>20s} {'accel speedup':>22s}")
             for k, t in times.items():
                 ms = bs.summarize([x * 1e3 for x in t])
@@ -180,7 +211,18 @@ def main():
                     report.ratio("accel", k, group, n, speedup)
                 print(f"  {k:18s} {bs.fmt(ms, 1):>22s} {bs.fmt(rate, 3):>22s} {bs.fmt(frac):>20s} "
                       f"{bs.fmt(speedup) + 'x' if baseline else '':>22s}")
-            del cands, p, m, v
+            if layouts > 1:
+                for suffix, gap in spacer.items():
+                    line = f"  layout {suffix[1:]} ({gap:2d} MiB gaps):"
+                    for k in names:
+                        ms = bs.summarize([x * 1e3 for x in per_layout[k + suffix]])
+                        line += f" {k} {ms['median']:.1f} ms"
+                        if k not in ("accel", "ceiling"):
+                            speedup = bs.ratio_per_round(per_layout[k + suffix], per_layout["accel" + suffix])
+                            report.ratio(f"accel, layout {suffix[1:]} ({gap} MiB gaps)", k, group, n, speedup)
+                            line += f" (accel {speedup['median']:.2f}x)"
+                    print(line + ";")
+            del cands, keep
     report.write()
 
 
