@@ -6,6 +6,7 @@ benchmarks/bench_support.hpp writes).
 import datetime
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -54,7 +55,6 @@ def load_average():
 def run_checked(cmd, env=None):
     """subprocess.run with the output captured; on failure, the program's own message (a missing corpus,
     an unknown option) and the command, then exit — not a Python traceback that hides both."""
-    import subprocess
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)

@@ -44,7 +44,6 @@ def gpu_name():
 MFU = {}  # the engine's last MFU line per configuration (on a GPU: of the data sheet's peak)
 
 
-
 def run_engine(exe, size, threads, steps, dtype="fp32", device="cpu", graph=False):
     env = dict(os.environ, ACCEL_BACKEND=device, OMP_NUM_THREADS=str(threads))
     cmd = [exe, "--size", size, "--steps", str(steps), "--eval-every", "0", "--quiet", "--dropout", "0",
