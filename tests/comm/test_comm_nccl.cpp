@@ -1,6 +1,8 @@
 // accel/comm over NCCL, one rank (NCCL refuses two ranks on one GPU): every operation x element type x
 // reduce op on a GPU, graph capture, the memory and device checks, abort. Without a GPU the device cases
 // skip, saying why; what needs no GPU (loading NCCL, its version, a missing library) runs everywhere.
+#include "support/scoped_env.hpp"
+
 #include <accel/comm.hpp>
 #include <accel/cuda/backend.hpp>
 
@@ -73,9 +75,10 @@ TEST_CASE("NCCL loads without a GPU and reports its version; a missing library i
   } else {
     CHECK(version.rfind("unavailable: NCCL cannot be loaded", 0) == 0);
   }
-  ::setenv("ACCEL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
-  const accel::comm::detail::NcclApi* missing = accel::comm::detail::load_nccl();
-  ::unsetenv("ACCEL_NCCL_LIBRARY");
+  const accel::comm::detail::NcclApi* missing = [] {
+    const ScopedEnv env{{"ACCEL_NCCL_LIBRARY", "/nonexistent/libnccl.so.2"}};
+    return accel::comm::detail::load_nccl();
+  }();
   CHECK_FALSE(missing->loaded());
   CHECK(missing->error.find("/nonexistent/libnccl.so.2") != std::string::npos);
   delete missing;

@@ -2,6 +2,8 @@
 // file exchange (between forked processes), the flight recorder, the byte counts and busbw factors,
 // the argument checks of the raw forms, ReduceOp names, the MPI types' reduction of half/bfloat16,
 // accel::comm::abort in one process (forked).
+#include "support/scoped_env.hpp"
+
 #include <accel/comm.hpp>
 #include <accel/comm/detail/arguments.hpp>
 #include <accel/comm/detail/config.hpp>
@@ -20,32 +22,6 @@
 
 using namespace std::chrono_literals;
 namespace d = accel::comm::detail;
-
-namespace {
-/// Sets environment variables for one scope, restoring them after.
-struct ScopedEnv {
-  std::vector<std::pair<std::string, std::string>> saved;
-  std::vector<std::string> unset_after;
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const auto& [k, v] : vars) {
-      if (const char* old = std::getenv(k)) {
-        saved.emplace_back(k, old);
-      } else {
-        unset_after.emplace_back(k);
-      }
-      if (v == nullptr) {
-        ::unsetenv(k);
-      } else {
-        ::setenv(k, v, 1);
-      }
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [k, v] : saved) ::setenv(k.c_str(), v.c_str(), 1);
-    for (const auto& k : unset_after) ::unsetenv(k.c_str());
-  }
-};
-}  // namespace
 
 TEST_CASE("ACCEL_COMM_TIMEOUT: seconds or a unit; anything else names the variable") {
   CHECK(d::parse_timeout("600", "X") == 600s);

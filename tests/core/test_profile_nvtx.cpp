@@ -3,11 +3,14 @@
 // (libnvtx3interop.so.1) at the first range, and NVTX hands the calls to the tool. Also: the attribute
 // structure accel passes has NVTX's layout, and a library that cannot serve is refused whole.
 // Run by CTest with NVTX_INJECTION64_PATH set (tests/core/CMakeLists.txt).
+#include "support/scoped_env.hpp"
+
 #include <accel/profile/ranges.hpp>
 
 #include <nvtx3/nvToolsExt.h>  // the real layout, to compare with accel's declaration
 
 #include <doctest/doctest.h>
+
 #include <dlfcn.h>
 
 #include <cstddef>
@@ -90,21 +93,21 @@ TEST_CASE("NVTX: a library that cannot serve is refused whole, naming what it la
 }
 
 TEST_CASE("NVTX: loaded only when a tool is attached or ACCEL_NVTX_LIBRARY names a library") {
-  const std::string tool = std::getenv("NVTX_INJECTION64_PATH");
-  ::unsetenv("NVTX_INJECTION64_PATH");
-  ::unsetenv("ACCEL_NVTX_LIBRARY");
+  const char* tool_env = std::getenv("NVTX_INJECTION64_PATH");
+  REQUIRE_MESSAGE(tool_env != nullptr, "CTest sets NVTX_INJECTION64_PATH to the fake tool library");
+  const std::string tool = tool_env;
+  ScopedEnv env{{"NVTX_INJECTION64_PATH", nullptr}, {"ACCEL_NVTX_LIBRARY", nullptr}};
   CHECK_FALSE(accel::profile::detail::nvtx_wanted());
-  ::setenv("ACCEL_NVTX_LIBRARY", "/opt/x/libnvtx3interop.so.1", 1);
+  env.set("ACCEL_NVTX_LIBRARY", "/opt/x/libnvtx3interop.so.1");
   CHECK(accel::profile::detail::nvtx_wanted());
-  ::setenv("CUDA_HOME", "/opt/cuda-x", 1);
-  ::unsetenv("CUDA_PATH");
+  env.set("CUDA_HOME", "/opt/cuda-x");
+  env.unset("CUDA_PATH");
   const auto candidates = accel::profile::detail::nvtx_library_candidates();
   const std::vector<std::string> expected{"/opt/x/libnvtx3interop.so.1", "libnvtx3interop.so.1", "libnvtx3interop.so",
                                           "/opt/cuda-x/lib64/libnvtx3interop.so.1",
                                           "/usr/local/cuda/lib64/libnvtx3interop.so.1"};
   CHECK(candidates == expected);
-  ::unsetenv("CUDA_HOME");
-  ::unsetenv("ACCEL_NVTX_LIBRARY");
-  ::setenv("NVTX_INJECTION64_PATH", tool.c_str(), 1);
+  env.unset("ACCEL_NVTX_LIBRARY");
+  env.set("NVTX_INJECTION64_PATH", tool.c_str());
   CHECK(accel::profile::detail::nvtx_wanted());
 }

@@ -5,6 +5,8 @@
 //   test_cuda_detect_nvml    LD_LIBRARY_PATH has fake libcuda.so.1 and libnvidia-ml.so.1  (-ts=nvml)
 //   test_cuda_detect_driver  LD_LIBRARY_PATH has only the fake libcuda.so.1              (-ts=driver)
 // Each case calls the uncached detect_devices() after setting the fakes' answers.
+#include "support/scoped_env.hpp"
+
 #include <accel/cuda/detail/detect.hpp>
 
 #include <doctest/doctest.h>
@@ -13,8 +15,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <map>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -22,36 +22,6 @@ namespace {
 
 using accel::cuda::detail::Detection;
 using accel::cuda::detail::detect_devices;
-
-/// Sets environment variables for one scope and restores them after.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> values) {
-    for (const auto& [name, value] : values) {
-      const char* old = std::getenv(name);
-      saved_.emplace(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
-      if (value != nullptr) {
-        ::setenv(name, value, 1);
-      } else {
-        ::unsetenv(name);
-      }
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  ~ScopedEnv() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
 
 bool fake_driver_loaded() {
   const auto& api = accel::cuda::detail::driver();

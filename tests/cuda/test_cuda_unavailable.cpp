@@ -1,6 +1,7 @@
 // CudaBackend where it may have no GPU: detection, the unavailable path, error mapping,
 // CUDA_VISIBLE_DEVICES parsing. Adapts when a GPU is present (then the device checks run instead).
 #include "support/lazy_init_contract.hpp"
+#include "support/scoped_env.hpp"
 
 #include <accel/cuda/backend.hpp>
 
@@ -303,20 +304,13 @@ TEST_CASE("cuda: parse_visible_devices follows the driver's rules") {
 }
 
 TEST_CASE("cuda: visible_devices_from_env reads CUDA_VISIBLE_DEVICES") {
-  const char* saved = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string original = saved != nullptr ? saved : "";
-  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  ScopedEnv env{{"CUDA_VISIBLE_DEVICES", nullptr}};
   CHECK_FALSE(accel::cuda::visible_devices_from_env().has_value());  // unset: every device
-  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  env.set("CUDA_VISIBLE_DEVICES", "");
   REQUIRE(accel::cuda::visible_devices_from_env().has_value());
   CHECK(accel::cuda::visible_devices_from_env()->empty());  // set but empty: none
-  ::setenv("CUDA_VISIBLE_DEVICES", "1,MIG-abc", 1);
+  env.set("CUDA_VISIBLE_DEVICES", "1,MIG-abc");
   CHECK(*accel::cuda::visible_devices_from_env() == std::vector<VisibleDevice>{1, std::string("MIG-abc")});
-  if (saved != nullptr) {
-    ::setenv("CUDA_VISIBLE_DEVICES", original.c_str(), 1);
-  } else {
-    ::unsetenv("CUDA_VISIBLE_DEVICES");
-  }
 }
 
 TEST_CASE("cuda: uncached detection agrees with the cached answer") {

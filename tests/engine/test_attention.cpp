@@ -5,6 +5,7 @@
 // The CUDA kernels are compiled by NVRTC here and
 // checked against the CPU kernel on a GPU (skipped, saying so, without one).
 #include "gpt_kernels.hpp"
+#include "support/scoped_env.hpp"
 #include "support/storage16.hpp"
 
 #include <accel/accel.hpp>
@@ -195,7 +196,8 @@ void check_shape_16bit(const Shape& s, float p, bool allow_amx) {
       dqkv32(dqkv.size());
   accel::cpu::Stream stream;
   auto& k = kernels16<H>();
-  if (!allow_amx) ::setenv("ENGINE_ATTENTION_AMX", "0", 1);
+  ScopedEnv env;
+  if (!allow_amx) env.set("ENGINE_ATTENTION_AMX", "0");
   // (The query answers for bf16 launches; fp16 always runs the vector code.)
   const bool amx = std::is_same_v<H, accel::bfloat16> && k.cpu_attention_amx(stream, s.C, s.NH);
   if (!allow_amx) CHECK_FALSE(k.cpu_attention_amx(stream, s.C, s.NH));  // ENGINE_ATTENTION_AMX=0 is honoured
@@ -226,7 +228,6 @@ void check_shape_16bit(const Shape& s, float p, bool allow_amx) {
   k.backward(stream, d2.data(), nullptr, dy.data(), att.data(), qkv.data(), mask, p, s.B, s.T, s.C, s.NH);
   stream.synchronize();
   k.set_num_threads(0);
-  ::unsetenv("ENGINE_ATTENTION_AMX");
   CHECK(bits16(y2) == bits16(y));
   CHECK(bits16(d2) == bits16(dqkv));
 }

@@ -1,5 +1,6 @@
 // ACCEL_ALLOC_CONF parsing: torch's syntax and rules, and errors that quote the text.
 #include "support/sizes.hpp"
+#include "support/scoped_env.hpp"
 
 #include <accel/memory/allocator_config.hpp>
 #include <accel/memory/detail/caching_rules.hpp>
@@ -183,11 +184,11 @@ TEST_CASE("AllocatorConfig: messages quote at most 100 characters of the text, e
 }
 
 TEST_CASE("AllocatorConfig: from_env reads ACCEL_ALLOC_CONF") {
-  ::setenv("ACCEL_ALLOC_CONF", "max_split_size_mb:128", 1);
+  ScopedEnv env{{"ACCEL_ALLOC_CONF", "max_split_size_mb:128"}};
   CHECK(AllocatorConfig::from_env().max_split_size == 128 * MiB);
-  ::setenv("ACCEL_ALLOC_CONF", "max_split_size_mb:1", 1);
+  env.set("ACCEL_ALLOC_CONF", "max_split_size_mb:1");
   CHECK_THROWS_AS((void)AllocatorConfig::from_env(), accel::InvalidArgumentError);
-  ::unsetenv("ACCEL_ALLOC_CONF");
+  env.unset("ACCEL_ALLOC_CONF");
   CHECK(AllocatorConfig::from_env() == AllocatorConfig{});
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "ops_test_support.hpp"
+#include "support/scoped_env.hpp"
 
 #include <accel/ops/host_compiler.hpp>
 #include <accel/ops/jit_cache.hpp>
@@ -14,8 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,35 +27,7 @@ namespace jit_test {
 
 namespace fs = std::filesystem;
 
-/// Sets environment variables for one scope (nullptr unsets) and restores them after.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> values) {
-    for (const auto& [name, value] : values) {
-      const char* old = std::getenv(name);
-      saved_.emplace(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
-      if (value != nullptr) {
-        ::setenv(name, value, 1);
-      } else {
-        ::unsetenv(name);
-      }
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  ~ScopedEnv() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
+using ::ScopedEnv;
 
 /// The host compiler a tiny op is built with when CXX is unset (resolved once, before a test sets CXX).
 inline const std::string& real_cxx() {

@@ -1,5 +1,6 @@
 // The JIT cache: keys, hits and misses, corrupt and truncated entries, failed builds, two processes.
 #include "ops_test_support.hpp"
+#include "support/scoped_env.hpp"
 
 #include <accel/ops/detail/sha256.hpp>
 #include <accel/ops/jit_cache.hpp>
@@ -162,15 +163,11 @@ TEST_CASE("jit cache: two processes building one key at once compile it once") {
 }
 
 TEST_CASE("jit cache: the default directory follows ACCEL_CACHE_DIR, XDG_CACHE_HOME, HOME") {
-  const std::string saved_accel = accel::ops::detail::env_string("ACCEL_CACHE_DIR");
-  const std::string saved_xdg = accel::ops::detail::env_string("XDG_CACHE_HOME");
-  ::setenv("ACCEL_CACHE_DIR", "/x/accel-cache", 1);
+  ScopedEnv env{{"ACCEL_CACHE_DIR", "/x/accel-cache"}};
   CHECK(JitCache::default_dir() == "/x/accel-cache");
-  ::unsetenv("ACCEL_CACHE_DIR");
-  ::setenv("XDG_CACHE_HOME", "/x/xdg", 1);
+  env.unset("ACCEL_CACHE_DIR");
+  env.set("XDG_CACHE_HOME", "/x/xdg");
   CHECK(JitCache::default_dir() == "/x/xdg/accel");
-  ::unsetenv("XDG_CACHE_HOME");
+  env.unset("XDG_CACHE_HOME");
   if (const char* home = std::getenv("HOME")) CHECK(JitCache::default_dir() == std::filesystem::path(home) / ".cache/accel");
-  if (!saved_accel.empty()) ::setenv("ACCEL_CACHE_DIR", saved_accel.c_str(), 1);
-  if (!saved_xdg.empty()) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
 }

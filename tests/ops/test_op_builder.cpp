@@ -1,6 +1,7 @@
 // Op builders on the CPU backend: the op table, names, build commands and keys, compatibility,
 // load() through the cache (hit, miss, rebuild), compile errors, two processes, AOT builds.
 #include "ops_test_support.hpp"
+#include "support/scoped_env.hpp"
 
 #include <accel/concepts/ops.hpp>
 #include <accel/cpu/ops.hpp>
@@ -134,16 +135,12 @@ TEST_CASE("is_compatible: yes with the SIMD path; no host compiler is a reason, 
   const auto c = Ops::create_op_builder("fused_adam").is_compatible();
   CHECK(c.ok);
   CHECK(c.str().find("path") != std::string::npos);
-  const std::string saved = accel::ops::detail::env_string("CXX");
-  ::setenv("CXX", "/nonexistent/c++", 1);
-  const auto missing = Ops::create_op_builder("fused_adam").is_compatible();
-  CHECK_FALSE(missing.ok);
-  REQUIRE(missing.reasons.size() == 1);
-  CHECK(missing.reasons[0].find("/nonexistent/c++") != std::string::npos);
-  if (saved.empty()) {
-    ::unsetenv("CXX");
-  } else {
-    ::setenv("CXX", saved.c_str(), 1);
+  {
+    const ScopedEnv env{{"CXX", "/nonexistent/c++"}};
+    const auto missing = Ops::create_op_builder("fused_adam").is_compatible();
+    CHECK_FALSE(missing.ok);
+    REQUIRE(missing.reasons.size() == 1);
+    CHECK(missing.reasons[0].find("/nonexistent/c++") != std::string::npos);
   }
   auto elsewhere = Ops::create_op_builder("fused_adam");
   elsewhere.set_kernel_dir("/nonexistent/kernels");
