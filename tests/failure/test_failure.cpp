@@ -7,6 +7,7 @@
 //   fork after initialisation: the child uses the CPU backend (new streams, memory, default stream)
 //   a bad ACCEL_CPU_DEVICE_COUNT / ACCEL_CPU_VISIBLE_DEVICES, a bad ACCEL_ALLOC_CONF: these cases are
 //     skipped in a plain run and run by their own ctest entries with the variable set (--no-skip)
+#include "support/scoped_env.hpp"
 #include "support/sizes.hpp"
 #include "stress/stress_stats.hpp"
 #include "stress/stress_support.hpp"
@@ -489,6 +490,22 @@ TEST_CASE("failure: a bad ACCEL_CPU_DEVICE_COUNT or ACCEL_CPU_VISIBLE_DEVICES: u
   } catch (const accel::BackendUnavailableError& e) {
     CHECK(contains(e.what(), variable));
   }
+  // Read once: mending the variable later changes neither answer (device_count() and availability() agree).
+  const ScopedEnv mended{{variable, nullptr}};
+  CHECK(CpuBackend::device_count() == 0);
+  CHECK_FALSE(CpuBackend::availability().available);
+}
+
+TEST_CASE("failure: the CPU device variables are read once; availability() keeps agreeing with device_count()") {
+  const int count = CpuBackend::device_count();
+  const accel::Availability before = CpuBackend::availability();
+  CHECK(before.available == (count > 0));
+  const ScopedEnv broken{{"ACCEL_CPU_DEVICE_COUNT", "not-a-number"}, {"ACCEL_CPU_VISIBLE_DEVICES", ""}};
+  CHECK(CpuBackend::device_count() == count);
+  const accel::Availability after = CpuBackend::availability();
+  CHECK(after.available == before.available);
+  CHECK(after.reason == before.reason);
+  CHECK(CpuBackend::is_available() == after.available);
 }
 
 TEST_CASE("failure: a bad ACCEL_ALLOC_CONF is a clear error at the first allocation" * doctest::skip()) {

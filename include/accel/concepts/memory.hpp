@@ -10,7 +10,8 @@
 //                                    InvalidArgumentError, and nothing changes); nullptr is a no-op
 //   b.try_raw_delete(p) -> bool      optional: raw_delete that returns false instead of throwing (one
 //                                    lookup; AnyBackend uses it where present, else on_accelerator first)
-//   b.copy_async(s, dst, src, bytes) copies in s's order (host<->device, device<->device); returns at once
+//   b.copy_async(s, dst, src, bytes) copies in s's order (host<->device, device<->device); returns at once;
+//                                    a null dst or src with bytes > 0 is an InvalidArgumentError
 //   b.record_stream(p, s)            p is also used on s: it is not reused until s's work enqueued
 //                                    before the free has finished
 //   b.empty_cache()                  releases every unused cached segment
@@ -23,7 +24,8 @@
 //   b.total_memory(dev), b.available_memory(dev) -> std::size_t; b.get_memory_info(dev) -> MemoryInfo
 //   b.pin_memory(p, bytes)           page-locks a host range (tracked); b.unpin_memory(p) -> bool
 //   b.is_pinned(p) -> bool           p lies in pinned host memory known to the backend
-//   b.on_accelerator(p) -> bool      p lies in memory of this backend's device allocator
+//   b.on_accelerator(p) -> bool      p lies in this backend's device memory: its allocator's blocks (on
+//                                    CUDA also any other device or managed allocation, as the driver says)
 #pragma once
 
 #include <accel/core/memory_stats.hpp>

@@ -22,7 +22,8 @@
 //   e.record() / e.record(s)    captures the work enqueued on s (default: current stream) so far
 //   e.query() -> bool, e.synchronize()
 //   e.elapsed_time(end) -> float  milliseconds between two completed, timed events; throws
-//                                 InvalidStateError if either was created without timing or not recorded
+//                                 InvalidStateError if either was created without timing, not recorded or
+//                                 not yet completed
 #pragma once
 
 #include <accel/core/event_options.hpp>

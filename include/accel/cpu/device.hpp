@@ -64,6 +64,30 @@ inline int count_visible(int exposed) {
   return count;
 }
 
+/// The two variables, parsed together: the visible count and whether the backend can serve.
+struct DeviceEnv {
+  int count = 0;
+  Availability availability;
+};
+
+/// Reads the variables now (the fuzzer and tests call this; the backend reads them once, device_env()).
+inline DeviceEnv read_device_env() {
+  try {
+    const int n = count_visible(parse_positive_env("ACCEL_CPU_DEVICE_COUNT", 1));
+    if (n == 0) return {0, {false, "ACCEL_CPU_VISIBLE_DEVICES is empty: no CPU device is visible"}};
+    return {n, {true, {}}};
+  } catch (const Error& e) {
+    return {0, {false, e.what()}};
+  }
+}
+
+/// The variables as read at first use: device_count() and availability() always agree, whatever the
+/// process does to its environment later.
+inline const DeviceEnv& device_env() {
+  static const DeviceEnv env = read_device_env();
+  return env;
+}
+
 inline int& current_device_slot() noexcept {
   thread_local int current = 0;
   return current;
@@ -76,26 +100,10 @@ inline int& current_device_slot() noexcept {
 struct Devices : DeviceNames<Devices, DeviceType::cpu> {
   /// Logical CPU devices: 1, or ACCEL_CPU_DEVICE_COUNT filtered by ACCEL_CPU_VISIBLE_DEVICES.
   /// A malformed variable is reported by availability(); device_count() itself never throws.
-  [[nodiscard]] static int device_count() noexcept {
-    static const int count = [] {
-      try {
-        return detail::count_visible(detail::parse_positive_env("ACCEL_CPU_DEVICE_COUNT", 1));
-      } catch (const Error&) {
-        return 0;
-      }
-    }();
-    return count;
-  }
+  [[nodiscard]] static int device_count() noexcept { return detail::device_env().count; }
 
-  [[nodiscard]] static Availability availability() {
-    try {
-      const int n = detail::count_visible(detail::parse_positive_env("ACCEL_CPU_DEVICE_COUNT", 1));
-      if (n == 0) return {false, "ACCEL_CPU_VISIBLE_DEVICES is empty: no CPU device is visible"};
-      return {true, {}};
-    } catch (const Error& e) {
-      return {false, e.what()};
-    }
-  }
+  /// Available unless a variable is malformed or hides every device; read once, with device_count().
+  [[nodiscard]] static Availability availability() { return detail::device_env().availability; }
 
   [[nodiscard]] static bool is_available() noexcept { return device_count() > 0; }
 

@@ -44,6 +44,7 @@
 #include <accel/detail/min_max.hpp>
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
+#include <accel/memory/detail/copy_arguments.hpp>
 #include <accel/memory/pinned.hpp>
 #include <accel/memory/detail/stream_retirement.hpp>
 
@@ -302,10 +303,7 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices>,
   /// The ranges must stay valid until the stream reaches the copy (as with cudaMemcpyAsync).
   static void copy_async(StreamRef stream, void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
-    if (dst == nullptr || src == nullptr) {
-      throw InvalidArgumentError("copy_async: null " + std::string(dst == nullptr ? "destination" : "source") +
-                                 " for " + std::to_string(bytes) + " bytes");
-    }
+    accel::detail::check_copy_arguments(dst, src, bytes);
     stream.enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
   }
 

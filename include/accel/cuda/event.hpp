@@ -90,7 +90,8 @@ class Event : public EventBase<Event, Streams> {
     ACCEL_CUDA_CHECK(cudaEventSynchronize(event_.get()));
   }
 
-  /// Milliseconds from this event to `end` (negative if `end` completed first).
+  /// Milliseconds from this event to `end` (negative if `end` completed first). InvalidStateError unless
+  /// both are timed, recorded and completed.
   [[nodiscard]] float elapsed_time(const Event& end) const {
     if (captured_) [[unlikely]] refuse_captured("elapsed_time");
     if (end.captured_) [[unlikely]] end.refuse_captured("elapsed_time");
@@ -101,7 +102,13 @@ class Event : public EventBase<Event, Streams> {
                                  std::to_string(device_) + " and cuda:" + std::to_string(end.device_));
     }
     float ms = 0.0F;
-    ACCEL_CUDA_CHECK(cudaEventElapsedTime(&ms, event_.get(), end.event_.get()));
+    const cudaError_t status = cudaEventElapsedTime(&ms, event_.get(), end.event_.get());
+    if (status == cudaErrorNotReady) [[unlikely]] {
+      (void)cudaGetLastError();  // not sticky: clear it, as query() does
+      throw InvalidStateError(std::string("cuda Event::elapsed_time: the ") + (query() ? "end" : "start") +
+                              " event has not completed yet (synchronize() it first)");
+    }
+    if (status != cudaSuccess) detail::throw_error(status, "cudaEventElapsedTime(start, end)", source_location::current());
     return ms;
   }
 

@@ -36,6 +36,7 @@
 #include <accel/cuda/stream.hpp>
 #include <accel/memory/allocator_statistics.hpp>
 #include <accel/memory/caching_allocator.hpp>
+#include <accel/memory/detail/copy_arguments.hpp>
 #include <accel/memory/pinned.hpp>
 #include <accel/memory/detail/stream_retirement.hpp>
 #include <accel/core/memory_stats.hpp>
@@ -393,6 +394,7 @@ struct Memory : AllocatorStatistics<Memory, Devices>,
   /// reading dst or reusing src.
   static void copy_async(StreamRef stream, void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
+    accel::detail::check_copy_arguments(dst, src, bytes);
     const detail::LegacyStreamScope scope(stream.get(), stream.device_index());
     ACCEL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.get()));
   }

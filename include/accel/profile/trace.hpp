@@ -265,8 +265,8 @@ class TraceRecorder {
     track(b, s).record(std::string(name), 'i');
   }
 
-  /// Stops, waits for the streams' recorded events and returns every event (spans still open on a
-  /// stream or a thread are closed at the time recording stopped).
+  /// Stops, waits for the streams' recorded events and returns every event (a span the caller left
+  /// open is closed at the point its stream or thread has reached when events() is called).
   [[nodiscard]] std::vector<TraceEvent> events() {
     stop();
     const std::lock_guard lock(mutex_);
