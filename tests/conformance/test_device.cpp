@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 
 TEST_CASE_TEMPLATE_DEFINE("devices: count, names, selection", B, device_names) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
@@ -53,6 +54,7 @@ TEST_CASE_TEMPLATE_DEFINE("devices: DeviceGuard restores the previous device", B
   {
     typename B::DeviceGuard guard{last};
     CHECK(b.current_device() == last);
+    if constexpr (!std::is_same_v<B, accel::AnyBackend>) CHECK(guard.previous_device() == 0);
     {
       typename B::DeviceGuard inner{0};
       CHECK(b.current_device() == 0);

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -46,6 +47,9 @@ std::vector<T> to_host(const B& b, typename B::StreamRef s, const T* device, std
   s.synchronize();
   return host;
 }
+
+template <class B>
+constexpr bool concrete = !std::is_same_v<B, accel::AnyBackend>;
 
 bool mentions(const std::exception& e, const char* word) { return std::string(e.what()).find(word) != std::string::npos; }
 
@@ -361,6 +365,58 @@ TEST_CASE_TEMPLATE_DEFINE("graph: an external event recorded during capture is r
   s.synchronize();
 }
 
+TEST_CASE_TEMPLATE_DEFINE("graph: the current-stream forms, and captures in each CaptureMode with a shared pool", B,
+                          graph_current_stream) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream s;
+  Log log;
+  auto g = b.create_graph();
+  {
+    const typename B::StreamGuard current = b.stream(s);
+    {
+      auto capture = b.capture_to_graph(g);  // on the current stream: s
+      CHECK(typename B::StreamRef(s).is_capturing());
+      CHECK(b.is_current_stream_capturing());
+      for (int i = 1; i <= 2; ++i) typename B::StreamRef(s).enqueue([&log, i] { log.add(i); });
+      if constexpr (concrete<B>) CHECK(capture.active());
+      capture.end();
+      if constexpr (concrete<B>) CHECK_FALSE(capture.active());
+    }
+    CHECK_FALSE(b.is_current_stream_capturing());
+    CHECK(g.captured());
+    if constexpr (concrete<B>) {  // the backends' own graph accessors (AnyBackend's graph has none)
+      CHECK(g.device_index() == typename B::StreamRef(s).device_index());
+      CHECK(g.size() >= 2);  // the two tasks (CUDA: at least their two host nodes)
+    }
+    b.replay_graph(g);  // on the current stream: s
+    b.replay_graph(g);
+    typename B::StreamRef(s).synchronize();
+  }
+  CHECK(log.take() == std::vector<int>{1, 2, 1, 2});
+
+  const accel::GraphPoolId pool = b.graph_pool_handle();
+  for (const accel::CaptureMode mode :
+       {accel::CaptureMode::global, accel::CaptureMode::per_thread, accel::CaptureMode::relaxed}) {
+    const std::string mode_name(accel::to_string(mode));
+    CAPTURE(mode_name);
+    auto h = b.create_graph();
+    {
+      auto capture = b.capture_to_graph(h, s, pool, mode);
+      CHECK(typename B::StreamRef(s).is_capturing());
+      typename B::StreamRef(s).enqueue([&log] { log.add(7); });
+      capture.end();
+    }
+    CHECK(h.captured());
+    CHECK(h.pool() == pool);
+    typename B::StreamRef(s).synchronize();
+    CHECK(log.take().empty());  // recorded, not run
+    b.replay_graph(h, s);
+    typename B::StreamRef(s).synchronize();
+    CHECK(log.take() == std::vector<int>{7});
+  }
+}
+
 TEST_CASE_TEMPLATE_APPLY(graph_replay, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_random, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_pool, ConformanceBackends);
@@ -368,3 +424,4 @@ TEST_CASE_TEMPLATE_APPLY(graph_shared_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_errors, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(GraphEventRecord, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_external_event, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_current_stream, ConformanceBackends);

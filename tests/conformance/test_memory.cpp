@@ -370,6 +370,81 @@ TEST_CASE_TEMPLATE_DEFINE("memory: copy_async copies in stream order", B, memory
   CHECK(back == source);
 }
 
+TEST_CASE_TEMPLATE_DEFINE("memory: copy_async with a null pointer is an InvalidArgumentError naming it", B,
+                          memory_copy_null) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  std::vector<float> host(16, 1.0F);
+  accel::Buffer<float, B> device(host.size(), stream);
+  try {
+    b.copy_async(stream, nullptr, host.data(), 64);
+    FAIL("a copy to nullptr was accepted");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("null destination") != std::string::npos);
+  }
+  try {
+    b.copy_async(stream, device.data(), nullptr, 64);
+    FAIL("a copy from nullptr was accepted");
+  } catch (const accel::InvalidArgumentError& e) {
+    CHECK(std::string(e.what()).find("null source") != std::string::npos);
+  }
+  b.copy_async(stream, nullptr, nullptr, 0);  // zero bytes: nothing to check, nothing to do
+  b.copy_async(stream, device.data(), host.data(), device.bytes());  // the stream is unharmed
+  std::vector<float> back(host.size(), 0.0F);
+  b.copy_async(stream, back.data(), device.data(), device.bytes());
+  stream.synchronize();
+  CHECK(back == host);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("memory: max_memory_reserved keeps the high-water mark until a reset", B,
+                          memory_reserved_peak) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const int dev = b.current_device();
+  const auto s = b.current_stream();
+  b.empty_cache();
+  b.reset_peak_memory_stats();
+  const std::size_t reserved0 = b.memory_reserved();
+  CHECK(b.max_memory_reserved() == reserved0);
+  constexpr std::size_t big_bytes = std::size_t{32} << 20;
+  void* big = b.raw_alloc(big_bytes, s);
+  const std::size_t reserved_peak = b.memory_reserved();
+  CHECK(reserved_peak >= reserved0 + big_bytes);
+  b.raw_delete(big);
+  b.empty_cache();
+  CHECK(b.memory_reserved() == reserved0);
+  CHECK(b.max_memory_reserved() == reserved_peak);
+  CHECK(b.max_memory_reserved(dev) == reserved_peak);
+  CHECK(b.max_memory_cached(dev) == reserved_peak);
+  CHECK(stat_of(b, "reserved_bytes.all.peak") == static_cast<std::int64_t>(reserved_peak));
+  b.reset_peak_memory_stats(dev);
+  CHECK(b.max_memory_reserved(dev) == reserved0);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("memory: every per-device call refuses a device that does not exist", B, memory_bad_device) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  for (const int bad : {-1, b.device_count()}) {
+    CAPTURE(bad);
+    const auto before = b.memory_stats().flat();
+    CHECK_THROWS_AS((void)b.memory_allocated(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)b.max_memory_allocated(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)b.memory_reserved(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)b.max_memory_reserved(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)b.memory_cached(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)b.memory_stats(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS(b.reset_peak_memory_stats(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS(b.reset_accumulated_memory_stats(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS(b.reset_max_memory_allocated(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS(b.set_per_process_memory_fraction(0.5, bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)b.total_memory(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)b.available_memory(bad), accel::InvalidArgumentError);
+    CHECK_THROWS_AS((void)b.get_memory_info(bad), accel::InvalidArgumentError);
+    CHECK(b.memory_stats().flat() == before);  // nothing changed on the real device
+  }
+}
+
 TEST_CASE_TEMPLATE_APPLY(memory_copy, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_counts, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_peaks, ConformanceBackends);
@@ -382,3 +457,6 @@ TEST_CASE_TEMPLATE_APPLY(memory_info_pinning, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_buffer, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_host_alloc, accel::enabled_backends_t<std::tuple>);
 TEST_CASE_TEMPLATE_APPLY(memory_stream_per_step, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_copy_null, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_reserved_peak, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(memory_bad_device, ConformanceBackends);

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -138,9 +139,119 @@ TEST_CASE_TEMPLATE_DEFINE("streams: a task's exception surfaces at synchronize a
   stream.synchronize();
 }
 
+namespace {
+/// Holds a stream's queue until released; releases in its destructor too, so a failed CHECK_THROWS or
+/// REQUIRE cannot leave a task spinning that the stream's destructor would wait for.
+/// The flag is shared with the task, so it outlives the Gate whichever is destroyed first.
+struct Gate {
+  std::shared_ptr<std::atomic<bool>> flag = std::make_shared<std::atomic<bool>>(false);
+  void hold(auto& stream) {
+    stream.enqueue([flag = flag] {
+      while (!flag->load()) std::this_thread::sleep_for(100us);
+    });
+  }
+  void open() { *flag = true; }
+  Gate() = default;
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  ~Gate() { open(); }
+};
+}  // namespace
+
+TEST_CASE_TEMPLATE_DEFINE("streams: a device synchronize waits for every stream of the device", B, device_synchronize) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream first;
+  typename B::Stream second;
+  std::atomic<int> done{0};
+  first.enqueue([&] {
+    std::this_thread::sleep_for(20ms);
+    ++done;
+  });
+  second.enqueue([&] {
+    std::this_thread::sleep_for(30ms);
+    ++done;
+  });
+  b.synchronize();
+  CHECK(done.load() == 2);
+  CHECK(typename B::StreamRef(first).query());
+  CHECK(typename B::StreamRef(second).query());
+  first.enqueue([&] {
+    std::this_thread::sleep_for(20ms);
+    ++done;
+  });
+  b.synchronize(typename B::StreamRef(first).device_index());
+  CHECK(done.load() == 3);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("events: record() without a stream records on the calling thread's current stream", B,
+                          event_record_current) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream side;
+  Gate gate;
+  gate.hold(side);
+  typename B::Event event;
+  {
+    auto guard = b.stream(side);
+    event.record();
+  }
+  CHECK_FALSE(event.query());  // behind the held task on `side`, not on the default stream
+  gate.open();
+  event.synchronize();
+  CHECK(event.query());
+  CHECK(typename B::StreamRef(side).query());
+}
+
+TEST_CASE_TEMPLATE_DEFINE("events: elapsed_time before the end event completes is an InvalidStateError", B,
+                          event_timing_pending) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  typename B::Stream stream;
+  Gate gate;
+  typename B::Event start{true};
+  typename B::Event end{true};
+  start.record(stream);
+  gate.hold(stream);
+  end.record(stream);
+  CHECK_FALSE(end.query());
+  CHECK_THROWS_AS((void)start.elapsed_time(end), accel::InvalidStateError);
+  gate.open();
+  end.synchronize();
+  CHECK(start.elapsed_time(end) >= 0.0F);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("streams: the per-device forms: current_stream(i), default_stream(i), Stream{device, priority}",
+                          B, stream_device_forms) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  const int dev = b.current_device();
+  CHECK(b.current_stream(dev) == b.current_stream());
+  CHECK(b.default_stream(dev) == b.default_stream());
+  typename B::Stream placed(dev, 0);
+  const typename B::StreamRef ref = placed;
+  CHECK(ref.device_index() == dev);
+  CHECK(ref.id() != b.default_stream(dev).id());
+  int ran = 0;
+  ref.enqueue([&] { ran = 1; });
+  ref.synchronize();
+  CHECK(ran == 1);
+  {
+    auto guard = b.stream(placed);
+    CHECK(b.current_stream(dev) == ref);
+  }
+  CHECK(b.current_stream(dev) == b.default_stream(dev));
+  CHECK_THROWS_AS(typename B::Stream(b.device_count(), 0), accel::InvalidArgumentError);
+  CHECK_THROWS_AS((void)b.current_stream(b.device_count()), accel::InvalidArgumentError);
+  CHECK_THROWS_AS((void)b.default_stream(-1), accel::InvalidArgumentError);
+}
+
 TEST_CASE_TEMPLATE_APPLY(stream_order, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(stream_async, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(StreamWait, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(event_timing, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(stream_current, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(stream_failure, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(device_synchronize, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(event_record_current, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(event_timing_pending, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(stream_device_forms, ConformanceBackends);
