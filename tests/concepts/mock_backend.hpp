@@ -124,6 +124,8 @@ class Event {
   bool query() const { return true; }
   void synchronize() const {}
   float elapsed_time(const Event&) const { return 0.0F; }
+  void wait(StreamRef) const {}
+  void wait() const {}
 
  private:
   bool timing_ = false;

@@ -203,6 +203,44 @@ TEST_CASE_TEMPLATE_DEFINE("events: record() without a stream records on the call
   CHECK(typename B::StreamRef(side).query());
 }
 
+TEST_CASE_TEMPLATE_DEFINE("events: e.wait(s) and e.wait() hold later work on s, or on the current stream, behind e", B,
+                          event_wait) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream producer;
+  typename B::Stream consumer;
+  Gate gate;
+  gate.hold(producer);
+  std::atomic<int> value{0};
+  producer.enqueue([&] { value = 1; });
+  typename B::Event produced;
+  produced.record(producer);
+  produced.wait(consumer);
+  int seen = -1;
+  consumer.enqueue([&] { seen = value.load(); });
+  typename B::Event consumed;
+  consumed.record(consumer);
+  CHECK_FALSE(consumed.query());  // the consumer waits for the held producer
+  gate.open();
+  consumed.synchronize();
+  CHECK(seen == 1);
+
+  Gate second;
+  second.hold(producer);
+  producer.enqueue([&] { value = 2; });
+  produced.record(producer);
+  {
+    auto guard = b.stream(consumer);
+    produced.wait();  // on the current stream: consumer
+  }
+  consumer.enqueue([&] { seen = value.load(); });
+  consumed.record(consumer);
+  CHECK_FALSE(consumed.query());
+  second.open();
+  consumed.synchronize();
+  CHECK(seen == 2);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("events: elapsed_time before the end event completes is an InvalidStateError", B,
                           event_timing_pending) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
@@ -255,3 +293,4 @@ TEST_CASE_TEMPLATE_APPLY(device_synchronize, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(event_record_current, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(event_timing_pending, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(stream_device_forms, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(event_wait, ConformanceBackends);

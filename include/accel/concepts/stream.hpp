@@ -20,6 +20,7 @@
 //   s.enqueue(fn)          runs a host function in stream order (fn is void())
 //   s.device_index() -> int, s.id() -> std::uint64_t (unique among live streams, stable)
 //   e.record() / e.record(s)    captures the work enqueued on s (default: current stream) so far
+//   e.wait() / e.wait(s)        s.wait(e): later work on s (default: current stream) waits for e (torch's Event.wait)
 //   e.query() -> bool, e.synchronize()
 //   e.elapsed_time(end) -> float  milliseconds between two completed, timed events; throws
 //                                 InvalidStateError if either was created without timing, not recorded or
@@ -64,6 +65,8 @@ concept StreamApi =
       { s.id() } -> std::same_as<std::uint64_t>;
       e.record();
       e.record(s);
+      ce.wait();
+      ce.wait(s);
       { ce.query() } -> std::same_as<bool>;
       ce.synchronize();
       { ce.elapsed_time(ce) } -> std::same_as<float>;

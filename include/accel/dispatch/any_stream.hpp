@@ -207,6 +207,12 @@ class AnyEvent {
     return detail::visit_indexed(
         event_, [&](auto i, const auto& e) { return e.elapsed_time(detail::get_unchecked<i()>(end.event_)); });
   }
+  /// Makes later work on `stream` (default: the calling thread's current stream of the event's backend)
+  /// wait for this event, as the backends' events do (torch's Event.wait).
+  void wait(const AnyStreamRef<Bs...>& stream) const { stream.wait(*this); }
+  void wait() const {
+    detail::visit_indexed(event_, [](auto, const auto& e) { e.wait(); });
+  }
   [[nodiscard]] bool timing_enabled() const noexcept { return options_.enable_timing; }
   [[nodiscard]] bool external() const noexcept { return options_.external; }
   [[nodiscard]] std::size_t index() const noexcept { return event_.index(); }
