@@ -60,6 +60,10 @@ TEST_CASE_TEMPLATE_DEFINE("ops: names, builders by name and by DeepSpeed class n
   const accel::ops::OpBuilder tensor_ops = b.template get_op_builder<accel::ops::TensorOps>();
   CHECK(tensor_ops.name() == "tensor_ops");
   CHECK(tensor_ops.kind() == gpu_kind(b));
+  const accel::ops::OpBuilder cpu_adam = b.template get_op_builder<accel::ops::CpuAdam>();  // ZeRO-Offload's
+  CHECK(cpu_adam.name() == "cpu_adam");
+  CHECK(cpu_adam.spec().class_name == "CPUAdamBuilder");
+  CHECK(cpu_adam.kind() == accel::ops::OpKind::host);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("ops: an unknown op is an error listing the backend's ops", B, op_unknown) {

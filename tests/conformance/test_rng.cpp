@@ -245,6 +245,29 @@ TEST_CASE_TEMPLATE_DEFINE("rng: get/set_rng_state replays a sequence; user gener
     CHECK(b.get_rng_state(dev) == default_state);
     CHECK(decode(g.get_state()).second == decode(state).second + 4096);
 
+    // The other fills with a user generator: float and double normals and double uniforms, each at the
+    // offset the generator hands out (reserve_wide for doubles), the default generator untouched.
+    accel::Generator u(23);
+    accel::Buffer<float, B> gnf(101, s);
+    accel::Buffer<double, B> gud(37, s), gnd(41, s);
+    const std::uint64_t off_nf = decode(u.get_state()).second;
+    b.fill_normal(s, gnf.data(), gnf.size(), 1.0f, 2.0f, u);
+    const std::uint64_t off_ud = decode(u.get_state()).second;
+    CHECK(off_ud == off_nf + 104);
+    b.fill_uniform(s, gud.data(), gud.size(), u);
+    const std::uint64_t off_nd = decode(u.get_state()).second;
+    CHECK(off_nd == off_ud + accel::Generator::wide_words(off_ud, 37));
+    b.fill_normal(s, gnd.data(), gnd.size(), -0.5, 4.0, u);
+    CHECK(decode(u.get_state()).second == off_nd + accel::Generator::wide_words(off_nd, 41));
+    std::vector<float> want_gnf(101);
+    accel::rng::fill_normal(std::span<float>(want_gnf), 23, off_nf, 1.0f, 2.0f);
+    CHECK(normals_match(b, to_host(b, s, gnf), want_gnf));
+    CHECK(same_bits(to_host(b, s, gud), reference_uniform<double>(37, 23, off_ud)));
+    std::vector<double> want_gnd(41);
+    accel::rng::fill_normal(std::span<double>(want_gnd), 23, off_nd, -0.5, 4.0);
+    CHECK(normals_match(b, to_host(b, s, gnd), want_gnd));
+    CHECK(b.get_rng_state(dev) == default_state);
+
     // Offsets are taken at call time: two fills on two streams get the call order's offsets.
     typename B::Stream other;
     accel::Generator h(11);

@@ -2,12 +2,14 @@
 // on the stream, marks, the Chrome-trace JSON, and the refusals.
 #include "backends.hpp"
 
+#include <accel/profile/scoped_range.hpp>
 #include <accel/profile/trace.hpp>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,6 +130,41 @@ TEST_CASE_TEMPLATE_DEFINE("profile: the trace's JSON names its tracks and escape
   accel::profile::TraceRecorder next;
   CHECK(next.recording());
   CHECK_THROWS_AS(next.write("/nonexistent-dir/trace.json"), accel::Error);
+}
+
+TEST_CASE("profile: ScopedRange pushes when made and pops when its scope ends, an exception's end included") {
+  std::vector<TraceEvent> ev;
+  {
+    accel::profile::TraceRecorder rec;
+    {
+      const accel::profile::ScopedRange outer{"outer"};
+      try {
+        const accel::profile::ScopedRange inner{"inner", "io"};
+        // Each domain nests on its own: the default one holds outer, "io" holds inner.
+        CHECK(accel::profile::range_push("probe") == 2);
+        CHECK(accel::profile::range_pop() == 1);
+        CHECK(accel::profile::range_push("probe", "io") == 2);
+        CHECK(accel::profile::range_pop("io") == 1);
+        throw std::runtime_error("leave the scope early");
+      } catch (const std::runtime_error&) {
+      }
+      CHECK(accel::profile::range_push("probe", "io") == 1);  // inner closed by the exception
+      CHECK(accel::profile::range_pop("io") == 0);
+      CHECK(accel::profile::range_push("probe") == 2);  // outer still open
+      CHECK(accel::profile::range_pop() == 1);
+    }
+    CHECK_THROWS_AS(accel::profile::range_pop(), accel::InvalidStateError);  // nothing left open
+    ev = rec.events();
+  }
+  CHECK(named(ev, "probe").size() == 4);
+  const auto outer = named(ev, "outer");
+  const auto inner = named(ev, "inner");
+  REQUIRE(outer.size() == 1);
+  REQUIRE(inner.size() == 1);
+  CHECK(outer[0].phase == 'X');
+  CHECK(inner[0].category == "range,io");
+  CHECK(inner[0].ts_us >= outer[0].ts_us);
+  CHECK(inner[0].ts_us + inner[0].dur_us <= outer[0].ts_us + outer[0].dur_us);
 }
 
 TEST_CASE_TEMPLATE_APPLY(trace, ConformanceBackends);
