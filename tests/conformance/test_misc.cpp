@@ -49,7 +49,15 @@ TEST_CASE_TEMPLATE_DEFINE("env: launcher variables and lazy_call", B, env) {
   CHECK(env.at("PATH") == "/usr/bin");
   const std::array<int, 1> negative{-1};
   CHECK_THROWS_AS(b.set_visible_devices_envs(env, negative), accel::InvalidArgumentError);
-  CHECK_FALSE(b.export_envs().empty());
+  // The launcher's export list (DeepSpeed's runner forwards variables with these prefixes to every node)
+  // carries the variable that picks the devices, so a multi-node launch keeps each rank's selection.
+  const auto prefixes = b.export_envs();
+  REQUIRE_FALSE(prefixes.empty());
+  for (const auto& name : names) {
+    CAPTURE(name);
+    CHECK(std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return name.starts_with(p); }));
+  }
+  for (const auto& p : prefixes) CHECK_FALSE(p.empty());
 
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   b.synchronize();  // the runtime is initialised from here on
