@@ -5,7 +5,11 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -21,6 +25,23 @@ using ConformanceBackends = accel::enabled_backends_t<std::tuple, accel::AnyBack
       return;                                                                                    \
     }                                                                                            \
   } while (false)
+
+/// Holds a stream's queue until released; releases in its destructor too, so a failed CHECK_THROWS or
+/// REQUIRE cannot leave a task spinning that the stream's destructor would wait for. The flag is shared
+/// with the task, so it outlives the Gate whichever is destroyed first.
+struct Gate {
+  std::shared_ptr<std::atomic<bool>> flag = std::make_shared<std::atomic<bool>>(false);
+  void hold(auto& stream) {
+    stream.enqueue([flag = flag] {
+      while (!flag->load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    });
+  }
+  void open() { *flag = true; }
+  Gate() = default;
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  ~Gate() { open(); }
+};
 
 /// Whether two vectors hold the same bytes: the same bit patterns, NaNs and signed zeros included.
 template <class T>

@@ -320,8 +320,13 @@ TEST_CASE_TEMPLATE_DEFINE("memory: host_alloc serves cached pinned host memory",
   }
 
   typename B::Stream side;
+  Gate gate;
+  gate.hold(side);
   b.host_record_stream(p, side);
   b.host_free(p);
+  void* while_busy = b.host_alloc(1000, b.current_stream());
+  CHECK(while_busy != p);  // held: `side` has not reached the point where the block was freed
+  gate.open();
   side.synchronize();
   b.host_free(nullptr);  // a no-op
   int local = 0;
@@ -330,6 +335,7 @@ TEST_CASE_TEMPLATE_DEFINE("memory: host_alloc serves cached pinned host memory",
   void* again = b.host_alloc(1000, b.current_stream());
   CHECK(again == p);  // cached (the use on `side` is over)
   b.host_free(again);
+  b.host_free(while_busy);
   CHECK(b.host_memory_stats().allocation.all().current == before);
   b.host_empty_cache();
   CHECK(b.host_memory_stats().reserved_bytes.all().current == 0);

@@ -139,25 +139,6 @@ TEST_CASE_TEMPLATE_DEFINE("streams: a task's exception surfaces at synchronize a
   stream.synchronize();
 }
 
-namespace {
-/// Holds a stream's queue until released; releases in its destructor too, so a failed CHECK_THROWS or
-/// REQUIRE cannot leave a task spinning that the stream's destructor would wait for.
-/// The flag is shared with the task, so it outlives the Gate whichever is destroyed first.
-struct Gate {
-  std::shared_ptr<std::atomic<bool>> flag = std::make_shared<std::atomic<bool>>(false);
-  void hold(auto& stream) {
-    stream.enqueue([flag = flag] {
-      while (!flag->load()) std::this_thread::sleep_for(100us);
-    });
-  }
-  void open() { *flag = true; }
-  Gate() = default;
-  Gate(const Gate&) = delete;
-  Gate& operator=(const Gate&) = delete;
-  ~Gate() { open(); }
-};
-}  // namespace
-
 TEST_CASE_TEMPLATE_DEFINE("streams: a device synchronize waits for every stream of the device", B, device_synchronize) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B b;
