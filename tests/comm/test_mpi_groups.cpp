@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -129,4 +131,27 @@ TEST_CASE("the operations of one group must share a stream") {
   s1.synchronize();
   CHECK(a.data()[1] == static_cast<float>(c.size()));
   CHECK_THROWS_AS(group.end(), accel::InvalidStateError);
+}
+
+TEST_CASE("timeout(): ACCEL_COMM_TIMEOUT when a communicator is made, then its own; engine() names the engine") {
+  using namespace std::chrono_literals;
+  auto& w = world();
+  const char* env = std::getenv("ACCEL_COMM_TIMEOUT");
+  if (env == nullptr) {
+    CHECK(w.timeout() == std::chrono::nanoseconds(600s));  // torch's and DeepSpeed's default
+  } else if (std::string(env) == "30") {
+    CHECK(w.timeout() == std::chrono::nanoseconds(30s));  // what the ctest entries set
+  }
+  const auto world_timeout = w.timeout();
+  accel::comm::MpiCommunicator c = w.split(0, w.rank());
+  CHECK(c.timeout() == world_timeout);
+  c.set_timeout(7s);
+  CHECK(c.timeout() == std::chrono::nanoseconds(7s));
+  CHECK(w.timeout() == world_timeout);  // each communicator its own
+  CHECK_THROWS_AS(c.set_timeout(0s), accel::InvalidArgumentError);
+  CHECK_THROWS_AS(c.set_timeout(-1s), accel::InvalidArgumentError);
+  CHECK(c.timeout() == std::chrono::nanoseconds(7s));  // a refused value changes nothing
+  CHECK(accel::comm::MpiCommunicator::engine() == "mpi");
+  const accel::comm::MpiCommunicator empty;
+  CHECK_THROWS_AS((void)empty.timeout(), accel::InvalidStateError);
 }
