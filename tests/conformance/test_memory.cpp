@@ -383,18 +383,10 @@ TEST_CASE_TEMPLATE_DEFINE("memory: copy_async with a null pointer is an InvalidA
   typename B::Stream stream;
   std::vector<float> host(16, 1.0F);
   accel::Buffer<float, B> device(host.size(), stream);
-  try {
-    b.copy_async(stream, nullptr, host.data(), 64);
-    FAIL("a copy to nullptr was accepted");
-  } catch (const accel::InvalidArgumentError& e) {
-    CHECK(std::string(e.what()).find("null destination") != std::string::npos);
-  }
-  try {
-    b.copy_async(stream, device.data(), nullptr, 64);
-    FAIL("a copy from nullptr was accepted");
-  } catch (const accel::InvalidArgumentError& e) {
-    CHECK(std::string(e.what()).find("null source") != std::string::npos);
-  }
+  CHECK_THROWS_WITH_AS(b.copy_async(stream, nullptr, host.data(), 64), "copy_async: null destination for 64 bytes",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(b.copy_async(stream, device.data(), nullptr, 64), "copy_async: null source for 64 bytes",
+                       accel::InvalidArgumentError);
   b.copy_async(stream, nullptr, nullptr, 0);  // zero bytes: nothing to check, nothing to do
   b.copy_async(stream, device.data(), host.data(), device.bytes());  // the stream is unharmed
   std::vector<float> back(host.size(), 0.0F);
