@@ -360,7 +360,7 @@ TEST_CASE_TEMPLATE_DEFINE("memory: Buffer owns typed memory on a stream", B, mem
   CHECK(b.memory_allocated() == base);
 }
 
-TEST_CASE_TEMPLATE_DEFINE("memory: copy_async copies in stream order", B, memory_copy) {
+TEST_CASE_TEMPLATE_DEFINE("memory: copy_async copies in stream order; a null pointer is refused", B, memory_copy) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B b;
   typename B::Stream stream;
@@ -368,31 +368,18 @@ TEST_CASE_TEMPLATE_DEFINE("memory: copy_async copies in stream order", B, memory
   for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<std::uint32_t>(i * 2654435761u);
   accel::Buffer<std::uint32_t, B> device(source.size(), stream);
   accel::Buffer<std::uint32_t, B> copy(source.size(), stream);
+  // A null pointer is an InvalidArgumentError naming it, and the stream stays usable (the copies below).
+  CHECK_THROWS_WITH_AS(b.copy_async(stream, nullptr, source.data(), 64), "copy_async: null destination for 64 bytes",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(b.copy_async(stream, device.data(), nullptr, 64), "copy_async: null source for 64 bytes",
+                       accel::InvalidArgumentError);
+  b.copy_async(stream, nullptr, nullptr, 0);  // zero bytes: nothing to check, nothing to do
   b.copy_async(stream, device.data(), source.data(), device.bytes());
   b.copy_async(stream, copy.data(), device.data(), device.bytes());
   b.copy_async(stream, back.data(), copy.data(), copy.bytes());
   b.copy_async(stream, back.data(), copy.data(), 0);  // zero bytes: nothing to do
   stream.synchronize();
   CHECK(back == source);
-}
-
-TEST_CASE_TEMPLATE_DEFINE("memory: copy_async with a null pointer is an InvalidArgumentError naming it", B,
-                          memory_copy_null) {
-  ACCEL_SKIP_UNLESS_AVAILABLE(B);
-  const B b;
-  typename B::Stream stream;
-  std::vector<float> host(16, 1.0F);
-  accel::Buffer<float, B> device(host.size(), stream);
-  CHECK_THROWS_WITH_AS(b.copy_async(stream, nullptr, host.data(), 64), "copy_async: null destination for 64 bytes",
-                       accel::InvalidArgumentError);
-  CHECK_THROWS_WITH_AS(b.copy_async(stream, device.data(), nullptr, 64), "copy_async: null source for 64 bytes",
-                       accel::InvalidArgumentError);
-  b.copy_async(stream, nullptr, nullptr, 0);  // zero bytes: nothing to check, nothing to do
-  b.copy_async(stream, device.data(), host.data(), device.bytes());  // the stream is unharmed
-  std::vector<float> back(host.size(), 0.0F);
-  b.copy_async(stream, back.data(), device.data(), device.bytes());
-  stream.synchronize();
-  CHECK(back == host);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("memory: max_memory_reserved keeps the high-water mark until a reset", B,
@@ -455,6 +442,5 @@ TEST_CASE_TEMPLATE_APPLY(memory_info_pinning, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_buffer, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_host_alloc, accel::enabled_backends_t<std::tuple>);
 TEST_CASE_TEMPLATE_APPLY(memory_stream_per_step, ConformanceBackends);
-TEST_CASE_TEMPLATE_APPLY(memory_copy_null, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_reserved_peak, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(memory_bad_device, ConformanceBackends);
