@@ -22,6 +22,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -118,6 +119,57 @@ TEST_CASE("fill of a DeviceSpan writes only that part") {
     const int expected = i >= 10 && i < 41 ? 7 : i >= 90 ? 9 : 0;
     CHECK(b.span()[i] == expected);
   }
+}
+
+TEST_CASE("DeviceSpan: the view's size and bounds, first, subspan's edges, the read-only view") {
+  accel::cpu::Stream s;
+  CpuBuffer<std::int32_t> b(12, s);
+  const algo::DeviceSpan all(b);
+  CHECK(all.data() == b.data());
+  CHECK(all.size() == 12);
+  CHECK(all.size_bytes() == 12 * sizeof(std::int32_t));
+  CHECK(all.begin() == b.data());
+  CHECK(all.end() == b.data() + 12);
+  CHECK_FALSE(all.empty());
+  CHECK(algo::DeviceSpan<float, CpuBackend>{}.empty());
+  CHECK(algo::DeviceSpan<float, CpuBackend>{}.data() == nullptr);
+
+  const auto head = all.first(5);
+  CHECK(head.data() == b.data());
+  CHECK(head.size() == 5);
+  CHECK(all.first(12).size() == 12);
+  CHECK(all.first(0).empty());
+  const auto tail = all.subspan(12, 0);  // one past the end, empty: allowed, as std::span
+  CHECK(tail.empty());
+  CHECK(tail.data() == b.data() + 12);
+  CHECK_THROWS_WITH_AS((void)all.first(13),
+                       "accel::algo::DeviceSpan::subspan(0, 13): outside a span of 12 elements",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)all.subspan(13, 0),
+                       "accel::algo::DeviceSpan::subspan(13, 0): outside a span of 12 elements",
+                       accel::InvalidArgumentError);
+  // offset + count wrapping around size_t must not pass the check
+  CHECK_THROWS_AS((void)all.subspan(2, static_cast<std::size_t>(-1)), accel::InvalidArgumentError);
+
+  // first() feeds the algorithms like any span: only those elements change
+  algo::fill(s, b, 0);
+  algo::fill(s, all.first(3), 4);
+  algo::fill(s, all.subspan(3, 9).first(2), 5);
+  s.synchronize();
+  const std::vector<std::int32_t> expected{4, 4, 4, 5, 5, 0, 0, 0, 0, 0, 0, 0};
+  CHECK(std::equal(expected.begin(), expected.end(), b.span().begin()));
+
+  // the read-only view: from a writable span or a const buffer, same elements
+  const algo::DeviceSpan<const std::int32_t, CpuBackend> ro = all.first(4);
+  CHECK(ro.data() == b.data());
+  CHECK(ro.size() == 4);
+  const CpuBuffer<std::int32_t>& cb = b;
+  const algo::DeviceSpan cro(cb);
+  static_assert(std::is_same_v<decltype(cro), const algo::DeviceSpan<const std::int32_t, CpuBackend>>);
+  CHECK(algo::reduce_sync(s, ro, std::int64_t{0}) == 17);  // 4 + 4 + 4 + 5
+  CHECK(algo::reduce_sync(s, cro, std::int64_t{0}) == 22);
+  static_assert(!std::is_constructible_v<algo::DeviceSpan<std::int32_t, CpuBackend>, const CpuBuffer<std::int32_t>&>,
+                "a writable span of a const buffer must not compile");
 }
 
 TEST_CASE("transform: unary (with a cast), in place, binary") {

@@ -179,6 +179,22 @@ TEST_CASE("asynchronous and stream-ordered: calls return while the stream is bus
   CHECK(download(shuffled, s) == sorted);
 }
 
+TEST_CASE("a DeviceSpan's first() and subspan() on the GPU: only those elements change") {
+  SKIP_WITHOUT_GPU();
+  CudaBackend::Stream s;
+  const auto v = random_ints(1000, 5);
+  auto b = upload(v, s);
+  const algo::DeviceSpan all(b);
+  algo::sort(s, all.first(600));
+  algo::fill(s, all.subspan(600, 400).first(100), 9);
+  const auto got = download(b, s);
+  auto expected = v;
+  std::sort(expected.begin(), expected.begin() + 600);
+  std::fill(expected.begin() + 600, expected.begin() + 700, 9);
+  CHECK(got == expected);
+  CHECK_THROWS_AS((void)all.first(1001), accel::InvalidArgumentError);
+}
+
 TEST_CASE("bad arguments on CudaBackend are InvalidArgumentErrors") {
   SKIP_WITHOUT_GPU();
   CudaBackend::Stream s;

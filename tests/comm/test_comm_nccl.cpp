@@ -184,6 +184,32 @@ TEST_CASE("NCCL refuses host memory, memory of another device and streams of ano
   }
 }
 
+TEST_CASE("NCCL: new_group of the one rank is a working communicator named after its list; bad lists are refused") {
+  SKIP_WITHOUT_GPU();
+  auto& w = accel::comm::world<CB>();
+  CHECK_THROWS_WITH_AS((void)w.new_group(std::vector<int>{}), doctest::Contains("no rank listed"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)w.new_group(std::vector<int>{1}), doctest::Contains("rank 1 is out of range 0..0"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)w.new_group(std::vector<int>{0, 0}), doctest::Contains("rank 0 is listed twice"),
+                       accel::InvalidArgumentError);
+  if (accel::comm::detail::nccl().comm_split == nullptr) {
+    MESSAGE("SKIPPED: this NCCL has no ncclCommSplit (NCCL < 2.18)");
+    return;
+  }
+  accel::comm::NcclCommunicator g = w.new_group(std::vector<int>{0});
+  REQUIRE(g.valid());
+  CHECK(g.size() == 1);
+  CHECK(g.rank() == 0);
+  CHECK(g.name() == "group [0] of " + w.name());
+  CHECK(g.device() == w.device());
+  accel::cuda::Stream s(g.device());
+  auto buf = upload(std::vector<std::int64_t>{3, -4, 5}, s);
+  g.all_reduce(s, buf, ReduceOp::prod);
+  CHECK(download(buf, s) == std::vector<std::int64_t>{3, -4, 5});  // one rank: the product is the input
+  CHECK_FALSE(w.failed());
+}
+
 TEST_CASE("NCCL: split, then abort — later operations are refused with a CommError") {
   SKIP_WITHOUT_GPU();
   auto& w = accel::comm::world<CB>();
