@@ -197,11 +197,19 @@ inline long long parse_int(std::string_view flag, const std::string& text, long 
   return v;
 }
 
+/// A bound as a user would write it (1e-30, 0.999999, 10): std::to_string's fixed six decimals would
+/// print 1e-30 as 0.000000.
+inline std::string format_bound(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
 inline double parse_double(std::string_view flag, const std::string& text, double lo, double hi) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || !(v >= lo && v <= hi)) {
-    throw UsageError(std::string(flag) + " expects a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+    throw UsageError(std::string(flag) + " expects a number in [" + format_bound(lo) + ", " + format_bound(hi) +
                      "], got '" + text + "'");
   }
   return v;

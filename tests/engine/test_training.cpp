@@ -518,7 +518,11 @@ TEST_CASE("engine: command-line errors name what is wrong") {
                        "--heads 3 does not divide --width 128 (each head gets width / heads channels)",
                        engine::UsageError);
   CHECK_THROWS_AS(parse({"--batch", "0"}), engine::UsageError);
-  CHECK_THROWS_AS(parse({"--lr", "fast"}), engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--lr", "fast"}), "--lr expects a number in [0, 10], got 'fast'", engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--min-loss-scale", "0"}), "--min-loss-scale expects a number in [1e-30, 1e+30], got '0'",
+                       engine::UsageError);  // bounds as written, not std::to_string's 0.000000
+  CHECK_THROWS_WITH_AS(parse({"--beta2", "nan"}), "--beta2 expects a number in [0, 0.999999], got 'nan'",
+                       engine::UsageError);
   CHECK_THROWS_AS(parse({"--frobnicate"}), engine::UsageError);
   CHECK_THROWS_WITH_AS(parse({"--streams", "5"}), "--streams 5 does not divide --batch 12 (each stream runs batch / streams sequences)",
                        engine::UsageError);
