@@ -107,7 +107,8 @@ model
                                  shakespeare: 6/6/384, block 256; gpt2: 12/12/768, block 1024
   --layers N --heads N --width N --block N    override the size's shape
 data
-  --data FILE          train on FILE (default: data/shakespeare/shakespeare.txt, scripts/fetch-data.sh)
+  --data FILE          train on FILE (default: $ENGINE_DATA, else the source tree's
+                       data/shakespeare/shakespeare.txt, which scripts/fetch-data.sh writes)
 training
   --batch N            sequences per micro-batch (tiny 12, shakespeare 64, gpt2 8)
   --accum N            micro-batches per step (gradient accumulation, default 1)
@@ -125,8 +126,9 @@ training
                        tensors a bucket; a tensor over N is a bucket of its own)
   --overlap on|off|auto    reduce the gradients in buckets (a layer's) on a communication stream while
                        backward goes on (auto: on with CUDA, off on the CPU, where the polling thread
-                       takes a core from the computation); one stream per rank; stage 2 then keeps two
-                       layer buckets (one filling, one reducing)
+                       takes a core from the computation); one stream per rank (so not with --streams N
+                       or --deterministic, whose fixed order reduces after backward); stage 2 then keeps
+                       two layer buckets (one filling, one reducing)
   --deterministic      bit-identical losses and weights on 1, 2, 4... ranks (fixed summation trees
                        over the micro-batches; the micro-batch stays --batch; one stream per rank).
                        With stage 2 the ranks take the tree's runs of micro-batches in turn (rank r:
@@ -161,10 +163,10 @@ training
                        thread waits for another inside a kernel; 1 with --graph, --deterministic or
                        --zero-stage 2, whose lanes meet at every bucket), else 1
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
-  --attention fused|gemm|flash   fused: one kernel per direction (the CPU's default); gemm: the
-                       products as strided-batched GEMMs around softmax kernels; flash: tensor-core
-                       kernels keeping the scores on chip (CUDA, bf16/fp16, head size 32 or 64; the
-                       default there, gemm otherwise on CUDA)
+  --attention auto|fused|gemm|flash   fused: one kernel per direction; gemm: the products as
+                       strided-batched GEMMs around softmax kernels; flash: tensor-core kernels keeping
+                       the scores on chip (CUDA, bf16/fp16, head size 32 or 64); auto (default): fused
+                       on the CPU, flash on CUDA where it applies, else gemm
   --gelu-fusion on|off  on: the MLP's GELU applied inside its first GEMM and the GELU's gradient inside
                        the backward's (accel::blas::gemm_gelu / gemm_dgelu: cuBLASLt's epilogues on
                        CUDA, a pass in the GEMM's task on the CPU) instead of separate kernels; default off
@@ -306,7 +308,7 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       apply_size(c, args[i + 1]);
     }
   }
-  // Then a DeepSpeed config: the flags after it override its values.
+  // Then a DeepSpeed config: a base that every other flag overrides, wherever it stands.
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--deepspeed-config") {
       if (i + 1 >= args.size()) throw UsageError("--deepspeed-config needs a file");
@@ -483,6 +485,14 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
   }
   if (c.graph && c.overlap == "on") {
     throw UsageError("--graph captures one stream: it cannot be combined with --overlap on (a second stream)");
+  }
+  if (c.overlap == "on" && c.deterministic) {
+    throw UsageError("--deterministic reduces the gradients in a fixed order after backward: it cannot be combined "
+                     "with --overlap on (buckets reduced as backward completes them)");
+  }
+  if (c.overlap == "on" && c.streams > 1) {
+    throw UsageError("--overlap on reduces one stream's buckets as backward completes them: it cannot be combined "
+                     "with --streams " + std::to_string(c.streams));
   }
   if (c.graph && c.streams > 1) {
     throw UsageError("--graph captures one stream: it cannot be combined with --streams " + std::to_string(c.streams));

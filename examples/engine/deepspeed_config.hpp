@@ -13,9 +13,10 @@
 //        (enabled: --dtype fp16 with loss_scale 0 = the dynamic scaler, else that fixed scale; the
 //        scaler's settings apply with --loss-scale too)
 //   bf16 {enabled}                     --dtype bf16
-//   zero_optimization {stage: 1 | 2, reduce_scatter: true, contiguous_gradients, overlap_comm,
+//   zero_optimization {stage: 1 | 2, reduce_scatter: true, contiguous_gradients,
+//                      overlap_comm (--overlap on | off; absent: auto),
 //                      reduce_bucket_size (stage 2's layer buckets, elements; buckets.hpp)}
-// Command-line flags after --deepspeed-config override its values.
+// Command-line flags override its values, wherever they stand (the config is read before them).
 #pragma once
 
 #include "config.hpp"
@@ -313,7 +314,7 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
     c.zero_stage = static_cast<int>(stage);
     if (!o.boolean("reduce_scatter", true)) throw UsageError("--deepspeed-config: zero_optimization.reduce_scatter false is not supported");
     (void)o.boolean("contiguous_gradients", true);  // the gradients are one flat buffer either way
-    (void)o.boolean("overlap_comm", false);
+    if (o.get("overlap_comm") != nullptr) c.overlap = o.boolean("overlap_comm", false) ? "on" : "off";  // absent: auto
     const double bucket = o.number("reduce_bucket_size", static_cast<double>(c.reduce_bucket));
     if (!(bucket >= 0 && bucket <= 1e15) || bucket != std::floor(bucket)) {
       throw UsageError("--deepspeed-config: zero_optimization.reduce_bucket_size must be an integer >= 0");

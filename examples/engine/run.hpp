@@ -250,7 +250,10 @@ class Engine {
   /// divides the batch; 1 with --graph, --deterministic, and stage 2, whose lanes wait for each other
   /// at every bucket: on a loaded or oversubscribed CPU that costs more than the lanes gain), elsewhere 1.
   [[nodiscard]] int default_streams() const {
-    if (cfg_.graph || cfg_.deterministic || cfg_.zero_stage == 2 || b_.device_type() != accel::DeviceType::cpu) return 1;
+    if (cfg_.graph || cfg_.deterministic || cfg_.zero_stage == 2 || cfg_.overlap == "on" ||
+        b_.device_type() != accel::DeviceType::cpu) {
+      return 1;  // one stream: what these need (--overlap on: the communication stream follows one)
+    }
     int n = cfg_.threads > 0 ? cfg_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n = std::min(n, cfg_.batch);
     while (n > 1 && cfg_.batch % n != 0) --n;

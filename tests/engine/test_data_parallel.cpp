@@ -195,6 +195,15 @@ TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an un
   CHECK(c.dtype == "bf16");
   CHECK(c.zero_stage == 2);
   CHECK(c.reduce_bucket == 500000000);
+  CHECK(c.overlap == "off");  // overlap_comm false: DeepSpeed's setting, not the engine's auto
+  engine::Config on;
+  engine::apply_deepspeed_config(on, write_json(dir, R"({"zero_optimization": {"stage": 1, "overlap_comm": true}})").string());
+  CHECK(on.overlap == "on");
+  engine::Config absent;
+  engine::apply_deepspeed_config(absent, write_json(dir, R"({"zero_optimization": {"stage": 1}})").string());
+  CHECK(absent.overlap == "auto");
+  CHECK(ds_error(dir, R"({"zero_optimization": {"overlap_comm": 1}})") ==
+        "--deepspeed-config: zero_optimization.overlap_comm must be true or false");
   CHECK(ds_error(dir, R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1}})") ==
         "--deepspeed-config: zero_optimization.reduce_bucket_size must be an integer >= 0");
 

@@ -527,6 +527,15 @@ TEST_CASE("engine: command-line errors name what is wrong") {
   CHECK_THROWS_WITH_AS(parse({"--streams", "5"}), "--streams 5 does not divide --batch 12 (each stream runs batch / streams sequences)",
                        engine::UsageError);
   CHECK_THROWS_AS(parse({"--graph", "--streams", "2"}), engine::UsageError);
+  // --overlap on needs one stream per rank and reduces in backward's order: an explicit conflict is an
+  // error, not a setting silently dropped
+  CHECK_THROWS_WITH_AS(parse({"--overlap", "on", "--streams", "2"}),
+                       "--overlap on reduces one stream's buckets as backward completes them: it cannot be combined "
+                       "with --streams 2",
+                       engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--overlap", "on", "--deterministic"}), doctest::Contains("--deterministic reduces"),
+                       engine::UsageError);
+  CHECK(parse({"--overlap", "on", "--streams", "1"})->overlap == "on");
   CHECK(parse({"--zero-stage", "2", "--streams", "2"})->streams == 2);  // a bucket set per stream
   CHECK(parse({"--zero-stage", "2", "--reduce-bucket-size", "500000"})->reduce_bucket == 500000);
   CHECK(parse({"--force-collectives"})->force_collectives);

@@ -15,7 +15,10 @@ typedef float v16 __attribute__((vector_size(64)));
 
 GPT_EXPORT int gpt_fma_peak(const void* p, int num_threads) {
   const gpt_peak_args& a = *static_cast<const gpt_peak_args*>(p);
-  const int threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+  // No more threads than the CPUs this process may run on: each thread keeps its best window, so a
+  // thread beyond them would add a core's peak that is not there (3 threads on 2 CPUs: 1.5x the peak).
+  const int asked = num_threads > 0 ? num_threads : omp_get_max_threads();
+  const int threads = asked < omp_get_num_procs() ? asked : omp_get_num_procs();
   double total = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
   {
