@@ -6,9 +6,13 @@
 //   - event record + query vs a marker task that sets a std::atomic<bool> on the raw queue (for a timed
 //     event: a marker that also reads steady_clock);
 //   - std::chrono::steady_clock::now(), the floor of a timed event.
-// Prints Google Benchmark's table, then each figure as a ratio to its baseline.
+// Prints Google Benchmark's table of the first round, then each figure's median and range over the
+// interleaved rounds (--rounds=N, default 5) and its ratio to its baseline, round by round; --smoke: one
+// short round.
 #include <accel/cpu/event.hpp>
 #include <accel/cpu/stream.hpp>
+
+#include "../bench_support.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -22,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -211,29 +216,6 @@ void steady_clock_now(benchmark::State& state) {
 }
 
 /// Keeps each benchmark's time per iteration (the median when repetitions are asked for).
-class CollectingReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      const std::string& name = run.run_name.function_name;
-      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
-      if (run.run_type == Run::RT_Iteration && (medians_.count(name) != 0)) continue;
-      if (run.run_type == Run::RT_Aggregate && !median) continue;
-      if (median) medians_[name] = true;
-      ns_[name] = run.GetAdjustedRealTime();  // default time unit: ns
-    }
-  }
-  [[nodiscard]] double ns(const std::string& name) const {
-    const auto it = ns_.find(name);
-    return it == ns_.end() ? 0.0 : it->second;
-  }
-
- private:
-  std::map<std::string, double> ns_;
-  std::map<std::string, bool> medians_;
-};
-
 }  // namespace
 
 BENCHMARK(raw_enqueue_noop);
@@ -253,19 +235,30 @@ BENCHMARK(accel_event_query);
 BENCHMARK(steady_clock_now);
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  CollectingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
+  accel_bench::Report report("stream_event", argc, argv);
+  const int rounds = accel_bench::take_rounds(argc, argv, 5);
+  const bool smoke = accel_bench::initialize(argc, argv);
+  report.print_header();
+  accel_bench::Recorder recorder;
+  report.set_rounds(accel_bench::run_rounds(recorder, smoke ? 1 : rounds));
   benchmark::Shutdown();
 
-  const auto row = [&](const char* what, const char* measured, const char* baseline) {
-    const double m = reporter.ns(measured);
-    const double b = reporter.ns(baseline);
-    if (m <= 0.0 || b <= 0.0) return;  // filtered out
-    std::printf("  %-46s %9.1f ns  vs %9.1f ns  ratio %5.2f\n", what, m, b, m / b);
+  std::printf("\nmedian (min-max) of %d interleaved rounds, wall ns; ratio = accel / baseline, round by round "
+              "(lower is better; 1.00 = same cost)\n",
+              smoke ? 1 : rounds);
+  std::set<std::string> recorded;  // a baseline shared by two rows is one point
+  const auto row = [&](const char* what, const std::string& measured, const std::string& baseline) {
+    if (!recorder.has(measured) || !recorder.has(baseline)) return;  // filtered out
+    const auto m = recorder.real_ns(measured);
+    const auto b = recorder.real_ns(baseline);
+    const auto r = accel_bench::ratio_per_round(recorder.values(measured, "real_ns"), recorder.values(baseline, "real_ns"));
+    std::printf("  %-46s %s ns  vs %s ns  ratio %s\n", what, accel_bench::fmt(m, 1).c_str(),
+                accel_bench::fmt(b, 1).c_str(), accel_bench::fmt(r).c_str());
+    for (const auto& [name, figure] : {std::pair{measured, m}, std::pair{baseline, b}}) {
+      if (recorded.insert(name).second) report.point(name, "", 0, "ns", figure);
+    }
+    report.ratio(measured, baseline, "cost ratio (accel / baseline)", 0, r);
   };
-  std::printf("\nratios to the baselines measured above (lower is better; 1.00 = same cost)\n");
   row("worker-stream enqueue, no-op / raw queue", "accel_enqueue_noop", "raw_enqueue_noop");
   row("worker-stream enqueue, 40 B capture / raw", "accel_enqueue_capture40", "raw_enqueue_capture40");
   row("default-stream enqueue / std::function call", "accel_default_stream_enqueue_noop", "raw_call_noop");
@@ -275,5 +268,6 @@ int main(int argc, char** argv) {
       "raw_timed_marker_record_query");
   row("event query (completed) / atomic load", "accel_event_query", "raw_flag_load");
   row("timed event record + query / steady_clock::now", "accel_timed_event_record_query", "steady_clock_now");
+  report.write();
   return 0;
 }
