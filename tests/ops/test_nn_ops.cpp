@@ -191,9 +191,10 @@ void check_layernorm(const long long C) {
   CHECK(w1 == w2);
   CHECK(b1 == b2);
   // A residual without residual_out is refused before anything is enqueued.
-  CHECK_THROWS_AS(nn().layernorm_forward(s, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
-                                         1e-5f, r.data(), nullptr),
-                  accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(nn().layernorm_forward(s, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
+                                              C, 1e-5f, r.data(), nullptr),
+                       doctest::Contains("nn_ops layernorm_forward: a residual is given but residual_out is null"),
+                       accel::InvalidArgumentError);
   // dinp overlapping dout or inp (by one element, either side) is refused before anything is enqueued.
   std::vector<float> shared_buf(static_cast<std::size_t>(2 * N * C), 0.5f);
   const std::vector<float> shared_before = shared_buf, w_before = w1;
@@ -323,7 +324,8 @@ TEST_CASE("nn_ops dropout and clip: the exact mask and scale, and clipping by a 
   }
   CHECK(kept > n * 0.72);
   CHECK(kept < n * 0.78);
-  CHECK_THROWS_AS(nn().dropout(s, y.data(), x.data(), bits.data(), n, 1.0f), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(nn().dropout(s, y.data(), x.data(), bits.data(), n, 1.0f),
+                       doctest::Contains("nn_ops dropout: p = 1 is outside [0, 1)"), accel::InvalidArgumentError);
 
   std::vector<float> g = x;
   float norm = 10.0f;
@@ -339,6 +341,44 @@ TEST_CASE("nn_ops dropout and clip: the exact mask and scale, and clipping by a 
 }
 
 #if defined(ACCEL_HAS_CUDA)
+TEST_CASE("nn_ops: a bad argument is refused before anything is enqueued, naming the argument") {
+  accel::cpu::Stream s;
+  std::vector<float> x(64, 1.0f), y(64, 2.0f), w(8, 1.0f), mean(8), rstd(8);
+  std::vector<std::int32_t> tok(8, 0);
+  float norm = 1.0f;
+  const auto message = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const accel::InvalidArgumentError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  CHECK(message([&] { nn().add(s, y.data(), x.data(), nullptr, 64); }) == "nn_ops add: b is a null pointer");
+  CHECK(message([&] { nn().add(s, y.data(), x.data(), x.data(), -1); }) == "nn_ops add: n = -1 must be >= 0");
+  CHECK(message([&] { nn().gelu_backward(s, y.data(), nullptr, x.data(), 64); }) ==
+        "nn_ops gelu_backward: inp is a null pointer");
+  CHECK(message([&] { nn().embedding_forward(s, y.data(), tok.data(), x.data(), x.data(), 8, 0, 8, 8); }) ==
+        "nn_ops embedding_forward: T = 0 must be >= 1");
+  CHECK(message([&] { nn().embedding_forward(s, y.data(), nullptr, x.data(), x.data(), 8, 8, 8, 8); }) ==
+        "nn_ops embedding_forward: tokens is a null pointer");
+  CHECK(message([&] { nn().cross_entropy(s, x.data(), y.data(), tok.data(), 8, 84, 80, 1.0f, false); }) ==
+        "nn_ops cross_entropy: Vp = 80 must be >= 84");
+  CHECK(message([&] {
+          nn().layernorm_forward(s, y.data(), mean.data(), rstd.data(), x.data(), w.data(), nullptr, 8, 8);
+        }) == "nn_ops layernorm_forward: bias is a null pointer");
+  CHECK(message([&] {
+          nn().layernorm_forward(s, y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), 8, 8, -1.0f);
+        }) == "nn_ops layernorm_forward: eps = -1 must be >= 0");
+  CHECK(message([&] { nn().clip(s, x.data(), 64, nullptr, 1.0f); }) == "nn_ops clip: norm is a null pointer");
+  CHECK(message([&] { nn().clip(s, x.data(), 64, &norm, 0.0f); }) == "nn_ops clip: max_norm = 0 must be > 0");
+  // nothing to do: null pointers with a count of 0 are accepted, and nothing is written
+  nn().add(s, nullptr, nullptr, nullptr, 0);
+  nn().gelu_forward(s, nullptr, nullptr, 0);
+  s.synchronize();
+  CHECK(y == std::vector<float>(64, 2.0f));  // no refused call reached the kernel
+}
+
 TEST_CASE("nn_ops on CUDA: float32 and bfloat16 kernels against the CPU kernels") {
   const accel::CudaBackend cuda;
   if (cuda.device_count() == 0) {

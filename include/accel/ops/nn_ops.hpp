@@ -26,6 +26,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -76,7 +78,8 @@ class NnKernels {
   /// out[n] = wte[tokens[n]] + wpe[n % T] for N rows of C; tokens in [0, V).
   void embedding_forward(StreamRef s, void* out, const std::int32_t* tokens, const void* wte, const void* wpe,
                          std::int64_t N, std::int64_t T, std::int64_t C, std::int64_t V) const {
-    check("embedding_forward", N >= 0 && T > 0 && C > 0 && V > 0 && (N == 0 || (out && tokens && wte && wpe)));
+    check_sizes("embedding_forward", {{"N", N, 0}, {"T", T, 1}, {"C", C, 1}, {"V", V, 1}});
+    check_pointers("embedding_forward", N, {{"out", out}, {"tokens", tokens}, {"wte", wte}, {"wpe", wpe}});
     const abi::NnEmbeddingForward a{out, tokens, wte, wpe, N, T, C, V};
     const bool vec = C % 8 == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe);
     b_.launch_kernel(s, embedding_forward_, with_threads(elementwise_shape(vec ? N * C / 8 : N * C)), a);
@@ -84,7 +87,8 @@ class NnKernels {
   /// dwte[tokens[n]] += dout[n]; dwpe[n % T] += dout[n] (sums in a fixed order: row order on the host).
   void embedding_backward(StreamRef s, void* dwte, void* dwpe, const void* dout, const std::int32_t* tokens,
                           std::int64_t N, std::int64_t T, std::int64_t C, std::int64_t V) const {
-    check("embedding_backward", N >= 0 && T > 0 && C > 0 && V > 0 && (N == 0 || (dwte && dwpe && dout && tokens)));
+    check_sizes("embedding_backward", {{"N", N, 0}, {"T", T, 1}, {"C", C, 1}, {"V", V, 1}});
+    check_pointers("embedding_backward", N, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout}, {"tokens", tokens}});
     const abi::NnEmbeddingBackward a{dwte, dwpe, dout, tokens, N, T, C, V};
     // CUDA: 1024 threads (the kernel's summation order is fixed for this block size) over up to 1024
     // groups of 8 columns (one column where C or the alignment rules out 16-byte accesses), block y the
@@ -102,8 +106,14 @@ class NnKernels {
   void layernorm_forward(StreamRef s, void* out, float* mean, float* rstd, const void* inp, const void* weight,
                          const void* bias, std::int64_t N, std::int64_t C, float eps = 1e-5f,
                          const void* residual = nullptr, void* residual_out = nullptr) const {
-    check("layernorm_forward", N >= 0 && C > 0 && (N == 0 || (out && mean && rstd && inp && weight && bias)) &&
-                                   (residual == nullptr || residual_out != nullptr) && eps >= 0);
+    check_sizes("layernorm_forward", {{"N", N, 0}, {"C", C, 1}});
+    check_pointers("layernorm_forward", N,
+                   {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+    if (residual != nullptr && residual_out == nullptr) {
+      fail("layernorm_forward", "a residual is given but residual_out is null (the sum inp + residual is the next "
+                                "block's input, so it must be written)");
+    }
+    if (!(eps >= 0)) fail("layernorm_forward", "eps = " + number(eps) + " must be >= 0");
     const abi::NnLayerNormForward a{out, mean, rstd, residual_out, inp, residual, weight, bias, N, C, eps, 0};
     b_.launch_kernel(s, layernorm_forward_, with_threads(rows_shape(N)), a);
   }
@@ -113,8 +123,10 @@ class NnKernels {
   void layernorm_backward(StreamRef s, void* dinp, void* dweight, void* dbias, float* scratch, const void* dout,
                           const void* inp, const void* weight, const float* mean, const float* rstd, std::int64_t N,
                           std::int64_t C) const {
-    check("layernorm_backward",
-          N >= 0 && C > 0 && (N == 0 || (dinp && dweight && dbias && scratch && dout && inp && weight && mean && rstd)));
+    check_sizes("layernorm_backward", {{"N", N, 0}, {"C", C, 1}});
+    check_pointers("layernorm_backward", N,
+                   {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"scratch", scratch}, {"dout", dout},
+                    {"inp", inp}, {"weight", weight}, {"mean", mean}, {"rstd", rstd}});
     if (N > 0 && (overlap(dinp, dout, N * C) || overlap(dinp, inp, N * C))) {
       throw InvalidArgumentError(std::string("nn_ops layernorm_backward: dinp overlaps ") +
                                  (overlap(dinp, dout, N * C) ? "dout" : "inp") +
@@ -138,13 +150,15 @@ class NnKernels {
   }
   /// out = GELU(inp) (tanh approximation), n elements.
   void gelu_forward(StreamRef s, void* out, const void* inp, std::int64_t n) const {
-    check("gelu_forward", n >= 0 && (n == 0 || (out && inp)));
+    check_sizes("gelu_forward", {{"n", n, 0}});
+    check_pointers("gelu_forward", n, {{"out", out}, {"inp", inp}});
     b_.launch_kernel(s, gelu_forward_, with_threads(elementwise8_shape(n, aligned16(out) && aligned16(inp))),
                      abi::NnGeluForward{out, inp, n});
   }
   /// dinp = dout * GELU'(inp); dinp may be dout.
   void gelu_backward(StreamRef s, void* dinp, const void* inp, const void* dout, std::int64_t n) const {
-    check("gelu_backward", n >= 0 && (n == 0 || (dinp && inp && dout)));
+    check_sizes("gelu_backward", {{"n", n, 0}});
+    check_pointers("gelu_backward", n, {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
     b_.launch_kernel(s, gelu_backward_,
                      with_threads(elementwise8_shape(n, aligned16(dinp) && aligned16(inp) && aligned16(dout))),
                      abi::NnGeluBackward{dinp, inp, dout, n});
@@ -153,20 +167,24 @@ class NnKernels {
   /// write_grad the logits become d(dloss * sum of losses)/d(logits) (0 in the padding columns).
   void cross_entropy(StreamRef s, void* logits, float* losses, const std::int32_t* targets, std::int64_t N,
                      std::int64_t V, std::int64_t Vp, float dloss, bool write_grad) const {
-    check("cross_entropy", N >= 0 && V > 0 && Vp >= V && (N == 0 || (logits && losses && targets)));
+    check_sizes("cross_entropy", {{"N", N, 0}, {"V", V, 1}, {"Vp", Vp, V}});
+    check_pointers("cross_entropy", N, {{"logits", logits}, {"losses", losses}, {"targets", targets}});
     const abi::NnCrossEntropy a{logits, losses, targets, N, V, Vp, dloss, write_grad ? 1 : 0};
     b_.launch_kernel(s, cross_entropy_, with_threads(rows_shape(N)), a);
   }
   /// out = a + b, n elements (the residual add on its own; out may be a or b).
   void add(StreamRef s, void* out, const void* a, const void* b, std::int64_t n) const {
-    check("add", n >= 0 && (n == 0 || (out && a && b)));
+    check_sizes("add", {{"n", n, 0}});
+    check_pointers("add", n, {{"out", out}, {"a", a}, {"b", b}});
     b_.launch_kernel(s, add_, with_threads(elementwise8_shape(n, aligned16(out) && aligned16(a) && aligned16(b))),
                      abi::NnAdd{out, a, b, n});
   }
   /// out = bits >= p * 2^32 ? inp / (1 - p) : 0 (0 <= p < 1); out may be inp. The backward is the same
   /// call on the gradient with the same bits.
   void dropout(StreamRef s, void* out, const void* inp, const std::uint32_t* bits, std::int64_t n, float p) const {
-    check("dropout", n >= 0 && p >= 0 && p < 1 && (n == 0 || (out && inp && bits)));
+    check_sizes("dropout", {{"n", n, 0}});
+    if (!(p >= 0 && p < 1)) fail("dropout", "p = " + number(p) + " is outside [0, 1) (p = 1 would drop everything)");
+    check_pointers("dropout", n, {{"out", out}, {"inp", inp}, {"bits", bits}});
     const double t = std::ldexp(static_cast<double>(p), 32);
     const abi::NnDropout a{out, inp, bits, n, static_cast<std::uint32_t>(t >= 4294967295.0 ? 4294967295.0 : t),
                            static_cast<float>(1.0 / (1.0 - static_cast<double>(p)))};
@@ -175,15 +193,45 @@ class NnKernels {
   }
   /// data *= max_norm / (*norm + 1e-6) where that is below 1; *norm is read when the kernel runs.
   void clip(StreamRef s, void* data, std::int64_t n, const float* norm, float max_norm) const {
-    check("clip", n >= 0 && norm != nullptr && max_norm > 0 && (n == 0 || data));
+    check_sizes("clip", {{"n", n, 0}});
+    if (norm == nullptr) fail("clip", "norm is a null pointer");
+    if (!(max_norm > 0)) fail("clip", "max_norm = " + number(max_norm) + " must be > 0");
+    check_pointers("clip", n, {{"data", data}});
     b_.launch_kernel(s, clip_, with_threads(elementwise8_shape(n, aligned16(data))), abi::NnClip{data, norm, n, max_norm, 0});
   }
 
  private:
-  static void check(const char* kernel, bool ok) {
-    if (!ok) {
-      throw InvalidArgumentError(std::string("nn_ops ") + kernel +
-                                 ": invalid arguments (a null pointer, a negative size or an out-of-range parameter)");
+  // The checks name the argument that is wrong; their messages are built only on failure (every launch
+  // of a training step passes through them).
+  struct SizeArg {
+    const char* name;
+    std::int64_t value;
+    std::int64_t min;  // 0: a count that may be empty; 1: a dimension; else another argument's value
+  };
+  struct PointerArg {
+    const char* name;
+    const void* pointer;
+  };
+  [[nodiscard]] static std::string number(double x) {  // as written (0.25, 1e-05), not to_string's 0.250000
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", x);
+    return text;
+  }
+  [[noreturn]] static void fail(const char* kernel, const std::string& what) {
+    throw InvalidArgumentError(std::string("nn_ops ") + kernel + ": " + what);
+  }
+  static void check_sizes(const char* kernel, std::initializer_list<SizeArg> sizes) {
+    for (const SizeArg& a : sizes) {
+      if (a.value < a.min) {
+        fail(kernel, std::string(a.name) + " = " + std::to_string(a.value) + " must be >= " + std::to_string(a.min));
+      }
+    }
+  }
+  // Pointers may be null only when there is nothing to read or write (`count` == 0).
+  static void check_pointers(const char* kernel, std::int64_t count, std::initializer_list<PointerArg> pointers) {
+    if (count == 0) return;
+    for (const PointerArg& a : pointers) {
+      if (a.pointer == nullptr) fail(kernel, std::string(a.name) + " is a null pointer");
     }
   }
   [[nodiscard]] LaunchShape with_threads(LaunchShape s) const noexcept {
