@@ -292,6 +292,92 @@ TEST_CASE("cpu fused Adam: bf16 params and states are the fp32 update rounded to
   }
 }
 
+TEST_CASE("adam_hparams and adam_tensors: the kernel's arguments, and every bad input named") {
+  using accel::ops::adam_hparams;
+  using accel::ops::adam_tensors;
+  namespace abi = accel::ops::abi;
+  AdamOptions o;
+  o.lr = 1e-3;
+  o.weight_decay = 0.1;
+  o.adamw = true;
+  const auto h = adam_hparams(o, 3, {});
+  CHECK(h.step_size == static_cast<float>(1e-3 / (1 - 0.9 * 0.9 * 0.9)));
+  CHECK(h.inv_bc2_sqrt == static_cast<float>(1 / std::sqrt(1 - std::pow(0.999, 3.0))));
+  CHECK(h.decay_factor == static_cast<float>(1 - 1e-3 * 0.1));
+  CHECK(h.one_minus_beta1 == static_cast<float>(1 - 0.9));
+  CHECK(h.one_minus_beta2 == static_cast<float>(1 - 0.999));
+  CHECK(h.adamw == 1);
+  CHECK(h.amsgrad == 0);
+  CHECK(h.param_dtype == abi::code(Dtype::float32));
+  CHECK(h.model_copy_dtype == abi::no_dtype);
+  AdamOptions plain = o;
+  plain.adamw = false;  // L2 regularisation: the decay goes into the gradient, not a factor
+  plain.bias_correction = false;
+  const auto hp = adam_hparams(plain, 3, AdamDtypes{Dtype::float32, Dtype::bfloat16, Dtype::float16});
+  CHECK(hp.step_size == 1e-3f);
+  CHECK(hp.inv_bc2_sqrt == 1.0f);
+  CHECK(hp.decay_factor == 1.0f);
+  CHECK(hp.grad_dtype == abi::code(Dtype::bfloat16));
+  CHECK(hp.model_copy_dtype == abi::code(Dtype::float16));
+
+  const auto error = [](auto&& call) -> std::string {
+    try {
+      (void)call();
+    } catch (const accel::InvalidArgumentError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const auto with = [&](auto change) {
+    AdamOptions c = o;
+    change(c);
+    return error([&] { return adam_hparams(c, 1, {}); });
+  };
+  CHECK(with([](AdamOptions& c) { c.lr = -1e-3; }) == "fused_adam: lr = -0.001 must be >= 0");
+  CHECK(with([](AdamOptions& c) { c.beta1 = 1.0; }) == "fused_adam: beta1 = 1 must be in [0, 1)");
+  CHECK(with([](AdamOptions& c) { c.beta2 = -0.5; }) == "fused_adam: beta2 = -0.5 must be in [0, 1)");
+  CHECK(with([](AdamOptions& c) { c.eps = std::nan(""); }) == "fused_adam: eps = nan must be >= 0");
+  CHECK(with([](AdamOptions& c) { c.weight_decay = -0.1; }) == "fused_adam: weight_decay = -0.1 must be >= 0");
+  CHECK(error([&] { return adam_hparams(o, 0, {}); }) == "fused_adam: step must be >= 1 (torch counts from 1), got 0");
+  CHECK(error([&] { return adam_hparams(o, 1, AdamDtypes{Dtype::float16, Dtype::float32, {}}); }) ==
+        "fused_adam: param dtype must be float32 or bfloat16, got float16");
+  CHECK(error([&] { return adam_hparams(o, 1, AdamDtypes{Dtype::float32, Dtype::int32, {}}); }) ==
+        "fused_adam: grad dtype must be float32, float16 or bfloat16, got int32");
+  CHECK(error([&] { return adam_hparams(o, 1, AdamDtypes{Dtype::float32, Dtype::float32, Dtype::float32}); }) ==
+        "fused_adam: model copy dtype must be float16 or bfloat16, got float32");
+  CHECK(error([&] { return adam_hparams(o, 1, AdamDtypes{Dtype::bfloat16, Dtype::bfloat16, Dtype::bfloat16}); }) ==
+        "fused_adam: a model copy needs float32 (master) params");
+
+  float p[4], g[4], m[4], v[4], mx[4];
+  const AdamTensor full{p, g, m, v, mx, nullptr, 4};
+  const AdamTensor empty{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0};  // nothing to step: no pointers needed
+  const AdamTensor list[] = {full, empty};
+  const auto t = adam_tensors(list, o, {});
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].param == p);
+  CHECK(t[0].numel == 4);
+  CHECK(t[0].max_exp_avg_sq == nullptr);  // amsgrad off: the kernel must not touch it
+  AdamOptions ams = o;
+  ams.amsgrad = true;
+  CHECK(adam_tensors(list, ams, {})[0].max_exp_avg_sq == mx);
+  const auto tensor_error = [&](AdamTensor x, const AdamOptions& opt, const AdamDtypes& d) {
+    const AdamTensor two[] = {full, x};
+    return error([&] { return adam_tensors(two, opt, d); });
+  };
+  AdamTensor x = full;
+  x.numel = -1;
+  CHECK(tensor_error(x, o, {}) == "fused_adam: tensor 1: numel is negative");
+  x = full;
+  x.exp_avg_sq = nullptr;
+  CHECK(tensor_error(x, o, {}) == "fused_adam: tensor 1: param, grad, exp_avg and exp_avg_sq must all be given");
+  x = full;
+  x.max_exp_avg_sq = nullptr;
+  CHECK(tensor_error(x, o, {}) == "no error");
+  CHECK(tensor_error(x, ams, {}) == "fused_adam: tensor 1: amsgrad needs max_exp_avg_sq");
+  CHECK(error([&] { return adam_tensors(std::span(&full, 1), o, AdamDtypes{Dtype::float32, Dtype::float32, Dtype::bfloat16}); }) ==
+        "fused_adam: tensor 0: a model copy dtype is set but model_copy is null");
+}
+
 TEST_CASE("cpu fused Adam runs in stream order and checks its arguments when called") {
   accel::cpu::Stream stream;
   State a({1000, 2000}, 5), b({1000, 2000}, 5);

@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,11 +78,17 @@ struct AdamDtypes {
   if (d.model_copy && d.param != Dtype::float32) {
     throw InvalidArgumentError("fused_adam: a model copy needs float32 (master) params");
   }
-  if (!(o.lr >= 0) || !(o.eps >= 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
-      !(o.weight_decay >= 0)) {
-    throw InvalidArgumentError("fused_adam: invalid hyper-parameters (need lr >= 0, eps >= 0, 0 <= betas < 1, "
-                               "weight_decay >= 0)");
-  }
+  // Each hyper-parameter by name (NaN fails every test, as it should).
+  const auto bad = [](const char* what, double v, const char* range) {
+    char text[96];
+    std::snprintf(text, sizeof text, "fused_adam: %s = %g must be %s", what, v, range);
+    return InvalidArgumentError(text);
+  };
+  if (!(o.lr >= 0)) throw bad("lr", o.lr, ">= 0");
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) throw bad("beta1", o.beta1, "in [0, 1)");
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) throw bad("beta2", o.beta2, "in [0, 1)");
+  if (!(o.eps >= 0)) throw bad("eps", o.eps, ">= 0");
+  if (!(o.weight_decay >= 0)) throw bad("weight_decay", o.weight_decay, ">= 0");
   abi::AdamHParams h{};
   h.lr = static_cast<float>(o.lr);
   h.beta1 = static_cast<float>(o.beta1);
