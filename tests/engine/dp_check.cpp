@@ -2,9 +2,10 @@
 // (CMake has no floating point). Prints what it compared; exit status 1 (with the first difference)
 // when a check fails, 2 for bad usage.
 //
-//   dp_check losses-equal A.csv B.csv        the train_loss columns of two --metrics files, as text
-//                                            (B may be shorter: a resumed run, against A's last rows)
-//   dp_check losses-close A.csv B.csv TOL    ... within TOL relative, step by step
+//   dp_check losses-equal A.csv B.csv        the train_loss columns of two --metrics files, as text;
+//                                            the same number of rows, at least one
+//   dp_check losses-equal-tail A.csv B.csv   B a resumed run: fewer rows, equal to A's last ones
+//   dp_check losses-close A.csv B.csv TOL    ... within TOL relative, step by step (same row count)
 //   dp_check files-equal A B                 byte for byte
 //   dp_check ratio X Y LO HI                 LO <= X / Y <= HI
 #include <cmath>
@@ -50,15 +51,21 @@ int fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
-  if ((cmd == "losses-equal" && argc == 4) || (cmd == "losses-close" && argc == 5)) {
+  const bool tail = cmd == "losses-equal-tail";
+  if (((cmd == "losses-equal" || tail) && argc == 4) || (cmd == "losses-close" && argc == 5)) {
     auto a = loss_column(argv[2]);
     const auto b = loss_column(argv[3]);
-    if (a.size() < b.size()) return fail(std::to_string(a.size()) + " rows against " + std::to_string(b.size()));
+    // A run that logged nothing, or stopped early, must not pass as "equal on the rows it has".
+    if (b.empty()) return fail(std::string("no losses in ") + argv[3]);
+    if (tail ? a.size() <= b.size() : a.size() != b.size()) {
+      return fail(std::to_string(a.size()) + " rows against " + std::to_string(b.size()) +
+                  (tail ? " (a resumed run has fewer rows than the whole one)" : " (the runs must log the same steps)"));
+    }
     a.erase(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(a.size() - b.size()));
     const double tol = cmd == "losses-close" ? std::strtod(argv[4], nullptr) : 0;
     double worst = 0;
     for (std::size_t i = 0; i < a.size(); ++i) {
-      if (cmd == "losses-equal") {
+      if (cmd != "losses-close") {
         if (a[i] != b[i]) return fail("row " + std::to_string(i) + ": loss " + a[i] + " against " + b[i]);
       } else {
         const double x = std::stod(a[i]), y = std::stod(b[i]);
@@ -68,7 +75,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("dp_check: %zu losses %s (largest relative difference %.3g)\n", a.size(),
-                cmd == "losses-equal" ? "bit-identical" : "within tolerance", worst);
+                cmd != "losses-close" ? "bit-identical" : "within tolerance", worst);
     return 0;
   }
   if (cmd == "files-equal" && argc == 4) {
