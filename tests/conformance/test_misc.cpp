@@ -5,6 +5,10 @@
 #include <array>
 #include <functional>
 #include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 TEST_CASE_TEMPLATE_DEFINE("dtypes: supported_dtypes agrees with the fp16/bf16 answers", B, dtypes) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
@@ -28,7 +32,15 @@ TEST_CASE_TEMPLATE_DEFINE("profile: ranges nest per thread and per domain", B, r
   CHECK(b.range_push("step") == 1);
   CHECK(b.range_push("forward") == 2);
   CHECK(b.range_push("allreduce", "comm") == 1);
+  // accel::profile::range_depth reads the same per-thread, per-domain counts the backend keeps
+  CHECK(accel::profile::range_depth() == 2);
+  CHECK(accel::profile::range_depth("comm") == 1);
+  CHECK(accel::profile::range_depth("elsewhere") == 0);
+  int other_thread_depth = -1;
+  std::thread([&] { other_thread_depth = accel::profile::range_depth(); }).join();
+  CHECK(other_thread_depth == 0);  // another thread's ranges are its own
   CHECK(b.range_pop("comm") == 0);
+  CHECK(accel::profile::range_depth("comm") == 0);
   CHECK(b.range_pop() == 1);
   CHECK(b.range_pop() == 0);
   CHECK_THROWS_AS(b.range_pop(), accel::InvalidStateError);
@@ -37,7 +49,13 @@ TEST_CASE_TEMPLATE_DEFINE("profile: ranges nest per thread and per domain", B, r
 
 TEST_CASE_TEMPLATE_DEFINE("env: launcher variables and lazy_call", B, env) {
   const B b;
-  CHECK_FALSE(std::string_view(b.communication_backend_name()).empty());
+  // DeepSpeed's names: the CPU's collectives over MPI (accel/comm), CUDA's over NCCL.
+  const bool cpu = b.device_type() == accel::DeviceType::cpu;
+  CHECK(std::string_view(b.communication_backend_name()) == (cpu ? "mpi" : "nccl"));
+  CHECK(b.visible_devices_envs() ==
+        std::vector<std::string>{cpu ? "ACCEL_CPU_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES"});
+  CHECK(b.export_envs() == (cpu ? std::vector<std::string>{"ACCEL_", "OMP_", "OMPI_MCA_"}
+                                : std::vector<std::string>{"NCCL", "CUDA"}));
   // This program does not include accel/comm, so the engine's version says where it comes from.
   CHECK(b.communication_backend_version().rfind("unavailable in this program: communication goes through accel/comm", 0) == 0);
   const auto names = b.visible_devices_envs();
@@ -84,15 +102,12 @@ TEST_CASE_TEMPLATE_DEFINE("env: launcher variables and lazy_call", B, env) {
 }
 
 TEST_CASE_TEMPLATE_DEFINE("flags: compile-time constants", B, flags) {
-  constexpr bool any = B::is_synchronized_device || B::use_host_timers || B::resolves_data_dependency ||
-                       B::handles_memory_backpressure;
-  if constexpr (B::is_synchronized_device) {
-    CHECK(any);
-  } else {
-    // An asynchronous device must be timed with events and ordered explicitly.
-    CHECK_FALSE(B::use_host_timers);
-    CHECK_FALSE(B::resolves_data_dependency);
-  }
+  // Every accel backend is asynchronous — the CPU's streams are worker queues, unlike DeepSpeed's CPU
+  // accelerator, which answers true to all four — so work is timed with events and ordered explicitly.
+  static_assert(!B::is_synchronized_device);
+  static_assert(!B::use_host_timers);
+  static_assert(!B::resolves_data_dependency);
+  static_assert(!B::handles_memory_backpressure);
 }
 
 TEST_CASE_TEMPLATE_APPLY(dtypes, ConformanceBackends);

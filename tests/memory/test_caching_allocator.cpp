@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -516,9 +517,14 @@ TEST_CASE("CachingAllocator: a memory fraction caps reserved bytes") {
   CHECK(r == q);
   a->free(r);
   a->free(p);
-  for (double bad : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+  for (const auto& [bad, shown] : {std::pair{0.0, "(0)"}, std::pair{-0.5, "(-0.5)"}, std::pair{1.5, "(1.5)"},
+                                   std::pair{std::numeric_limits<double>::quiet_NaN(), "(nan)"}, std::pair{-1e-9, "(-1e-09)"}}) {
     CAPTURE(bad);
-    CHECK_THROWS_AS(a->set_memory_fraction(bad), accel::InvalidArgumentError);
+    const std::string call = std::string("set_per_process_memory_fraction") + shown;
+    CHECK_THROWS_WITH_AS(a->set_memory_fraction(bad), doctest::Contains(call.c_str()),
+                         accel::InvalidArgumentError);  // the value as given, then the rule
+    CHECK_THROWS_WITH_AS(a->set_memory_fraction(bad), doctest::Contains("the fraction must be in (0, 1]"),
+                         accel::InvalidArgumentError);
   }
   CHECK(a->memory_fraction() == 0.5);
 }

@@ -329,7 +329,9 @@ class CachingAllocator {
   /// set_per_process_memory_fraction); a segment that would exceed it counts as a failed allocation.
   void set_memory_fraction(double fraction) {
     if (!(fraction > 0.0 && fraction <= 1.0)) {
-      throw InvalidArgumentError("set_per_process_memory_fraction(" + std::to_string(fraction) + ") on " + name_ +
+      char given[32];
+      std::snprintf(given, sizeof given, "%g", fraction);  // as written: 1e-09, not to_string's 0.000000
+      throw InvalidArgumentError("set_per_process_memory_fraction(" + std::string(given) + ") on " + name_ +
                                  ": the fraction must be in (0, 1]");
     }
     const MemoryInfo info = RawMemory::memory_info(device_);
