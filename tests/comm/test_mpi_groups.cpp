@@ -66,7 +66,16 @@ TEST_CASE("a negative color leaves the rank out") {
   auto& w = world();
   accel::comm::MpiCommunicator c = w.split(w.rank() == 0 ? -1 : 7, 0);
   CHECK(c.valid() == (w.rank() != 0));
-  if (c.valid()) CHECK(c.size() == w.size() - 1);
+  if (c.valid()) {
+    CHECK(c.size() == w.size() - 1);
+    CHECK(c.rank() == w.rank() - 1);  // the same key: the parent's order, rank 0 left out
+    Stream s;
+    Buf<std::int64_t> r(1, s);
+    r.data()[0] = w.rank();
+    c.all_reduce(s, r);  // the members' world ranks: 1 + ... + (size - 1)
+    s.synchronize();
+    CHECK(r.data()[0] == static_cast<std::int64_t>(w.size()) * (w.size() - 1) / 2);
+  }
 }
 
 TEST_CASE("local ranks: every rank of this test runs on one node") {
@@ -148,8 +157,10 @@ TEST_CASE("timeout(): ACCEL_COMM_TIMEOUT when a communicator is made, then its o
   c.set_timeout(7s);
   CHECK(c.timeout() == std::chrono::nanoseconds(7s));
   CHECK(w.timeout() == world_timeout);  // each communicator its own
-  CHECK_THROWS_AS(c.set_timeout(0s), accel::InvalidArgumentError);
-  CHECK_THROWS_AS(c.set_timeout(-1s), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.set_timeout(0s), doctest::Contains("set_timeout: the timeout must be positive, got 0 ns"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(c.set_timeout(-1s), doctest::Contains("set_timeout: the timeout must be positive, got -1000000000 ns"),
+                       accel::InvalidArgumentError);
   CHECK(c.timeout() == std::chrono::nanoseconds(7s));  // a refused value changes nothing
   CHECK(accel::comm::MpiCommunicator::engine() == "mpi");
   const accel::comm::MpiCommunicator empty;

@@ -532,10 +532,11 @@ TEST_CASE("engine: command-line errors name what is wrong") {
                        engine::UsageError);  // bounds as written, not std::to_string's 0.000000
   CHECK_THROWS_WITH_AS(parse({"--beta2", "nan"}), "--beta2 expects a number in [0, 0.999999], got 'nan'",
                        engine::UsageError);
-  CHECK_THROWS_AS(parse({"--frobnicate"}), engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--frobnicate"}), "unknown option '--frobnicate' (see --help)", engine::UsageError);
   CHECK_THROWS_WITH_AS(parse({"--streams", "5"}), "--streams 5 does not divide --batch 12 (each stream runs batch / streams sequences)",
                        engine::UsageError);
-  CHECK_THROWS_AS(parse({"--graph", "--streams", "2"}), engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--graph", "--streams", "2"}),
+                       "--graph captures one stream: it cannot be combined with --streams 2", engine::UsageError);
   // --overlap on needs one stream per rank and reduces in backward's order: an explicit conflict is an
   // error, not a setting silently dropped
   CHECK_THROWS_WITH_AS(parse({"--overlap", "on", "--streams", "2"}),

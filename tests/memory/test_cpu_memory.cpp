@@ -220,10 +220,13 @@ TEST_CASE("cpu::Memory: pin_memory page-locks a range and tracks it") {
   CHECK_FALSE(Memory::on_accelerator(host.data()));
 
   // Overlapping ranges are refused (as cudaHostRegister refuses them).
-  CHECK_THROWS_AS(Memory::pin_memory(host.data() + 10, 10), accel::InvalidArgumentError);
-  CHECK_THROWS_AS(Memory::pin_memory(host.data() - 10, 20), accel::InvalidArgumentError);
-  CHECK_THROWS_AS(Memory::pin_memory(nullptr, 10), accel::InvalidArgumentError);
-  CHECK_THROWS_AS(Memory::pin_memory(host.data(), 0), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(Memory::pin_memory(host.data() + 10, 10), doctest::Contains("the range overlaps the range pinned at"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(Memory::pin_memory(host.data() - 10, 20), doctest::Contains("the range overlaps the range pinned at"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(Memory::pin_memory(nullptr, 10), doctest::Contains("the range is empty"), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(Memory::pin_memory(host.data(), 0), doctest::Contains("the range is empty"),
+                       accel::InvalidArgumentError);
 
   CHECK_FALSE(Memory::unpin_memory(host.data() + 1));  // not the start of a pinned range
   CHECK(Memory::unpin_memory(host.data()));
@@ -257,7 +260,8 @@ TEST_CASE("cpu::Memory: host_alloc serves cached page-locked memory") {
   if (mlock_observable) CHECK(locked_kib() >= locked0 + 2 * MiB / KiB);  // a whole 2 MiB segment is locked
   std::memset(p, 1, 100 * KiB);
   CHECK(Memory::host_memory_stats().allocated_bytes.all().current == static_cast<std::int64_t>(100 * KiB));
-  CHECK_THROWS_AS(Memory::pin_memory(p, 10), accel::InvalidArgumentError);  // already pinned
+  CHECK_THROWS_WITH_AS(Memory::pin_memory(p, 10), doctest::Contains("the range is host_alloc memory, which is pinned already"),
+                       accel::InvalidArgumentError);
   try {
     Memory::raw_delete(p);
     FAIL("raw_delete accepted host_alloc memory");

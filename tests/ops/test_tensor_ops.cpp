@@ -89,7 +89,9 @@ TEST_CASE("cpu tensor ops: fill and scale") {
   std::vector<std::uint16_t> b(src.size());
   ops.scale(b.data(), Dtype::bfloat16, src.data(), Dtype::float32, 10000, 3.0f);
   for (std::size_t i = 0; i < src.size(); ++i) REQUIRE(b[i] == accel::bfloat16(src[i] * 3.0f).bits());
-  CHECK_THROWS_AS(ops.fill(f.data(), Dtype::int32, 1, 0), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(ops.fill(f.data(), Dtype::int32, 1, 0),
+                       doctest::Contains("dtype must be float32, float16 or bfloat16, got int32"),
+                       accel::InvalidArgumentError);
 }
 
 TEST_CASE("cpu tensor ops: multi-tensor L2 norm (float64 reference, thread-count independent)") {
@@ -156,4 +158,15 @@ TEST_CASE("cpu tensor ops: all_finite finds inf and NaN in every float dtype") {
   ops.all_finite(s, refs, &flag);
   s.synchronize();
   CHECK(flag == 1);
+  // A bad tensor is named by its index and what is wrong with it.
+  std::vector<TensorRef> bad = refs;
+  bad[2].numel = -3;
+  CHECK_THROWS_WITH_AS((void)ops.all_finite_sync(bad), "tensor_ops all_finite: tensor 2 has numel -3",
+                       accel::InvalidArgumentError);
+  bad = refs;
+  bad[1].data = nullptr;
+  CHECK_THROWS_WITH_AS((void)ops.all_finite_sync(bad), "tensor_ops all_finite: tensor 1 is a null pointer with 3000 elements",
+                       accel::InvalidArgumentError);
+  bad[1].numel = 0;  // an empty tensor needs no memory
+  CHECK(ops.all_finite_sync(bad));
 }

@@ -96,7 +96,7 @@ TEST_CASE("Generator: reserve rounds up to whole Philox blocks") {
   CHECK(g.offset() == 28);
 
   g.set_state(encode(1, ~std::uint64_t{3}));
-  CHECK_THROWS_AS((void)g.reserve(8), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)g.reserve(8), doctest::Contains("Generator::reserve: "), accel::InvalidArgumentError);
   CHECK(g.offset() == ~std::uint64_t{3});
 }
 
@@ -152,12 +152,13 @@ TEST_CASE("Generator: reserve_draws equals consecutive reserves, and a failure c
   CHECK(by_pointer.offset() == eager.offset());
 
   std::array<std::uint64_t, 3> too_short{};
-  CHECK_THROWS_AS((void)by_span.reserve_draws(draws, too_short), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)by_span.reserve_draws(draws, too_short), doctest::Contains("Generator::reserve_draws: "),
+                       accel::InvalidArgumentError);
   CHECK(by_span.offset() == eager.offset());
   accel::Generator near_end(2);
   near_end.set_state(encode(2, ~std::uint64_t{15}));
-  CHECK_THROWS_AS((void)near_end.reserve_draws(draws.data(), draws.size(), offsets.data()),
-                  accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)near_end.reserve_draws(draws.data(), draws.size(), offsets.data()),
+                       doctest::Contains("overflows the 64-bit offset"), accel::InvalidArgumentError);
   CHECK(near_end.offset() == ~std::uint64_t{15});
 }
 
@@ -257,7 +258,8 @@ TEST_CASE("cpu::Random: fills on a worker stream equal accel::rng at the reserve
   accel::rng::fill_bits(std::span<std::uint32_t>(wbits), 77, 0);
   CHECK(bits == wbits);
   CHECK(R::default_generator(stream.device_index()).offset() == 12);
-  CHECK_THROWS_AS(R::fill_bits(stream, nullptr, 3), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(R::fill_bits(stream, nullptr, 3), doctest::Contains("null pointer for 3 elements"),
+                       accel::InvalidArgumentError);
   CHECK_THROWS_AS((void)R::default_generator(accel::cpu::Devices::device_count()), accel::InvalidArgumentError);
   R::manual_seed_all(accel::Generator::default_seed);
 }

@@ -40,10 +40,16 @@ inline void check_float_dtype(const char* op, Dtype d) {
 [[nodiscard]] inline std::vector<abi::TensorRef> tensor_refs(const char* op, std::span<const TensorRef> tensors) {
   std::vector<abi::TensorRef> out;
   out.reserve(tensors.size());
-  for (const auto& t : tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const TensorRef& t = tensors[i];
     check_float_dtype(op, t.dtype);
-    if (t.numel < 0 || (t.numel > 0 && t.data == nullptr)) {
-      throw InvalidArgumentError(std::string("tensor_ops ") + op + ": a tensor has a null pointer or negative numel");
+    if (t.numel < 0) {
+      throw InvalidArgumentError(std::string("tensor_ops ") + op + ": tensor " + std::to_string(i) + " has numel " +
+                                 std::to_string(t.numel));
+    }
+    if (t.numel > 0 && t.data == nullptr) {
+      throw InvalidArgumentError(std::string("tensor_ops ") + op + ": tensor " + std::to_string(i) +
+                                 " is a null pointer with " + std::to_string(t.numel) + " elements");
     }
     out.push_back(abi::TensorRef{t.data, t.numel, abi::code(t.dtype), 0});
   }

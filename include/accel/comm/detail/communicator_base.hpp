@@ -47,7 +47,10 @@ class CommunicatorBase : public CommunicatorOps<Self, B> {
   /// The timeout of each operation issued from now on (ACCEL_COMM_TIMEOUT when created).
   [[nodiscard]] std::chrono::nanoseconds timeout() const { return checked("timeout").timeout(); }
   void set_timeout(std::chrono::nanoseconds timeout) {
-    if (timeout.count() <= 0) throw InvalidArgumentError(prefix() + "set_timeout: not positive");
+    if (timeout.count() <= 0) {
+      throw InvalidArgumentError(prefix() + "set_timeout: the timeout must be positive, got " +
+                                 std::to_string(timeout.count()) + " ns");
+    }
     checked("set_timeout").timeout_ns = timeout.count();
   }
   /// The last operations (ACCEL_COMM_TRACE_SIZE), for a dump of one's own.
