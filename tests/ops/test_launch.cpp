@@ -185,3 +185,23 @@ TEST_CASE("launch_kernel on CUDA: NVRTC builds the user's op; on a GPU it comput
   CHECK(hy[n] == 8.0f * 128.0f);  // the grid the kernel saw: ceil(1000 / 128) blocks of 128
 }
 #endif
+
+TEST_CASE("LaunchShape: linear covers n items with whole blocks (at least one), blocks sets what it is given") {
+  static_assert(accel::ops::LaunchShape::linear(1000, 256).grid[0] == 4);  // 3 full blocks and a partial one
+  static_assert(accel::ops::LaunchShape::linear(1024, 256).grid[0] == 4);
+  static_assert(accel::ops::LaunchShape::linear(1025, 256).grid[0] == 5);
+  static_assert(accel::ops::LaunchShape::linear(0, 256).grid[0] == 1);  // an empty launch is still one block
+  static_assert(accel::ops::LaunchShape::linear(-5, 256).grid[0] == 1);
+  constexpr auto l = accel::ops::LaunchShape::linear(1 << 20, 128, 3);
+  CHECK(l.grid[0] == 8192);
+  CHECK((l.grid[1] == 1 && l.grid[2] == 1));
+  CHECK((l.block[0] == 128 && l.block[1] == 1 && l.block[2] == 1));
+  CHECK(l.shared_bytes == 0);
+  CHECK(l.threads == 3);
+  constexpr auto b = accel::ops::LaunchShape::blocks(12, 1024, 48 * 1024, 2);
+  CHECK(b.grid[0] == 12);
+  CHECK(b.block[0] == 1024);
+  CHECK(b.shared_bytes == 48 * 1024);
+  CHECK(b.threads == 2);
+  CHECK((b.grid[1] == 1 && b.block[1] == 1));
+}

@@ -103,6 +103,39 @@ TEST_CASE("cpu op table: names, class names, and unknown names listing the known
   static_assert(std::is_same_v<decltype(Ops::get_op_builder<accel::ops::FusedAdam>().load()), accel::cpu::FusedAdamOp>);
 }
 
+TEST_CASE("an op builder's settings read back as set, and default to the environment's") {
+  auto b = Ops::create_op_builder("tensor_ops");
+  const std::filesystem::path kernels(ACCEL_KERNEL_DIR);
+  CHECK(b.kernel_dir() == kernels);
+  CHECK(b.sources() == std::vector<std::filesystem::path>{kernels / "cpu/tensor_ops.cpp"});
+  CHECK(b.include_dirs() == std::vector<std::filesystem::path>{kernels / "cpu", kernels / "common"});
+  CHECK(b.extra_flags().empty());
+  CHECK(b.arch() == 0);
+  b.set_kernel_dir("/opt/kernels").add_flags({"-DA=1"}).add_flags({"-DB=2", "-DC=3"}).set_arch(90).set_aot_dir("/opt/aot");
+  CHECK(b.kernel_dir() == "/opt/kernels");
+  CHECK(b.sources() == std::vector<std::filesystem::path>{"/opt/kernels/cpu/tensor_ops.cpp"});
+  CHECK(b.include_dirs().front() == "/opt/kernels/cpu");
+  CHECK(b.extra_flags() == std::vector<std::string>{"-DA=1", "-DB=2", "-DC=3"});  // appended, in order
+  CHECK(b.arch() == 90);
+  CHECK(b.aot_dir() == "/opt/aot");
+  {
+    const ScopedEnv env{{"ACCEL_OPS_AOT_DIR", "/srv/accel-aot"}, {"ACCEL_KERNEL_DIR", "/srv/kernels"}};
+    CHECK(accel::ops::default_aot_dir() == "/srv/accel-aot");
+    CHECK(accel::ops::default_kernel_dir() == "/srv/kernels");
+    CHECK(Ops::create_op_builder("tensor_ops").aot_dir() == "/srv/accel-aot");  // unset: the default
+    CHECK(b.aot_dir() == "/opt/aot");  // set: the builder's own
+  }
+  CHECK(accel::ops::default_kernel_dir() == kernels);
+}
+
+TEST_CASE("host_isa: the widest instruction set the host kernels are built for, from CPUID") {
+  const accel::CpuFeatures& f = accel::cpu_features();
+  const auto isa = accel::ops::host_isa();
+  CHECK((isa == accel::ops::HostIsa::avx512) == (f.avx512f && f.avx512bw && f.avx512vl));
+  if (isa != accel::ops::HostIsa::avx512) CHECK((isa == accel::ops::HostIsa::avx2) == (f.avx2 && f.fma));
+  CHECK(accel::ops::to_string(accel::ops::HostIsa::avx512) == "avx512");
+}
+
 TEST_CASE("build_extension describes the host compile; the key follows flags and sources") {
   (void)ops_test::cache_dir();
   const auto cmd = Ops::build_extension("tensor_ops");
