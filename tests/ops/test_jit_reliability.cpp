@@ -49,6 +49,13 @@ uid_t owner_of(const fs::path& p) {
   return st.st_uid;
 }
 
+/// True (and says so) where no real host compiler is found: the case cannot run here.
+bool no_compiler() {
+  if (!jit_test::real_cxx().empty()) return false;
+  MESSAGE("SKIPPED: no host C++ compiler found (CXX, c++, g++): this JIT case needs one");
+  return true;
+}
+
 bool skipped(const std::string& result) {
   if (result.rfind("SKIP", 0) == 0) {
     MESSAGE("SKIPPED: " << result);
@@ -204,7 +211,7 @@ TEST_CASE("jit cache security: another user's cache directory is refused, and it
 // ---- 2. A compiler that exits 0 with a broken output does not poison the cache ----------------------------
 
 TEST_CASE("jit reliability: a compiler that exits 0 but writes a broken shared object commits nothing") {
-  if (jit_test::real_cxx().empty()) return;
+  if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("broken-so");
   // First call: garbage and exit 0 (a wrapper that swallows an error, a disk that lost the write).
   // Later calls: the real compiler.
@@ -233,7 +240,7 @@ TEST_CASE("jit reliability: a compiler that exits 0 but writes a broken shared o
 }
 
 TEST_CASE("jit reliability: a committed entry that fails to load is evicted and rebuilt once") {
-  if (jit_test::real_cxx().empty()) return;
+  if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("evict");
   auto b = jit_test::tiny_builder(jit_test::tiny_kernels(7), dir / "cache");
   // An entry with a valid footer but a payload no loader takes (what an older accel, or a compiler that
@@ -275,7 +282,7 @@ TEST_CASE("jit reliability: an entry that fails to load, rebuilt broken again, g
 // ---- 3. Killing the loading process mid-compile kills the compiler --------------------------------------
 
 TEST_CASE("jit reliability: killing the loading process mid-compile kills the compiler and what it started") {
-  if (jit_test::real_cxx().empty()) return;
+  if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("kill");
   const fs::path pids = dir / "pids";
   // A compiler that writes part of its output, starts a child (as g++ starts cc1plus) and waits.
@@ -361,7 +368,7 @@ TEST_CASE("jit reliability: the temporaries of a build in progress are left alon
 // ---- 4. SIGCHLD ignored by the host program --------------------------------------------------------------
 
 TEST_CASE("jit reliability: with SIGCHLD ignored or reaped by the host, compile errors keep their status and log") {
-  if (jit_test::real_cxx().empty()) return;
+  if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("sigchld");
   struct sigaction saved {};
   REQUIRE(::sigaction(SIGCHLD, nullptr, &saved) == 0);
@@ -410,7 +417,7 @@ TEST_CASE("jit reliability: with SIGCHLD ignored or reaped by the host, compile 
 // ---- 5. A full disk ------------------------------------------------------------------------------------
 
 TEST_CASE("jit reliability: on a full disk the CompileError has the compiler's log and names the directory") {
-  if (jit_test::real_cxx().empty()) return;
+  if (no_compiler()) return;
   if (::geteuid() != 0) {
     MESSAGE("SKIPPED: mounting a small tmpfs needs root");
     return;
