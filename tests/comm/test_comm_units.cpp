@@ -179,6 +179,8 @@ TEST_CASE("accel::comm::abort in one process: the reason on stderr, then the exi
 
 TEST_CASE("the flight recorder keeps the newest N operations, oldest first, with their states") {
   accel::comm::FlightRecorder r(4);
+  CHECK(r.capacity() == 4);
+  CHECK(accel::comm::FlightRecorder(0).capacity() == 0);
   d::Op op{d::OpKind::all_reduce, accel::Dtype::float16, accel::ReduceOp::max, -1, nullptr, nullptr, 10};
   for (std::uint64_t seq = 1; seq <= 6; ++seq) {
     op.count = seq * 10;

@@ -139,6 +139,14 @@ TEST_CASE("CachingAllocator: record_stream holds a block until the other stream'
     CHECK(segments[0].allocated_size == 0);
   }
   CHECK_THROWS_AS(a->free(p), accel::InvalidArgumentError);  // already freed, even if pending
+  // try_record_stream: false for memory that is not a live allocation (p is freed, pending), nothing
+  // recorded; true for null (nothing to hold), as record_stream ignores it
+  CHECK_FALSE(a->try_record_stream(p, s2));
+  int on_stack = 0;
+  CHECK_FALSE(a->try_record_stream(&on_stack, s2));
+  CHECK(a->try_record_stream(nullptr, s2));
+  CHECK(fake::device().recorded.size() == 1);  // still the one event of the record_stream above
+  CHECK_THROWS_AS(a->record_stream(p, s2), accel::InvalidArgumentError);
 
   void* q = a->allocate(4096, s1);
   CHECK(q != p);  // still in use on s2
