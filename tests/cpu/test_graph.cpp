@@ -565,7 +565,7 @@ TEST_CASE("cpu graph: a block still allocated when the graph goes away is releas
     }
     pool = g.pool();
   }
-  CHECK(allocator.pool_reserved_bytes(pool.id) > 0);
+  CHECK(allocator.pool_reserved_bytes(pool.id) >= (1u << 20));  // at least the output's segment
   b.raw_delete(output);
   CHECK(allocator.pool_reserved_bytes(pool.id) == 0);
   CHECK(allocator.stats().reserved_bytes.all().current == reserved_before);

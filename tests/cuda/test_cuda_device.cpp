@@ -120,9 +120,13 @@ TEST_CASE("cuda device: streams wrap native handles with stable unique ids") {
   CHECK(adopted.id() == id);
   CHECK_THROWS_AS((void)CudaBackend::Stream::from_native_handle(nullptr, device), accel::InvalidArgumentError);
 
-  // Moving keeps the stream; the moved-from one is invalid.
+  // Moving keeps the stream (the same handle and id); the moved-from one is invalid.
+  const std::uint64_t id_a = a.id();
+  const cudaStream_t raw_a = a.get();
   CudaBackend::Stream moved = std::move(a);
   CHECK(moved.valid());
+  CHECK(moved.id() == id_a);
+  CHECK(moved.get() == raw_a);
   CHECK_FALSE(a.valid());  // NOLINT(bugprone-use-after-move)
 }
 

@@ -230,6 +230,17 @@ TEST_CASE("cuda: CudaError carries the status, its name, the call and the site")
   CHECK_FALSE(accel::CudaError(cudaErrorNotReady, "x").context_lost());
   CHECK(mentions(accel::CudaError(cudaErrorInvalidValue, "f()", ::accel::source_location::current(), "on cuda:1").what(),
                  "on cuda:1: f() failed"));
+  // The statuses that mean "no CUDA in this process" (constexpr: decided without a driver), and the
+  // runtime's own texts, which need none either.
+  static_assert(accel::cuda::is_unavailable(cudaErrorNoDevice));
+  static_assert(accel::cuda::is_unavailable(cudaErrorInsufficientDriver));
+  static_assert(accel::cuda::is_unavailable(cudaErrorStubLibrary));
+  static_assert(accel::cuda::is_unavailable(cudaErrorInitializationError));
+  static_assert(!accel::cuda::is_unavailable(cudaErrorMemoryAllocation));
+  static_assert(!accel::cuda::is_unavailable(cudaErrorIllegalAddress));
+  static_assert(!accel::cuda::is_unavailable(cudaSuccess));
+  CHECK(accel::cuda::error_string(cudaErrorMemoryAllocation) == "out of memory");
+  CHECK(accel::cuda::error_name(cudaErrorNoDevice) == "cudaErrorNoDevice");
 }
 
 TEST_CASE("cuda: ACCEL_CUDA_CHECK throws the exception each status maps to") {

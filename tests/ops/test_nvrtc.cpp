@@ -202,7 +202,8 @@ TEST_CASE("cuda op builders: the table, and what happens without a device") {
     CHECK(c.str().find("no CUDA device") != std::string::npos);
     CHECK_THROWS_AS((void)b.load(), accel::BackendUnavailableError);
     b.set_arch(90);  // compiling for an explicit architecture still works
-    CHECK(accel::ops::nvrtc_build(b.set_cache_dir(ops_test::cache_dir()), 90).payload.size() > 0);
+    const auto cubin = accel::ops::nvrtc_build(b.set_cache_dir(ops_test::cache_dir()), 90);
+    CHECK(accel::ops::cubin_problem(cubin.payload).empty());  // a CUDA ELF cubin, not just some bytes
     const auto rows = Ops::op_table();
     CHECK_FALSE(rows[0].compatible.ok);
     CHECK(rows[1].compatible.ok);  // cpu_adam is a host op
