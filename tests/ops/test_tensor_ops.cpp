@@ -92,6 +92,38 @@ TEST_CASE("cpu tensor ops: fill and scale") {
   CHECK_THROWS_WITH_AS(ops.fill(f.data(), Dtype::int32, 1, 0),
                        doctest::Contains("dtype must be float32, float16 or bfloat16, got int32"),
                        accel::InvalidArgumentError);
+  // Refused before the kernel runs (a null pointer would have crashed the stream's worker), the
+  // argument named; nothing written.
+  const std::vector<float> before = f;
+  CHECK_THROWS_WITH_AS(ops.fill(nullptr, Dtype::float32, 10, 1.0f), "tensor_ops fill: dst is a null pointer with 10 elements",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(ops.fill(f.data(), Dtype::float32, -1, 1.0f), "tensor_ops fill: n = -1 is negative",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(ops.scale(f.data(), Dtype::float32, nullptr, Dtype::float32, 5, 2.0f),
+                       "tensor_ops scale: src is a null pointer with 5 elements", accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(ops.scale(f.data() + 1, Dtype::float32, f.data(), Dtype::float32, 100, 2.0f),
+                       doctest::Contains("tensor_ops scale: dst overlaps src (100 elements, float32 from float32)"),
+                       accel::InvalidArgumentError);
+  // a narrowing cast onto its own source: each bf16 write would land on a float not yet read
+  CHECK_THROWS_WITH_AS(ops.cast(f.data(), Dtype::bfloat16, f.data(), Dtype::float32, 100),
+                       doctest::Contains("only exactly in place between dtypes of one size is allowed"),
+                       accel::InvalidArgumentError);
+  CHECK(f == before);
+  float total = 0;
+  const TensorRef one{f.data(), 4, Dtype::float32};
+  CHECK_THROWS_WITH_AS(ops.l2norm(std::span(&one, 1), nullptr), "tensor_ops l2norm: total is null", accel::InvalidArgumentError);
+  ops.l2norm(std::span(&one, 1), &total);
+  CHECK(total == doctest::Approx(std::sqrt(4 * 2.5 * 2.5)));
+  ops.scale(f.data(), Dtype::float32, f.data(), Dtype::float32, 1001, 2.0f);  // exactly in place: allowed
+  CHECK(f[1000] == 5.0f);
+  ops.fill(nullptr, Dtype::float32, 0, 1.0f);  // nothing to write: no pointer needed
+  // the stream forms check when called, not in the task
+  accel::cpu::Stream stream;
+  CHECK_THROWS_WITH_AS(ops_test::tensor_ops().fill(stream, nullptr, Dtype::float32, 10, 1.0f),
+                       "tensor_ops fill: dst is a null pointer with 10 elements", accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(ops_test::tensor_ops().cast(stream, f.data() + 2, Dtype::float32, f.data(), Dtype::float32, 10),
+                       doctest::Contains("dst overlaps src"), accel::InvalidArgumentError);
+  stream.synchronize();  // nothing failed on the stream
 }
 
 TEST_CASE("cpu tensor ops: multi-tensor L2 norm (float64 reference, thread-count independent)") {

@@ -94,7 +94,7 @@ class TensorOpsOp {
   [[nodiscard]] int num_threads() const noexcept { return impl_->num_threads(); }
 
   void fill(StreamRef s, void* dst, Dtype dtype, std::int64_t n, float value) const {
-    ops::detail::check_float_dtype("fill", dtype);
+    ops::detail::check_fill(dst, dtype, n);
     s.enqueue([impl = impl_, dst, dtype, n, value] { impl->fill(dst, dtype, n, value); });
   }
   void cast(StreamRef s, void* dst, Dtype dst_dtype, const void* src, Dtype src_dtype, std::int64_t n) const {
@@ -102,22 +102,21 @@ class TensorOpsOp {
   }
   void scale(StreamRef s, void* dst, Dtype dst_dtype, const void* src, Dtype src_dtype, std::int64_t n,
              float factor) const {
-    ops::detail::check_float_dtype("scale", dst_dtype);
-    ops::detail::check_float_dtype("scale", src_dtype);
+    ops::detail::check_scale(dst, dst_dtype, src, src_dtype, n);
     s.enqueue([impl = impl_, dst, dst_dtype, src, src_dtype, n, factor] {
       impl->scale(dst, dst_dtype, src, src_dtype, n, factor);
     });
   }
   /// Writes the total norm to *total and, if given, each tensor's norm to per_tensor[i], in stream order.
   void l2norm(StreamRef s, std::span<const ops::TensorRef> tensors, float* total, float* per_tensor = nullptr) const {
-    if (total == nullptr) throw InvalidArgumentError("tensor_ops l2norm: total is null");
+    ops::detail::check_output("l2norm", "total", total);
     s.enqueue([impl = impl_, t = ops::detail::tensor_refs("l2norm", tensors), total, per_tensor] {
       impl->run_l2norm(t, total, per_tensor);
     });
   }
   /// Writes 1 to *flag when every element is finite, else 0, in stream order.
   void all_finite(StreamRef s, std::span<const ops::TensorRef> tensors, int* flag) const {
-    if (flag == nullptr) throw InvalidArgumentError("tensor_ops all_finite: flag is null");
+    ops::detail::check_output("all_finite", "flag", flag);
     s.enqueue([impl = impl_, t = ops::detail::tensor_refs("all_finite", tensors), flag] {
       impl->run_all_finite(t, flag);
     });

@@ -152,7 +152,7 @@ class TensorOpsOp {
   }
 
   void fill(StreamRef s, void* dst, Dtype dtype, std::int64_t n, float value) const {
-    ops::detail::check_float_dtype("fill", dtype);
+    ops::detail::check_fill(dst, dtype, n);
     detail::check_stream_device(k_, s, "tensor_ops fill");
     if (n == 0) return;
     int code = ops::abi::code(dtype);
@@ -165,8 +165,7 @@ class TensorOpsOp {
   }
   void scale(StreamRef s, void* dst, Dtype dst_dtype, const void* src, Dtype src_dtype, std::int64_t n,
              float factor) const {
-    ops::detail::check_float_dtype("scale", dst_dtype);
-    ops::detail::check_float_dtype("scale", src_dtype);
+    ops::detail::check_scale(dst, dst_dtype, src, src_dtype, n);
     detail::check_stream_device(k_, s, "tensor_ops scale");
     if (n == 0) return;
     int dc = ops::abi::code(dst_dtype), sc = ops::abi::code(src_dtype);
@@ -176,6 +175,7 @@ class TensorOpsOp {
   }
   /// *total (device float) = the L2 norm of all tensors; per_tensor (device, optional) each tensor's.
   void l2norm(StreamRef s, std::span<const ops::TensorRef> tensors, float* total, float* per_tensor = nullptr) const {
+    ops::detail::check_output("l2norm", "total", total);
     detail::check_stream_device(k_, s, "tensor_ops l2norm");
     const std::vector<ops::abi::TensorRef> refs = ops::detail::tensor_refs("l2norm", tensors);
     long long all_chunks = 0;
@@ -219,6 +219,7 @@ class TensorOpsOp {
   }
   /// *flag (device int) = 1 when every element is finite, else 0.
   void all_finite(StreamRef s, std::span<const ops::TensorRef> tensors, int* flag) const {
+    ops::detail::check_output("all_finite", "flag", flag);
     detail::check_stream_device(k_, s, "tensor_ops all_finite");
     const std::vector<ops::abi::TensorRef> refs = ops::detail::tensor_refs("all_finite", tensors);
     detail::check_cu(detail::module_api().memset_d32_async(reinterpret_cast<CUdeviceptr>(flag), 1, 1,

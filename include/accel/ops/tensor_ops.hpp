@@ -37,6 +37,40 @@ inline void check_float_dtype(const char* op, Dtype d) {
                                std::string(name(d)));
   }
 }
+inline void check_elements(const char* op, const char* name, const void* p, std::int64_t n) {
+  if (n < 0) throw InvalidArgumentError(std::string("tensor_ops ") + op + ": n = " + std::to_string(n) + " is negative");
+  if (n > 0 && p == nullptr) {
+    throw InvalidArgumentError(std::string("tensor_ops ") + op + ": " + name + " is a null pointer with " +
+                               std::to_string(n) + " elements");
+  }
+}
+/// fill's arguments: a float dtype, n >= 0, dst given when n > 0.
+inline void check_fill(const void* dst, Dtype dtype, std::int64_t n) {
+  check_float_dtype("fill", dtype);
+  check_elements("fill", "dst", dst, n);
+}
+/// scale's (and cast's): as fill's for both, and no overlap but exactly in place between dtypes of one
+/// size (each element is read before it is written; any other overlap reads what was just written).
+inline void check_scale(const void* dst, Dtype dst_dtype, const void* src, Dtype src_dtype, std::int64_t n) {
+  check_float_dtype("scale", dst_dtype);
+  check_float_dtype("scale", src_dtype);
+  check_elements("scale", "dst", dst, n);
+  check_elements("scale", "src", src, n);
+  if (n == 0) return;
+  const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+  const auto dst_bytes = static_cast<std::uintptr_t>(n) * size_of(dst_dtype);
+  const auto src_bytes = static_cast<std::uintptr_t>(n) * size_of(src_dtype);
+  const bool in_place = d == s && size_of(dst_dtype) == size_of(src_dtype);
+  if (!in_place && d < s + src_bytes && s < d + dst_bytes) {
+    throw InvalidArgumentError("tensor_ops scale: dst overlaps src (" + std::to_string(n) + " elements, " +
+                               std::string(name(dst_dtype)) + " from " + std::string(name(src_dtype)) +
+                               "): only exactly in place between dtypes of one size is allowed");
+  }
+}
+/// A result pointer (l2norm's total, all_finite's flag).
+inline void check_output(const char* op, const char* name, const void* p) {
+  if (p == nullptr) throw InvalidArgumentError(std::string("tensor_ops ") + op + ": " + name + " is null");
+}
 [[nodiscard]] inline std::vector<abi::TensorRef> tensor_refs(const char* op, std::span<const TensorRef> tensors) {
   std::vector<abi::TensorRef> out;
   out.reserve(tensors.size());
@@ -71,21 +105,22 @@ class HostTensorOps {
   [[nodiscard]] int num_threads() const noexcept { return threads_; }
 
   void fill(void* dst, Dtype dtype, std::int64_t n, float value) const {
-    detail::check_float_dtype("fill", dtype);
+    detail::check_fill(dst, dtype, n);
     check(fill_(dst, abi::code(dtype), n, value, threads_), "fill");
   }
   void cast(void* dst, Dtype dst_dtype, const void* src, Dtype src_dtype, std::int64_t n) const {
     scale(dst, dst_dtype, src, src_dtype, n, 1.0f);
   }
   void scale(void* dst, Dtype dst_dtype, const void* src, Dtype src_dtype, std::int64_t n, float s) const {
-    detail::check_float_dtype("scale", dst_dtype);
-    detail::check_float_dtype("scale", src_dtype);
+    detail::check_scale(dst, dst_dtype, src, src_dtype, n);
     check(scale_(dst, abi::code(dst_dtype), src, abi::code(src_dtype), n, s, threads_), "scale");
   }
   void l2norm(std::span<const TensorRef> tensors, float* total, float* per_tensor = nullptr) const {
+    detail::check_output("l2norm", "total", total);
     run_l2norm(detail::tensor_refs("l2norm", tensors), total, per_tensor);
   }
   void all_finite(std::span<const TensorRef> tensors, int* flag) const {
+    detail::check_output("all_finite", "flag", flag);
     run_all_finite(detail::tensor_refs("all_finite", tensors), flag);
   }
 
