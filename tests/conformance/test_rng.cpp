@@ -19,6 +19,8 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <cmath>
+#include <string>
 #include <vector>
 
 namespace {
@@ -209,6 +211,21 @@ TEST_CASE_TEMPLATE_DEFINE("rng: fills equal accel::rng at the reserved offsets, 
     const auto before = b.get_rng_state(dev);
     b.fill_uniform(s, a.data(), 0);
     CHECK(b.get_rng_state(dev) == before);
+
+    // A negative, NaN or infinite stddev (or a non-finite mean) is refused, naming it, and the
+    // generator does not move (torch's normal_ refuses std < 0; NaN would fill silently).
+    const std::string backend(b.device_type() == accel::DeviceType::cpu ? "cpu" : "cuda");
+    CHECK_THROWS_WITH_AS(b.fill_normal(s, nf.data(), nf.size(), 0.0f, -1.0f),
+                         (backend + " fill_normal: stddev = -1 must be finite and >= 0").c_str(),
+                         accel::InvalidArgumentError);
+    CHECK_THROWS_WITH_AS(b.fill_normal(s, nd.data(), nd.size(), 0.0, std::nan("")),
+                         (backend + " fill_normal: stddev = nan must be finite and >= 0").c_str(),
+                         accel::InvalidArgumentError);
+    CHECK_THROWS_WITH_AS(b.fill_normal(s, nf.data(), nf.size(), std::numeric_limits<float>::infinity(), 1.0f),
+                         (backend + " fill_normal: mean = inf must be finite").c_str(), accel::InvalidArgumentError);
+    CHECK(b.get_rng_state(dev) == before);
+    b.fill_normal(s, nf.data(), nf.size(), 5.0f, 0.0f);  // stddev 0: every value is the mean
+    for (const float x : to_host(b, s, nf)) REQUIRE(x == 5.0f);
   }
 }
 

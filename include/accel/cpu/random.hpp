@@ -13,6 +13,7 @@
 #include <accel/cpu/stream.hpp>
 #include <accel/random/fill.hpp>
 #include <accel/random/default_generators.hpp>
+#include <accel/random/detail/normal_parameters.hpp>
 #include <accel/random/generator.hpp>
 
 #include <array>
@@ -72,6 +73,7 @@ struct BasicRandom : DefaultGenerators<Devices> {
   }
   static void fill_normal(StreamRef s, float* p, std::size_t n, float mean, float stddev, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_normal");
+    rng::detail::check_normal_parameters("cpu", mean, stddev);
     enqueue_fill(s, n, g, false, [p, n, mean, stddev](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_normal(std::span<float>(p, n), seed, offset, mean, stddev);
     });
@@ -81,6 +83,7 @@ struct BasicRandom : DefaultGenerators<Devices> {
   }
   static void fill_normal(StreamRef s, double* p, std::size_t n, double mean, double stddev, Generator& g) {
     detail::check_fill_pointer(p, n, "fill_normal");
+    rng::detail::check_normal_parameters("cpu", mean, stddev);
     enqueue_fill(s, n, g, true, [p, n, mean, stddev](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_normal(std::span<double>(p, n), seed, offset, mean, stddev);
     });

@@ -30,6 +30,7 @@
 #include <accel/cuda/detail/random_fill.hpp>
 #include <accel/cuda/stream.hpp>
 #include <accel/random/default_generators.hpp>
+#include <accel/random/detail/normal_parameters.hpp>
 #include <accel/random/generator.hpp>
 
 #include <cstddef>
@@ -45,6 +46,9 @@ namespace detail {
 inline void generator_fill(StreamRef s, RandomFillKind kind, void* out, std::size_t n, Generator& g, bool wide,
                            const char* what, double mean = 0.0, double stddev = 1.0) {
   check_fill_pointer(out, n, what);
+  if (kind == RandomFillKind::normal_float || kind == RandomFillKind::normal_double) {
+    rng::detail::check_normal_parameters("cuda", mean, stddev);
+  }
   if (n == 0) return;
   const RandomFillOp& op = random_fill_op(s.device_index());
   if (const std::uint64_t* slot = capture_random_draw(s, g, n, wide)) {
