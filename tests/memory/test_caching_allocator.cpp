@@ -525,10 +525,12 @@ TEST_CASE("CachingAllocator: a memory fraction caps reserved bytes") {
   CHECK(r == q);
   a->free(r);
   a->free(p);
-  for (const auto& [bad, shown] : {std::pair{0.0, "(0)"}, std::pair{-0.5, "(-0.5)"}, std::pair{1.5, "(1.5)"},
-                                   std::pair{std::numeric_limits<double>::quiet_NaN(), "(nan)"}, std::pair{-1e-9, "(-1e-09)"}}) {
+  for (const auto& value_and_text : {std::pair{0.0, "(0)"}, std::pair{-0.5, "(-0.5)"}, std::pair{1.5, "(1.5)"},
+                                     std::pair{std::numeric_limits<double>::quiet_NaN(), "(nan)"},
+                                     std::pair{-1e-9, "(-1e-09)"}}) {
+    const double bad = value_and_text.first;  // not a structured binding: clang 14 cannot capture one
     CAPTURE(bad);
-    const std::string call = std::string("set_per_process_memory_fraction") + shown;
+    const std::string call = std::string("set_per_process_memory_fraction") + value_and_text.second;
     CHECK_THROWS_WITH_AS(a->set_memory_fraction(bad), doctest::Contains(call.c_str()),
                          accel::InvalidArgumentError);  // the value as given, then the rule
     CHECK_THROWS_WITH_AS(a->set_memory_fraction(bad), doctest::Contains("the fraction must be in (0, 1]"),
