@@ -165,6 +165,11 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_strided_batched: spaced batches, a shared operan
       check_bits(run<float>(be, s, p, true), p.expected(), describe(p) + " stride_b=0");
     }
   }
+  // C matrices side by side in each row (heads interleaved in a [T, heads x n] array): stride_c = n,
+  // ldc = batch x n (+ padding); legal, and each matrix lands in its own columns.
+  Problem side(Trans::no, Trans::yes, 4, 3, 5, 1.0f, 0.5f, 8, 3);  // ldc = 3 + 8 = 11 >= 2 x 3 + 3
+  side.stride_c = 3;
+  check_bits(run<float>(be, s, side, true), side.expected(), describe(side) + " side by side");
   // batch 1 through the batched call equals gemm; batch 0 changes nothing.
   Problem one(Trans::no, Trans::yes, 5, 7, 3, 1.0f, 1.0f, 1, 1);
   check_bits(run<float>(be, s, one, true), one.expected(), "batch 1");
@@ -326,6 +331,14 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bad arguments are InvalidArgumentErrors naming 
                      "stride_b");
   BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 24, pb, 5, 30, 1.0f, pc, 5, -20, 2),
                      "stride_c");
+  // C matrices that share elements (written at once: a race on the CPU, undefined in cuBLAS) are
+  // refused; A and B may be shared (stride 0)
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 0, pb, 5, 0, 1.0f, pc, 5, 0, 2),
+                     "stride_c = 0 makes the batch's C matrices overlap: one C spans 20 elements");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 24, pb, 5, 30, 1.0f, pc, 5, 19, 2),
+                     "stride_c = 19 makes the batch's C matrices overlap");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 2, 2, 6, 1.0f, pa, 6, 12, pb, 2, 12, 1.0f, pc, 4, 3, 2),
+                     "stride_c >= n = 2 and (batch_count - 1) x stride_c + n <= ldc = 4");  // 3 + 2 > 4
   // The message names the call and the stream's backend and device.
   try {
     gemm(be, s, N, N, -1, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5);

@@ -124,6 +124,23 @@ void check_sizes(const Call& call, const GemmArgs<T>& g, bool batched) {
                         (x.t == Trans::yes ? ", transposed" : "") + ")");
     }
   }
+  // The batch's C matrices are written at once (threads, CUDA blocks): they must not share an
+  // element. A and B may (stride 0 broadcasts one matrix to the batch). Two layouts keep them apart:
+  // one after another (stride_c >= the span of one C) or side by side in each row (stride_c >= n and
+  // the last one's columns end within ldc, as heads interleaved in a [T, heads x n] array).
+  if (batched && g.batch > 1 && g.m > 0 && g.n > 0) {
+    std::int64_t span_c = 0, row_end = 0;
+    const bool stacked = !__builtin_mul_overflow(g.m - 1, g.ldc, &span_c) &&
+                         !__builtin_add_overflow(span_c, g.n, &span_c) && g.stride_c >= span_c;
+    const bool side_by_side = g.stride_c >= g.n && !__builtin_mul_overflow(g.batch - 1, g.stride_c, &row_end) &&
+                              !__builtin_add_overflow(row_end, g.n, &row_end) && row_end <= g.ldc;
+    if (!stacked && !side_by_side) {
+      invalid(call, "stride_c = " + std::to_string(g.stride_c) + " makes the batch's C matrices overlap: one C spans " +
+                        std::to_string(span_c) + " elements ((m - 1) x ldc + n); side by side in a row they need " +
+                        "stride_c >= n = " + std::to_string(g.n) + " and (batch_count - 1) x stride_c + n <= ldc = " +
+                        std::to_string(g.ldc));
+    }
+  }
 }
 
 /// A null pointer is refused where an element would be read or written.
