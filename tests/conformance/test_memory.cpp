@@ -378,6 +378,12 @@ TEST_CASE_TEMPLATE_DEFINE("memory: copy_async copies in stream order; a null poi
   CHECK_THROWS_WITH_AS(b.copy_async(stream, device.data(), nullptr, 64), "copy_async: null source for 64 bytes",
                        accel::InvalidArgumentError);
   b.copy_async(stream, nullptr, nullptr, 0);  // zero bytes: nothing to check, nothing to do
+  // Partly overlapping ranges are refused (undefined for memcpy and cudaMemcpyAsync), either way round.
+  CHECK_THROWS_WITH_AS(b.copy_async(stream, source.data() + 8, source.data(), 64), doctest::Contains("partly overlap (64 bytes"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(b.copy_async(stream, source.data(), source.data() + 1, 64), doctest::Contains("partly overlap"),
+                       accel::InvalidArgumentError);
+  b.copy_async(stream, source.data(), source.data(), 64);  // onto itself: allowed, the bytes stay
   b.copy_async(stream, device.data(), source.data(), device.bytes());
   b.copy_async(stream, copy.data(), device.data(), device.bytes());
   b.copy_async(stream, back.data(), copy.data(), copy.bytes());

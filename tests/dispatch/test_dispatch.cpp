@@ -318,8 +318,8 @@ TEST_CASE("an AnyEvent follows the stream it records on; a failed re-creation ke
   CHECK_THROWS_WITH_AS(cpu.current_stream().wait_stream(fake.current_stream()),
                        "wait_stream: a mock handle was used with a cpu stream; handles of different backends do not mix",
                        accel::InvalidArgumentError);
-  CHECK_THROWS_WITH_AS(cpu.set_stream(fake.current_stream()),
-                       "stream argument: a mock handle was used with a cpu stream; handles of different backends do not mix",
+  CHECK_THROWS_WITH_AS(cpu.set_stream(fake.current_stream()),  // the backend is the cpu, the stream the mock's
+                       "stream argument: a cpu handle was used with a mock stream; handles of different backends do not mix",
                        accel::InvalidArgumentError);
 }
 

@@ -369,7 +369,10 @@ TEST_CASE("adam_hparams and adam_tensors: the kernel's arguments, and every bad 
   CHECK(tensor_error(x, o, {}) == "fused_adam: tensor 1: numel is negative");
   x = full;
   x.exp_avg_sq = nullptr;
-  CHECK(tensor_error(x, o, {}) == "fused_adam: tensor 1: param, grad, exp_avg and exp_avg_sq must all be given");
+  CHECK(tensor_error(x, o, {}) == "fused_adam: tensor 1: exp_avg_sq is null (numel 4)");
+  x = full;
+  x.grad = nullptr;
+  CHECK(tensor_error(x, o, {}) == "fused_adam: tensor 1: grad is null (numel 4)");
   x = full;
   x.max_exp_avg_sq = nullptr;
   CHECK(tensor_error(x, o, {}) == "no error");

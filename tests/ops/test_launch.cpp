@@ -204,4 +204,9 @@ TEST_CASE("LaunchShape: linear covers n items with whole blocks (at least one), 
   CHECK(b.shared_bytes == 48 * 1024);
   CHECK(b.threads == 2);
   CHECK((b.grid[1] == 1 && b.block[1] == 1));
+  CHECK_THROWS_WITH_AS((void)accel::ops::LaunchShape::linear(100, 0), "LaunchShape::linear: block must be > 0",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)accel::ops::LaunchShape::linear(std::int64_t{1} << 40, 256),
+                       doctest::Contains("need 4294967296 blocks, more than a grid holds"), accel::InvalidArgumentError);
+  CHECK(accel::ops::LaunchShape::linear(std::int64_t{2147483647} * 256, 256).grid[0] == 2147483647u);
 }

@@ -304,6 +304,7 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices>,
   static void copy_async(StreamRef stream, void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
     accel::detail::check_copy_arguments(dst, src, bytes);
+    if (dst == src) return;  // onto itself: the bytes are there already (memcpy's restrict forbids the call)
     stream.enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
   }
 

@@ -395,6 +395,7 @@ struct Memory : AllocatorStatistics<Memory, Devices>,
   static void copy_async(StreamRef stream, void* dst, const void* src, std::size_t bytes) {
     if (bytes == 0) return;
     accel::detail::check_copy_arguments(dst, src, bytes);
+    if (dst == src) return;  // onto itself: the bytes are there already (memcpy's restrict forbids the call)
     const detail::LegacyStreamScope scope(stream.get(), stream.device_index());
     ACCEL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.get()));
   }

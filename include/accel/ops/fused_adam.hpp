@@ -29,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace accel::ops {
@@ -122,8 +123,11 @@ struct AdamDtypes {
     const std::string which = "fused_adam: tensor " + std::to_string(i) + ": ";
     if (t.numel < 0) throw InvalidArgumentError(which + "numel is negative");
     if (t.numel > 0) {
-      if (t.param == nullptr || t.grad == nullptr || t.exp_avg == nullptr || t.exp_avg_sq == nullptr) {
-        throw InvalidArgumentError(which + "param, grad, exp_avg and exp_avg_sq must all be given");
+      for (const auto& [name, pointer] : {std::pair<const char*, const void*>{"param", t.param}, {"grad", t.grad},
+                                          {"exp_avg", t.exp_avg}, {"exp_avg_sq", t.exp_avg_sq}}) {
+        if (pointer == nullptr) {
+          throw InvalidArgumentError(which + name + " is null (numel " + std::to_string(t.numel) + ")");
+        }
       }
       if (o.amsgrad && t.max_exp_avg_sq == nullptr) throw InvalidArgumentError(which + "amsgrad needs max_exp_avg_sq");
       if (d.model_copy && t.model_copy == nullptr) {

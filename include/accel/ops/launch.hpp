@@ -50,9 +50,17 @@ struct LaunchShape {
   int threads = 0;  ///< host kernels: OpenMP threads (0: the kernel's default)
 
   /// A one-dimensional grid of `block`-thread blocks covering n items (at least one block).
-  [[nodiscard]] static constexpr LaunchShape linear(std::int64_t n, std::uint32_t block, int threads = 0) noexcept {
+  /// InvalidArgumentError for block 0, and for more blocks than a grid dimension holds (2^31 - 1, CUDA's
+  /// limit in x): a truncated count would leave items uncovered without a word.
+  [[nodiscard]] static constexpr LaunchShape linear(std::int64_t n, std::uint32_t block, int threads = 0) {
+    if (block == 0) throw InvalidArgumentError("LaunchShape::linear: block must be > 0");
     LaunchShape s;
-    const std::int64_t blocks = n <= 0 ? 1 : (n + block - 1) / block;
+    const std::int64_t blocks = n <= 0 ? 1 : n / block + (n % block != 0 ? 1 : 0);  // no n + block - 1 overflow
+    if (blocks > 2147483647) {
+      throw InvalidArgumentError("LaunchShape::linear: " + std::to_string(n) + " items in blocks of " +
+                                 std::to_string(block) + " need " + std::to_string(blocks) +
+                                 " blocks, more than a grid holds (2^31 - 1)");
+    }
     s.grid[0] = static_cast<std::uint32_t>(blocks);
     s.block[0] = block;
     s.threads = threads;

@@ -50,7 +50,8 @@ template <template <class...> class Part, class... Bs, class F>
 template <template <class...> class Part, class... Bs, class F>
 [[gnu::always_inline]] inline decltype(auto) on_stream(const Part<Bs...>& part, const AnyStreamRef<Bs...>& s, F&& f) {
   const BasicAnyBackend<Bs...>& any = any_of(part);
-  if (s.index() != any.index()) throw_backend_mismatch("stream argument", any.name(), s.backend_name());
+  // (call, the stream's backend, the other handle's): here the other handle is the backend itself
+  if (s.index() != any.index()) throw_backend_mismatch("stream argument", s.backend_name(), any.name());
   return visit_indexed(any.variant(),
                        [&](auto i, auto b) -> decltype(auto) { return f(b, get_unchecked<i()>(s.variant())); });
 }
