@@ -172,6 +172,30 @@ TEST_CASE("DeviceSpan: the view's size and bounds, first, subspan's edges, the r
                 "a writable span of a const buffer must not compile");
 }
 
+TEST_CASE("a buffer of another device than the stream's is refused, naming both; a span is the caller's word") {
+  if (accel::cpu::Devices::device_count() < 2) {
+    MESSAGE("SKIPPED: needs ACCEL_CPU_DEVICE_COUNT=2 (the test_algo_cpu_2dev run)");
+    return;
+  }
+  accel::cpu::Stream on0(0), on1(1);
+  CpuBuffer<std::int32_t> b0(16, on0), b1(16, on1);
+  algo::fill(on0, b0, 1);
+  algo::fill(on1, b1, 2);
+  const std::string expected = "accel::algo::fill (cpu:0): out is a buffer of device 1, not the stream's device 0";
+  CHECK_THROWS_WITH_AS(algo::fill(on0, b1, 3), expected.c_str(), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(algo::transform(on0, b1, b0, std::negate<>{}),
+                       "accel::algo::transform (cpu:0): in is a buffer of device 1, not the stream's device 0",
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)algo::reduce_sync(on1, b0), doctest::Contains("in is a buffer of device 0, not the stream's device 1"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(algo::sort(on1, b0), doctest::Contains("data is a buffer of device 0"), accel::InvalidArgumentError);
+  on0.synchronize();
+  on1.synchronize();
+  CHECK(std::all_of(b1.span().begin(), b1.span().end(), [](std::int32_t x) { return x == 2; }));  // unchanged
+  algo::fill(on0, algo::DeviceSpan<std::int32_t, CpuBackend>(b0.data(), 16), 5);  // a span: not checked
+  CHECK(algo::reduce_sync(on0, b0, std::int64_t{0}) == 80);
+}
+
 TEST_CASE("transform: unary (with a cast), in place, binary") {
   accel::cpu::Stream s;
   for (std::size_t n : sizes) {

@@ -16,7 +16,7 @@ namespace accel::algo {
 template <detail::OutputRange Out>
 void fill(detail::stream_t<Out> stream, Out&& out, const detail::value_t<Out>& value) {
   using B = detail::backend_t<Out>;
-  const auto o = detail::as_span(out);
+  const auto o = detail::span_on("fill", stream, "out", out);
   if (o.empty()) return;
   detail::Launcher<B>::run("fill", stream, [p = o.data(), n = o.size(), value](auto& policy) {
     thrust::fill_n(policy, p, n, value);

@@ -20,7 +20,7 @@ namespace accel::algo {
 template <detail::Range Data, class Function>
 void for_each_n(detail::stream_t<Data> stream, Data&& data, std::size_t n, Function f) {
   using B = detail::backend_t<Data>;
-  const auto d = detail::as_span(data);
+  const auto d = detail::span_on("for_each_n", stream, "data", data);
   if (n > d.size()) [[unlikely]] {
     detail::invalid<B>("for_each_n", stream,
                        "n = " + std::to_string(n) + " but data holds " + detail::elements(d.size()));

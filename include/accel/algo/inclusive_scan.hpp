@@ -23,8 +23,8 @@ template <detail::Range In, detail::OutputRange Out, class BinaryOp = ::cuda::st
   requires std::same_as<detail::backend_t<In>, detail::backend_t<Out>>
 void inclusive_scan(detail::stream_t<Out> stream, In&& in, Out&& out, BinaryOp op = {}) {
   using B = detail::backend_t<Out>;
-  const auto i = detail::as_span(in);
-  const auto o = detail::as_span(out);
+  const auto i = detail::span_on("inclusive_scan", stream, "in", in);
+  const auto o = detail::span_on("inclusive_scan", stream, "out", out);
   detail::require_capacity<B>("inclusive_scan", stream, "out", o.size(), "in", i.size());
   detail::require_elementwise<B>("inclusive_scan", stream, "out", o.data(), "in", i.data(), i.size());
   if (i.empty()) return;

@@ -62,8 +62,8 @@ template <detail::Range In, detail::OutputRange Out, class T = detail::value_t<I
   requires std::same_as<detail::backend_t<In>, detail::backend_t<Out>>
 void reduce(detail::stream_t<In> stream, In&& in, Out&& out, T init = T{}, BinaryOp op = {}) {
   using B = detail::backend_t<In>;
-  const auto i = detail::as_span(in);
-  const auto o = detail::as_span(out);
+  const auto i = detail::span_on("reduce", stream, "in", in);
+  const auto o = detail::span_on("reduce", stream, "out", out);
   if (o.empty()) [[unlikely]] {
     detail::invalid<B>("reduce", stream, "out is empty: the result needs 1 element");
   }

@@ -57,7 +57,7 @@ template <detail::OutputRange Data>
 void sort(detail::stream_t<Data> stream, Data&& data) {
   using B = detail::backend_t<Data>;
   using T = detail::value_t<Data>;
-  const auto d = detail::as_span(data);
+  const auto d = detail::span_on("sort", stream, "data", data);
   if (d.size() < 2) return;
   detail::Launcher<B>::run("sort", stream, [p = d.data(), n = d.size()](auto& policy) {
     if constexpr (detail::host_int_radix_workaround<B, T>) {
@@ -72,7 +72,7 @@ template <detail::OutputRange Data, class Compare>
 void sort(detail::stream_t<Data> stream, Data&& data, Compare comp) {
   using B = detail::backend_t<Data>;
   using T = detail::value_t<Data>;
-  const auto d = detail::as_span(data);
+  const auto d = detail::span_on("sort", stream, "data", data);
   if (d.size() < 2) return;
   detail::Launcher<B>::run("sort", stream, [p = d.data(), n = d.size(), comp = std::move(comp)](auto& policy) {
     if constexpr (detail::host_int_radix_workaround<B, T> && std::is_same_v<Compare, thrust::less<int>>) {

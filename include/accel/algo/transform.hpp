@@ -24,8 +24,8 @@ template <detail::Range In, detail::OutputRange Out, class UnaryOp>
   requires std::same_as<detail::backend_t<In>, detail::backend_t<Out>>
 void transform(detail::stream_t<Out> stream, In&& in, Out&& out, UnaryOp op) {
   using B = detail::backend_t<Out>;
-  const auto i = detail::as_span(in);
-  const auto o = detail::as_span(out);
+  const auto i = detail::span_on("transform", stream, "in", in);
+  const auto o = detail::span_on("transform", stream, "out", out);
   detail::require_capacity<B>("transform", stream, "out", o.size(), "in", i.size());
   detail::require_elementwise<B>("transform", stream, "out", o.data(), "in", i.data(), i.size());
   if (i.empty()) return;
@@ -40,9 +40,9 @@ template <detail::Range In1, detail::Range In2, detail::OutputRange Out, class B
            std::same_as<detail::backend_t<In2>, detail::backend_t<Out>>
 void transform(detail::stream_t<Out> stream, In1&& in1, In2&& in2, Out&& out, BinaryOp op) {
   using B = detail::backend_t<Out>;
-  const auto a = detail::as_span(in1);
-  const auto b = detail::as_span(in2);
-  const auto o = detail::as_span(out);
+  const auto a = detail::span_on("transform", stream, "in1", in1);
+  const auto b = detail::span_on("transform", stream, "in2", in2);
+  const auto o = detail::span_on("transform", stream, "out", out);
   detail::require_same_size<B>("transform", stream, "in1", a.size(), "in2", b.size());
   detail::require_capacity<B>("transform", stream, "out", o.size(), "in1", a.size());
   detail::require_elementwise<B>("transform", stream, "out", o.data(), "in1", a.data(), a.size());

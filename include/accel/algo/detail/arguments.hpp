@@ -67,11 +67,6 @@ using span_t = DeviceSpan<typename traits_of<R>::element, backend_t<R>>;
 template <Range R>
 using stream_t = typename backend_t<R>::StreamRef;
 
-template <Range R>
-[[nodiscard]] span_t<R> as_span(R&& range) noexcept {
-  return span_t<R>(range);
-}
-
 // ---- checks --------------------------------------------------------------------------------------
 
 /// "accel::algo::transform (cuda:0)"
@@ -88,6 +83,26 @@ template <class B>
 }
 
 inline std::string elements(std::size_t n) { return std::to_string(n) + (n == 1 ? " element" : " elements"); }
+
+template <class R>
+inline constexpr bool is_buffer = false;
+template <class T, class B>
+inline constexpr bool is_buffer<Buffer<T, B>> = true;
+
+/// The range as a span, after checking that a Buffer lives on the stream's device (a span carries no
+/// device: the caller vouches for it). Elsewhere the kernel would run on one device against another's
+/// memory: an illegal address on CUDA, a silent cross-device use on the CPU.
+template <Range R>
+[[nodiscard]] span_t<R> span_on(const char* algorithm, stream_t<R> stream, const char* name, R&& range) {
+  if constexpr (is_buffer<std::remove_cvref_t<R>>) {
+    if (!range.empty() && range.device_index() != stream.device_index()) [[unlikely]] {
+      invalid<backend_t<R>>(algorithm, stream,
+                            std::string(name) + " is a buffer of device " + std::to_string(range.device_index()) +
+                                ", not the stream's device " + std::to_string(stream.device_index()));
+    }
+  }
+  return span_t<R>(range);
+}
 
 /// `out` must hold at least `needed` elements (the size of `input`).
 template <class B>
