@@ -294,6 +294,14 @@ TEST_CASE_TEMPLATE_DEFINE("memory: device totals and pinned host memory", B, mem
   CHECK(b.unpin_memory(host.data()));
   CHECK_FALSE(b.is_pinned(host.data()));
   CHECK_FALSE(b.unpin_memory(host.data()));  // not pinned any more
+  // Refusals name the range, in one wording on every backend.
+  CHECK_THROWS_WITH_AS(b.pin_memory(host.data(), 0), doctest::Contains(", 0 bytes): the range is empty"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(b.pin_memory(nullptr, 64), doctest::Contains(", 64 bytes): the range is empty"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(b.pin_memory(host.data(), ~std::size_t{0}), doctest::Contains("the range wraps around the address space"),
+                       accel::InvalidArgumentError);
+  CHECK_FALSE(b.is_pinned(host.data()));
 }
 
 // host_alloc and its siblings are not in MemoryApi (AnyBackend lacks them) but both backends have them,

@@ -117,6 +117,17 @@ class Graph {
                               ", which is capturing: a replay recorded into another graph may not record events "
                               "on the CPU backend");
     }
+    // What can still refuse the replay comes before what it consumes (the counters' numbers, the
+    // generators' offsets), so a refused replay consumes nothing: first the wait for the previous one
+    // (a wait cycle throws), then the random draws (an offset overflow throws), then the counts.
+    if (last_replay_.stream() != nullptr && last_replay_.stream() != &s && !last_replay_.done()) {
+      s.wait_for(last_replay_);  // replays of one graph run one after another
+    }
+    const std::size_t draws = body_->draws.size();
+    std::unique_ptr<detail::GraphReplayTask::Position[]> positions;
+    detail::GraphReplayTask::Position first_position{};
+    if (draws > 1) positions = std::make_unique<detail::GraphReplayTask::Position[]>(draws);
+    reserve_graph_draws(body_->draws.data(), draws, draws > 1 ? positions.get() : &first_position);
     std::optional<detail::ReplayEventBatch> events;  // this replay's records of the graph's external events
     if (!body_->event_records.empty()) events.emplace(*body_);
     std::unique_ptr<detail::ReplayRecords> records = events ? events->task_records() : nullptr;
@@ -137,13 +148,7 @@ class Graph {
       if (!records) records = std::make_unique<detail::ReplayRecords>();
       records->owner = body_;
     }
-    detail::GraphReplayTask task{body_.get(), {}, nullptr, std::move(records)};
-    const std::size_t draws = body_->draws.size();
-    if (draws > 1) task.positions = std::make_unique<detail::GraphReplayTask::Position[]>(draws);
-    reserve_graph_draws(body_->draws.data(), draws, draws > 1 ? task.positions.get() : &task.first_position);
-    if (last_replay_.stream() != nullptr && last_replay_.stream() != &s && !last_replay_.done()) {
-      s.wait_for(last_replay_);  // replays of one graph run one after another
-    }
+    detail::GraphReplayTask task{body_.get(), first_position, std::move(positions), std::move(records)};
     const std::uint64_t ticket = s.submit(detail::StreamTask(std::move(task)));
     if (events) events->publish(s, ticket);  // the events are recorded: they complete with this replay
     if (!s.is_default() && !s.is_capturing()) last_replay_.move_to(s, ticket);

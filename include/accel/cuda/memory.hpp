@@ -211,6 +211,7 @@ struct Memory : AllocatorStatistics<Memory, Devices>,
   /// Throws OutOfMemoryError only when CUDA ran out of memory (see the top of this header).
   /// A cache hit makes no CUDA call: the device is the stream's, and nothing else is asked of CUDA.
   [[nodiscard]] static void* raw_alloc(std::size_t bytes, StreamRef stream) {
+    check_stream(stream, "raw_alloc");
     DeviceAllocator& a = allocator(stream.device_index());
     detail::ensure_lazy_init();
     detail::last_raw_error() = cudaSuccess;
@@ -338,18 +339,32 @@ struct Memory : AllocatorStatistics<Memory, Devices>,
   [[nodiscard]] static std::size_t available_memory() { return available_memory(Devices::current_device()); }
   [[nodiscard]] static std::size_t available_memory(int dev) { return get_memory_info(dev).free; }
 
+  // A moved-from Stream's view has no device (-1): say so, as the stream's own calls do, rather than
+  // "cuda:-1 does not exist".
+  static void check_stream(StreamRef stream, const char* operation) {
+    if (stream.device_index() < 0) [[unlikely]] {
+      throw InvalidStateError(std::string("cuda stream: ") + operation + "() on a moved-from Stream");
+    }
+  }
+
   // ---- pinned host memory ------------------------------------------------------------------------
 
   /// Page-locks [p, p + bytes) (cudaHostRegister). Throws InvalidArgumentError for an empty range or
   /// one that overlaps an already pinned range.
   static void pin_memory(void* p, std::size_t bytes) {
     Devices::require_available();
-    if (p == nullptr || bytes == 0) throw InvalidArgumentError("pin_memory: a null pointer or an empty range");
+    const auto start = reinterpret_cast<std::uintptr_t>(p);
+    char what[64];  // as the CPU backend words it: "pin_memory(0x7f..., 0 bytes)"
+    std::snprintf(what, sizeof what, "pin_memory(%p, %zu bytes)", p, bytes);
+    if (p == nullptr || bytes == 0) throw InvalidArgumentError(std::string(what) + ": the range is empty");
+    if (bytes > UINTPTR_MAX - start) {
+      throw InvalidArgumentError(std::string(what) + ": the range wraps around the address space");
+    }
     detail::ensure_lazy_init();
     const cudaError_t status = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
     if (status == cudaErrorHostMemoryAlreadyRegistered) {
       (void)cudaGetLastError();
-      throw InvalidArgumentError("pin_memory: the range overlaps memory that is already pinned");
+      throw InvalidArgumentError(std::string(what) + ": the range overlaps memory that is already pinned");
     }
     if (status != cudaSuccess) {
       detail::throw_error(status, "cudaHostRegister(p, bytes, cudaHostRegisterDefault)", source_location::current());
@@ -393,6 +408,7 @@ struct Memory : AllocatorStatistics<Memory, Devices>,
   /// (pageable host memory is staged by CUDA); synchronize the stream or record an event before
   /// reading dst or reusing src.
   static void copy_async(StreamRef stream, void* dst, const void* src, std::size_t bytes) {
+    check_stream(stream, "copy_async");
     if (bytes == 0) return;
     accel::detail::check_copy_arguments(dst, src, bytes);
     if (dst == src) return;  // onto itself: the bytes are there already (memcpy's restrict forbids the call)
