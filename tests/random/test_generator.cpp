@@ -15,6 +15,7 @@
 #include <cstring>
 #include <set>
 #include <span>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -160,6 +161,37 @@ TEST_CASE("Generator: reserve_draws equals consecutive reserves, and a failure c
   CHECK_THROWS_WITH_AS((void)near_end.reserve_draws(draws.data(), draws.size(), offsets.data()),
                        doctest::Contains("overflows the 64-bit offset"), accel::InvalidArgumentError);
   CHECK(near_end.offset() == ~std::uint64_t{15});
+}
+
+TEST_CASE("Generator::reserve_then: the launch gets reserve_position's numbers; a launch that throws gives them back") {
+  accel::Generator g(9);
+  g.reserve(8);
+  std::uint64_t seen_seed = 0, seen_offset = 0;
+  g.reserve_then(10, false, [&](std::uint64_t seed, std::uint64_t offset) {
+    seen_seed = seed;
+    seen_offset = offset;
+  });
+  CHECK(seen_seed == 9);
+  CHECK(seen_offset == 8);
+  CHECK(g.offset() == 20);  // 10 rounded up to whole blocks
+  g.reserve_then(3, true, [&](std::uint64_t, std::uint64_t offset) { seen_offset = offset; });  // wide: as reserve_wide
+  CHECK(seen_offset == 20);
+  accel::Generator twin(9);
+  twin.set_state(encode(9, 20));
+  CHECK(twin.reserve_wide(3) == 20);
+  CHECK(g.offset() == twin.offset());
+  const std::uint64_t before = g.offset();
+  CHECK_THROWS_WITH_AS(g.reserve_then(100, false, [](std::uint64_t, std::uint64_t) { throw std::runtime_error("launch failed"); }),
+                       "launch failed", std::runtime_error);
+  CHECK(g.offset() == before);  // given back
+  // A reservation made after it keeps its numbers: the failed one's are then not given back.
+  CHECK_THROWS_AS(g.reserve_then(4, false,
+                                 [&](std::uint64_t, std::uint64_t) {
+                                   (void)g.reserve(4);
+                                   throw std::runtime_error("after another reservation");
+                                 }),
+                  std::runtime_error);
+  CHECK(g.offset() == before + 8);
 }
 
 TEST_CASE("reserve_graph_draws: each generator's draws in recording order, interleaved generators apart") {

@@ -107,9 +107,10 @@ struct BasicRandom : DefaultGenerators<Devices> {
         return;
       }
     }
-    const auto position = wide ? g.reserve_wide_position(n) : g.reserve_position(n);
-    const std::uint64_t seed = position.first, offset = position.second;  // clang 14 cannot capture a binding
-    s.enqueue([seed, offset, fill] { fill(seed, offset); });
+    // A stream that refuses the task (after fork()) leaves the generator where it was.
+    g.reserve_then(n, wide, [&](std::uint64_t seed, std::uint64_t offset) {
+      s.enqueue([seed, offset, fill] { fill(seed, offset); });
+    });
   }
 };
 

@@ -13,8 +13,8 @@
 //
 // A fill checks before it touches the generator: a null pointer with n > 0 is InvalidArgumentError,
 // n == 0 does nothing, no device is BackendUnavailableError, and the op is loaded (the first fill on a
-// device may compile it: NVRTC's errors, or its absence, throw here) — so a fill that throws has not
-// moved the generator.
+// device may compile it: NVRTC's errors, or its absence, throw here); a launch that still fails gives
+// its reservation back (Generator::reserve_then) — so a fill that throws has not moved the generator.
 //
 // Inside a graph capture on the stream (cuda/graph.hpp) a fill reserves nothing: it records a draw, and
 // its kernel reads (seed, offset) from the draw's slot in device memory, which every replay reserves
@@ -55,8 +55,10 @@ inline void generator_fill(StreamRef s, RandomFillKind kind, void* out, std::siz
     op.launch(s, kind, out, n, 0, 0, slot, 0, mean, stddev);
     return;
   }
-  const auto [seed, offset] = wide ? g.reserve_wide_position(n) : g.reserve_position(n);
-  op.launch(s, kind, out, n, seed, offset, nullptr, 0, mean, stddev);
+  // A launch that fails (say, on the legacy stream while another captures) leaves the generator as it was.
+  g.reserve_then(n, wide, [&](std::uint64_t seed, std::uint64_t offset) {
+    op.launch(s, kind, out, n, seed, offset, nullptr, 0, mean, stddev);
+  });
 }
 
 }  // namespace detail

@@ -154,6 +154,31 @@ class Generator {
     return {seed_, std::exchange(offset_, offset_ + step)};
   }
 
+  /// Reserves n outputs as reserve_position(n) (wide: reserve_wide_position(n)) and calls
+  /// launch(seed, offset) with them. If launch throws, the reservation is given back — when no other
+  /// reservation followed it, which would have to keep its numbers — and the exception goes on: a fill
+  /// that fails to launch leaves the generator as it found it.
+  template <class Launch>
+  void reserve_then(std::uint64_t n, bool wide, Launch&& launch) {
+    std::uint64_t seed = 0, from = 0, to = 0;
+    {
+      const std::uint64_t rounded = wide ? 0 : round_up(n);
+      const std::lock_guard lock(mutex_);
+      const std::uint64_t step = wide ? wide_words(offset_, n) : rounded;
+      check_advance(step);
+      seed = seed_;
+      from = offset_;
+      to = offset_ += step;
+    }
+    try {
+      launch(seed, from);
+    } catch (...) {
+      const std::lock_guard lock(mutex_);
+      if (seed_ == seed && offset_ == to) offset_ = from;
+      throw;
+    }
+  }
+
   /// One draw of a sequence reserved at once (a graph replay's fills): n outputs of 32 bits
   /// (reserve) or of 64 bits (reserve_wide).
   struct Draw {
