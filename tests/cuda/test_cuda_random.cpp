@@ -202,6 +202,11 @@ TEST_CASE("cuda random: without a device, fills throw BackendUnavailableError an
   CHECK_THROWS_AS(accel::cuda::detail::launch_random_fill(s, RandomFillKind::bits, nullptr, 4, 1, 0, nullptr, 0),
                   accel::InvalidArgumentError);
   CHECK_NOTHROW(accel::cuda::detail::launch_random_fill(s, RandomFillKind::bits, nullptr, 0, 1, 0, nullptr, 0));
+  // A pointer not aligned to the kernel's element would fault on the device: refused first, anywhere.
+  CHECK_THROWS_WITH_AS(accel::cuda::detail::launch_random_fill(s, RandomFillKind::normal_double,
+                                                               reinterpret_cast<void*>(std::uintptr_t{0x1004}), 4, 1, 0,
+                                                               nullptr, 0),
+                       doctest::Contains("is not aligned to its 8-byte elements"), accel::InvalidArgumentError);
   CHECK_THROWS_AS((void)accel::cuda::detail::random_fill_op(0), accel::BackendUnavailableError);
   // The op is in the table and says why it cannot load here.
   auto b = cuda.create_op_builder("random_fill");

@@ -292,6 +292,13 @@ TEST_CASE("cpu::Random: fills on a worker stream equal accel::rng at the reserve
   CHECK(R::default_generator(stream.device_index()).offset() == 12);
   CHECK_THROWS_WITH_AS(R::fill_bits(stream, nullptr, 3), doctest::Contains("null pointer for 3 elements"),
                        accel::InvalidArgumentError);
+  // A pointer not aligned to its element is refused as CUDA's kernels need it (one rule on every
+  // backend), and the generator does not move.
+  alignas(8) unsigned char raw[64] = {};
+  double* misaligned = reinterpret_cast<double*>(raw + 4);
+  CHECK_THROWS_WITH_AS(R::fill_normal(stream, misaligned, 3, 0.0, 1.0),
+                       doctest::Contains("is not aligned to its 8-byte elements"), accel::InvalidArgumentError);
+  CHECK(R::default_generator(stream.device_index()).offset() == 12);
   CHECK_THROWS_AS((void)R::default_generator(accel::cpu::Devices::device_count()), accel::InvalidArgumentError);
   R::manual_seed_all(accel::Generator::default_seed);
 }

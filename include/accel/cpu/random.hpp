@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <string>
 
@@ -27,9 +28,18 @@ namespace accel::cpu {
 namespace detail {
 
 
-inline void check_fill_pointer(const void* p, std::size_t n, const char* what) {
+/// A null pointer with n > 0, or one not aligned to its element (CUDA's kernels fault there; the CPU
+/// refuses it too, so that code which runs on one backend runs on the other).
+template <class T>
+void check_fill_pointer(const T* p, std::size_t n, const char* what) {
   if (p == nullptr && n != 0) {
     throw InvalidArgumentError(std::string("cpu ") + what + ": null pointer for " + std::to_string(n) + " elements");
+  }
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) {
+    char text[128];
+    std::snprintf(text, sizeof text, "cpu %s: the pointer %p is not aligned to its %zu-byte elements", what,
+                  static_cast<const void*>(p), alignof(T));
+    throw InvalidArgumentError(text);
   }
 }
 
