@@ -372,6 +372,9 @@ TEST_CASE("nn_ops: a bad argument is refused before anything is enqueued, naming
         }) == "nn_ops layernorm_forward: eps = -1 must be >= 0");
   CHECK(message([&] { nn().clip(s, x.data(), 64, nullptr, 1.0f); }) == "nn_ops clip: norm is a null pointer");
   CHECK(message([&] { nn().clip(s, x.data(), 64, &norm, 0.0f); }) == "nn_ops clip: max_norm = 0 must be > 0");
+  const int threads = nn().num_threads();
+  CHECK(message([&] { nn().set_num_threads(-2); }) == "NnKernels::set_num_threads: n = -2 (it must be >= 0; 0: every core)");
+  CHECK(nn().num_threads() == threads);  // unchanged (a negative count was taken as 0 before)
   // nothing to do: null pointers with a count of 0 are accepted, and nothing is written
   nn().add(s, nullptr, nullptr, nullptr, 0);
   nn().gelu_forward(s, nullptr, nullptr, 0);

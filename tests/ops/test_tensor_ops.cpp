@@ -117,6 +117,8 @@ TEST_CASE("cpu tensor ops: fill and scale") {
   ops.scale(f.data(), Dtype::float32, f.data(), Dtype::float32, 1001, 2.0f);  // exactly in place: allowed
   CHECK(f[1000] == 5.0f);
   ops.fill(nullptr, Dtype::float32, 0, 1.0f);  // nothing to write: no pointer needed
+  CHECK_THROWS_WITH_AS(ops_test::tensor_ops().set_num_threads(-1),
+                       "HostTensorOps::set_num_threads: n = -1 (it must be >= 0; 0: every core)", accel::InvalidArgumentError);
   // the stream forms check when called, not in the task
   accel::cpu::Stream stream;
   CHECK_THROWS_WITH_AS(ops_test::tensor_ops().fill(stream, nullptr, Dtype::float32, 10, 1.0f),

@@ -21,6 +21,7 @@
 #include <accel/core/dtype.hpp>
 #include <accel/core/error.hpp>
 #include <accel/ops/abi.hpp>
+#include <accel/ops/detail/thread_count.hpp>
 #include <accel/ops/op_builder.hpp>
 
 #include <cmath>
@@ -148,7 +149,7 @@ class HostFusedAdam {
   explicit HostFusedAdam(LoadedOp op) : op_(std::move(op)), fn_(op_.function<Fn>("accel_fused_adam")) {}
 
   /// OpenMP threads per step (0: all, omp_get_max_threads()). Results do not depend on it.
-  void set_num_threads(int n) noexcept { threads_ = n < 0 ? 0 : n; }
+  void set_num_threads(int n) { threads_ = detail::checked_thread_count("HostFusedAdam", n); }
   [[nodiscard]] int num_threads() const noexcept { return threads_; }
 
   /// One step over all tensors, on the calling thread. Blocking.

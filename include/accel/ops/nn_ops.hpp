@@ -22,6 +22,7 @@
 #include <accel/core/error.hpp>
 #include <accel/ops/launch.hpp>
 #include <accel/ops/nn_abi.hpp>
+#include <accel/ops/detail/thread_count.hpp>
 #include <accel/ops/op_builder.hpp>
 
 #include <cmath>
@@ -72,7 +73,7 @@ class NnKernels {
 
   [[nodiscard]] Dtype dtype() const noexcept { return dtype_; }
   /// Host kernels: OpenMP threads per launch (0: all cores). Results do not depend on it.
-  void set_num_threads(int n) noexcept { threads_ = n < 0 ? 0 : n; }
+  void set_num_threads(int n) { threads_ = detail::checked_thread_count("NnKernels", n); }
   [[nodiscard]] int num_threads() const noexcept { return threads_; }
 
   /// out[n] = wte[tokens[n]] + wpe[n % T] for N rows of C; tokens in [0, V).

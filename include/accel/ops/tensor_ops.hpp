@@ -15,6 +15,7 @@
 #include <accel/core/dtype.hpp>
 #include <accel/core/error.hpp>
 #include <accel/ops/abi.hpp>
+#include <accel/ops/detail/thread_count.hpp>
 #include <accel/ops/op_builder.hpp>
 
 #include <cstdint>
@@ -101,7 +102,7 @@ class HostTensorOps {
         l2norm_(op_.function<int(const abi::TensorRef*, long long, float*, float*, int)>("accel_l2norm")),
         isfinite_(op_.function<int(const abi::TensorRef*, long long, int*, int)>("accel_isfinite")) {}
 
-  void set_num_threads(int n) noexcept { threads_ = n < 0 ? 0 : n; }
+  void set_num_threads(int n) { threads_ = detail::checked_thread_count("HostTensorOps", n); }
   [[nodiscard]] int num_threads() const noexcept { return threads_; }
 
   void fill(void* dst, Dtype dtype, std::int64_t n, float value) const {
