@@ -51,6 +51,7 @@
 
 #include <accel/core/error.hpp>
 #include <accel/core/memory_stats.hpp>
+#include <accel/detail/format_number.hpp>
 #include <accel/detail/min_max.hpp>
 #include <accel/memory/allocator_config.hpp>
 #include <accel/memory/detail/allocator_mutex.hpp>
@@ -329,10 +330,8 @@ class CachingAllocator {
   /// set_per_process_memory_fraction); a segment that would exceed it counts as a failed allocation.
   void set_memory_fraction(double fraction) {
     if (!(fraction > 0.0 && fraction <= 1.0)) {
-      char given[32];
-      std::snprintf(given, sizeof given, "%g", fraction);  // as written: 1e-09, not to_string's 0.000000
-      throw InvalidArgumentError("set_per_process_memory_fraction(" + std::string(given) + ") on " + name_ +
-                                 ": the fraction must be in (0, 1]");
+      throw InvalidArgumentError("set_per_process_memory_fraction(" + detail::format_number(fraction) + ") on " +
+                                 name_ + ": the fraction must be in (0, 1]");
     }
     const MemoryInfo info = RawMemory::memory_info(device_);
     Lock lock(mutex_);

@@ -20,13 +20,13 @@
 
 #include <accel/core/dtype.hpp>
 #include <accel/core/error.hpp>
+#include <accel/detail/format_number.hpp>
 #include <accel/ops/abi.hpp>
 #include <accel/ops/detail/thread_count.hpp>
 #include <accel/ops/op_builder.hpp>
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <span>
 #include <string>
@@ -82,9 +82,8 @@ struct AdamDtypes {
   }
   // Each hyper-parameter by name (NaN fails every test, as it should).
   const auto bad = [](const char* what, double v, const char* range) {
-    char text[96];
-    std::snprintf(text, sizeof text, "fused_adam: %s = %g must be %s", what, v, range);
-    return InvalidArgumentError(text);
+    return InvalidArgumentError(std::string("fused_adam: ") + what + " = " + accel::detail::format_number(v) +
+                                " must be " + range);
   };
   if (!(o.lr >= 0)) throw bad("lr", o.lr, ">= 0");
   if (!(o.beta1 >= 0 && o.beta1 < 1)) throw bad("beta1", o.beta1, "in [0, 1)");

@@ -20,6 +20,7 @@
 
 #include <accel/core/dtype.hpp>
 #include <accel/core/error.hpp>
+#include <accel/detail/format_number.hpp>
 #include <accel/ops/launch.hpp>
 #include <accel/ops/nn_abi.hpp>
 #include <accel/ops/detail/thread_count.hpp>
@@ -27,7 +28,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -114,7 +114,7 @@ class NnKernels {
       fail("layernorm_forward", "a residual is given but residual_out is null (the sum inp + residual is the next "
                                 "block's input, so it must be written)");
     }
-    if (!(eps >= 0)) fail("layernorm_forward", "eps = " + number(eps) + " must be >= 0");
+    if (!(eps >= 0)) fail("layernorm_forward", "eps = " + accel::detail::format_number(eps) + " must be >= 0");
     const abi::NnLayerNormForward a{out, mean, rstd, residual_out, inp, residual, weight, bias, N, C, eps, 0};
     b_.launch_kernel(s, layernorm_forward_, with_threads(rows_shape(N)), a);
   }
@@ -184,7 +184,9 @@ class NnKernels {
   /// call on the gradient with the same bits.
   void dropout(StreamRef s, void* out, const void* inp, const std::uint32_t* bits, std::int64_t n, float p) const {
     check_sizes("dropout", {{"n", n, 0}});
-    if (!(p >= 0 && p < 1)) fail("dropout", "p = " + number(p) + " is outside [0, 1) (p = 1 would drop everything)");
+    if (!(p >= 0 && p < 1)) {
+      fail("dropout", "p = " + accel::detail::format_number(p) + " is outside [0, 1) (p = 1 would drop everything)");
+    }
     check_pointers("dropout", n, {{"out", out}, {"inp", inp}, {"bits", bits}});
     const double t = std::ldexp(static_cast<double>(p), 32);
     const abi::NnDropout a{out, inp, bits, n, static_cast<std::uint32_t>(t >= 4294967295.0 ? 4294967295.0 : t),
@@ -196,7 +198,7 @@ class NnKernels {
   void clip(StreamRef s, void* data, std::int64_t n, const float* norm, float max_norm) const {
     check_sizes("clip", {{"n", n, 0}});
     if (norm == nullptr) fail("clip", "norm is a null pointer");
-    if (!(max_norm > 0)) fail("clip", "max_norm = " + number(max_norm) + " must be > 0");
+    if (!(max_norm > 0)) fail("clip", "max_norm = " + accel::detail::format_number(max_norm) + " must be > 0");
     check_pointers("clip", n, {{"data", data}});
     b_.launch_kernel(s, clip_, with_threads(elementwise8_shape(n, aligned16(data))), abi::NnClip{data, norm, n, max_norm, 0});
   }
@@ -213,11 +215,6 @@ class NnKernels {
     const char* name;
     const void* pointer;
   };
-  [[nodiscard]] static std::string number(double x) {  // as written (0.25, 1e-05), not to_string's 0.250000
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", x);
-    return text;
-  }
   [[noreturn]] static void fail(const char* kernel, const std::string& what) {
     throw InvalidArgumentError(std::string("nn_ops ") + kernel + ": " + what);
   }

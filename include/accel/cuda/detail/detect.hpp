@@ -25,10 +25,10 @@
 
 #include <accel/cuda/detail/driver.hpp>
 #include <accel/cuda/detail/visible_devices.hpp>
+#include <accel/detail/format_number.hpp>
 #include <accel/detail/subprocess.hpp>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -136,9 +136,8 @@ inline std::string driver_init_problem(const DriverApi& api, int listed) {
   const accel::detail::SubprocessResult r = accel::detail::run_in_child(probe, options);
   const std::string listed_text = " although NVML lists " + std::to_string(listed) + " GPU" + (listed == 1 ? "" : "s");
   if (r.outcome == accel::detail::SubprocessOutcome::timed_out) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g", timeout);
-    return std::string("CUDA driver unusable: cuInit did not return within ") + seconds + " s in a probe process" +
+    return "CUDA driver unusable: cuInit did not return within " + accel::detail::format_number(timeout) +
+           " s in a probe process" +
            listed_text + " (ACCEL_CUDA_INIT_TIMEOUT sets the limit)";
   }
   // No process could be started (a sandbox that forbids fork, no process left under RLIMIT_NPROC), or

@@ -4,22 +4,21 @@
 #pragma once
 
 #include <accel/core/error.hpp>
+#include <accel/detail/format_number.hpp>
 
 #include <cmath>
-#include <cstdio>
 #include <string>
 
 namespace accel::rng::detail {
 
 inline void check_normal_parameters(const char* backend, double mean, double stddev) {
-  char text[160];
   if (!std::isfinite(mean)) {
-    std::snprintf(text, sizeof text, "%s fill_normal: mean = %g must be finite", backend, mean);
-    throw InvalidArgumentError(text);
+    throw InvalidArgumentError(std::string(backend) + " fill_normal: mean = " + accel::detail::format_number(mean) +
+                               " must be finite");
   }
   if (!(std::isfinite(stddev) && stddev >= 0)) {
-    std::snprintf(text, sizeof text, "%s fill_normal: stddev = %g must be finite and >= 0", backend, stddev);
-    throw InvalidArgumentError(text);
+    throw InvalidArgumentError(std::string(backend) + " fill_normal: stddev = " +
+                               accel::detail::format_number(stddev) + " must be finite and >= 0");
   }
 }
 
