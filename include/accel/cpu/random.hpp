@@ -13,37 +13,16 @@
 #include <accel/cpu/stream.hpp>
 #include <accel/random/fill.hpp>
 #include <accel/random/default_generators.hpp>
+#include <accel/random/detail/fill_pointer.hpp>
 #include <accel/random/detail/normal_parameters.hpp>
 #include <accel/random/generator.hpp>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <span>
-#include <string>
 
 namespace accel::cpu {
-
-namespace detail {
-
-
-/// A null pointer with n > 0, or one not aligned to its element (CUDA's kernels fault there; the CPU
-/// refuses it too, so that code which runs on one backend runs on the other).
-template <class T>
-void check_fill_pointer(const T* p, std::size_t n, const char* what) {
-  if (p == nullptr && n != 0) {
-    throw InvalidArgumentError(std::string("cpu ") + what + ": null pointer for " + std::to_string(n) + " elements");
-  }
-  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) {
-    char text[128];
-    std::snprintf(text, sizeof text, "cpu %s: the pointer %p is not aligned to its %zu-byte elements", what,
-                  static_cast<const void*>(p), alignof(T));
-    throw InvalidArgumentError(text);
-  }
-}
-
-}  // namespace detail
 
 /// accel::RngApi for the CPU backend; accel::CpuBackend inherits these. Use it as accel::cpu::Random:
 /// a class template only so that a translation unit compiles the fill kernels it calls (see BasicMemory).
@@ -53,7 +32,7 @@ struct BasicRandom : DefaultGenerators<Devices> {
     fill_bits(s, p, n, default_generator(s.device_index()));
   }
   static void fill_bits(StreamRef s, std::uint32_t* p, std::size_t n, Generator& g) {
-    detail::check_fill_pointer(p, n, "fill_bits");
+    rng::detail::check_fill_pointer("cpu", "fill_bits", p, n, sizeof *p);
     enqueue_fill(s, n, g, false, [p, n](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_bits(std::span<std::uint32_t>(p, n), seed, offset);
     });
@@ -63,7 +42,7 @@ struct BasicRandom : DefaultGenerators<Devices> {
     fill_uniform(s, p, n, default_generator(s.device_index()));
   }
   static void fill_uniform(StreamRef s, float* p, std::size_t n, Generator& g) {
-    detail::check_fill_pointer(p, n, "fill_uniform");
+    rng::detail::check_fill_pointer("cpu", "fill_uniform", p, n, sizeof *p);
     enqueue_fill(s, n, g, false, [p, n](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_uniform(std::span<float>(p, n), seed, offset);
     });
@@ -72,7 +51,7 @@ struct BasicRandom : DefaultGenerators<Devices> {
     fill_uniform(s, p, n, default_generator(s.device_index()));
   }
   static void fill_uniform(StreamRef s, double* p, std::size_t n, Generator& g) {
-    detail::check_fill_pointer(p, n, "fill_uniform");
+    rng::detail::check_fill_pointer("cpu", "fill_uniform", p, n, sizeof *p);
     enqueue_fill(s, n, g, true, [p, n](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_uniform(std::span<double>(p, n), seed, offset);
     });
@@ -82,7 +61,7 @@ struct BasicRandom : DefaultGenerators<Devices> {
     fill_normal(s, p, n, mean, stddev, default_generator(s.device_index()));
   }
   static void fill_normal(StreamRef s, float* p, std::size_t n, float mean, float stddev, Generator& g) {
-    detail::check_fill_pointer(p, n, "fill_normal");
+    rng::detail::check_fill_pointer("cpu", "fill_normal", p, n, sizeof *p);
     rng::detail::check_normal_parameters("cpu", mean, stddev);
     enqueue_fill(s, n, g, false, [p, n, mean, stddev](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_normal(std::span<float>(p, n), seed, offset, mean, stddev);
@@ -92,7 +71,7 @@ struct BasicRandom : DefaultGenerators<Devices> {
     fill_normal(s, p, n, mean, stddev, default_generator(s.device_index()));
   }
   static void fill_normal(StreamRef s, double* p, std::size_t n, double mean, double stddev, Generator& g) {
-    detail::check_fill_pointer(p, n, "fill_normal");
+    rng::detail::check_fill_pointer("cpu", "fill_normal", p, n, sizeof *p);
     rng::detail::check_normal_parameters("cpu", mean, stddev);
     enqueue_fill(s, n, g, true, [p, n, mean, stddev](std::uint64_t seed, std::uint64_t offset) {
       rng::fill_normal(std::span<double>(p, n), seed, offset, mean, stddev);

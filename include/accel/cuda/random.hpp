@@ -45,7 +45,7 @@ namespace detail {
 /// for doubles) and launches with that position.
 inline void generator_fill(StreamRef s, RandomFillKind kind, void* out, std::size_t n, Generator& g, bool wide,
                            const char* what, double mean = 0.0, double stddev = 1.0) {
-  check_fill_pointer(out, n, what, element_bytes(kind));
+  rng::detail::check_fill_pointer("cuda", what, out, n, element_bytes(kind));
   if (kind == RandomFillKind::normal_float || kind == RandomFillKind::normal_double) {
     rng::detail::check_normal_parameters("cuda", mean, stddev);
   }

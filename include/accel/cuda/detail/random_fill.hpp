@@ -19,6 +19,7 @@
 #include <accel/cuda/stream.hpp>
 #include <accel/ops/op_builder.hpp>
 #include <accel/ops/registry.hpp>
+#include <accel/random/detail/fill_pointer.hpp>
 
 #include <cuda.h>
 
@@ -27,7 +28,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -148,18 +148,6 @@ inline const RandomFillOp& random_fill_op(int device) {
   return kind == RandomFillKind::uniform_double || kind == RandomFillKind::normal_double ? 8 : 4;
 }
 
-inline void check_fill_pointer(const void* p, std::size_t n, const char* what, std::size_t element_bytes) {
-  if (p == nullptr && n != 0) {
-    throw InvalidArgumentError(std::string("cuda ") + what + ": null pointer for " + std::to_string(n) + " elements");
-  }
-  if (reinterpret_cast<std::uintptr_t>(p) % element_bytes != 0) {  // the kernel's stores would fault
-    char text[128];
-    std::snprintf(text, sizeof text, "cuda %s: the pointer %p is not aligned to its %zu-byte elements", what, p,
-                  element_bytes);
-    throw InvalidArgumentError(text);
-  }
-}
-
 /// Launches one fill of n values of `kind` into device memory `out` on stream s, as
 /// accel::rng::fill_*(span(out, n), seed, offset[, mean, stddev]) writes them; touches no generator.
 /// With device_philox_state (device memory holding {seed, offset}, nullable) the kernel reads seed =
@@ -170,7 +158,7 @@ inline void check_fill_pointer(const void* p, std::size_t n, const char* what, s
 inline void launch_random_fill(StreamRef s, RandomFillKind kind, void* out, std::size_t n, std::uint64_t seed,
                                std::uint64_t offset, const std::uint64_t* device_philox_state,
                                std::uint64_t intra_offset, double mean = 0.0, double stddev = 1.0) {
-  check_fill_pointer(out, n, "launch_random_fill", element_bytes(kind));
+  rng::detail::check_fill_pointer("cuda", "launch_random_fill", out, n, element_bytes(kind));
   if (n == 0) return;
   random_fill_op(s.device_index())
       .launch(s, kind, out, n, seed, offset, device_philox_state, intra_offset, mean, stddev);
