@@ -216,6 +216,54 @@ TEST_CASE("reserve_graph_draws: each generator's draws in recording order, inter
   CHECK(accel::reserve_graph_draws(draws.data(), 0).empty());
 }
 
+TEST_CASE("Generator::give_back: only the last reservation, under the seed it was made with") {
+  accel::Generator g(5);
+  g.reserve(8);
+  std::array<std::uint64_t, 2> offsets{};
+  const std::array<accel::Generator::Draw, 2> draws{{{6, false}, {3, true}}};
+  std::uint64_t end = 0;
+  CHECK(g.reserve_draws(draws.data(), draws.size(), offsets.data(), &end) == 5);
+  CHECK(offsets[0] == 8);
+  CHECK(offsets[1] == 16);
+  CHECK(end == 16 + accel::Generator::wide_words(16, 3));
+  CHECK(end == g.offset());
+  CHECK_FALSE(g.give_back(6, 8, end));   // another seed: not this generator's reservation
+  CHECK_FALSE(g.give_back(5, 8, end - 4));  // not where the generator stands
+  CHECK_FALSE(g.give_back(5, end + 4, end));  // from past to: no such range
+  CHECK(g.offset() == end);
+  CHECK(g.give_back(5, 8, end));
+  CHECK(g.offset() == 8);
+  CHECK_FALSE(g.give_back(5, 8, end));  // once only
+  (void)g.reserve(4);
+  g.manual_seed(6);  // a reseed starts a new sequence: a range of the old one is not given back,
+  (void)g.reserve(12);  // even where the offsets match
+  CHECK_FALSE(g.give_back(5, 8, 12));
+  CHECK(g.offset() == 12);
+}
+
+TEST_CASE("reserve_graph_draws: one generator's overflow leaves every generator as it was") {
+  // Three generators, the third near the end of its offsets: a replay that draws from all three is
+  // refused, and the first two give back what they had reserved (a refused replay consumes nothing).
+  accel::Generator a(1), b(2), near_end(3);
+  a.reserve(12);
+  b.reserve(40);
+  near_end.set_state(encode(3, ~std::uint64_t{15}));
+  const std::array<accel::GraphDraw, 5> draws{
+      {{&a, 4, false}, {&b, 6, true}, {&near_end, 64, false}, {&a, 9, false}, {&b, 1, false}}};
+  CHECK_THROWS_WITH_AS((void)accel::reserve_graph_draws(draws.data(), draws.size()),
+                       doctest::Contains("overflows the 64-bit offset"), accel::InvalidArgumentError);
+  CHECK(a.offset() == 12);
+  CHECK(b.offset() == 40);
+  CHECK(near_end.offset() == ~std::uint64_t{15});
+  // Without the refusing generator the same draws go through, from where each generator stood.
+  const std::array<accel::GraphDraw, 4> fine{{{&a, 4, false}, {&b, 6, true}, {&a, 9, false}, {&b, 1, false}}};
+  const auto positions = accel::reserve_graph_draws(fine.data(), fine.size());
+  CHECK(positions[0] == std::pair<std::uint64_t, std::uint64_t>{1, 12});
+  CHECK(positions[1] == std::pair<std::uint64_t, std::uint64_t>{2, 40});
+  CHECK(positions[2] == std::pair<std::uint64_t, std::uint64_t>{1, 16});
+  CHECK(a.offset() == 28);
+}
+
 TEST_CASE("reserve_graph_draws of one generator: the offsets consecutive eager reserves get, 1 to 20 draws") {
   // Up to 16 draws of one generator take the stack path, more the general one: both must agree with
   // eager calls, wide draws (64-bit outputs, aligned) included.

@@ -173,10 +173,20 @@ class Generator {
     try {
       launch(seed, from);
     } catch (...) {
-      const std::lock_guard lock(mutex_);
-      if (seed_ == seed && offset_ == to) offset_ = from;
+      (void)give_back(seed, from, to);
       throw;
     }
+  }
+
+  /// Gives back the reservation [from, to) made under `seed` when it is still the last one — no
+  /// reservation followed it (those would have to keep their numbers) and the seed was not changed —
+  /// so that work which reserved and then failed leaves the generator as it found it. Returns whether
+  /// it did.
+  bool give_back(std::uint64_t seed, std::uint64_t from, std::uint64_t to) noexcept {
+    const std::lock_guard lock(mutex_);
+    if (seed_ != seed || offset_ != to || from > to) return false;
+    offset_ = from;
+    return true;
   }
 
   /// One draw of a sequence reserved at once (a graph replay's fills): n outputs of 32 bits
@@ -198,8 +208,10 @@ class Generator {
     return reserve_draws(draws.data(), draws.size(), offsets.data());
   }
   /// The same for `count` draws at `draws`, writing count offsets to `offsets` (for callers holding
-  /// vectors: a vector-to-span conversion instantiates the ranges concepts, which nvcc pays for).
-  std::uint64_t reserve_draws(const Draw* draws, std::size_t count, std::uint64_t* offsets) {
+  /// vectors: a vector-to-span conversion instantiates the ranges concepts, which nvcc pays for), and,
+  /// when `end` is not null, the offset after the last draw to *end (what give_back needs).
+  std::uint64_t reserve_draws(const Draw* draws, std::size_t count, std::uint64_t* offsets,
+                              std::uint64_t* end = nullptr) {
     const std::lock_guard lock(mutex_);
     std::uint64_t at = offset_;
     for (std::size_t i = 0; i < count; ++i) {
@@ -210,6 +222,7 @@ class Generator {
       offsets[i] = at;
       at += step;
     }
+    if (end != nullptr) *end = at;
     offset_ = at;
     return seed_;
   }

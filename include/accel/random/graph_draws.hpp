@@ -26,7 +26,9 @@ struct GraphDraw {
 
 /// (seed, offset) for each of the `count` draws at `draws`, reserved now from the draws' generators,
 /// written to positions[0..count). A replay calls this for every graph it runs: the usual graph, whose
-/// draws all come from one generator, reserves them in one step without allocating.
+/// draws all come from one generator, reserves them in one step without allocating. All or nothing:
+/// when one generator refuses (InvalidArgumentError: its offset would overflow), those already reserved
+/// give their draws back, so a refused replay consumes no generator's numbers.
 // Pointer-based, as Generator::reserve_draws(pointer, ...) is: converting a vector to a std::span
 // instantiates the ranges concepts, which costs nvcc's front end more than this whole function.
 inline void reserve_graph_draws(const GraphDraw* draws, std::size_t count,
@@ -47,20 +49,33 @@ inline void reserve_graph_draws(const GraphDraw* draws, std::size_t count,
   std::vector<Generator::Draw> group;
   std::vector<std::size_t> indices;
   std::vector<std::uint64_t> offsets;
-  for (std::size_t first = 0; first < count; ++first) {
-    if (done[first] != 0) continue;
-    Generator* const generator = draws[first].generator;
-    group.clear();
-    indices.clear();
-    for (std::size_t i = first; i < count; ++i) {
-      if (draws[i].generator != generator) continue;
-      group.push_back(Generator::Draw{draws[i].n, draws[i].wide});
-      indices.push_back(i);
-      done[i] = 1;
+  struct Reserved {
+    Generator* generator;
+    std::uint64_t seed, from, to;
+  };
+  std::vector<Reserved> reserved;
+  try {
+    for (std::size_t first = 0; first < count; ++first) {
+      if (done[first] != 0) continue;
+      Generator* const generator = draws[first].generator;
+      group.clear();
+      indices.clear();
+      for (std::size_t i = first; i < count; ++i) {
+        if (draws[i].generator != generator) continue;
+        group.push_back(Generator::Draw{draws[i].n, draws[i].wide});
+        indices.push_back(i);
+        done[i] = 1;
+      }
+      offsets.resize(group.size());
+      reserved.reserve(reserved.size() + 1);  // before reserving: a push_back that throws would lose the record
+      std::uint64_t end = 0;
+      const std::uint64_t seed = generator->reserve_draws(group.data(), group.size(), offsets.data(), &end);
+      reserved.push_back(Reserved{generator, seed, offsets[0], end});
+      for (std::size_t k = 0; k < indices.size(); ++k) positions[indices[k]] = {seed, offsets[k]};
     }
-    offsets.resize(group.size());
-    const std::uint64_t seed = generator->reserve_draws(group.data(), group.size(), offsets.data());
-    for (std::size_t k = 0; k < indices.size(); ++k) positions[indices[k]] = {seed, offsets[k]};
+  } catch (...) {  // one generator refused (its offset would overflow): the others give their draws back
+    for (auto r = reserved.rbegin(); r != reserved.rend(); ++r) (void)r->generator->give_back(r->seed, r->from, r->to);
+    throw;
   }
 }
 
