@@ -110,6 +110,14 @@ TEST_CASE("cuda device: streams wrap native handles with stable unique ids") {
   const accel::cuda::StreamRef view(a.get(), device);
   CHECK(view == a.ref());
   CHECK(accel::cuda::StreamRef(cudaStream_t{}, device) == cuda.default_stream(device));
+  if (cuda.device_count() >= 2) {  // a stream of one device given as another's is refused, naming both
+    const int other = device == 0 ? 1 : 0;
+    CHECK_THROWS_WITH_AS(accel::cuda::StreamRef(a.get(), other),
+                         ("cuda StreamRef: the native stream belongs to cuda:" + std::to_string(device) +
+                          ", not to cuda:" + std::to_string(other) + " as given")
+                             .c_str(),
+                         accel::InvalidArgumentError);
+  }
 
   // Ownership can be given up and taken back.
   const std::uint64_t id = b.id();

@@ -84,6 +84,7 @@ class StreamRef {
   StreamRef(std::nullptr_t, int) = delete;
 
   /// A view of a native stream of `device` (0 or cudaStreamLegacy: the device's legacy default stream).
+  /// InvalidArgumentError when the stream belongs to another device (CUDA 12.8 and later can tell).
   StreamRef(cudaStream_t native, int device) : device_(device) {
     Devices::check_device(device);
     if (native == nullptr || native == cudaStreamLegacy) {
@@ -91,6 +92,17 @@ class StreamRef {
       return;
     }
     handle_ = native;
+#if CUDART_VERSION >= 12080
+    // Work enqueued through a view of the wrong device would run there, but the allocator, events and
+    // generators would act for `device`: a stream of cuda:1 given as cuda:0 is refused here.
+    // (cudaStreamPerThread has no device of its own: each use runs under `device`, as the legacy one.)
+    int owner = device;
+    if (native != cudaStreamPerThread) ACCEL_CUDA_CHECK(cudaStreamGetDevice(native, &owner));
+    if (owner != device) {
+      throw InvalidArgumentError("cuda StreamRef: the native stream belongs to cuda:" + std::to_string(owner) +
+                                 ", not to cuda:" + std::to_string(device) + " as given");
+    }
+#endif
     unsigned long long id = 0;
     ACCEL_CUDA_CHECK(cudaStreamGetId(native, &id));
     id_ = id;
