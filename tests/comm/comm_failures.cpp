@@ -50,9 +50,10 @@ int late_rank(bool after_p2p) {
   } catch (const accel::comm::CommError& e) {
     std::string missing;
     for (const int r : e.missing_ranks()) missing += " " + std::to_string(r);
-    std::printf("rank %d: caught CommError seq=%llu timed_out=%d missing=[%s ] op=%s rank=%d size=%d\n", c.rank(),
-                static_cast<unsigned long long>(e.seq()), e.timed_out() ? 1 : 0, missing.c_str(),
-                e.info().op.c_str(), e.info().rank, e.info().size);
+    // seq is this rank's numbering (sends and receives count where issued); collective is every rank's.
+    std::printf("rank %d: caught CommError seq=%llu timed_out=%d missing=[%s ] op=%s rank=%d size=%d collective=%llu\n",
+                c.rank(), static_cast<unsigned long long>(e.seq()), e.timed_out() ? 1 : 0, missing.c_str(),
+                e.info().op.c_str(), e.info().rank, e.info().size, static_cast<unsigned long long>(e.collective()));
     std::fflush(stdout);
   } catch (const accel::TaskError& e) {
     std::printf("rank %d: caught TaskError: %s\n", c.rank(), e.what());

@@ -93,8 +93,29 @@ TEST_CASE("NCCL's result codes have names and hints") {
 }
 
 TEST_CASE("world<CudaBackend> without a GPU is a clear BackendUnavailableError") {
-  if (CB::is_available()) return;
-  CHECK_THROWS_AS((void)accel::comm::world<CB>(), accel::BackendUnavailableError);
+  if (CB::is_available()) {
+    MESSAGE("skipped: a GPU is present (world<CudaBackend> is tested by the cases below)");
+    return;
+  }
+  // Without NCCL the library's absence is named first; with it, the missing device.
+  const std::string expected = accel::comm::detail::nccl().loaded() ? "accel::comm::world<CudaBackend>: no CUDA device ("
+                                                                    : "accel::comm::world<CudaBackend>: ";
+  CHECK_THROWS_WITH_AS((void)accel::comm::world<CB>(), doctest::Contains(expected.c_str()),
+                       accel::BackendUnavailableError);
+}
+
+TEST_CASE("NcclCommunicator::create refuses a size or rank out of range before touching NCCL or a GPU") {
+  const ncclUniqueId id{};
+  CHECK_THROWS_WITH_AS((void)accel::comm::NcclCommunicator::create(id, 0, 0, 0),
+                       doctest::Contains("accel::comm::NcclCommunicator::create: size 0 is not a rank count: expected 1 "
+                                         "or more"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)accel::comm::NcclCommunicator::create(id, 2, 2, 0),
+                       doctest::Contains("accel::comm::NcclCommunicator::create: rank 2 is out of range: expected 0 to "
+                                         "1 (size 2)"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)accel::comm::NcclCommunicator::create(id, 2, -1, 0),
+                       doctest::Contains("rank -1 is out of range: expected 0 to 1 (size 2)"), accel::InvalidArgumentError);
 }
 
 TEST_CASE_TEMPLATE("NCCL, one rank: every operation of every type and reduce op", T, COMM_TYPES) {

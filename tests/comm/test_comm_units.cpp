@@ -329,3 +329,18 @@ TEST_CASE("half and bfloat16 are reduced through MPI's user-defined ops in float
   MESSAGE("skipped: accel was built without MPI");
 #endif
 }
+
+// Last in this file (doctest runs a file's cases in order): it finalizes communication for the process.
+TEST_CASE("after finalize(), world() refuses naming itself; is_initialized() follows init and finalize") {
+  (void)accel::comm::init();
+  CHECK(accel::comm::is_initialized());
+  accel::comm::finalize();
+  CHECK_FALSE(accel::comm::is_initialized());
+#if defined(ACCEL_HAS_MPI)
+  CHECK_THROWS_WITH_AS((void)accel::comm::world<accel::CpuBackend>(),
+                       doctest::Contains("accel::comm::world(): communication was finalized in this process"),
+                       accel::InvalidStateError);
+#endif
+  CHECK_THROWS_WITH_AS((void)accel::comm::init(), doctest::Contains("accel::comm::init: communication was finalized"),
+                       accel::InvalidStateError);
+}

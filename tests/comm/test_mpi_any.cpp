@@ -6,6 +6,11 @@
 
 #include <accel/dispatch/any_backend.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
 using namespace comm_test;
 
 static_assert(accel::Collectives<accel::AnyBackend>);
@@ -122,4 +127,92 @@ TEST_CASE("AnyBackend: reduce, reduce_scatter, all_to_all, gather, scatter, send
     s.synchronize();
     CHECK(one.data()[0] == n + 1);  // ranks 0 and n - 1: 1 + n
   }
+}
+
+TEST_CASE("AnyCommunicator forwards index, get, bool, failed, local_size, timeout, set_timeout and the flight recorder") {
+  const accel::AnyBackend any;
+  if (any.name() != "cpu") {
+    MESSAGE("skipped: the selected backend is " << any.name() << " (this test runs the CPU's MPI)");
+    return;
+  }
+  using AnyComm = accel::communicator_t<accel::AnyBackend>;
+  auto& w = accel::comm::world<accel::AnyBackend>();
+  const int n = w.size();
+  CHECK(w.index() == any.index());
+  CHECK(static_cast<bool>(w));
+  CHECK_FALSE(w.failed());
+  CHECK(w.local_size() == world().local_size());
+  CHECK(w.local_size() == n);  // mpirun starts every rank on this machine
+  CHECK(w.timeout() == world().timeout());
+#if defined(ACCEL_HAS_NCCL) && defined(ACCEL_HAS_CUDA)
+  CHECK_THROWS_WITH_AS((void)w.get<accel::CudaBackend>(),
+                       doctest::Contains("accel::comm::AnyCommunicator::get<cuda>(): the communicator is cpu"),
+                       accel::InvalidArgumentError);
+#endif
+
+  AnyComm own = w.split(0, w.rank());  // a communicator of its own, whose timeout this test may change
+  own.set_timeout(std::chrono::seconds(7));
+  CHECK(own.timeout() == std::chrono::seconds(7));
+  CHECK(own.get<accel::CpuBackend>().timeout() == std::chrono::seconds(7));
+  CHECK_THROWS_WITH_AS(own.set_timeout(std::chrono::nanoseconds(0)),
+                       doctest::Contains("accel::comm::MpiCommunicator::set_timeout: the timeout must be positive, got 0 ns"),
+                       accel::InvalidArgumentError);
+  accel::AnyBackend::Stream s = any.create_stream();
+  accel::Buffer<std::int32_t, accel::AnyBackend> one(1, s);
+  one.data()[0] = 1;
+  own.all_reduce(s, one);
+  s.synchronize();
+  CHECK(one.data()[0] == n);
+  const accel::comm::FlightRecorder& recorder = own.flight_recorder();
+  CHECK(&recorder == &own.get<accel::CpuBackend>().flight_recorder());
+  const auto entries = recorder.entries();
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].seq == 1);
+  CHECK(entries[0].op() == "all_reduce");
+
+  // failed(): a communicator whose operation failed says so through AnyCommunicator too. Ranks 0 and 1
+  // of their own communicator: rank 1 receives 8 elements where rank 0 sent 5.
+  Stream cs;
+  accel::comm::MpiCommunicator pair = world().split(w.rank() < 2 ? 0 : -1, 0);
+  if (pair.valid() && pair.rank() == 0) {
+    Buf<std::int32_t> five(5, cs);
+    std::fill(five.data(), five.data() + 5, 9);
+    pair.send(cs, five, 1);
+    cs.synchronize();
+  } else if (pair.valid()) {
+    Buf<std::int32_t> eight(8, cs);
+    CHECK_THROWS_WITH_AS(pair.recv(cs, eight, 0), doctest::Contains("received 5 element(s) from rank 0, but expected 8"),
+                         accel::comm::CommError);
+  }
+  const AnyComm wrapped(std::move(pair));
+  CHECK(wrapped.valid() == (w.rank() < 2));
+  CHECK(static_cast<bool>(wrapped) == (w.rank() < 2));
+  CHECK(wrapped.failed() == (w.rank() == 1));
+}
+
+TEST_CASE("an empty AnyCommunicator: each call that needs a communicator names itself") {
+  using AnyComm = accel::communicator_t<accel::AnyBackend>;
+  AnyComm empty;
+  CHECK_FALSE(static_cast<bool>(empty));
+  CHECK_FALSE(empty.valid());
+  CHECK_FALSE(empty.failed());
+  CHECK(empty.rank() == -1);
+  CHECK(empty.size() == 0);
+  CHECK(empty.local_rank() == -1);
+  CHECK(empty.local_size() == 0);
+  CHECK(empty.name() == "empty");
+  const auto refused = [](const char* call) {
+    return std::string("accel::comm::AnyCommunicator::") + call + "(): an empty communicator";
+  };
+  CHECK_THROWS_WITH_AS((void)empty.group(), doctest::Contains(refused("group").c_str()), accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS((void)empty.index(), doctest::Contains(refused("index").c_str()), accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS((void)empty.timeout(), doctest::Contains(refused("timeout").c_str()), accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS(empty.set_timeout(std::chrono::seconds(1)), doctest::Contains(refused("set_timeout").c_str()),
+                       accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS((void)empty.flight_recorder(), doctest::Contains(refused("flight_recorder").c_str()),
+                       accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS((void)empty.split(0, 0), doctest::Contains(refused("split").c_str()), accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS((void)empty.get<accel::CpuBackend>(),
+                       doctest::Contains("accel::comm::AnyCommunicator::get<cpu>(): the communicator is empty"),
+                       accel::InvalidArgumentError);
 }

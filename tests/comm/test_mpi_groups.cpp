@@ -56,10 +56,19 @@ TEST_CASE("new_group: members get a communicator in list order, the others an em
     CHECK(g.rank() == -1);
     CHECK(g.size() == 0);
     Buf<float> buf(1, s);
-    CHECK_THROWS_AS(g.all_reduce(s, buf), accel::InvalidStateError);
+    CHECK_THROWS_WITH_AS(g.all_reduce(s, buf),
+                         doctest::Contains("accel::comm::all_reduce (mpi, empty): an empty communicator (this rank is "
+                                           "not in the group"),
+                         accel::InvalidStateError);
   }
-  CHECK_THROWS_AS((void)w.new_group(std::vector<int>{0, 0}), accel::InvalidArgumentError);
-  CHECK_THROWS_AS((void)w.new_group(std::vector<int>{w.size()}), accel::InvalidArgumentError);
+  const std::string where = "accel::comm::new_group (mpi, world, rank " + std::to_string(w.rank()) + " of " +
+                            std::to_string(w.size()) + "): rank ";
+  CHECK_THROWS_WITH_AS((void)w.new_group(std::vector<int>{0, 0}), doctest::Contains((where + "0 is listed twice").c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS((void)w.new_group(std::vector<int>{w.size()}),
+                       doctest::Contains((where + std::to_string(w.size()) + " is out of range 0.." +
+                                          std::to_string(w.size() - 1)).c_str()),
+                       accel::InvalidArgumentError);
 }
 
 TEST_CASE("a negative color leaves the rank out") {

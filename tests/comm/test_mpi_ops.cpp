@@ -491,11 +491,21 @@ TEST_CASE_TEMPLATE("gather and scatter with every root, and their in-place forms
     const std::vector<T> mine = contribution<T>(count, c.rank(), ReduceOp::sum);
     std::copy(mine.begin(), mine.end(), own);
     c.gather(s, own, g2.data(), count, accel::dtype_of<T>, root);
+    // Scatter in place at the root: its output is its own block of the input, which stays where it is;
+    // the other ranks pass no input.
+    Buf<T> s2(count * n, s), part2(count, s);
+    if (is_root) std::copy(everyone.begin(), everyone.end(), s2.data());
+    std::fill(part2.data(), part2.data() + count, from_int<T>(0));  // no contribution is 0
+    c.scatter(s, is_root ? s2.data() : nullptr, is_root ? s2.data() + count * static_cast<std::size_t>(c.rank()) : part2.data(),
+              count, accel::dtype_of<T>, root);
     s.synchronize();
     CHECK(bits(part) == bits(contribution<T>(count, c.rank(), ReduceOp::sum)));
     if (is_root) {
       CHECK(bits(gathered) == bits(everyone));
       CHECK(bits(g2) == bits(everyone));
+      CHECK(bits(s2) == bits(everyone));
+    } else {
+      CHECK(bits(part2) == bits(contribution<T>(count, c.rank(), ReduceOp::sum)));
     }
   }
 }
@@ -676,4 +686,73 @@ TEST_CASE("Open MPI: accel may select libnbc's ring for 2 or 3 ranks (mpi_tuning
   const bool allowed = tuning == nullptr || std::string(tuning) != "0";
   CHECK(accel::comm::detail::iallreduce_tuning().usable() == (open_mpi && allowed));
   CHECK(accel::comm::detail::IallreduceTuning::min_bytes == 16 * 1024);
+}
+
+TEST_CASE("raw forms of broadcast, reduce, scatter, all_to_all, send and recv give exact values") {
+  auto& c = world();
+  Stream s;
+  using I = std::int32_t;
+  const int n = c.size(), r = c.rank(), root = n - 1;
+  const auto nz = static_cast<std::size_t>(n), rz = static_cast<std::size_t>(r);
+  const std::size_t count = 6;
+  // Element i of rank q's block j: q * 1000 + j * 10 + i.
+  const auto value = [](int q, std::size_t j, std::size_t i) { return static_cast<I>(q * 1000 + j * 10 + i); };
+  const auto fill = [&](Buf<I>& b, const auto& f) {
+    for (std::size_t k = 0; k < b.size(); ++k) b.data()[k] = f(k);
+  };
+  Buf<I> b_in(count, s), b_out(count, s), r_in(count, s), r_out(count, s), s_in(count * nz, s), s_out(count, s),
+      a_in(count * nz, s), a_out(count * nz, s), p2p(count, s);
+  fill(b_in, [&](std::size_t i) { return value(r, 0, i); });
+  fill(r_in, [&](std::size_t i) { return value(r, 0, i); });
+  fill(s_in, [&](std::size_t k) { return value(r, k / count, k % count); });
+  fill(a_in, [&](std::size_t k) { return value(r, k / count, k % count); });
+  fill(p2p, [&](std::size_t i) { return r == 0 ? value(0, 7, i) : I{-1}; });
+  for (Buf<I>* b : {&b_out, &r_out, &s_out, &a_out}) fill(*b, [](std::size_t) { return I{-1}; });
+  // Off the root, broadcast and scatter take no input and reduce no output.
+  c.broadcast(s, r == root ? b_in.data() : nullptr, b_out.data(), count, accel::Dtype::int32, root);
+  c.reduce(s, r_in.data(), r == root ? r_out.data() : nullptr, count, accel::Dtype::int32, ReduceOp::sum, root);
+  c.scatter(s, r == root ? s_in.data() : nullptr, s_out.data(), count, accel::Dtype::int32, root);
+  c.all_to_all(s, a_in.data(), a_out.data(), count, accel::Dtype::int32);
+  if (r == 0) c.send(s, p2p.data(), count, accel::Dtype::int32, 1);
+  if (r == 1) c.recv(s, p2p.data(), count, accel::Dtype::int32, 0);
+  s.synchronize();
+  I sum_of_ranks = 0;
+  for (int q = 0; q < n; ++q) sum_of_ranks += q;
+  std::vector<I> broadcast, reduced, scattered, exchanged, received;
+  for (std::size_t i = 0; i < count; ++i) {
+    broadcast.push_back(value(root, 0, i));
+    reduced.push_back(sum_of_ranks * 1000 + n * static_cast<I>(i));
+    scattered.push_back(value(root, rz, i));
+    received.push_back(r <= 1 ? value(0, 7, i) : I{-1});
+  }
+  for (std::size_t k = 0; k < count * nz; ++k) exchanged.push_back(value(static_cast<int>(k / count), rz, k % count));
+  CHECK(std::vector<I>(b_out.data(), b_out.data() + count) == broadcast);
+  CHECK(std::vector<I>(r_out.data(), r_out.data() + count) == (r == root ? reduced : std::vector<I>(count, -1)));
+  CHECK(std::vector<I>(s_out.data(), s_out.data() + count) == scattered);
+  CHECK(std::vector<I>(a_out.data(), a_out.data() + count * nz) == exchanged);
+  CHECK(std::vector<I>(p2p.data(), p2p.data() + count) == received);
+}
+
+TEST_CASE("MpiCommunicator::from_native copies a program's communicator; native_handle is MPI's; is_initialized") {
+  CHECK(accel::comm::is_initialized());
+  auto& w = world();
+  int congruent = -1;
+  MPI_Comm_compare(w.native_handle(), MPI_COMM_WORLD, &congruent);
+  CHECK(congruent == MPI_CONGRUENT);  // a copy of MPI_COMM_WORLD, not the same handle
+  CHECK(accel::comm::MpiCommunicator().native_handle() == MPI_COMM_NULL);
+  accel::comm::MpiCommunicator mine = accel::comm::MpiCommunicator::from_native(MPI_COMM_WORLD, "the program's");
+  CHECK(mine.name() == "the program's");
+  CHECK(mine.size() == w.size());
+  CHECK(mine.rank() == w.rank());
+  CHECK(mine.native_handle() != w.native_handle());
+  MPI_Comm_compare(mine.native_handle(), MPI_COMM_WORLD, &congruent);
+  CHECK(congruent == MPI_CONGRUENT);
+  Stream s;
+  Buf<std::int64_t> x(2, s);
+  x.data()[0] = w.rank() + 1;
+  x.data()[1] = 10;
+  mine.all_reduce(s, x);
+  s.synchronize();
+  CHECK(x.data()[0] == static_cast<std::int64_t>(w.size()) * (w.size() + 1) / 2);
+  CHECK(x.data()[1] == 10 * static_cast<std::int64_t>(w.size()));
 }

@@ -2,7 +2,10 @@
 // code written for Collectives<B> runs with the backend chosen at run time (Engine<AnyBackend>).
 //
 // It holds the communicator of one backend of the list (MpiCommunicator for CpuBackend, NcclCommunicator
-// for CudaBackend) and forwards every operation to it; AnyStreamRefs and Buffer<T, AnyBackend>s of
+// for CudaBackend) and forwards every operation to it, and valid(), rank(), size(), local_rank(),
+// local_size(), name(), timeout(), set_timeout(), flight_recorder(), failed(), split(), new_group() and
+// group(). native_handle() is not forwarded: its type is the engine's (MPI_Comm, ncclComm_t); take it
+// from get<B>(). AnyStreamRefs and Buffer<T, AnyBackend>s of
 // another backend than the communicator's are an InvalidArgumentError naming both. comm::world<AnyBackend>()
 // makes the world communicator of the selected backend (get_accelerator()). A backend of the list that
 // has no communicator stays in the list (alternatives are chosen by position, as AnyStreamRef's are);
@@ -10,11 +13,13 @@
 #pragma once
 
 #include <accel/comm/communicator.hpp>
+#include <accel/comm/flight_recorder.hpp>
 #include <accel/concepts/comm.hpp>
 #include <accel/core/error.hpp>
 #include <accel/dispatch/any_backend.hpp>
 #include <accel/dispatch/detail/visit_indexed.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -114,6 +119,19 @@ class AnyCommunicator : public CommunicatorOps<AnyCommunicator<Bs...>, BasicAnyB
   [[nodiscard]] int rank() const noexcept { return visit_or(-1, [](const auto& c) { return c.rank(); }); }
   [[nodiscard]] int size() const noexcept { return visit_or(0, [](const auto& c) { return c.size(); }); }
   [[nodiscard]] int local_rank() const noexcept { return visit_or(-1, [](const auto& c) { return c.local_rank(); }); }
+  [[nodiscard]] int local_size() const noexcept { return visit_or(0, [](const auto& c) { return c.local_size(); }); }
+  /// The active communicator's timeout, set_timeout and flight recorder (InvalidStateError naming the
+  /// call when empty, as the backends' own).
+  [[nodiscard]] std::chrono::nanoseconds timeout() const {
+    return forward<std::chrono::nanoseconds>(comm_, "timeout", [](const auto& c) { return c.timeout(); });
+  }
+  void set_timeout(std::chrono::nanoseconds timeout) {
+    forward<void>(comm_, "set_timeout", [&](auto& c) { c.set_timeout(timeout); });
+  }
+  [[nodiscard]] const FlightRecorder& flight_recorder() const {
+    return forward<const FlightRecorder&>(comm_, "flight_recorder",
+                                          [](const auto& c) -> const FlightRecorder& { return c.flight_recorder(); });
+  }
   [[nodiscard]] std::string name() const {
     return visit_or(std::string("empty"), [](const auto& c) { return c.name(); });
   }
@@ -135,7 +153,10 @@ class AnyCommunicator : public CommunicatorOps<AnyCommunicator<Bs...>, BasicAnyB
   [[nodiscard]] AnyCommunicator new_group(std::span<const int> ranks) const {
     return wrap([&](const auto& c) { return c.new_group(ranks); }, "new_group");
   }
-  [[nodiscard]] Group group() const { return Group(index()); }
+  [[nodiscard]] Group group() const {
+    if (comm_.index() == 0) throw InvalidStateError("accel::comm::AnyCommunicator::group(): an empty communicator");
+    return Group(comm_.index() - 1);
+  }
 
   // ---- for CommunicatorOps ---------------------------------------------------------------------
 
@@ -195,6 +216,24 @@ class AnyCommunicator : public CommunicatorOps<AnyCommunicator<Bs...>, BasicAnyB
       const auto& c = std::get<i() + 1>(comm_);
       if constexpr (detail::is_no_communicator<std::remove_cvref_t<decltype(c)>>) {
         return fallback;
+      } else {
+        return f(c);
+      }
+    });
+  }
+
+  /// f(the concrete communicator) of `comm` (comm_, const or not); InvalidStateError naming `what` when
+  /// empty or a backend without one.
+  template <class R, class V, class F>
+  static R forward(V& comm, const char* what, F&& f) {
+    const auto empty = [&] {
+      return InvalidStateError(std::string("accel::comm::AnyCommunicator::") + what + "(): an empty communicator");
+    };
+    if (comm.index() == 0) throw empty();
+    return accel::detail::with_index<sizeof...(Bs)>(comm.index() - 1, [&](auto i) -> R {
+      auto& c = std::get<i() + 1>(comm);
+      if constexpr (detail::is_no_communicator<std::remove_cvref_t<decltype(c)>>) {
+        throw empty();
       } else {
         return f(c);
       }

@@ -4,8 +4,10 @@
 // Stream first; the call returns once the operation is enqueued on the stream, and it runs in stream
 // order: after the work enqueued before it, before the work enqueued after it (recorded, not run, while
 // the stream captures a graph). Counts come from the ranges; in the raw forms they are per rank, as NCCL
-// counts them (concepts/comm.hpp). Every rank of the communicator must issue the same operations in the
-// same order; each gets a sequence number, the same on every rank.
+// counts them (concepts/comm.hpp). Every rank of the communicator must issue the same collectives in the
+// same order. Each operation gets a sequence number on this rank (the flight recorder's): sends and
+// receives are numbered only on the ranks that issue them, so one collective's sequence number may
+// differ between ranks; its collective number (CommError::collective(), MPI) is the same on every rank.
 //
 //   all_reduce(s, buf [, op])            in place                     (torch's all_reduce)
 //   all_reduce(s, in, out [, op])        out.size() == in.size()
@@ -19,11 +21,15 @@
 //   send(s, buf, peer), recv(s, buf, peer)
 //   barrier(s)
 // Ranges are Buffer<T, B>s, std::spans of the stream's device memory, or views of B's memory
-// (accel::algo::DeviceSpan); an input may be const. ReduceOp avg divides the sum by size() in T's
-// arithmetic. Checked at the call (InvalidArgumentError naming the argument, nothing enqueued): sizes
+// (accel::algo::DeviceSpan); an input may be const. ReduceOp avg (core/reduce_op.hpp): MPI divides the
+// sum by size() in T's arithmetic; NCCL (ncclAvg) does so for integer types but multiplies each rank's
+// value by 1/size() before summing for floating types, so float results may differ in the last bits.
+// Checked at the call (InvalidArgumentError naming the argument, nothing enqueued): sizes
 // that do not match, a root or peer out of range, a Buffer of another device than the stream's, null
-// memory, inputs and outputs that overlap other than in place; a dtype no engine carries is a compile
-// error for the typed forms and a NotSupportedError for the raw ones. What one rank cannot see — another
+// memory, inputs and outputs that overlap other than in place, a send or recv to this rank itself
+// outside a group, more elements per rank than the engine carries (MPI: 2^31 - 1); a dtype no engine
+// carries is a compile error for the typed forms and a NotSupportedError for the raw ones. A refused
+// call takes no sequence number. What one rank cannot see — another
 // rank passing a different count — is the engine's error (a CommError) or a timeout.
 #pragma once
 

@@ -4,7 +4,10 @@
 // Each communicator keeps one (capacity ACCEL_COMM_TRACE_SIZE, default 256; 0 keeps nothing). An
 // entry is the operation's sequence number, kind, count, dtype, root or peer, stream, state (enqueued,
 // started, completed, failed, timed out) and times. Comparing the dumps of all ranks shows who fell
-// behind: the rank whose last sequence number is lowest. entries() and dump() are for users too.
+// behind: the rank whose last collective is the earliest. Sequence numbers are per rank (sends and
+// receives are numbered only on the ranks that issue them), so where ranks sent or received unequally
+// the same collective has different numbers: match collectives by their order, or by the collective
+// number a CommError carries (CommError::collective()). entries() and dump() are for users too.
 // Thread-safe (one mutex; three short critical sections per operation, two for one run at once on an
 // idle stream: it is recorded as started when enqueued).
 #pragma once

@@ -12,9 +12,12 @@
 //                                                    exchanged through ACCEL_COMM_INIT_FILE under a
 //                                                    torchrun-style launch (RANK, WORLD_SIZE, LOCAL_RANK)
 //   accel::comm::finalize()           prints the ACCEL_COMM_LOG summary, destroys the world
-//                                     communicators, finalises MPI if accel initialised it — or, when a
-//                                     communicator failed, ends the job with MPI_Abort (a clean finalize
-//                                     would wait for the rank that never arrived). Also runs at exit.
+//                                     communicators, finalises MPI if accel initialised it — or, when an
+//                                     operation timed out or failed because a rank aborted the job (MPI),
+//                                     or any NCCL communicator failed, ends the job with MPI_Abort (a
+//                                     clean finalize would wait for the rank that never arrived). An
+//                                     error MPI reported leaves nothing pending: MPI_Finalize as usual.
+//                                     Also runs at exit.
 //   accel::comm::launch_info()        rank, world size, local rank, and which launcher
 //   accel::comm::abort(reason [, exit_code])
 //                                     ends the job now because of a fatal error on this rank (MPI_Abort,
@@ -154,8 +157,12 @@ template <class B>
   detail::Runtime& r = detail::runtime();
   const std::lock_guard<std::recursive_mutex> lock(r.mutex);
   if (instance != nullptr) return *instance;
+  // Before init(), whose own refusal would name init rather than the call the user made.
+  if (r.finalized) {
+    throw InvalidStateError(
+        "accel::comm::world(): communication was finalized in this process (finalize() ran; it cannot be restarted)");
+  }
   init();
-  if (r.finalized) throw InvalidStateError("accel::comm::world: communication was finalized in this process");
   instance = new C(C::create_world());
   r.world_destroyers.emplace_back([] { delete std::exchange(instance, nullptr); });
   return *instance;

@@ -8,8 +8,10 @@
 //   - a bad argument: InvalidArgumentError / NotSupportedError from the call, nothing enqueued;
 //   - a failed or timed-out operation: CommError (comm_error.hpp) — thrown by the call when it ran on
 //     the calling thread, else by the stream's next synchronize() as a TaskError whose original() is
-//     the CommError. The flight recorder goes to stderr, the communicator is failed (later operations
-//     are refused with a CommError quoting the first), and at exit the job ends with MPI_Abort.
+//     the CommError. The flight recorder goes to stderr and the communicator is failed (later operations
+//     are refused with a CommError quoting the first). After a timeout (MPI requests are left that will
+//     never complete) the job ends at exit with MPI_Abort; after an error MPI reported (which leaves
+//     none) finalize() ends MPI as usual.
 //   - another rank called accel::comm::abort (launch.hpp): an operation waiting for it fails within
 //     about 10 ms with a CommError naming it and quoting its reason (then MPI_Abort ends the job).
 //
@@ -234,6 +236,19 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
     detail::MpiState& st = *state_;
     detail::throw_if_failed(st, op, 0);
     detail::MpiGroupContext& g = detail::mpi_group_context();
+    // Every check that can throw comes before the numbers are taken: a call refused on one rank must
+    // not advance its sequence and collective numbers (the ranks' ring tags would part, and the next
+    // collective hang).
+    detail::check_self_peer(call, op, st.rank, g.depth > 0);
+    if (op.count > static_cast<std::size_t>(detail::mpi_count_limit)) {
+      call.invalid("count " + std::to_string(op.count) + " exceeds the MPI engine's limit of " +
+                   std::to_string(detail::mpi_count_limit) +
+                   " elements per rank (MPI 3.1 counts are int); split the operation into parts");
+    }
+    if (g.depth > 0 && g.stream && !(*g.stream == s)) {
+      call.invalid("the operations of a group run on one stream: this one is on stream " + std::to_string(s.id()) +
+                   ", the group's on stream " + std::to_string(g.stream->id()));
+    }
     // The sequence number (and so a ring's MPI tag: mpi_engine.hpp) in host order, identical on every
     // rank: taken now, or, while s captures a graph, by each replay when it is enqueued (never when the
     // replayed operation runs, which depends on thread timing).
@@ -252,10 +267,6 @@ class MpiCommunicator : public detail::CommunicatorBase<MpiCommunicator, CpuBack
     if (seq != 0) p.started = detail::steady::now();  // its enqueue, and its start if it runs here and now
     if (!detail::has_peer(op.kind)) p.collective = number(st.next_collective, slots.collective);
     if (g.depth > 0) {
-      if (g.stream && !(*g.stream == s)) {
-        call.invalid("the operations of a group run on one stream: this one is on stream " + std::to_string(s.id()) +
-                     ", the group's on stream " + std::to_string(g.stream->id()));
-      }
       p.state = state_;
       if (seq != 0) st.recorder.enqueued(seq, op, s.id(), false, p.started);
       g.stream = s;

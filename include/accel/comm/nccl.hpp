@@ -196,6 +196,15 @@ class NcclCommunicator : public detail::CommunicatorBase<NcclCommunicator, CudaB
   /// program): ncclCommInitRankConfig, non-blocking, waited for against the timeout.
   [[nodiscard]] static NcclCommunicator create(const ncclUniqueId& id, int size, int rank, int device,
                                                std::string name = "user communicator") {
+    if (size <= 0) {
+      throw InvalidArgumentError("accel::comm::NcclCommunicator::create: size " + std::to_string(size) +
+                                 " is not a rank count: expected 1 or more");
+    }
+    if (rank < 0 || rank >= size) {
+      throw InvalidArgumentError("accel::comm::NcclCommunicator::create: rank " + std::to_string(rank) +
+                                 " is out of range: expected 0 to " + std::to_string(size - 1) + " (size " +
+                                 std::to_string(size) + ")");
+    }
     const detail::NcclApi& api = detail::require_nccl("NcclCommunicator::create");
     const cuda::Devices::DeviceGuard guard(device);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -242,11 +251,13 @@ class NcclCommunicator : public detail::CommunicatorBase<NcclCommunicator, CudaB
     }
     check_engine_support(call, op, st);
     check_memory(call, op, st);
+    detail::NcclGroupContext& g = detail::nccl_group_context();
+    detail::check_self_peer(call, op, st.rank, g.depth > 0);
+    // Every check that can throw came before the sequence number is taken (a refused call takes none).
     const bool capturing = s.is_capturing();
     const std::uint64_t seq = st.next_seq.fetch_add(1, std::memory_order_relaxed) + 1;
     st.recorder.enqueued(seq, op, s.id(), capturing);
     const cuda::Devices::DeviceGuard guard(st.device);
-    detail::NcclGroupContext& g = detail::nccl_group_context();
     const cudaEvent_t start = capturing || g.depth > 0 ? nullptr : detail::begin(st, s.get());
     ncclResult_t r;
     {
@@ -373,8 +384,14 @@ class NcclCommunicator : public detail::CommunicatorBase<NcclCommunicator, CudaB
                      ", but the communicator's device is cuda:" + std::to_string(s.device));
       }
     };
-    check(op.send, "the input");
-    if (op.recv != op.send) check(op.recv, "the output");
+    // A non-root's unused buffer is not looked at (MPI ignores it too, so both engines accept the same
+    // calls): broadcast's and scatter's input, reduce's and gather's output.
+    using detail::OpKind;
+    const bool root_here = op.root == s.rank;
+    const bool reads = root_here || (op.kind != OpKind::broadcast && op.kind != OpKind::scatter);
+    const bool writes = root_here || (op.kind != OpKind::reduce && op.kind != OpKind::gather);
+    if (reads) check(op.send, "the input");
+    if (writes && !(reads && op.recv == op.send)) check(op.recv, "the output");
   }
 
   [[nodiscard]] NcclCommunicator split_impl(int color, int key, std::string name) const {
@@ -383,7 +400,9 @@ class NcclCommunicator : public detail::CommunicatorBase<NcclCommunicator, CudaB
       throw NotSupportedError("accel::comm: " + name + " needs ncclCommSplit (NCCL 2.18 or newer); this is NCCL " +
                               s.api.version_string());
     }
-    detail::throw_if_failed(s, detail::Op{}, 0);
+    if (s.failed.load(std::memory_order_acquire)) {  // no Op to name: the refusal names the split
+      throw detail::nccl_error(s, nullptr, 0, ncclSuccess, "split " + s.refusal(" and was aborted", 0), false);
+    }
     const cuda::Devices::DeviceGuard guard(s.device);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;

@@ -1,8 +1,11 @@
 // accel/core/reduce_op.hpp — accel::ReduceOp: how a collective combines the ranks' elements.
 //
-// torch.distributed.ReduceOp's names: sum, prod, min, max, avg ("avg" is the sum divided by the number
-// of ranks: in the element type's arithmetic, so an integer average truncates toward zero, as NCCL's
-// ncclAvg does). parse_reduce_op() accepts those names and torch's upper-case spellings ("SUM", "AVG").
+// torch.distributed.ReduceOp's names: sum, prod, min, max, avg ("avg" is the average over the ranks, in
+// the element type's arithmetic, so an integer average truncates toward zero. How each engine computes
+// it: MPI divides the sum by the number of ranks; NCCL's ncclAvg does so for integer types, but for
+// floating types multiplies each rank's value by 1/ranks before summing, so a float average may differ
+// from MPI's in the last bits). parse_reduce_op() accepts those names and torch's upper-case spellings
+// ("SUM", "AVG").
 #pragma once
 
 #include <accel/core/error.hpp>

@@ -203,4 +203,15 @@ inline void check_op(const CallSite& call, const Op& op, int rank, int size) {
   }
 }
 
+/// A send or recv whose peer is this rank completes only together with its matching recv or send, so
+/// it must be issued with it inside an open group (both engines: MPI would block a large message,
+/// ncclSend to self outside a group waits for a recv that cannot come).
+inline void check_self_peer(const CallSite& call, const Op& op, int rank, bool in_group) {
+  if (!has_peer(op.kind) || op.root != rank || in_group) return;
+  call.invalid(std::string(op.kind == OpKind::send ? "send to" : "recv from") + " peer " + std::to_string(op.root) +
+               ", this rank itself, outside a group: pair it with the matching " +
+               (op.kind == OpKind::send ? "recv" : "send") + " inside group() (auto g = c.group(); c.send(...); "
+               "c.recv(...); g.end();)");
+}
+
 }  // namespace accel::comm::detail

@@ -186,8 +186,10 @@ struct MpiState : StateBase {
 }
 
 /// An MPI call of `op` returned `code`.
-[[noreturn]] inline void fail_mpi(MpiState& s, const Op& op, std::uint64_t seq, const char* call, int code) {
+[[noreturn]] inline void fail_mpi(MpiState& s, const Op& op, std::uint64_t seq, const char* call, int code,
+                                  std::uint64_t collective = 0) {
   CommError::Info info;
+  info.collective = collective;
   info.engine_code = mpi_error_class(code);
   info.engine_string = mpi_error_string(code);
   info.hint = mpi_hint(info.engine_code);
@@ -200,7 +202,7 @@ struct MpiState : StateBase {
 /// Refuses an operation on a communicator that failed before.
 inline void throw_if_failed(MpiState& s, const Op& op, std::uint64_t seq) {
   if (!s.failed.load(std::memory_order_acquire)) [[likely]] return;
-  throw make_error(s, op, seq, s.refusal(" and cannot be used again"));
+  throw make_error(s, op, seq, s.refusal(" and cannot be used again", seq));
 }
 
 // ---- who fell behind -------------------------------------------------------------------------------
@@ -420,6 +422,7 @@ struct Pending {
   int ring_step = 0;
   int tag = 0;  // ring_tag(s, collective)
   int ring_piece_count = 1;
+  int step_recv_from = -1;  // the rank the current step receives from (-1: none), for step_done's check
   std::array<MPI_Request, 2 * ring_max_pieces> ring_requests{};
   DoublingStep doubling{};  // the current step of recursive doubling (computed once per step)
   std::shared_ptr<std::byte[]> scratch{};
@@ -482,6 +485,7 @@ inline void take_scratch(Pending& p, std::size_t bytes, const char* schedule, co
   std::byte* block = new (std::nothrow) std::byte[bytes];
   if (block == nullptr) {
     CommError::Info info;
+    info.collective = p.collective;
     info.hint = std::string("accel's ") + schedule + " needs this much memory besides the buffers on every rank; free "
                 "host memory, or split the operation into smaller parts";
     fail(s, p.seq,
@@ -523,8 +527,12 @@ inline void keep_scratch(Pending& p) noexcept {
   p.scratch_bytes = 0;
 }
 
+/// The most elements per rank one MPI call carries (MPI 3.1 counts are int). MpiCommunicator::launch
+/// refuses more at the call; checked_count is the engine's own guard behind it.
+inline constexpr int mpi_count_limit = INT_MAX;
+
 [[nodiscard]] inline int checked_count(MpiState& s, const Op& op, std::uint64_t seq, std::size_t count) {
-  if (count > static_cast<std::size_t>(INT_MAX)) {
+  if (count > static_cast<std::size_t>(mpi_count_limit)) {
     CommError::Info info;
     info.hint = "MPI 3.1 counts are int; split the operation into parts of at most 2^31 - 1 elements";
     throw make_error(s, op, seq, "refused: " + std::to_string(count) + " elements exceed MPI's int count",
@@ -583,6 +591,7 @@ inline void post_step(Pending& p, const void* out, int send_to, void* in, int re
   const int pieces = p.ring_piece_count;
   const std::size_t piece = pieces == 1 ? op.count : ring_piece_bytes / esize;  // elements
   p.ring_requests.fill(MPI_REQUEST_NULL);
+  p.step_recv_from = recv_from;
   for (int i = 0; i < pieces; ++i) {
     const std::size_t first = static_cast<std::size_t>(i) * piece;
     const int count = static_cast<int>(std::min(piece, op.count - first));  // checked by start()
@@ -592,7 +601,7 @@ inline void post_step(Pending& p, const void* out, int send_to, void* in, int re
                                &p.ring_requests[static_cast<std::size_t>(i)]);
       if (rc != MPI_SUCCESS) {
         abandon(p);
-        fail_mpi(s, op, p.seq, (std::string("MPI_Isend (") + schedule + ")").c_str(), rc);
+        fail_mpi(s, op, p.seq, (std::string("MPI_Isend (") + schedule + ")").c_str(), rc, p.collective);
       }
     }
     if (recv_from >= 0) {
@@ -600,7 +609,7 @@ inline void post_step(Pending& p, const void* out, int send_to, void* in, int re
                                &p.ring_requests[static_cast<std::size_t>(pieces + i)]);
       if (rc != MPI_SUCCESS) {
         abandon(p);
-        fail_mpi(s, op, p.seq, (std::string("MPI_Irecv (") + schedule + ")").c_str(), rc);
+        fail_mpi(s, op, p.seq, (std::string("MPI_Irecv (") + schedule + ")").c_str(), rc, p.collective);
       }
     }
   }
@@ -614,15 +623,65 @@ inline void begin_schedule(Pending& p) {
   p.ring_piece_count = ring_pieces(p.op.count * size_of(p.op.dtype));
 }
 
-/// Whether the current step's messages all completed (MPI_Testall; an MPI error fails p).
+/// The ranks passed different counts to one of accel's schedules: a message of the current step from
+/// `peer` was `how` ("truncated: ..." or "short: ..."). Fails p (on whichever rank sees it: the rank
+/// with the smaller count gets MPI_ERR_TRUNCATE, the one with the larger a short message).
+[[noreturn]] inline void fail_count_mismatch(Pending& p, const char* schedule, int peer, int engine_code,
+                                             const std::string& how) {
+  abandon(p);
+  MpiState& s = *p.state;
+  CommError::Info info;
+  info.collective = p.collective;
+  info.engine_code = engine_code;
+  if (engine_code != 0) info.engine_string = mpi_error_string(engine_code);
+  info.hint = "every rank must pass the same count (and dtype) to a collective; ACCEL_COMM_CHECK=1 compares them "
+              "before each one and names the counts";
+  fail(s, p.seq,
+       make_error(s, p.op, p.seq,
+                  std::string("failed: the ranks' counts differ: in step ") + std::to_string(p.ring_step) + " of " +
+                      schedule + ", the message from " + s.rank_name(peer) + " was " + how,
+                  std::move(info)));
+}
+
+/// Whether the current step's messages all completed (MPI_Testall; an MPI error fails p). Each
+/// receive must have brought the piece post_step expected: MPI reports a longer message
+/// (MPI_ERR_TRUNCATE) but completes a shorter one silently, which would reduce stale scratch.
 [[nodiscard]] inline bool step_done(Pending& p, const char* schedule) {
   int flag = 0;
-  const int rc = MPI_Testall(2 * p.ring_piece_count, p.ring_requests.data(), &flag, MPI_STATUSES_IGNORE);
+  const int pieces = p.ring_piece_count;
+  std::array<MPI_Status, 2 * ring_max_pieces> statuses{};
+  const int rc = MPI_Testall(2 * pieces, p.ring_requests.data(), &flag, statuses.data());
+  const Op& op = p.op;
+  const std::size_t piece = pieces == 1 ? op.count : ring_piece_bytes / size_of(op.dtype);
+  const auto expected = [&](int i) { return std::min(piece, op.count - static_cast<std::size_t>(i) * piece); };
   if (rc != MPI_SUCCESS) {
+    if (mpi_error_class(rc) == MPI_ERR_IN_STATUS && p.step_recv_from >= 0) {
+      for (int i = 0; i < pieces; ++i) {
+        const int e = statuses[static_cast<std::size_t>(pieces + i)].MPI_ERROR;
+        if (mpi_error_class(e) == MPI_ERR_TRUNCATE) {
+          fail_count_mismatch(p, schedule, p.step_recv_from, MPI_ERR_TRUNCATE,
+                              "truncated: longer than the " + std::to_string(expected(i)) +
+                                  " element(s) this rank expected (MPI_ERR_TRUNCATE)");
+        }
+      }
+    }
     abandon(p);
-    fail_mpi(*p.state, p.op, p.seq, (std::string("MPI_Testall (") + schedule + ")").c_str(), rc);
+    fail_mpi(*p.state, op, p.seq, (std::string("MPI_Testall (") + schedule + ")").c_str(), rc, p.collective);
   }
-  return flag != 0;
+  if (flag == 0) return false;
+  if (p.step_recv_from >= 0) {
+    const MPI_Datatype type = mpi_datatype(op.dtype);
+    for (int i = 0; i < pieces; ++i) {
+      int received = 0;
+      MPI_Get_count(&statuses[static_cast<std::size_t>(pieces + i)], type, &received);
+      if (received < 0 || static_cast<std::size_t>(received) != expected(i)) {
+        fail_count_mismatch(p, schedule, p.step_recv_from, 0,
+                            "short: " + std::to_string(std::max(received, 0)) + " element(s) where this rank expected " +
+                                std::to_string(expected(i)));
+      }
+    }
+  }
+  return true;
 }
 
 /// Posts step p.ring_step: its sends and its receives (post_step).
@@ -686,7 +745,7 @@ inline void ring_start(Pending& p) {
                                                    : MPI_Reduce_local(own, received, count, type, mop);
     if (rr != MPI_SUCCESS) {
       abandon(p);
-      fail_mpi(s, op, p.seq, "MPI_Reduce_local (ring)", rr);
+      fail_mpi(s, op, p.seq, "MPI_Reduce_local (ring)", rr, p.collective);
     }
   }
   if (last) {
@@ -792,7 +851,7 @@ inline void doubling_start(Pending& p) {
                                     mpi_op(op.reduce, op.dtype));
     if (rr != MPI_SUCCESS) {
       abandon(p);
-      fail_mpi(s, op, p.seq, "MPI_Reduce_local (recursive doubling)", rr);
+      fail_mpi(s, op, p.seq, "MPI_Reduce_local (recursive doubling)", rr, p.collective);
     }
   }
   if (step.last) {
@@ -888,7 +947,7 @@ inline void start(Pending& p) {
       rc = MPI_Ibarrier(s.comm, &p.request);
       break;
   }
-  if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, call, rc);
+  if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, call, rc, p.collective);
 }
 
 /// What follows completion: avg's division, the in-place reduce_scatter's move, a recv's count check.
@@ -939,6 +998,7 @@ inline void finish(Pending& p, const MPI_Status& status) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   CommError::Info info;
+  info.collective = p.collective;
   info.timed_out = true;
   info.waited_seconds = std::chrono::duration<double>(steady::now() - p.started).count();
   std::string who;
@@ -1001,6 +1061,7 @@ inline void finish(Pending& p, const MPI_Status& status) {
     reason = g.reason;
   }
   CommError::Info info;
+  info.collective = p.collective;
   info.waited_seconds = std::chrono::duration<double>(steady::now() - p.started).count();
   std::string who = "world rank " + std::to_string(by);
   for (std::size_t r = 0; r < s.world_ranks.size(); ++r) {
@@ -1040,7 +1101,7 @@ inline void wait_all(std::span<Pending> ops) {
       if (p.ring) {
         flag = (p.op.kind == OpKind::all_reduce ? doubling_progress(p) : ring_progress(p)) ? 1 : 0;
       } else if (const int rc = MPI_Test(&p.request, &flag, &status); rc != MPI_SUCCESS) {
-        fail_mpi(*p.state, p.op, p.seq, "MPI_Test", rc);
+        fail_mpi(*p.state, p.op, p.seq, "MPI_Test", rc, p.collective);
       }
       if (flag != 0) {
         p.done = true;
@@ -1115,7 +1176,7 @@ inline void check_arguments(Pending& p) {
   fingerprint.collective = p.collective;  // a timeout compares the ranks' collective numbers
   fingerprint.started = steady::now();
   const int rc = MPI_Iallreduce(MPI_IN_PLACE, both, 10, MPI_INT64_T, MPI_MAX, s.comm, &fingerprint.request);
-  if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, "MPI_Iallreduce (ACCEL_COMM_CHECK)", rc);
+  if (rc != MPI_SUCCESS) fail_mpi(s, op, p.seq, "MPI_Iallreduce (ACCEL_COMM_CHECK)", rc, p.collective);
   fingerprint.op = op;  // a timeout names the operation being checked
   fingerprint.probe = true;
   wait_all(std::span<Pending>(&fingerprint, 1));
@@ -1135,6 +1196,7 @@ inline void check_arguments(Pending& p) {
   }
   if (differ.empty()) return;
   CommError::Info info;
+  info.collective = p.collective;
   info.hint = "every rank must issue the same collectives in the same order, with the same count, dtype, reduce op "
               "and root (ACCEL_COMM_CHECK found this before any data moved)";
   fail(s, p.seq, make_error(s, op, p.seq, "refused: the ranks disagree (" + differ + ")", std::move(info)));
@@ -1157,7 +1219,12 @@ inline void execute(Pending& p, std::uint64_t stream_id, bool here) {
 
 /// Runs the operations of a group: all started, in order, then waited for together.
 inline void execute_group(std::vector<Pending> ops) {
-  for (Pending& p : ops) throw_if_failed(*p.state, p.op, p.seq);
+  // Everything that can refuse an operation first: one refused after another started would leave that
+  // one's messages in flight into the user's buffers.
+  for (Pending& p : ops) {
+    throw_if_failed(*p.state, p.op, p.seq);
+    (void)checked_count(*p.state, p.op, p.seq, p.op.count);
+  }
   for (std::size_t i = 0; i < ops.size(); ++i) {
     ops[i].started = ops[i].state->recorder.started(ops[i].seq);
     try {

@@ -189,7 +189,7 @@ inline void mark_failed(NcclState& s, std::uint64_t seq, const CommError& error)
 
 inline void throw_if_failed(NcclState& s, const Op& op, std::uint64_t seq) {
   if (!s.failed.load(std::memory_order_acquire)) [[likely]] return;
-  throw nccl_error(s, &op, seq, ncclSuccess, s.refusal(" and was aborted"), false);
+  throw nccl_error(s, &op, seq, ncclSuccess, s.refusal(" and was aborted", seq), false);
 }
 
 /// Polls ncclCommGetAsyncError until the communicator's calls are no longer in progress, or the

@@ -96,8 +96,10 @@ struct Op {
 }
 
 /// "all_reduce #5 (1000 x float32, sum)", "recv #2 (16 x int64, from 1)", "barrier #3": how errors name `op`.
+/// seq 0 (an operation refused before it took a number) is left out: "barrier", not a fake "barrier #0".
 [[nodiscard]] inline std::string op_text(const Op& op, std::uint64_t seq) {
-  std::string out = std::string(name(op.kind)) + " #" + std::to_string(seq);
+  std::string out = std::string(name(op.kind));
+  if (seq != 0) out += " #" + std::to_string(seq);
   if (op.kind == OpKind::barrier) return out;
   out += " (" + std::to_string(op.count) + " x " + std::string(name(op.dtype));
   if (is_reduction(op.kind)) out += ", " + std::string(name(op.reduce));

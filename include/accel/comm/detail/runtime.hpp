@@ -1,8 +1,9 @@
 // accel/comm/detail/runtime.hpp — what accel/comm keeps per process: the launch, whether init() ran,
-// the world communicators to destroy at finalize(), whether any communicator failed (then the job ends
-// with MPI_Abort, not a clean MPI_Finalize that would wait for the rank that never arrived), and the
-// hooks of the engines compiled in (each engine's header installs its own). Created on first use and
-// never destroyed.
+// the world communicators to destroy at finalize(), whether a failure left a rank that will not come
+// back (note_failure: an MPI timeout, a rank that aborted the job, any NCCL failure; then the job ends
+// with MPI_Abort, not a clean MPI_Finalize that would wait for that rank — an error MPI reported is not
+// noted, it leaves nothing pending), and the hooks of the engines compiled in (each engine's header
+// installs its own). Created on first use and never destroyed.
 #pragma once
 
 #include <accel/comm/launch_info.hpp>
@@ -42,7 +43,8 @@ inline Runtime& runtime() {
   return *instance;
 }
 
-/// Any communicator of this process failed: remembered for finalize() and the messages.
+/// A communicator of this process failed in a way that leaves work pending (see the top): remembered
+/// for finalize() and the messages.
 inline void note_failure(const std::string& what) {
   Runtime& r = runtime();
   if (!r.any_failure.exchange(true)) {

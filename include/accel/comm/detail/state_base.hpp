@@ -74,10 +74,12 @@ struct StateBase {
     std::fflush(stderr);
   }
 
-  /// The message of an operation refused because the communicator failed before.
-  [[nodiscard]] std::string refusal(const char* after) const {
+  /// The message of an operation refused because the communicator failed before; `seq` 0: refused at
+  /// the call, before it took a sequence number.
+  [[nodiscard]] std::string refusal(const char* after, std::uint64_t seq) const {
     const auto [first, first_seq] = first_failure();
-    return "refused: this communicator failed at operation #" + std::to_string(first_seq) + after +
+    return std::string(seq == 0 ? "refused (not numbered)" : "refused") + ": this communicator failed at operation #" +
+           std::to_string(first_seq) + after +
            " (create a new one, or end the job). The first failure: " + first;
   }
 };
