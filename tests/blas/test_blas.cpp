@@ -353,15 +353,101 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bad arguments are InvalidArgumentErrors naming 
                      "a is too small: the operand spans 24 elements from offset");
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, a, 0, 6, b, 0, 5, 1.0f, c, 0, 1000), "c is too small");
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, a, -1, 6, b, 0, 5, 1.0f, c, 0, 5), "offset_a = -1");
+  // One operand too small at a time (p: batch 2; A spans 29 + 24 = 53 of 60 elements, B 33 + 30 = 63 of 68,
+  // C 27 + 20 = 47 of 56).
+  REQUIRE(a.size() == 60);
+  REQUIRE(b.size() == 68);
+  REQUIRE(c.size() == 56);
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, a, 8, 6, p.stride_a, b, 0, 5, p.stride_b, 1.0f,
+                                          c, 0, 5, p.stride_c, 2),
+                     "a is too small: the operand spans 53 elements from offset 8, but the buffer holds 60");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, a, 0, 6, p.stride_a, b, 6, 5, p.stride_b, 1.0f,
+                                          c, 0, 5, p.stride_c, 2),
+                     "b is too small: the operand spans 63 elements from offset 6, but the buffer holds 68");
   BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, a, 0, 6, p.stride_a, b, 0, 5, p.stride_b, 1.0f,
-                                          c, 0, 5, p.stride_c, 3),
-                     "is too small");
+                                          c, 10, 5, p.stride_c, 2),
+                     "c is too small: the operand spans 47 elements from offset 10, but the buffer holds 56");
   BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, a, 0, 6, p.stride_a, b, 0, 5,
                                           std::int64_t{1} << 62, 1.0f, c, 0, 5, p.stride_c, 3),
                      "B spans more than 2^63");
 
+  // A span past 2^63 in the batch's C check is reported as such (m = 3, ldc = 2^62: (m - 1) x ldc overflows).
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 3, 5, 6, 1.0f, pa, 6, 24, pb, 5, 30, 1.0f, pc,
+                                          std::int64_t{1} << 62, 3, 2),
+                     "C spans more than 2^63 elements (ldc or the stride is too large)");
+
+  // C overlapping A or B (read while C is written) is refused, naming both; over a batch, each operand's
+  // whole extent counts (C_0 is A_1 here).
+  const auto* pc_read = static_cast<const float*>(pc);
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 4, 4, 1.0f, pc_read, 4, pb, 4, 1.0f, pc, 4),
+                     "c overlaps a: C (16 elements from c) is written while A (16 elements from a) is read; they must "
+                     "not share memory");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 4, 4, 1.0f, pa, 4, pc_read + 15, 4, 1.0f, pc, 4),
+                     "c overlaps b: C (16 elements from c) is written while B (16 elements from b) is read");
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 2, 2, 2, 1.0f, pc_read, 2, 4, pb, 2, 4, 1.0f, pc + 4, 2, 4, 2),
+                     "c overlaps a: C (8 elements from c) is written while A (8 elements from a) is read, over the batch "
+                     "of 2");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 4, 4, 1.0f, c, 0, 4, b, 0, 4, 1.0f, c, 10, 4), "c overlaps a: C (16 elements");
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 4, 4, 1.0f, a, 0, 4, c, 0, 4, 1.0f, c, 15, 4), "c overlaps b: C (16 elements");
+
+  // A pointer not aligned to its elements (cuBLAS faults on one) is refused on every backend.
+  const auto off_by = [](const void* q, int bytes) { return reinterpret_cast<std::uintptr_t>(q) + bytes; };
+  const auto* odd_a = reinterpret_cast<const float*>(off_by(pa, 2));
+  auto* odd_c = reinterpret_cast<float*>(off_by(pc, 1));
+  char want[160];
+  std::snprintf(want, sizeof want, "a: the pointer %p is not aligned to its 4-byte elements", static_cast<const void*>(odd_a));
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, odd_a, 6, pb, 5, 1.0f, pc, 5), want);
+  std::snprintf(want, sizeof want, "c: the pointer %p is not aligned to its 4-byte elements", static_cast<void*>(odd_c));
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, odd_c, 5), want);
+
   // Nothing ran: C is as uploaded.
   check_bits(download(be, s, c), p.c, "after the refused calls");
+}
+
+TEST_CASE_TEMPLATE_DEFINE("gemm: operands side by side in one buffer run; A and B may be the same memory", B,
+                          gemm_shared_buffer) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B be;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  // One buffer: A (4 x 6) at 0, B (6 x 5) at 24, C (4 x 5) at 54, each ending where the next begins.
+  std::vector<float> host(74);
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = small_int(i64(i), 4);
+  std::vector<float> staging;
+  auto buf = upload<float>(be, s, host, staging);
+  accel::blas::gemm(be, s, Trans::no, Trans::no, 4, 5, 6, 1.0f, buf, 0, 6, buf, 24, 5, 0.0f, buf, 54, 5);
+  std::vector<float> want = host;
+  const std::vector<float> a(host.begin(), host.begin() + 24), b(host.begin() + 24, host.begin() + 54);
+  std::vector<float> c(20, 0.0f);
+  reference_gemm(Trans::no, Trans::no, 4, 5, 6, 1.0f, a, 6, 0, b, 5, 0, 0.0f, c, 5, 0, 1);
+  std::copy(c.begin(), c.end(), want.begin() + 54);
+  check_bits(download(be, s, buf), want, "A, B, C side by side");
+  // C = A A^T: A read twice from the same memory (A and B may share it; only C must be apart).
+  const float* pa = buf.data();
+  accel::blas::gemm(be, s, Trans::no, Trans::yes, 4, 4, 6, 1.0f, pa, 6, pa, 6, 0.0f, buf.data() + 24, 4);
+  std::vector<float> aat(16, 0.0f);
+  reference_gemm(Trans::no, Trans::yes, 4, 4, 6, 1.0f, a, 6, 0, a, 6, 0, 0.0f, aat, 4, 0, 1);
+  const std::vector<float> got = download(be, s, buf);
+  check_bits(std::vector<float>(got.begin() + 24, got.begin() + 40), aat, "A A^T");
+  // [x | x W] in one array of rows 10 wide: C (4 x 4, ldc 10) beside A (4 x 6, lda 10) in the same rows.
+  // Their address ranges meet but no element is shared, so it runs (as cuBLAS runs it); B lies after.
+  std::vector<float> rows(40 + 24);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = small_int(i64(i), 5);
+  for (std::size_t r = 0; r < 4; ++r) {
+    for (std::size_t j = 6; j < 10; ++j) rows[r * 10 + j] = 99.0f;  // C's place: beta 0 ignores it
+  }
+  auto wide = upload<float>(be, s, rows, staging);
+  accel::blas::gemm(be, s, Trans::no, Trans::no, 4, 4, 6, 1.0f, wide, 0, 10, wide, 40, 4, 0.0f, wide, 6, 10);
+  std::vector<float> xa(24), w(rows.begin() + 40, rows.end()), xw(16, 0.0f);
+  for (std::size_t r = 0; r < 4; ++r) std::copy_n(rows.begin() + i64(r * 10), 6, xa.begin() + i64(r * 6));
+  reference_gemm(Trans::no, Trans::no, 4, 4, 6, 1.0f, xa, 6, 0, w, 4, 0, 0.0f, xw, 4, 0, 1);
+  std::vector<float> want_rows = rows;
+  for (std::size_t r = 0; r < 4; ++r) std::copy_n(xw.begin() + i64(r * 4), 4, want_rows.begin() + i64(r * 10 + 6));
+  check_bits(download(be, s, wide), want_rows, "[x | x W] in one array");
+  // One column further left, C's first column is A's last: refused.
+  BLAS_CHECK_INVALID(accel::blas::gemm(be, s, Trans::no, Trans::no, 4, 4, 6, 1.0f, wide, 0, 10, wide, 40, 4, 0.0f,
+                                       wide, 5, 10),
+                     "c overlaps a: C (34 elements from c) is written while A (36 elements from a) is read");
 }
 
 /// 16-bit operands (H: bfloat16 or half) accumulate in float and round once: the same bits as the
@@ -399,6 +485,16 @@ void check_16bit_gemm(const char* tag) {
       check_bits(run<H>(be, s, batched, true), rounded(batched.expected()), t + " " + describe(batched));
       batched.stride_b = 0;
       check_bits(run<H>(be, s, batched, true), rounded(batched.expected()), t + " stride_b=0 " + describe(batched));
+      // Strides float takes, which a bfloat16 batch in one oneDNN matmul cannot: smaller than one matrix
+      // (the matrices overlap; they are only read), and A and B both shared.
+      for (const auto& [sa, sb] : {std::pair<i64, i64>{1, 0}, {1, 1}, {0, 1}, {0, 0}, {2, 7}}) {
+        batched.stride_a = sa;
+        batched.stride_b = sb;
+        check_bits(run<H>(be, s, batched, true), rounded(batched.expected()),
+                   t + " stride_a=" + std::to_string(sa) + " stride_b=" + std::to_string(sb) + " " + describe(batched));
+        check_bits(run<float>(be, s, batched, true), batched.expected(),
+                   "float stride_a=" + std::to_string(sa) + " stride_b=" + std::to_string(sb) + " " + describe(batched));
+      }
     }
   }
   const Problem empty_k(Trans::no, Trans::yes, 4, 3, 0, 1.0f, 2.0f, 1);
@@ -430,3 +526,4 @@ TEST_CASE_TEMPLATE_APPLY(gemm_degenerate, BlasBackends);
 TEST_CASE_TEMPLATE_APPLY(gemm_buffers, BlasBackends);
 TEST_CASE_TEMPLATE_APPLY(gemm_graph, BlasBackends);
 TEST_CASE_TEMPLATE_APPLY(gemm_bad_arguments, BlasBackends);
+TEST_CASE_TEMPLATE_APPLY(gemm_shared_buffer, BlasBackends);

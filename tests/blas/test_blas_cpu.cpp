@@ -59,6 +59,28 @@ TEST_CASE("gemm: a buffer of another device than the stream's is refused") {
   CHECK(std::vector<float>(c.span().begin(), c.span().end()) == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f});
 }
 
+TEST_CASE("gemm_gelu / gemm_dgelu: an aux buffer of another device than the stream's is refused") {
+  const accel::CpuBackend be;
+  if (be.device_count() < 2) {
+    MESSAGE("SKIPPED: needs 2 CPU devices (ACCEL_CPU_DEVICE_COUNT=2; the test_blas_2dev run)");
+    return;
+  }
+  accel::cpu::Stream s0(0), s1(1);
+  accel::Buffer<float, accel::CpuBackend> a(6, s0), b(6, s0), c(4, s0), aux0(16, s0), aux1(16, s1);
+  std::fill(c.span().begin(), c.span().end(), 7.0f);
+  BLAS_CHECK_INVALID(
+      accel::blas::gemm_gelu(be, s0, Trans::no, Trans::no, 2, 2, 3, 1.0f, a, 0, 3, b, 0, 2, 0.0f, c, 0, 2, aux1, 0, 8),
+      "aux is memory of device 1, but the stream is on device 0");
+  BLAS_CHECK_INVALID(
+      accel::blas::gemm_dgelu(be, s0, Trans::no, Trans::no, 2, 2, 3, 1.0f, a, 0, 3, b, 0, 2, 0.0f, c, 0, 2, aux1, 0, 8),
+      "aux is memory of device 1, but the stream is on device 0");
+  BLAS_CHECK_INVALID(
+      accel::blas::gemm_dgelu(be, s1, Trans::no, Trans::no, 2, 2, 3, 1.0f, a, 0, 3, b, 0, 2, 0.0f, c, 0, 2, aux1, 0, 8),
+      "a is memory of device 0, but the stream is on device 1");
+  s0.synchronize();
+  CHECK(std::vector<float>(c.span().begin(), c.span().end()) == std::vector<float>{7.0f, 7.0f, 7.0f, 7.0f});
+}
+
 TEST_CASE("gemm: half on the CPU, also through AnyBackend: the float product of the widened operands, rounded once") {
   static_assert(accel::blas::detail::GemmImpl<accel::CpuBackend>::supports<accel::half>);
   static_assert(accel::blas::detail::GemmImpl<accel::CpuBackend>::supports<accel::bfloat16>);
@@ -150,4 +172,50 @@ TEST_CASE("gemm_gelu on the CPU: the baseline (SSE), AVX2 and AVX-512 copies of 
     }
   }
   CHECK(copies >= 2);
+}
+
+TEST_CASE("gemm's overlap check: shares_element agrees with counting elements, over random layouts") {
+  // Small operands (a few rows, batches, strides, leading dimensions) placed at random offsets from
+  // each other: the check says they share an element exactly when marking every element of one and
+  // looking for a mark under the other does.
+  using accel::blas::detail::Footprint;
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  const auto next = [&](std::int64_t below) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<std::int64_t>(state % static_cast<std::uint64_t>(below));
+  };
+  const auto random_footprint = [&] {
+    Footprint f{};
+    f.rows = 1 + next(4);
+    f.cols = 1 + next(5);
+    f.ld = f.cols + next(6);
+    f.batch = 1 + next(4);
+    f.stride = next(3) == 0 ? 0 : next(40);
+    return f;
+  };
+  const auto elements = [](const Footprint& f, std::int64_t at) {
+    std::vector<std::int64_t> where;
+    for (std::int64_t t = 0; t < f.batch; ++t) {
+      for (std::int64_t r = 0; r < f.rows; ++r) {
+        for (std::int64_t c = 0; c < f.cols; ++c) where.push_back(at + t * f.stride + r * f.ld + c);
+      }
+    }
+    return where;
+  };
+  int shared = 0, apart = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const Footprint w = random_footprint(), r = random_footprint();
+    const std::int64_t offset = next(121) - 60;  // r's first element, from w's
+    std::vector<char> marks(400, 0);
+    for (const std::int64_t e : elements(w, 100)) marks[static_cast<std::size_t>(e)] = 1;
+    bool expected = false;
+    for (const std::int64_t e : elements(r, 100 + offset)) expected = expected || marks[static_cast<std::size_t>(e)] != 0;
+    CAPTURE(trial);
+    REQUIRE(accel::blas::detail::shares_element(w, r, offset) == expected);
+    (expected ? shared : apart) += 1;
+  }
+  CHECK(shared > 1000);  // both answers were exercised
+  CHECK(apart > 1000);
 }

@@ -139,6 +139,27 @@ TEST_CASE("cuda gemm: a buffer of another GPU than the stream's is refused") {
                      "c is memory of device 1, but the stream is on device 0");
 }
 
+TEST_CASE("cuda gemm: sizes past cuBLAS's 32-bit ints are refused at the call, before any memory is touched") {
+  ACCEL_SKIP_UNLESS_AVAILABLE(accel::CudaBackend);
+  const accel::CudaBackend be;
+  accel::cuda::Stream stream;
+  const accel::cuda::StreamRef s = stream;
+  // Never dereferenced (the check comes first): aligned, non-null, 1 TiB apart so that the overlap check
+  // sees separate operands.
+  const auto* a = reinterpret_cast<const float*>(std::uintptr_t{1} << 40);
+  const auto* b = reinterpret_cast<const float*>(std::uintptr_t{2} << 40);
+  auto* c = reinterpret_cast<float*>(std::uintptr_t{3} << 40);
+  const i64 big = i64{1} << 31;
+  BLAS_CHECK_INVALID(accel::blas::gemm(be, s, Trans::no, Trans::no, big, 1, 1, 1.0f, a, 1, b, 1, 0.0f, c, 1),
+                     "m = 2147483648 exceeds cuBLAS's 32-bit limit (2^31 - 1)");
+  BLAS_CHECK_INVALID(accel::blas::gemm(be, s, Trans::no, Trans::no, 1, 1, 1, 1.0f, a, big, b, 1, 0.0f, c, 1),
+                     "lda = 2147483648 exceeds cuBLAS's 32-bit limit");
+  BLAS_CHECK_INVALID(accel::blas::gemm_strided_batched(be, s, Trans::no, Trans::no, 1, 1, 1, 1.0f, a, 1, 1, b, 1, 1,
+                                                       0.0f, c, 1, 1, big),
+                     "batch_count = 2147483648 exceeds cuBLAS's 32-bit limit");
+  stream.synchronize();  // nothing was enqueued that could fault
+}
+
 #else
 
 TEST_CASE("accel/blas on CUDA: not built") { MESSAGE("SKIPPED: this build has no CUDA backend"); }

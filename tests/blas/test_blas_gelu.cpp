@@ -314,6 +314,16 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu / gemm_dgelu: bad arguments are InvalidArgu
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 0.0f, pc, 5, px, 12), "ldaux = 12 is not a multiple of 8");
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 0.0f, pc, 5, px + 1, 8), "16-byte aligned");
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 0.0f, pc, 5, pc, 8), "aux overlaps c");
+  // gemm_gelu writes aux while it reads A and B: they must be apart (aux: 3 rows of 8 and 5 = 29 elements).
+  BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, static_cast<const float*>(px), 6, pb, 5, 0.0f, pc, 5, px, 8),
+                     "aux overlaps a: aux (29 elements from aux) is written while A (24 elements from a) is read; "
+                     "they must not share memory");
+  BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, static_cast<const float*>(px + 20), 5, 0.0f, pc, 5, px,
+                               8),
+                     "aux overlaps b: aux (29 elements from aux) is written while B (30 elements from b) is read");
+  // Buffers: A at 16 in aux's own buffer (A: elements 16 to 39, aux: 0 to 28).
+  BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, aux, 16, 6, b, 0, 5, 0.0f, c, 0, 5, aux, 0, 8),
+                     "aux overlaps a: aux (29 elements from aux) is written while A (24 elements from a) is read");
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 0, 1.0f, pa, 6, pb, 5, 0.0f, pc, 5, px, 8), "k = 0");
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 5, pb, 5, 0.0f, pc, 5, px, 8), "lda = 5 is less than 6");
   BLAS_CHECK_INVALID(gemm_dgelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 0.0f, pc, 5, static_cast<const float*>(nullptr), 8),

@@ -20,7 +20,9 @@
 //
 // Checked at the call, before anything is enqueued, as InvalidArgumentError naming the argument:
 // negative sizes, strides or batch_count, a leading dimension shorter than a stored row, a null
-// pointer where an element is read or written, sizes beyond the backend's limits (cuBLAS: 32-bit);
+// pointer where an element is read or written, a pointer not aligned to its elements, C overlapping A
+// or B (their address ranges over the whole batch: C is written while they are read; A and B may
+// share memory), sizes beyond the backend's limits (cuBLAS: 32-bit);
 // for Buffer operands also a negative offset, a buffer too small for the span the operand covers, and a
 // buffer of another device (or, through AnyBackend, another backend) than the stream's.
 //
@@ -68,6 +70,7 @@ void enqueue(const Call& call, typename B::StreamRef stream, const GemmArgs<T>& 
   check_sizes(call, g, batched);
   check_pointers(call, g);
   check_epilogue(call, g);
+  check_overlaps(call, g);
   GemmImpl<B>::run(call, stream, g);
 }
 
@@ -114,6 +117,7 @@ void enqueue_buffers(const Call& call, typename B::StreamRef stream, GemmArgs<T>
   g.b = span_b == 0 ? nullptr : b.data() + offset_b;
   g.c = span_c == 0 ? nullptr : c.data() + offset_c;
   check_epilogue(call, g);
+  check_overlaps(call, g);
   GemmImpl<B>::run(call, stream, g);
 }
 

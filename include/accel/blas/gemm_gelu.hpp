@@ -14,8 +14,9 @@
 //
 // Checked at the call, before anything is enqueued, as InvalidArgumentError naming the argument: all of
 // gemm's checks, and k >= 1, ldaux >= n and a multiple of 8, aux 16-byte aligned (cuBLASLt's rules,
-// kept on every backend so that code which runs on one runs on all), aux not overlapping C, aux not
-// null for gemm_dgelu, and for Buffer operands aux's buffer holding its span on the stream's device.
+// kept on every backend so that code which runs on one runs on all), aux not overlapping C (nor, for
+// gemm_gelu, which writes it, A or B), aux not null for gemm_dgelu, and for Buffer operands aux's
+// buffer holding its span on the stream's device.
 //
 //   CpuBackend   the GEMM (blas/gemm.hpp), then a pass over C in the same task (detail/cpu_epilogue.hpp);
 //                16-bit C: the epilogue reads the product as stored (rounded once) and rounds again

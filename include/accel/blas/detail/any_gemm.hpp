@@ -24,7 +24,8 @@ namespace accel::blas::detail {
 
 template <class... Bs>
 struct GemmImpl<BasicAnyBackend<Bs...>> {
-  /// What some backend of the list runs; another backend's stream is a NotSupportedError at the call.
+  /// What some backend of the list runs; on a stream of a backend that does not, a NotSupportedError
+  /// at the call (run_on).
   template <class T>
   static constexpr bool supports = (GemmImpl<Bs>::template supports<T> || ...);
 
@@ -38,10 +39,19 @@ struct GemmImpl<BasicAnyBackend<Bs...>> {
   static void run_on(std::index_sequence<I...>, const Call& call, const AnyStreamRef<Bs...>& stream,
                      const GemmArgs<T>& g) {
     const std::size_t index = stream.index();
-    (void)((index == I && (GemmImpl<std::tuple_element_t<I, std::tuple<Bs...>>>::run(
-                               call, std::get<I>(stream.variant()), g),
+    (void)((index == I && (run_one<std::tuple_element_t<I, std::tuple<Bs...>>>(call, std::get<I>(stream.variant()), g),
                            true)) ||
            ...);
+  }
+
+  template <class B, class T, class S>
+  static void run_one(const Call& call, const S& stream, const GemmArgs<T>& g) {
+    if constexpr (GemmImpl<B>::template supports<T>) {
+      GemmImpl<B>::run(call, stream, g);
+    } else {
+      throw NotSupportedError(call.str() + ": " + type_name<T>() + " GEMM is not available on the " +
+                              std::string(B::name()) + " backend");
+    }
   }
 };
 

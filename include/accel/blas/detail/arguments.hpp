@@ -7,8 +7,11 @@
 #include <accel/core/bfloat16.hpp>
 #include <accel/core/error.hpp>
 #include <accel/core/half.hpp>
+#include <accel/detail/min_max.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -129,9 +132,10 @@ void check_sizes(const Call& call, const GemmArgs<T>& g, bool batched) {
   // one after another (stride_c >= the span of one C) or side by side in each row (stride_c >= n and
   // the last one's columns end within ldc, as heads interleaved in a [T, heads x n] array).
   if (batched && g.batch > 1 && g.m > 0 && g.n > 0) {
-    std::int64_t span_c = 0, row_end = 0;
-    const bool stacked = !__builtin_mul_overflow(g.m - 1, g.ldc, &span_c) &&
-                         !__builtin_add_overflow(span_c, g.n, &span_c) && g.stride_c >= span_c;
+    // One C's span; extent() refuses one that overflows, as every span is refused.
+    const std::int64_t span_c = extent(call, {"C", "ldc", g.m, g.n, g.ldc, Trans::no}, 0, 1);
+    std::int64_t row_end = 0;
+    const bool stacked = g.stride_c >= span_c;
     const bool side_by_side = g.stride_c >= g.n && !__builtin_mul_overflow(g.batch - 1, g.stride_c, &row_end) &&
                               !__builtin_add_overflow(row_end, g.n, &row_end) && row_end <= g.ldc;
     if (!stacked && !side_by_side) {
@@ -143,14 +147,127 @@ void check_sizes(const Call& call, const GemmArgs<T>& g, bool batched) {
   }
 }
 
-/// A null pointer is refused where an element would be read or written.
+/// A pointer not aligned to its elements: cuBLAS faults on one, so every backend refuses it.
+[[noreturn, gnu::cold, gnu::noinline]] inline void misaligned(const Call& call, const char* name, const void* p,
+                                                              std::size_t element_bytes) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%s: the pointer %p is not aligned to its %zu-byte elements", name, p, element_bytes);
+  invalid(call, text);
+}
+
+/// A null pointer is refused where an element would be read or written, and one not aligned to T.
 template <class T>
 void check_pointers(const Call& call, const GemmArgs<T>& g) {
   if (g.empty()) return;
+  const auto aligned = [&](const char* name, const void* p) {
+    if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) misaligned(call, name, p, alignof(T));
+  };
   if (g.c == nullptr) invalid(call, "c is null");
+  aligned("c", g.c);
   if (g.k > 0) {
     if (g.a == nullptr) invalid(call, "a is null");
     if (g.b == nullptr) invalid(call, "b is null");
+    aligned("a", g.a);
+    aligned("b", g.b);
+  }
+}
+
+/// Where one operand's elements lie, in elements from its pointer: `batch` matrices `stride` apart,
+/// each `rows` stored rows `ld` apart, each row `cols` contiguous elements.
+struct Footprint {
+  std::int64_t rows, cols, ld, stride, batch;
+};
+
+[[nodiscard]] constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {  // b > 0
+  return a / b - (a % b != 0 && a < 0 ? 1 : 0);
+}
+[[nodiscard]] constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept {  // b > 0
+  return a / b + (a % b != 0 && a > 0 ? 1 : 0);
+}
+
+/// Whether written operand w and read operand r, r starting `offset` elements after w (negative:
+/// before), share an element. Each row of w is tested against the rows of r that could reach it (O(1)
+/// per batch of r near it), so operands interleaved in one array — heads side by side, [x | W x]
+/// written beside its input — are told apart from ones that really overlap. Past `budget` rows the
+/// answer is "they share one": a refusal the caller can act on beats a silent wrong product.
+[[nodiscard]] inline bool shares_element(const Footprint& w, const Footprint& r, std::int64_t offset) {
+  std::int64_t budget = std::int64_t{1} << 22;
+  const std::int64_t w_batches = w.stride == 0 ? 1 : w.batch, r_batches = r.stride == 0 ? 1 : r.batch;
+  const std::int64_t r_span = (r.rows - 1) * r.ld + r.cols;  // one matrix of r; fits: extent() checked
+  for (std::int64_t t = 0; t < w_batches; ++t) {
+    for (std::int64_t row = 0; row < w.rows; ++row) {
+      if (--budget < 0) return true;
+      const std::int64_t x = t * w.stride + row * w.ld - offset;  // this row of w, from r's pointer
+      const std::int64_t lo = x - r.cols + 1, hi = x + w.cols - 1;  // r's rows starting here meet it
+      std::int64_t u_first = 0, u_last = r_batches - 1;
+      if (r.stride > 0) {
+        u_first = accel::detail::max_of(u_first, ceil_div(lo - r_span + r.cols, r.stride));
+        u_last = accel::detail::min_of(u_last, floor_div(hi, r.stride));
+      }
+      for (std::int64_t u = u_first; u <= u_last; ++u) {
+        if (--budget < 0) return true;
+        const std::int64_t base = u * r.stride;
+        const std::int64_t q_first = accel::detail::max_of(std::int64_t{0}, ceil_div(lo - base, r.ld));
+        const std::int64_t q_last = accel::detail::min_of(r.rows - 1, floor_div(hi - base, r.ld));
+        if (q_first <= q_last) return true;
+      }
+    }
+  }
+  return false;
+}
+
+/// C (and a gelu's aux, also written) must not share an element with A or B, which the GEMM reads
+/// while it writes them: no backend promises a result then (oneDNN and cuBLAS read A and B in blocks,
+/// after parts of C are stored). Operands interleaved in one array without a common element are
+/// allowed, as cuBLAS runs them. A and B may share memory, as may dgelu's aux (read only) with them.
+/// Pointers already checked (after check_pointers / the buffers' checks and check_epilogue).
+template <class T>
+void check_overlaps(const Call& call, const GemmArgs<T>& g) {
+  if (g.empty() || g.k == 0) return;  // k == 0: A and B are not read
+  struct Range {
+    const char* arg;  // "c"
+    const char* op;   // "C"
+    const void* p;
+    std::int64_t elements;
+    Footprint where;
+  };
+  const auto range = [&](const char* arg, const Operand& x, const void* p, std::int64_t stride,
+                         std::int64_t batch) {
+    return Range{arg, x.name, p, extent(call, x, stride, batch),
+                 Footprint{x.stored_rows(), x.stored_cols(), x.ld, stride, batch}};
+  };
+  const Range c = range("c", {"C", "ldc", g.m, g.n, g.ldc, Trans::no}, g.c, g.stride_c, g.batch);
+  const Range a = range("a", {"A", "lda", g.m, g.k, g.lda, g.ta}, g.a, g.stride_a, g.batch);
+  const Range b = range("b", {"B", "ldb", g.k, g.n, g.ldb, g.tb}, g.b, g.stride_b, g.batch);
+  const auto refuse_overlap = [&](const Range& w, const Range& r) {
+    // [first, end) in bytes; an end past the address space (no such operand exists) saturates.
+    const auto end = [](std::uintptr_t first, std::int64_t elements) {
+      std::uintptr_t bytes = 0, last = 0;
+      if (__builtin_mul_overflow(static_cast<std::uintptr_t>(elements), sizeof(T), &bytes) ||
+          __builtin_add_overflow(first, bytes, &last)) {
+        return ~std::uintptr_t{0};
+      }
+      return last;
+    };
+    const auto w0 = reinterpret_cast<std::uintptr_t>(w.p), r0 = reinterpret_cast<std::uintptr_t>(r.p);
+    if (!(w0 < end(r0, r.elements) && r0 < end(w0, w.elements))) return;  // apart: the usual case
+    // The ranges meet, so the pointers are within one operand's extent of each other, and both are
+    // aligned to T (check_pointers): their distance is a whole number of elements that fits.
+    const std::int64_t offset = r0 >= w0 ? static_cast<std::int64_t>((r0 - w0) / sizeof(T))
+                                         : -static_cast<std::int64_t>((w0 - r0) / sizeof(T));
+    if (!shares_element(w.where, r.where, offset)) return;
+    invalid(call, std::string(w.arg) + " overlaps " + r.arg + ": " + w.op + " (" + std::to_string(w.elements) +
+                      " elements from " + w.arg + ") is written while " + r.op + " (" + std::to_string(r.elements) +
+                      " elements from " + r.arg + ") is read" +
+                      (g.batch > 1 ? ", over the batch of " + std::to_string(g.batch) : std::string()) +
+                      "; they must not share memory");
+  };
+  refuse_overlap(c, a);
+  refuse_overlap(c, b);
+  if (g.epilogue == Epilogue::gelu && g.aux != nullptr) {
+    const Range aux = range("aux", {"aux", "ldaux", g.m, g.n, g.ldaux, Trans::no}, g.aux, 0, 1);
+    refuse_overlap(aux, a);
+    refuse_overlap(aux, b);
   }
 }
 

@@ -119,7 +119,7 @@ struct GemmImpl<CpuBackend> {
   static void run(const Call& call, cpu::StreamRef stream, const GemmArgs<T>& g) {
     if constexpr (!supports<T>) {
       throw NotSupportedError(call.str() + ": " + type_name<T>() + " GEMM is not available on the CPU (" +
-                              cpu_blas_name() + " multiplies float and bfloat16 there)");
+                              cpu_blas_name() + " multiplies float, bfloat16 and half there)");
     } else if constexpr (std::is_same_v<T, float>) {
       if (g.empty()) return;
       stream.enqueue([g] {
@@ -141,11 +141,27 @@ struct GemmImpl<CpuBackend> {
         return;
       }
       BfloatMatmuls& cache = bfloat_matmuls();
-      const BfloatMatmul& mm = cache.get(call, g);  // at the call: an unsupported CPU throws here
-      stream.enqueue([g, &mm, engine = cache.engine()] {
+      if (batch_in_one_matmul(g)) {
+        const BfloatMatmul& mm = cache.get(call, g);  // at the call: an unsupported CPU throws here
+        stream.enqueue([g, &mm, engine = cache.engine()] {
+          (void)apply_requested_threads();
+          run_bfloat_matmul(engine, mm, g);
+        });
+        return;
+      }
+      // A single product, or a batch oneDNN cannot describe whole: one matrix at a time.
+      const GemmArgs<bfloat16> one = single_product(g);
+      const BfloatMatmul& mm = cache.get(call, one);
+      stream.enqueue([g, one, &mm, engine = cache.engine()] {
         (void)apply_requested_threads();
-        run_bfloat_matmul(engine, mm, g);
-        cpu_epilogue(g);
+        for (std::int64_t i = 0; i < g.batch; ++i) {
+          GemmArgs<bfloat16> x = one;
+          x.a = g.a + i * g.stride_a;
+          x.b = g.b + i * g.stride_b;
+          x.c = g.c + i * g.stride_c;
+          run_bfloat_matmul(engine, mm, x);
+        }
+        cpu_epilogue(g);  // an epilogue comes with batch 1
       });
     }
   }

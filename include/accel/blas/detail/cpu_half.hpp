@@ -112,8 +112,8 @@ void cpu_hgemm(const GemmArgs<half>& g, Sgemm&& sgemm) {
     f.ldb = bc;
     f.stride_b = g.stride_b == 0 ? 0 : br * bc;
   }
-  // C: every matrix of the batch (a stride of 0 writes one matrix batch times: the last write stays,
-  // as with the float call).
+  // C: every matrix of the batch, each to its own place (check_sizes refuses C matrices that share an
+  // element, stride_c = 0 included).
   sc.resize(static_cast<std::size_t>(g.m * g.n * g.batch));
   if (g.beta != 0.0f) {
     for (std::int64_t i = 0; i < g.batch; ++i) {

@@ -7,6 +7,9 @@
 // only bind the pointers and run it. A GPT step has a handful of distinct problems. Creating the
 // primitive happens at the call, so a CPU without bf16 support is a NotSupportedError there, before
 // anything is enqueued. alpha is oneDNN's output scale, beta a sum post-op (beta == 0: C is not read).
+// A batch oneDNN cannot describe as one 3-D problem (a batch stride smaller than one matrix, A and B
+// both broadcast) runs one matrix at a time through the single product's primitive (cpu_gemm.hpp), so
+// bfloat16 takes the strides float and half take.
 //
 // Threads: oneDNN fixes a primitive's thread count when it creates it (from omp_get_max_threads() of
 // the creating thread), and its parallel regions then ask for that many threads whatever the running
@@ -23,7 +26,9 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
 #include <bit>
+#include <iterator>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -168,6 +173,44 @@ class BfloatMatmuls {
   dnnl_engine_t engine_ = nullptr;
   std::unordered_map<Key, std::unique_ptr<BfloatMatmul>, KeyHash> cache_;
 };
+
+/// Whether oneDNN takes op(X) of every matrix of a batch as one 3-D descriptor {batch, rows, cols}: its
+/// strides, sorted, must not let one dimension's elements overlap the next one's (stride >= the smaller
+/// stride x its dimension), or oneDNN refuses the descriptor. A batch stride smaller than one matrix
+/// (stride 1, overlapping read-only matrices) fails that; a stride of 0 is described as a broadcast.
+inline bool batch_layout_fits(std::int64_t stride, std::int64_t batch, std::int64_t rows, std::int64_t cols,
+                              std::int64_t ld, Trans t) noexcept {
+  if (stride == 0) return true;
+  struct Dim {
+    std::int64_t size, stride;
+  };
+  Dim d[3] = {{batch, stride}, {rows, t == Trans::no ? ld : 1}, {cols, t == Trans::no ? 1 : ld}};
+  std::sort(std::begin(d), std::end(d), [](const Dim& x, const Dim& y) { return x.stride < y.stride; });
+  for (int i = 0; i < 2; ++i) {
+    std::int64_t covered = 0;
+    if (__builtin_mul_overflow(d[i].stride, d[i].size, &covered) || d[i + 1].stride < covered) return false;
+  }
+  return true;
+}
+
+/// Whether a batch (batch > 1) runs as one oneDNN matmul; otherwise it runs one matrix at a time
+/// through the primitive of a single product (single_product), so that bfloat16 takes every batch
+/// float and half take. oneDNN also refuses A and B both broadcast (stride 0).
+inline bool batch_in_one_matmul(const GemmArgs<bfloat16>& g) noexcept {
+  return g.batch > 1 && !(g.stride_a == 0 && g.stride_b == 0) &&
+         batch_layout_fits(g.stride_a, g.batch, g.m, g.k, g.lda, g.ta) &&
+         batch_layout_fits(g.stride_b, g.batch, g.k, g.n, g.ldb, g.tb) &&
+         batch_layout_fits(g.stride_c, g.batch, g.m, g.n, g.ldc, Trans::no);
+}
+
+/// Matrix 0 of g's batch as a single product (batch 1, strides unused): the problem whose primitive
+/// runs each matrix of a batch oneDNN cannot take whole, and the same cached primitive as gemm()'s.
+inline GemmArgs<bfloat16> single_product(const GemmArgs<bfloat16>& g) noexcept {
+  GemmArgs<bfloat16> one = g;
+  one.batch = 1;
+  one.stride_a = one.stride_b = one.stride_c = 0;
+  return one;
+}
 
 /// The process's cache; never destroyed (primitives may run until the process ends).
 inline BfloatMatmuls& bfloat_matmuls() {
