@@ -2,6 +2,7 @@
 #include "concepts/mock_backend.hpp"
 
 #include <accel/accel.hpp>
+#include <accel/profile/trace.hpp>
 
 #include <doctest/doctest.h>
 
@@ -233,6 +234,56 @@ TEST_CASE("BackendIndex names a backend of the list by position; the int-tag con
   // The forwarding parts are empty bases: AnyBackend is its variant and nothing more.
   static_assert(sizeof(accel::AnyBackend) == sizeof(accel::AnyBackend::variant_type));
   static_assert(std::is_trivially_copyable_v<accel::AnyBackend>);
+}
+
+TEST_CASE("a backend index past the list is an InvalidArgumentError naming it, for every handle built from one") {
+  using Two = accel::BasicAnyBackend<accel::CpuBackend, mock::Backend>;
+  using Stream = accel::AnyStream<accel::CpuBackend, mock::Backend>;
+  using DeviceGuard = accel::AnyDeviceGuard<accel::CpuBackend, mock::Backend>;
+  using Graph = accel::AnyGraph<accel::CpuBackend, mock::Backend>;
+  const std::string list = "the list has 2 backends (0 = cpu, 1 = mock)";
+  CHECK_THROWS_WITH_AS(Two(accel::BackendIndex{5}),
+                       doctest::Contains(("AnyBackend: backend index 5 is out of range: " + list).c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(Stream(9),
+                       doctest::Contains(("AnyStream: backend index 9 is out of range: " + list).c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(Stream(2, 0, 0),
+                       doctest::Contains(("AnyStream: backend index 2 is out of range: " + list).c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(DeviceGuard(3, 0),
+                       doctest::Contains(("AnyDeviceGuard: backend index 3 is out of range: " + list).c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(Graph(4),
+                       doctest::Contains(("AnyGraph: backend index 4 is out of range: " + list).c_str()),
+                       accel::InvalidArgumentError);
+  // The last index is still the last backend.
+  CHECK(Two(accel::BackendIndex{1}).name() == "mock");
+  CHECK(Stream(1).index() == 1);
+  CHECK(Graph(1).backend_name() == "mock");
+}
+
+TEST_CASE("TraceRecorder refuses a stream of another backend than the AnyBackend passed with it") {
+  using Two = accel::BasicAnyBackend<accel::CpuBackend, mock::Backend>;
+  const Two cpu{accel::CpuBackend{}};
+  const Two fake{mock::Backend{}};
+  const Two::StreamRef mock_stream = fake.current_stream();
+  accel::profile::TraceRecorder rec;
+  const std::string mismatch = "the stream is a mock stream, but the backend passed with it is cpu";
+  CHECK_THROWS_WITH_AS(rec.span_begin(cpu, mock_stream, "x"),
+                       doctest::Contains(("TraceRecorder::span_begin: " + mismatch).c_str()), accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(rec.span_end(cpu, mock_stream), doctest::Contains(("TraceRecorder::span_end: " + mismatch).c_str()),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(rec.mark(cpu, mock_stream, "x"), doctest::Contains(("TraceRecorder::mark: " + mismatch).c_str()),
+                       accel::InvalidArgumentError);
+  // The matching pair is traced, under the stream's backend.
+  accel::cpu::Stream s;
+  const Two::StreamRef cpu_stream(std::in_place_index<0>, accel::cpu::StreamRef{s});
+  rec.span_begin(cpu, cpu_stream, "on cpu");
+  rec.span_end(cpu, cpu_stream);
+  const std::string j = rec.json();
+  CHECK(j.find("\"process_name\", \"pid\": 2, \"tid\": 0, \"args\": {\"name\": \"cpu:0\"}") != std::string::npos);
+  CHECK(j.find("mock") == std::string::npos);
 }
 
 TEST_CASE("raw_delete frees through the backend that holds the pointer, the active one first") {

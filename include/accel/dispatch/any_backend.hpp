@@ -71,7 +71,8 @@ class BasicAnyBackend : public AnyFlagsApi<Bs...>,
   BasicAnyBackend(B backend) noexcept : backend_(backend) {}  // NOLINT(google-explicit-constructor)
   /// Backend number `index.value` in Bs...
   explicit BasicAnyBackend(BackendIndex index) {
-    detail::with_index<sizeof...(Bs)>(index.value, [&](auto i) { backend_.template emplace<i()>(); });
+    detail::with_index<sizeof...(Bs)>(detail::checked_backend_index<Bs...>("AnyBackend", index.value),
+                                      [&](auto i) { backend_.template emplace<i()>(); });
   }
   [[deprecated("use BasicAnyBackend(BackendIndex{index})")]] BasicAnyBackend(std::size_t index, int /*tag*/)
       : BasicAnyBackend(BackendIndex{index}) {}

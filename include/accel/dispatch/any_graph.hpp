@@ -29,7 +29,7 @@ class AnyGraph {
   AnyGraph() : AnyGraph(detail::selected_backend_index<Bs...>()) {}
   /// An empty graph of backend number `backend_index` in Bs...
   explicit AnyGraph(std::size_t backend_index)
-      : graph_(detail::with_index<sizeof...(Bs)>(backend_index,
+      : graph_(detail::with_index<sizeof...(Bs)>(detail::checked_backend_index<Bs...>("AnyGraph", backend_index),
                                                  [](auto i) { return variant_type(std::in_place_index<i()>); })) {}
   AnyGraph(AnyGraph&&) noexcept = default;
   AnyGraph& operator=(AnyGraph&&) noexcept = default;

@@ -50,6 +50,21 @@ std::string_view backend_name_at(std::size_t index) {
   return names[index];
 }
 
+/// `index` when it names a backend of Bs...; InvalidArgumentError naming it otherwise. with_index takes
+/// the last alternative for any index past the others, so every index from a user is checked first.
+template <class... Bs>
+std::size_t checked_backend_index(std::string_view call, std::size_t index) {
+  if (index >= sizeof...(Bs)) [[unlikely]] {
+    std::string names;
+    std::size_t i = 0;
+    ((names += (i == 0 ? "" : ", ") + std::to_string(i) + " = " + std::string(Bs::name()), ++i), ...);
+    throw InvalidArgumentError(std::string(call) + ": backend index " + std::to_string(index) +
+                               " is out of range: the list has " + std::to_string(sizeof...(Bs)) + " backend" +
+                               (sizeof...(Bs) == 1 ? "" : "s") + " (" + names + ")");
+  }
+  return index;
+}
+
 [[noreturn]] inline void throw_backend_mismatch(std::string_view call, std::string_view stream_backend,
                                                 std::string_view other_backend) {
   throw InvalidArgumentError(std::string(call) + ": a " + std::string(other_backend) + " handle was used with a " +
@@ -133,7 +148,8 @@ class AnyStream {
   // Built in place: a default-constructed variant would first create a stream of the first backend.
   template <class... Args>
   explicit AnyStream(std::size_t backend_index, Args... args)
-      : stream_(detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) {
+      : stream_(detail::with_index<sizeof...(Bs)>(detail::checked_backend_index<Bs...>("AnyStream", backend_index),
+                                                  [&](auto i) {
           return variant_type(std::in_place_index<i()>, args...);
         })) {}
   /// Takes a backend's stream; only where exactly one backend of the list has that stream type.
@@ -266,7 +282,8 @@ class AnyDeviceGuard {
  public:
   explicit AnyDeviceGuard(int device) : AnyDeviceGuard(detail::selected_backend_index<Bs...>(), device) {}
   AnyDeviceGuard(std::size_t backend_index, int device) {
-    detail::with_index<sizeof...(Bs)>(backend_index, [&](auto i) { guard_.template emplace<i() + 1>(device); });
+    detail::with_index<sizeof...(Bs)>(detail::checked_backend_index<Bs...>("AnyDeviceGuard", backend_index),
+                                      [&](auto i) { guard_.template emplace<i() + 1>(device); });
   }
   AnyDeviceGuard(const AnyDeviceGuard&) = delete;
   AnyDeviceGuard& operator=(const AnyDeviceGuard&) = delete;

@@ -57,7 +57,9 @@ template <std::size_t I = 0, class Variant, class F>
   }
 }
 
-/// Calls f(std::integral_constant<std::size_t, I>{}) for the I equal to `index` (< Count).
+/// Calls f(std::integral_constant<std::size_t, I>{}) for the I equal to `index`. Precondition: index <
+/// Count (an index past the end takes the last I); an index a user gave is checked first
+/// (checked_backend_index, dispatch/any_stream.hpp).
 template <std::size_t Count, std::size_t I = 0, class F>
 decltype(auto) with_index(std::size_t index, F&& f) {
   if constexpr (I + 1 == Count) {
