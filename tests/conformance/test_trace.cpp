@@ -5,9 +5,13 @@
 #include <accel/profile/scoped_range.hpp>
 #include <accel/profile/trace.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -105,7 +109,14 @@ TEST_CASE_TEMPLATE_DEFINE("profile: the trace's JSON names its tracks and escape
   typename B::Stream s;
   accel::profile::TraceRecorder rec;
   CHECK_THROWS_AS(accel::profile::TraceRecorder(), accel::InvalidStateError);
-  CHECK_THROWS_AS(rec.span_end(b, typename B::StreamRef(s)), accel::InvalidStateError);
+  const std::string stream_name = std::string(b.name()) + ":" + std::to_string(s.device_index()) + " stream " +
+                                  std::to_string(typename B::StreamRef(s).id());
+  CHECK_THROWS_WITH_AS(rec.span_end(b, typename B::StreamRef(s)),
+                       doctest::Contains(("TraceRecorder::span_end: no open span on " + stream_name).c_str()),
+                       accel::InvalidStateError);
+  typename B::Stream quiet;  // a refused span_end makes no track for its stream
+  CHECK_THROWS_WITH_AS(rec.span_end(b, typename B::StreamRef(quiet)), doctest::Contains("no open span on"),
+                       accel::InvalidStateError);
   b.range_push("say \"hi\"\n");
   b.range_pop();
   rec.span_begin(b, typename B::StreamRef(s), "left open");  // closed by events() at the stream's point
@@ -123,13 +134,71 @@ TEST_CASE_TEMPLATE_DEFINE("profile: the trace's JSON names its tracks and escape
   const std::string track = "\"args\": {\"name\": \"stream " + std::to_string(typename B::StreamRef(s).id()) + "\"}";
   CHECK(j.find(track) != std::string::npos);
   CHECK(j.find("\"name\": \"left open\", \"cat\": \"stream\", \"ph\": \"X\"") != std::string::npos);
+  CHECK(j.find(", \"args\": {\"left_open\": true}}") != std::string::npos);
+  const std::string quiet_track =
+      "\"args\": {\"name\": \"stream " + std::to_string(typename B::StreamRef(quiet).id()) + "\"}";
+  CHECK(j.find(quiet_track) == std::string::npos);
+  CHECK(j.find("\"process_name\", \"pid\": 3") == std::string::npos);  // one stream track in all
   CHECK(j.find("\"process_name\", \"pid\": 2, \"tid\": 0, \"args\": {\"name\": \"" + std::string(b.name()) + ":") !=
         std::string::npos);
   CHECK_FALSE(std::filesystem::exists(path.string() + ".tmp"));
   // Stopped: a new recorder may start.
   accel::profile::TraceRecorder next;
   CHECK(next.recording());
-  CHECK_THROWS_AS(next.write("/nonexistent-dir/trace.json"), accel::Error);
+  CHECK_THROWS_WITH_AS(next.write("/nonexistent-dir/trace.json"),
+                       doctest::Contains("TraceRecorder::write: cannot write the trace to /nonexistent-dir/trace.json: "
+                                         "No such file or directory"),
+                       accel::Error);
+}
+
+TEST_CASE("profile: the trace's JSON escapes control characters, quotes and backslashes, and replaces invalid UTF-8") {
+  accel::profile::TraceRecorder rec;
+  // é and 😀 are valid; \xff, a truncated \xe2\x82, a surrogate \xed\xa0\x80, an overlong \xc0\xaf and a
+  // truncated sequence at the end are not: one U+FFFD per maximal invalid subpart (Unicode's advice).
+  rec.mark("a\"b\\c\x01\x1f\n\t \xc3\xa9 \xff \xe2\x82 \xed\xa0\x80 \xf0\x9f\x98\x80 \xc0\xaf z\x7f \xf0\x9f\x98");
+  CHECK(accel::profile::range_push("r\xfe", "d\x80") == 1);
+  CHECK(accel::profile::range_pop("d\x80") == 0);
+  const std::string j = rec.json();
+  CHECK(j.find("{\"name\": \"a\\\"b\\\\c\\u0001\\u001f\\n\\t \xc3\xa9 \\ufffd \\ufffd \\ufffd\\ufffd\\ufffd "
+               "\xf0\x9f\x98\x80 \\ufffd\\ufffd z\x7f \\ufffd\", \"cat\": \"mark\", \"ph\": \"i\"") != std::string::npos);
+  CHECK(j.find("{\"name\": \"r\\ufffd\", \"cat\": \"range,d\\ufffd\", \"ph\": \"X\"") != std::string::npos);
+  // No raw control character but the newlines between events.
+  CHECK(std::count_if(j.begin(), j.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\n'; }) == 0);
+}
+
+TEST_CASE("profile: ScopedRange pops only its own range: a manual range_pop inside its scope leaves the outer one open") {
+  CHECK(accel::profile::range_push("enclosing") == 1);
+  {
+    const accel::profile::ScopedRange scoped{"scoped"};
+    CHECK(accel::profile::range_depth() == 2);
+    CHECK(accel::profile::range_pop() == 1);  // closes "scoped" by hand
+  }
+  CHECK(accel::profile::range_depth() == 1);  // "enclosing" survives the destructor
+  {
+    const accel::profile::ScopedRange scoped{"scoped", "io"};
+    CHECK(accel::profile::range_push("left open", "io") == 2);  // not popped in the scope
+  }
+  CHECK(accel::profile::range_depth("io") == 2);  // the destructor does not pop another range than its own
+  CHECK(accel::profile::range_pop("io") == 1);
+  CHECK(accel::profile::range_pop("io") == 0);
+  {
+    const accel::profile::ScopedRange scoped{"balanced"};
+    CHECK(accel::profile::range_depth() == 2);
+  }
+  CHECK(accel::profile::range_depth() == 1);
+  CHECK(accel::profile::range_pop() == 0);
+}
+
+TEST_CASE("profile: TraceRecorder::write names the path and the system's reason when it fails") {
+  accel::profile::TraceRecorder rec;
+  const auto dir = std::filesystem::temp_directory_path() / ("accel-trace-dir-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  // The temporary file is written beside it; renaming it onto a directory fails.
+  CHECK_THROWS_WITH_AS(rec.write(dir), doctest::Contains(("TraceRecorder::write: cannot write the trace to " + dir.string() +
+                                                         ": Is a directory").c_str()),
+                       accel::Error);
+  CHECK_FALSE(std::filesystem::exists(dir.string() + ".tmp"));
+  std::filesystem::remove(dir);
 }
 
 TEST_CASE("profile: ScopedRange pushes when made and pops when its scope ends, an exception's end included") {
@@ -167,5 +236,90 @@ TEST_CASE("profile: ScopedRange pushes when made and pops when its scope ends, a
   CHECK(inner[0].ts_us + inner[0].dur_us <= outer[0].ts_us + outer[0].dur_us);
 }
 
+TEST_CASE_TEMPLATE_DEFINE("profile: a stream destroyed with a span open: events() returns with the span closed, left open",
+                          B, trace_dead_stream) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  // Heap-held and leaked if events() hangs (the old behaviour): the stuck thread still uses it.
+  auto* rec = new accel::profile::TraceRecorder;
+  double begun_us = 0;
+  std::uint64_t id = 0;
+  {
+    typename B::Stream s;
+    id = typename B::StreamRef(s).id();
+    rec->span_begin(b, typename B::StreamRef(s), "done");
+    rec->span_end(b, typename B::StreamRef(s));
+    rec->span_begin(b, typename B::StreamRef(s), "outer");
+    rec->span_begin(b, typename B::StreamRef(s), "inner");
+    s.enqueue([] { sleep_ms(5); });
+    begun_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }  // destroyed with two spans open
+  sleep_ms(20);
+  auto result = std::make_shared<std::promise<std::vector<TraceEvent>>>();
+  std::future<std::vector<TraceEvent>> ready = result->get_future();
+  std::thread([rec, result] { result->set_value(rec->events()); }).detach();
+  REQUIRE_MESSAGE(ready.wait_for(std::chrono::seconds(10)) == std::future_status::ready,
+                  "events() did not return 10 s after the traced stream was destroyed");
+  const std::vector<TraceEvent> ev = ready.get();
+  const double ended_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  REQUIRE(ev.size() == 3);
+  const auto done = named(ev, "done"), outer = named(ev, "outer"), inner = named(ev, "inner");
+  REQUIRE(done.size() == 1);
+  REQUIRE(outer.size() == 1);
+  REQUIRE(inner.size() == 1);
+  CHECK_FALSE(done[0].left_open);  // ended on its stream
+  for (const auto& e : {outer[0], inner[0]}) {
+    CHECK(e.left_open);
+    CHECK(e.phase == 'X');
+    CHECK(e.tid == id);
+  }
+  // Closed at events()'s host time: after the 20 ms the stream was gone, not where the stream stopped.
+  CHECK(inner[0].dur_us >= 19000.0);
+  CHECK(inner[0].dur_us <= ended_us - begun_us + 1e6);
+  CHECK(outer[0].ts_us <= inner[0].ts_us);
+  CHECK(std::abs((outer[0].ts_us + outer[0].dur_us) - (inner[0].ts_us + inner[0].dur_us)) < 1.0);
+  delete rec;
+}
+
+TEST_CASE_TEMPLATE_DEFINE("profile: after stop() nothing more is recorded, and spans and marks are refused", B,
+                          trace_stop) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream s;
+  const typename B::StreamRef ref(s);
+  accel::profile::TraceRecorder rec;
+  rec.span_begin(b, ref, "before stop");
+  rec.mark("host before stop");
+  CHECK(b.range_push("range before stop") == 1);
+  rec.stop();
+  CHECK_FALSE(rec.recording());
+  rec.stop();  // idempotent
+  CHECK(b.range_pop() == 0);  // the range stays in the trace, ended when recording stopped
+  CHECK(b.range_push("range after stop") == 1);
+  CHECK(b.range_pop() == 0);
+  const std::string stopped = "the recorder has stopped (stop(), events(), json() or write() ends recording)";
+  CHECK_THROWS_WITH_AS(rec.span_begin(b, ref, "x"), doctest::Contains(("TraceRecorder::span_begin: " + stopped).c_str()),
+                       accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS(rec.span_end(b, ref), doctest::Contains(("TraceRecorder::span_end: " + stopped).c_str()),
+                       accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS(rec.mark(b, ref, "x"), doctest::Contains(("TraceRecorder::mark: " + stopped).c_str()),
+                       accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS(rec.mark("x"), doctest::Contains(("TraceRecorder::mark: " + stopped).c_str()), accel::InvalidStateError);
+  {
+    accel::profile::TraceRecorder other;  // stop() freed the host hook: another recorder may start
+    CHECK(other.recording());
+  }
+  const auto ev = rec.events();
+  CHECK(ev.size() == 3);
+  CHECK(named(ev, "before stop").size() == 1);
+  CHECK(named(ev, "host before stop").size() == 1);
+  REQUIRE(named(ev, "range before stop").size() == 1);
+  CHECK(named(ev, "range after stop").empty());
+  CHECK_THROWS_AS(rec.mark("x"), accel::InvalidStateError);  // events() stops too
+}
+
 TEST_CASE_TEMPLATE_APPLY(trace, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(trace_dead_stream, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(trace_stop, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(trace_json, ConformanceBackends);

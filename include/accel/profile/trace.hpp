@@ -10,6 +10,14 @@
 //   trace.mark(b, stream, "loss ready");          an instant at the point the stream reaches
 //   trace.write("out.json");                      stops, waits for the recorded events, writes (atomically)
 //
+// Recording ends at stop(), events(), json() or write(): later range_push/range_pop are not recorded, and
+// span_begin, span_end and mark are an InvalidStateError (a span or mark that could not be in the trace
+// is refused, not dropped). A stream span still open at events() is closed at the host time events()
+// resolved it, not on its stream — the stream may be gone by then — and carries "args": {"left_open":
+// true}. The stream of a span or mark must be of the backend passed with it (InvalidArgumentError).
+// Names are written as JSON strings: control characters, quotes and backslashes escaped, bytes that are
+// not valid UTF-8 replaced by U+FFFD (one per maximal invalid sequence, as the Unicode standard advises).
+//
 // Tracks: one per host thread (process "host"), one per stream (process "<backend>:<device>", thread
 // "stream <id>"). A stream's times are placed on the host's clock by one anchor event per stream
 // (recorded and waited for at the stream's first span, so the first span_begin on a stream blocks until
@@ -28,7 +36,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <memory>
@@ -50,6 +60,7 @@ struct TraceEvent {
   double dur_us = 0;
   int pid = 0;
   std::uint64_t tid = 0;
+  bool left_open = false;  ///< a stream span still open at events(), closed at that call's host time
 };
 
 namespace detail {
@@ -97,23 +108,67 @@ inline void trace_range_hook(bool push, std::string_view message, std::string_vi
   }
 }
 
+/// Bytes of the well-formed UTF-8 sequence at s[i], or 0 when there is none; `*bad` is then the length
+/// of its maximal invalid subpart (the bytes one U+FFFD replaces). Ranges of RFC 3629 / Unicode table 3-7:
+/// no overlong forms, no surrogates, nothing past U+10FFFF.
+inline std::size_t utf8_sequence(std::string_view s, std::size_t i, std::size_t* bad) noexcept {
+  const auto byte = [&](std::size_t j) { return static_cast<unsigned char>(s[j]); };
+  const unsigned char c = byte(i);
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;  // overlong below
+    if (c == 0xED) hi = 0x9F;  // surrogates above
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;  // overlong below
+    if (c == 0xF4) hi = 0x8F;  // past U+10FFFF above
+  }
+  std::size_t n = 1;
+  if (len != 0 && i + 1 < s.size() && byte(i + 1) >= lo && byte(i + 1) <= hi) {
+    n = 2;
+    while (n < len && i + n < s.size() && byte(i + n) >= 0x80 && byte(i + n) <= 0xBF) ++n;
+    if (n == len) return len;
+  }
+  *bad = n;
+  return 0;
+}
+
+/// `s` as a JSON string: quotes, backslashes and control characters escaped, invalid UTF-8 as U+FFFD.
 inline void json_string(std::string& out, std::string_view s) {
   out += '"';
-  for (const char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      std::size_t bad = 0;
+      if (const std::size_t len = utf8_sequence(s, i, &bad); len != 0) {
+        out.append(s.substr(i, len));
+        i += len;
+      } else {
+        out += "\\ufffd";
+        i += bad;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        if (u < 0x20) {
           char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(u));
           out += buf;
         } else {
           out += c;
         }
     }
+    ++i;
   }
   out += '"';
 }
@@ -126,6 +181,9 @@ struct TraceTrack {
   virtual void resolve(std::vector<TraceEvent>& out) = 0;
   /// Resolves the events already done (keeps memory bounded on long runs); never blocks.
   virtual void resolve_done(std::vector<TraceEvent>& out) = 0;
+  /// After resolve(): the spans begun and never ended, closed at `now_us` (host clock) as left open.
+  /// Nothing is recorded on the stream, which may have been destroyed.
+  virtual void close_left_open(std::vector<TraceEvent>& out, double now_us) = 0;
   [[nodiscard]] virtual std::size_t pending() const noexcept = 0;
 
   std::string process;  // "cpu:0"
@@ -157,6 +215,14 @@ class TraceTrackOf final : public TraceTrack {
     while (!points_.empty() && points_.front().event.query()) take(out);
   }
   [[nodiscard]] std::size_t pending() const noexcept override { return points_.size(); }
+  void close_left_open(std::vector<TraceEvent>& out, double now_us) override {
+    while (!begun_.empty()) {
+      auto [name, start] = std::move(begun_.back());
+      begun_.pop_back();
+      out.push_back({std::move(name), "stream", 'X', start, std::max(now_us - start, 0.0), pid, stream_id, true});
+    }
+    open = 0;
+  }
 
  private:
   struct Point {
@@ -215,12 +281,17 @@ class TraceRecorder {
     }
   }
 
-  [[nodiscard]] bool recording() const noexcept { return recording_; }
+  [[nodiscard]] bool recording() const noexcept { return recording_.load(std::memory_order_acquire); }
 
-  /// Stops recording host ranges (stream events already recorded are kept). Idempotent.
+  /// Stops recording: host ranges are no longer recorded, and span_begin, span_end and mark are an
+  /// InvalidStateError from now on (stream events already recorded are kept). Idempotent.
   void stop() {
-    if (!recording_) return;
-    recording_ = false;
+    {
+      // Under mutex_: a span_begin either records before this or is refused after it.
+      const std::lock_guard span_lock(mutex_);
+      if (!recording_.load(std::memory_order_relaxed)) return;
+      recording_.store(false, std::memory_order_release);
+    }
     detail::range_hook().store(nullptr, std::memory_order_release);
     detail::TraceHostLog& log = detail::trace_host_log();
     const std::lock_guard lock(log.mutex);
@@ -233,6 +304,7 @@ class TraceRecorder {
   /// An instant on the calling thread's track.
   void mark(std::string_view name) {
     const std::lock_guard lock(mutex_);
+    require_recording("mark");
     resolved_.push_back({std::string(name), "mark", 'i', detail::trace_us_since(origin_), 0, host_pid,
                          detail::trace_thread_id()});
   }
@@ -241,6 +313,8 @@ class TraceRecorder {
   template <class B>
   void span_begin(const B& b, typename B::StreamRef s, std::string_view name) {
     const std::lock_guard lock(mutex_);
+    require_recording("span_begin");
+    require_same_backend("span_begin", b, s);
     detail::TraceTrack& t = track(b, s);
     if (t.pending() >= 4096) t.resolve_done(resolved_);
     t.record(std::string(name), 'B');
@@ -250,32 +324,37 @@ class TraceRecorder {
   template <class B>
   void span_end(const B& b, typename B::StreamRef s) {
     const std::lock_guard lock(mutex_);
-    detail::TraceTrack& t = track(b, s);
-    if (t.open == 0) {
-      throw InvalidStateError("TraceRecorder::span_end: no open span on " + t.process + " stream " +
-                              std::to_string(t.stream_id));
+    require_recording("span_end");
+    require_same_backend("span_end", b, s);
+    // Looked up, not created: a stream without a span has no track (creating one would block for
+    // its anchor event and add an empty track to the trace).
+    const std::string process = process_name(b, s);
+    detail::TraceTrack* t = find_track(process, s.id());
+    if (t == nullptr || t->open == 0) {
+      throw InvalidStateError("TraceRecorder::span_end: no open span on " + process + " stream " +
+                              std::to_string(s.id()));
     }
-    t.record(std::string(), 'E');
-    --t.open;
+    t->record(std::string(), 'E');
+    --t->open;
   }
   /// An instant at the point stream s reaches.
   template <class B>
   void mark(const B& b, typename B::StreamRef s, std::string_view name) {
     const std::lock_guard lock(mutex_);
+    require_recording("mark");
+    require_same_backend("mark", b, s);
     track(b, s).record(std::string(name), 'i');
   }
 
-  /// Stops, waits for the streams' recorded events and returns every event (a span the caller left
-  /// open is closed at the point its stream or thread has reached when events() is called).
+  /// Stops, waits for the streams' recorded events and returns every event. A host range left open
+  /// ends when recording stopped; a stream span left open ends at the host time events() resolved its
+  /// stream's events (left_open: nothing is recorded on a stream that may have been destroyed since).
   [[nodiscard]] std::vector<TraceEvent> events() {
     stop();
     const std::lock_guard lock(mutex_);
     for (auto& t : tracks_) {
-      while (t->open > 0) {  // close what the caller left open, at the stream's current point
-        t->record(std::string(), 'E');
-        --t->open;
-      }
       t->resolve(resolved_);
+      t->close_left_open(resolved_, detail::trace_us_since(origin_));
     }
     std::vector<TraceEvent> out = resolved_;
     append_host_ranges(out);
@@ -334,43 +413,82 @@ class TraceRecorder {
       } else {
         out += ", \"s\": \"t\"";
       }
-      out += ", \"pid\": " + std::to_string(e.pid) + ", \"tid\": " + std::to_string(e.tid) + "}";
+      out += ", \"pid\": " + std::to_string(e.pid) + ", \"tid\": " + std::to_string(e.tid);
+      if (e.left_open) out += ", \"args\": {\"left_open\": true}";
+      out += "}";
     }
     out += "\n]}\n";
     return out;
   }
 
-  /// Writes json() to `path`: a temporary file beside it, renamed into place (no half-written trace).
-  /// Error naming the path when it cannot be written.
+  /// Writes json() to `path`: a temporary file beside it (path + ".tmp"), renamed into place (no
+  /// half-written trace). Error naming `path` and the system's reason when it cannot be written.
   void write(const std::filesystem::path& path) {
     const std::string text = json();
     const std::filesystem::path tmp = path.string() + ".tmp";
+    const auto fail = [&](const std::string& why) {
+      throw Error(Errc::runtime_failure, "TraceRecorder::write: cannot write the trace to " + path.string() + ": " + why);
+    };
+    errno = 0;
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (f == nullptr) throw Error(Errc::runtime_failure, "TraceRecorder: cannot write " + tmp.string());
+    if (f == nullptr) fail(std::string(std::strerror(errno)) + " (creating " + tmp.string() + ")");
     const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    const int write_errno = errno;
     if (std::fclose(f) != 0 || !ok) {
+      const int err = ok ? errno : write_errno;
       std::error_code ec;
       std::filesystem::remove(tmp, ec);
-      throw Error(Errc::runtime_failure, "TraceRecorder: writing " + tmp.string() + " failed");
+      fail(std::string(std::strerror(err)) + " (writing " + tmp.string() + ")");
     }
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) {
+      const std::string why = ec.message();
       std::filesystem::remove(tmp, ec);
-      throw Error(Errc::runtime_failure, "TraceRecorder: cannot rename the trace to " + path.string());
+      fail(why + " (renaming " + tmp.string() + " to it)");
     }
   }
 
   static constexpr int host_pid = 1;
 
  private:
+  void require_recording(const char* call) const {
+    if (!recording_.load(std::memory_order_relaxed)) {
+      throw InvalidStateError(std::string("TraceRecorder::") + call +
+                              ": the recorder has stopped (stop(), events(), json() or write() ends recording)");
+    }
+  }
+
+  /// AnyBackend: the stream must be of the backend's active alternative (the track is named after it and
+  /// its events are that backend's), as everywhere a backend and a stream are passed together.
+  template <class B>
+  static void require_same_backend(const char* call, const B& b, const typename B::StreamRef& s) {
+    if constexpr (requires { b.index(); s.index(); s.backend_name(); }) {
+      if (b.index() != s.index()) {
+        throw InvalidArgumentError(std::string("TraceRecorder::") + call + ": the stream is a " +
+                                   std::string(s.backend_name()) + " stream, but the backend passed with it is " +
+                                   std::string(b.name()) + "; handles of different backends do not mix");
+      }
+    }
+  }
+
+  template <class B>
+  static std::string process_name(const B& b, const typename B::StreamRef& s) {
+    return std::string(b.name()) + ":" + std::to_string(s.device_index());
+  }
+
+  detail::TraceTrack* find_track(const std::string& process, std::uint64_t id) {
+    for (auto& t : tracks_) {
+      if (t->stream_id == id && t->process == process) return t.get();
+    }
+    return nullptr;
+  }
+
   template <class B>
   detail::TraceTrack& track(const B& b, typename B::StreamRef s) {
-    const std::string process = std::string(b.name()) + ":" + std::to_string(s.device_index());
+    const std::string process = process_name(b, s);
     const std::uint64_t id = s.id();
-    for (auto& t : tracks_) {
-      if (t->stream_id == id && t->process == process) return *t;
-    }
+    if (detail::TraceTrack* t = find_track(process, id)) return *t;
     auto t = std::make_unique<detail::TraceTrackOf<B>>(s, origin_);
     t->process = process;
     t->stream_id = id;
@@ -423,7 +541,7 @@ class TraceRecorder {
   }
 
   std::chrono::steady_clock::time_point origin_;
-  bool recording_ = false;
+  std::atomic<bool> recording_{false};  // written under mutex_; read without it by recording()
   double stopped_us_ = 0;
   std::mutex mutex_;
   std::vector<std::unique_ptr<detail::TraceTrack>> tracks_;
