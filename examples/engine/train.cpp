@@ -9,9 +9,11 @@ namespace engine {
 
 int train(accel::CpuBackend backend, const Config& config) { return Engine<accel::CpuBackend>(backend, config).run(); }
 
+#if defined(ACCEL_HAS_CUDA)
 int train(accel::CudaBackend backend, const Config& config) {
   return Engine<accel::CudaBackend>(backend, config).run();
 }
+#endif
 
 int train(const accel::AnyBackend& backend, const Config& config) {
   return Engine<accel::AnyBackend>(backend, config).run();

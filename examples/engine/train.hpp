@@ -15,7 +15,9 @@ namespace engine {
 
 /// Trains on `backend` as `config` says; returns the exit status (Engine<B>::run()).
 int train(accel::CpuBackend backend, const Config& config);
+#if defined(ACCEL_HAS_CUDA)  // a build without the CUDA toolkit has no CudaBackend: the CPU alone
 int train(accel::CudaBackend backend, const Config& config);
+#endif
 /// Engine<AnyBackend>: every accelerator call dispatched at run time.
 int train(const accel::AnyBackend& backend, const Config& config);
 
