@@ -107,8 +107,8 @@ model
                                  shakespeare: 6/6/384, block 256; gpt2: 12/12/768, block 1024
   --layers N --heads N --width N --block N    override the size's shape
 data
-  --data FILE          train on FILE (default: $ENGINE_DATA, else the source tree's
-                       data/shakespeare/shakespeare.txt, which scripts/fetch-data.sh writes)
+  --data FILE          train on FILE, a regular text file of at most 4 GiB (default: $ENGINE_DATA, else
+                       the source tree's data/shakespeare/shakespeare.txt, which scripts/fetch-data.sh writes)
 training
   --batch N            sequences per micro-batch (tiny 12, shakespeare 64, gpt2 8)
   --accum N            micro-batches per step (gradient accumulation, default 1)
@@ -177,7 +177,7 @@ checkpoints
   --resume DIR|latest  continue from a checkpoint (latest: the newest in --save's DIR, default checkpoints)
 output
   --print-every N --eval-every N --eval-batches N    progress lines, validation loss (mean of N batches)
-  --metrics FILE.csv   one row per progress line
+  --metrics FILE.csv   one row per progress line (with --resume: appended to the file)
   --sample N           generate N characters at the end (--temperature X, default 0.8; --top-k N, default 200)
   --dump DIR           write initial weights, batches, losses and step-0 gradients for torch_gpt.py
   --trace FILE.json    a Chrome trace (open it in Perfetto) of the first --trace-steps N steps (default

@@ -23,22 +23,61 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace engine {
 
 class Corpus {
  public:
-  /// Reads and checks `path`; UsageError (exit status 2) for a file that cannot be read, is empty,
-  /// or looks binary (a NUL byte, or more than 1 % control bytes other than tab, newline, CR, FF).
+  /// The largest data file the engine reads (the whole text is held in memory, a byte per token).
+  static constexpr std::uint64_t max_bytes = 4ULL << 30;  // 4 GiB
+
+  /// Reads and checks `path`; UsageError (exit status 2) for a file that cannot be read, is not a
+  /// regular file (a directory, /dev/zero, a FIFO: checked on the open file, before reading a byte),
+  /// is larger than max_bytes, is empty, or looks binary (a NUL byte, or more than 1 % control bytes
+  /// other than tab, newline, CR, FF).
   static Corpus load(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) throw UsageError("cannot read the data file " + path + ": " + std::strerror(errno));
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer before fstat says what it is.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) throw UsageError("cannot read the data file " + path + ": " + std::strerror(errno));
+    struct ::stat sb {};
+    if (::fstat(fd, &sb) != 0) {
+      const int e = errno;
+      ::close(fd);
+      throw UsageError("cannot read the data file " + path + ": " + std::strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+      ::close(fd);
+      const char* what = S_ISDIR(sb.st_mode)    ? "a directory"
+                         : S_ISCHR(sb.st_mode)  ? "a character device"
+                         : S_ISBLK(sb.st_mode)  ? "a block device"
+                         : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                         : S_ISSOCK(sb.st_mode) ? "a socket"
+                                                : "not a regular file";
+      throw UsageError("the data file " + path + " is " + what + ": the engine reads a regular text file");
+    }
+    const auto size = static_cast<std::uint64_t>(sb.st_size);
+    if (size > max_bytes) {
+      ::close(fd);
+      throw UsageError("the data file " + path + " is " + std::to_string(size) + " bytes: the engine reads at most 4 GiB (" +
+                       std::to_string(max_bytes) + " bytes)");
+    }
     std::string text;
-    char buf[1 << 16];
+    text.resize(static_cast<std::size_t>(size));
     std::size_t got = 0;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
-    const bool failed = std::ferror(f) != 0;
-    std::fclose(f);
-    if (failed) throw UsageError("cannot read the data file " + path + ": read error");
+    int err = 0;
+    while (got < text.size()) {  // a file that grows while it is read: its first st_size bytes
+      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) err = errno;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    if (err != 0) throw UsageError("cannot read the data file " + path + ": " + std::strerror(err));
+    text.resize(got);
     if (text.empty()) throw UsageError("the data file " + path + " is empty");
     std::size_t control = 0;
     for (std::size_t i = 0; i < text.size(); ++i) {

@@ -1,10 +1,14 @@
 // report.hpp — what the user sees: progress lines, the metrics CSV, the final summary table.
 #pragma once
 
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -59,14 +63,36 @@ inline std::string progress_line(const Progress& p) {
   return s;
 }
 
-/// --metrics: a CSV row per progress line (header first).
+/// The first line of a --metrics file.
+inline constexpr const char* metrics_header =
+    "step,tokens,elapsed_s,train_loss,val_loss,lr,grad_norm,tokens_per_s,ms_per_step,mfu,allocated_bytes,reserved_bytes";
+
+/// --metrics: a CSV row per progress line (header first). A resumed run appends its rows to an
+/// existing file (run.hpp checked it is this CSV), so the file holds every row of every run; a step
+/// that runs again (a resume from an earlier checkpoint) has a row for each time it ran, in order.
 class MetricsCsv {
  public:
-  void open(const std::string& path) {
+  void open(const std::string& path, bool append) {
     if (path.empty()) return;
-    out_.open(path, std::ios::trunc);
-    if (!out_) throw std::runtime_error("cannot write the metrics file " + path);
-    out_ << "step,tokens,elapsed_s,train_loss,val_loss,lr,grad_norm,tokens_per_s,ms_per_step,mfu,allocated_bytes,reserved_bytes\n";
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    const bool continuing = append && !ec && size > 0;
+    char last = '\n';
+    if (continuing) {
+      std::ifstream in(path, std::ios::binary);
+      in.seekg(-1, std::ios::end);
+      in.get(last);
+    }
+    errno = 0;
+    out_.open(path, continuing ? std::ios::app : std::ios::trunc);
+    if (!out_) {
+      throw std::runtime_error("cannot write the metrics file " + path + (errno != 0 ? ": " + std::string(std::strerror(errno)) : ""));
+    }
+    if (!continuing) {
+      out_ << metrics_header << '\n';
+    } else if (last != '\n') {
+      out_ << '\n';  // the row a killed run left unfinished ends here
+    }
     out_.flush();
   }
   void row(const Progress& p) {

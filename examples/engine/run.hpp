@@ -24,11 +24,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include <unistd.h>
 
 namespace engine {
 
@@ -160,6 +163,9 @@ class Engine {
         throw UsageError("the default corpus " + cfg_.data + " is missing: run scripts/fetch-data.sh, or give --data FILE");
       }
     }
+    std::filesystem::path resume_dir;
+    if (!cfg_.resume.empty()) resume_dir = resolve_resume(cfg_.resume, cfg_.save);
+    check_outputs(resume_dir);
     const Corpus corpus = Corpus::load(cfg_.data);
     if (cfg_.streams == 0) cfg_.streams = default_streams();
     if (cfg_.dtype == "fp16" && runtime_backend<B>()) {
@@ -167,9 +173,7 @@ class Engine {
     }
     check_dtype_gemm();
     std::optional<CheckpointState> resume;
-    std::filesystem::path resume_dir;
     if (!cfg_.resume.empty()) {
-      resume_dir = resolve_resume(cfg_.resume, cfg_.save);
       resume = read_checkpoint_manifest(resume_dir);
       check_resume(*resume, corpus);
     }
@@ -177,13 +181,10 @@ class Engine {
       throw UsageError("--streams " + std::to_string(cfg_.streams) + " does not divide the micro-batch of " +
                        std::to_string(cfg_.batch) + " sequences each of the " + std::to_string(cfg_.ranks) + " ranks runs");
     }
-    if (!cfg_.trace.empty()) {
-      const auto dir = std::filesystem::absolute(cfg_.trace).parent_path();
-      if (!std::filesystem::is_directory(dir)) {
-        throw UsageError("--trace " + cfg_.trace + ": the directory " + dir.string() + " does not exist");
-      }
-    }
     const Plan plan = make_plan(corpus);
+    // The checkpoint's tensors (checksummed) are read before the device memory is allocated: a corrupt
+    // or short file is bad input, found before anything is allocated or trained.
+    if (resume) read_checkpoint_tensors(resume_dir, plan.total, *resume, cfg_.rank, shard_size(plan.total, cfg_.ranks));
     if (cfg_.dtype == "bf16") return run_typed<accel::bfloat16>(corpus, plan, resume, resume_dir, ranks);
     if constexpr (!runtime_backend<B>()) {
       if (cfg_.dtype == "fp16") return run_typed<accel::half>(corpus, plan, resume, resume_dir, ranks);
@@ -192,6 +193,104 @@ class Engine {
   }
 
  private:
+  /// --save, --metrics and --trace, before anything is allocated: each must be creatable (a file's
+  /// directory exists and is writable, an existing file is a regular file; --save is a directory or
+  /// can be created), none may be the data file or inside the checkpoint --resume reads, and no two may
+  /// be the same path (compared as weakly_canonical paths). On --resume an existing --metrics file is
+  /// appended to, so it must be this engine's CSV. UsageError naming the flag.
+  void check_outputs(const std::filesystem::path& resume_dir) const {
+    namespace fs = std::filesystem;
+    const auto canon = [](const std::string& p) {
+      std::error_code ec;
+      const fs::path a = fs::absolute(p);
+      const fs::path c = fs::weakly_canonical(a, ec);
+      return ec ? a.lexically_normal() : c;
+    };
+    const auto inside = [](const fs::path& p, const fs::path& dir) {  // p is dir or below it
+      auto d = dir.begin(), q = p.begin();
+      for (; d != dir.end() && q != p.end(); ++d, ++q) {
+        if (*d != *q) return false;
+      }
+      return d == dir.end();
+    };
+    const auto kind = [](fs::file_type t) {
+      switch (t) {
+        case fs::file_type::regular: return "a file";
+        case fs::file_type::directory: return "a directory";
+        case fs::file_type::character: return "a character device";
+        case fs::file_type::block: return "a block device";
+        case fs::file_type::fifo: return "a FIFO";
+        case fs::file_type::socket: return "a socket";
+        default: return "not a regular file";
+      }
+    };
+    const auto check_file = [&](const std::string& flag, const std::string& path) {
+      const fs::path p = fs::absolute(path);
+      std::error_code ec;
+      const auto st = fs::status(p, ec);
+      if (fs::exists(st)) {
+        if (!fs::is_regular_file(st)) throw UsageError(flag + " " + path + ": it is " + kind(st.type()) + ", not a file");
+        if (::access(p.c_str(), W_OK) != 0) throw UsageError(flag + " " + path + ": cannot write it: " + std::strerror(errno));
+        return;
+      }
+      const fs::path dir = p.parent_path();
+      const auto ds = fs::status(dir, ec);
+      if (!fs::exists(ds)) throw UsageError(flag + " " + path + ": the directory " + dir.string() + " does not exist");
+      if (!fs::is_directory(ds)) throw UsageError(flag + " " + path + ": " + dir.string() + " is " + kind(ds.type()) + ", not a directory");
+      if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+        throw UsageError(flag + " " + path + ": cannot create a file in " + dir.string() + ": " + std::strerror(errno));
+      }
+    };
+    std::vector<std::pair<std::string, std::string>> outs;  // (flag, path) of what this rank writes
+    if (!cfg_.metrics.empty() && cfg_.rank == 0) outs.emplace_back("--metrics", cfg_.metrics);
+    if (!cfg_.trace.empty()) outs.emplace_back("--trace", cfg_.trace);
+    for (const auto& [flag, path] : outs) check_file(flag, path);
+    if (!cfg_.save.empty()) {
+      const fs::path p = fs::absolute(cfg_.save);
+      std::error_code ec;
+      const auto st = fs::status(p, ec);
+      if (fs::exists(st)) {
+        if (!fs::is_directory(st)) throw UsageError("--save " + cfg_.save + ": it is " + kind(st.type()) + ", not a directory");
+        if (::access(p.c_str(), W_OK | X_OK) != 0) throw UsageError("--save " + cfg_.save + ": cannot write in it: " + std::strerror(errno));
+      } else {
+        fs::path up = p.parent_path();  // the nearest existing ancestor: create_directories makes the rest
+        while (!fs::exists(fs::status(up, ec)) && up != up.parent_path()) up = up.parent_path();
+        const auto us = fs::status(up, ec);
+        if (!fs::is_directory(us)) {
+          throw UsageError("--save " + cfg_.save + ": cannot create it: " + up.string() + " is " + kind(us.type()) +
+                           ", not a directory");
+        }
+        if (::access(up.c_str(), W_OK | X_OK) != 0) {
+          throw UsageError("--save " + cfg_.save + ": cannot create it in " + up.string() + ": " + std::strerror(errno));
+        }
+      }
+      outs.emplace_back("--save", cfg_.save);
+    }
+    const fs::path data = canon(cfg_.data);
+    const fs::path resumed = resume_dir.empty() ? fs::path() : canon(resume_dir.string());
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      const auto& [flag, path] = outs[i];
+      const fs::path c = canon(path);
+      if (c == data) throw UsageError(flag + " " + path + " is the data file (--data " + cfg_.data + "): it would be overwritten");
+      if (!resumed.empty() && inside(c, resumed)) {
+        throw UsageError(flag + " " + path + " is inside the checkpoint --resume reads (" + resume_dir.string() + ")");
+      }
+      for (std::size_t j = 0; j < i; ++j) {
+        if (c == canon(outs[j].second)) {
+          throw UsageError(flag + " " + path + " and " + outs[j].first + " " + outs[j].second + " are the same path");
+        }
+      }
+    }
+    if (!cfg_.metrics.empty() && cfg_.rank == 0 && !resume_dir.empty()) {  // appended to: it must be ours
+      std::ifstream in(cfg_.metrics);
+      std::string first;
+      if (in && std::getline(in, first) && first != metrics_header) {
+        throw UsageError("--metrics " + cfg_.metrics + ": a resumed run appends to it, and it is not the engine's metrics CSV "
+                         "(its first line is not the header); give another file");
+      }
+    }
+  }
+
   /// A 16-bit dtype the backend's GEMM cannot multiply here (bf16 on a CPU oneDNN has no bf16 matmul
   /// for) is bad input, found with one 1 x 1 x 1 product before anything else is allocated.
   void check_dtype_gemm() const {
@@ -294,6 +393,7 @@ class Engine {
     const ParamLayout P(s, p.vocab_padded);
     const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.attention);
     p.params = P.count();
+    p.total = P.total;
     const std::int64_t non_embedding = p.params - s.block * static_cast<std::int64_t>(s.width);
     const std::int64_t per_token = 6 * non_embedding + 12LL * s.layers * s.width * s.block;
     p.flops_per_step = per_token * s.block * cfg_.batch * cfg_.accum;
@@ -335,10 +435,14 @@ class Engine {
                 const std::filesystem::path& resume_dir, Ranks<B>& ranks) {
     Trainer<B, T> t(b_, cfg_, corpus, plan, ranks);
     const Barrier barrier = [&](bool ok) { return t.agree_max({ok ? 0 : 1, 0})[0] == 0; };
+    const ShareFromRank0 share = [&](std::array<int, 2> v) {
+      return t.agree_max(ranks.rank() == 0 ? v : std::array<int, 2>{0, 0});  // the max of rank 0's and zeros
+    };
     if (resume) {
-      CheckpointState st = *resume;
-      read_checkpoint_tensors(resume_dir, t.layout().total, st, ranks.rank(), t.shard());
-      t.load_state(st);
+      if (resume->params.size() != static_cast<std::size_t>(t.shard())) {
+        throw std::logic_error("engine: the checkpoint's shard was read for another partition");
+      }
+      t.load_state(*resume);
     } else {
       t.init_weights();
     }
@@ -347,7 +451,7 @@ class Engine {
     const double peak = cpu ? t.measure_peak(0.15) : datasheet_peak(product_name(b_), cfg_.dtype != "fp32");
     const bool attention_amx = cpu && plan.attention == AttentionPath::fused && t.attention_on_amx();
     MetricsCsv metrics;
-    if (cfg_.rank == 0) metrics.open(cfg_.metrics);  // rank 0 reports
+    if (cfg_.rank == 0) metrics.open(cfg_.metrics, resume.has_value());  // rank 0 reports
     std::unique_ptr<Dump> dump;
     if (!cfg_.dump.empty()) dump = std::make_unique<Dump>(cfg_, t, plan);
     const std::int64_t tokens_per_step = cfg_.global_batch * cfg_.shape.block;
@@ -385,7 +489,16 @@ class Engine {
     const auto finish_trace = [&] {
       if (!trace) return;
       t.set_trace(nullptr);
-      trace->write(cfg_.trace);
+      // Beside the target and renamed over it: a failed write leaves no half-written trace.
+      const std::string tmp = cfg_.trace + ".tmp." + std::to_string(::getpid());
+      try {
+        trace->write(tmp);
+        std::filesystem::rename(tmp, cfg_.trace);
+      } catch (...) {
+        std::error_code ec;
+        std::filesystem::remove(tmp, ec);
+        throw;
+      }
       trace.reset();
       if (!cfg_.quiet) {
         std::printf("trace: %s (%lld steps; open it in https://ui.perfetto.dev)\n", cfg_.trace.c_str(),
@@ -407,7 +520,7 @@ class Engine {
     const auto save = [&](const std::string& dir) {
       std::vector<float> full;
       const CheckpointState st = t.save_state(&full);
-      const auto path = write_checkpoint(dir, t.layout(), st, full, barrier);
+      const auto path = write_checkpoint(dir, t.layout(), st, full, barrier, share);
       if (!cfg_.quiet) std::printf("checkpoint: %s\n", path.string().c_str());
       return path;
     };

@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -23,9 +25,11 @@
 #include <iterator>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -70,7 +74,9 @@ void check_same_losses(const fs::path& a, const fs::path& b, std::int64_t steps)
 
 int run(const engine::Config& c) { return engine::train(accel::CpuBackend{}, c); }
 
+#if defined(ACCEL_HAS_CUDA)
 int run_cuda(const engine::Config& c) { return engine::train(accel::CudaBackend{}, c); }
+#endif
 
 using Run = int (*)(const engine::Config&);
 
@@ -671,6 +677,7 @@ TEST_CASE("engine --zero-stage 2 --streams 2: a bucket set per lane, summed in l
 // Engine<CudaBackend>: the same checks on a GPU (skipped, saying so, where there is none). The GPU's
 // products and sums run in another order than the CPU's, so against the CPU's recorded trajectory the
 // losses agree within 1e-4; the determinism checks are bit for bit, as on the CPU.
+#if defined(ACCEL_HAS_CUDA)
 TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --graph and AnyBackend bits, fused vs gemm attention, bf16") {
   if (accel::CudaBackend{}.device_count() == 0) {
     MESSAGE("skipped: " << accel::CudaBackend::availability().reason);
@@ -700,4 +707,389 @@ TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --gr
   SUBCASE("bf16 --graph with the flash kernels gives the eager step's bits, dropout on") {
     check_graph_bits(run_cuda, "cuda-bf16-", "bf16");
   }
+}
+#endif  // ACCEL_HAS_CUDA
+
+// ---- Checkpoints, data and output paths, signals: the audit's findings, each as it failed.
+
+namespace {
+
+/// A file's bytes.
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+/// FNV-1a-64 of a file's bytes, written out here (not the engine's function) to check its manifest.
+std::string fnv_of(const fs::path& p) {
+  std::uint64_t h = 14695981039346656037ULL;
+  for (const char c : file_bytes(p)) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+/// Names in a directory that start with `prefix`.
+std::vector<std::string> entries_with(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path().filename().string());
+  }
+  return out;
+}
+
+/// The step column of a metrics CSV, and how many header lines it has.
+std::pair<std::vector<long long>, int> metrics_steps(const fs::path& csv) {
+  std::ifstream in(csv);
+  std::vector<long long> steps;
+  int headers = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("step,", 0) == 0) {
+      ++headers;
+    } else {
+      steps.push_back(std::stoll(line.substr(0, line.find(','))));
+    }
+  }
+  return {steps, headers};
+}
+
+/// Replaces the checkpoint's rename calls for a scope (engine::detail::rename_fn).
+struct RenameOverride {
+  explicit RenameOverride(engine::detail::RenameFn fn) : saved(engine::detail::rename_fn()) { engine::detail::rename_fn() = fn; }
+  ~RenameOverride() { engine::detail::rename_fn() = saved; }
+  engine::detail::RenameFn saved;
+};
+
+bool names_step4(const char* to) { return std::string(to).ends_with("/step_00000004"); }
+
+}  // namespace
+
+TEST_CASE("engine checkpoints: re-saving the step latest points to never leaves it missing; a failed publish keeps the old one, which resumes") {
+  const fs::path ck = temp_dir("resave"), d = temp_dir("resave-dump");
+  auto first = small(d);
+  first.stop_at = 4;
+  first.save = ck.string();
+  REQUIRE(run(first) == 0);
+  const fs::path step4 = ck / "step_00000004";
+  const std::string shard = file_bytes(step4 / "zero_rank_00000.f32"), manifest = file_bytes(step4 / "manifest.txt");
+  REQUIRE(shard.size() > 0);
+  // A run resumed at step 4 with --steps 4 trains nothing and saves step 4 again.
+  const auto resave = [&] {
+    auto c = small(d);
+    c.dump.clear();  // --dump writes a checkpoint of its own: only --save's is under test
+    c.steps = 4;
+    c.resume = "latest";
+    c.save = ck.string();
+    return run(c);
+  };
+  const auto intact = [&] {
+    CHECK(fs::read_symlink(ck / "latest") == "step_00000004");
+    CHECK(file_bytes(step4 / "zero_rank_00000.f32") == shard);
+    CHECK(file_bytes(step4 / "manifest.txt") == manifest);
+    CHECK(entries_with(ck, ".tmp.").empty());
+    CHECK(entries_with(ck, ".old.").empty());
+  };
+  SUBCASE("the swap with the existing step fails") {
+    RenameOverride fail([](const char* from, const char* to, unsigned flags) {
+      if (names_step4(to)) {
+        errno = flags == RENAME_EXCHANGE ? EIO : EEXIST;  // the plain rename: the step exists
+        return -1;
+      }
+      return engine::detail::system_rename(from, to, flags);
+    });
+    CHECK_THROWS_WITH_AS(resave(), doctest::Contains(("cannot replace " + step4.string() + " with ").c_str()), std::runtime_error);
+    intact();
+  }
+  SUBCASE("no exchange on this filesystem: the old step goes aside, the publishing rename fails, it is put back") {
+    RenameOverride fail([](const char* from, const char* to, unsigned flags) {
+      if (names_step4(to) && flags == RENAME_EXCHANGE) {
+        errno = EINVAL;
+        return -1;
+      }
+      if (names_step4(to) && std::string(from).find("/.tmp.") != std::string::npos) {
+        errno = fs::exists(to) ? ENOTEMPTY : EIO;  // the first try (step exists) and the publish after the move aside
+        return -1;
+      }
+      return engine::detail::system_rename(from, to, flags);
+    });
+    CHECK_THROWS_WITH_AS(resave(), doctest::Contains(("Input/output error; the previous " + step4.string() + " is kept").c_str()),
+                         std::runtime_error);
+    intact();
+  }
+  SUBCASE("the re-save succeeds: the same bytes (nothing trained), no leftovers") {
+    REQUIRE(resave() == 0);
+    intact();
+  }
+  // Whatever happened, the step-4 checkpoint resumes and trains on to step 8.
+  auto on = small(temp_dir("resave-resume"));
+  on.resume = "latest";
+  on.save = ck.string();
+  REQUIRE(run(on) == 0);
+  CHECK(losses(on.dump).size() == 4);
+  CHECK(fs::read_symlink(ck / "latest") == "step_00000008");
+  fs::remove_all(ck);
+  fs::remove_all(d);
+}
+
+TEST_CASE("engine --resume latest: a dangling latest is named as such, with the newest complete checkpoint") {
+  const fs::path ck = temp_dir("dangling");
+  fs::create_directories(ck / "step_00000002");
+  std::ofstream(ck / "step_00000002" / "manifest.txt") << "format accel-engine-checkpoint/2\nstep 2\n";
+  fs::create_directories(ck / "step_00000003");  // no manifest: incomplete
+  fs::create_directory_symlink("step_00000004", ck / "latest");
+  const std::string dangling = "--resume latest: " + (ck / "latest").string() +
+                               " is a dangling link (it points to step_00000004, which does not exist)";
+  CHECK_THROWS_WITH_AS(engine::resolve_resume("latest", ck.string()),
+                       (dangling + "; the newest complete checkpoint is " + (ck / "step_00000002").string() +
+                        ": give --resume " + (ck / "step_00000002").string())
+                           .c_str(),
+                       engine::UsageError);
+  fs::remove_all(ck / "step_00000002");
+  CHECK_THROWS_WITH_AS(engine::resolve_resume("latest", ck.string()),
+                       (dangling + "; " + ck.string() + " holds no complete checkpoint").c_str(), engine::UsageError);
+  fs::remove(ck / "latest");
+  CHECK_THROWS_WITH_AS(engine::resolve_resume("latest", ck.string()),
+                       ("--resume latest: no checkpoint in " + ck.string() + " (" + (ck / "latest").string() + " does not exist)").c_str(),
+                       engine::UsageError);
+  fs::remove_all(ck);
+}
+
+TEST_CASE("engine checkpoints: manifest values are whole numbers in range, the step matches the directory") {
+  const fs::path dir = temp_dir("manifest") / "step_00000002";
+  fs::create_directories(dir);
+  const fs::path file = dir / "manifest.txt";
+  const auto with = [&](const std::string& lines) {
+    std::ofstream(file) << "format accel-engine-checkpoint/2\n" << lines;
+  };
+  const auto bad = [&](const std::string& lines, const std::string& message) {
+    with(lines);
+    CAPTURE(lines);
+    CHECK_THROWS_WITH_AS(engine::read_checkpoint_manifest(dir), ("checkpoint " + file.string() + ": " + message).c_str(),
+                         engine::UsageError);
+  };
+  bad("step 2\nranks 1\nshard abc\n",
+      "bad 'shard' value 'abc': not a whole decimal number (expected an integer in [1, 1099511627776])");
+  bad("step 99999999999999999999\n",
+      "bad 'step' value '99999999999999999999': out of range (expected an integer in [0, 1000000000000000])");
+  bad("step 2x\n", "bad 'step' value '2x': not a whole decimal number (expected an integer in [0, 1000000000000000])");
+  bad("step -5\n", "bad 'step' value '-5': out of range (expected an integer in [0, 1000000000000000])");
+  bad("step 2\nranks 0\n", "bad 'ranks' value '0': out of range (expected an integer in [1, 1048576])");
+  bad("step 2\ntotal 1e6\n", "bad 'total' value '1e6': not a whole decimal number (expected an integer in [1, 1099511627776])");
+  bad("step 3\n", "'step' is 3 but the directory is step_00000002");
+  bad("ranks 1\n", "no 'step'");
+  bad("step 2\nchecksum params.f32 fnv1a64:12345\n",
+      "bad 'checksum' value 'params.f32 fnv1a64:12345': expected '<file> fnv1a64:<16 hex digits>'");
+  with("step 2\nranks 3\nshard 40\nchecksum params.f32 fnv1a64:00000000000000ff\n");
+  const auto st = engine::read_checkpoint_manifest(dir);
+  CHECK(st.step == 2);
+  CHECK(st.ranks == 3);
+  CHECK(st.shard == 40);
+  CHECK(st.checksums.at("params.f32") == 255);
+  fs::remove_all(dir.parent_path());
+}
+
+TEST_CASE("engine checkpoints: every tensor file's checksum is in the manifest; a corrupt shard is refused before training") {
+  const fs::path ck = temp_dir("checksum"), d = temp_dir("checksum-dump");
+  auto first = small(d);
+  first.stop_at = 2;
+  first.save = ck.string();
+  REQUIRE(run(first) == 0);
+  const fs::path step2 = ck / "step_00000002";
+  const std::string manifest = file_bytes(step2 / "manifest.txt");
+  CHECK(count_in(step2 / "manifest.txt", "checksum params.f32 " + fnv_of(step2 / "params.f32") + "\n") == 1);
+  CHECK(count_in(step2 / "manifest.txt", "checksum zero_rank_00000.f32 " + fnv_of(step2 / "zero_rank_00000.f32") + "\n") == 1);
+  CHECK(entries_with(step2, "zero_rank_00000.f32.").empty());  // the rank's checksum went into the manifest
+  const std::string recorded = fnv_of(step2 / "zero_rank_00000.f32");
+  {  // a NaN over the first master weight
+    std::fstream f(step2 / "zero_rank_00000.f32", std::ios::in | std::ios::out | std::ios::binary);
+    const float nan = std::nanf("");
+    f.write(reinterpret_cast<const char*>(&nan), 4);
+  }
+  const fs::path out = temp_dir("checksum-out");
+  auto again = small(out / "dump");
+  again.resume = "latest";
+  again.save = ck.string();
+  again.metrics = (out / "m.csv").string();
+  CHECK_THROWS_WITH_AS(run(again),
+                       ("checkpoint: " + (step2 / "zero_rank_00000.f32").string() + " is corrupt: its checksum is " +
+                        fnv_of(step2 / "zero_rank_00000.f32") + ", the manifest records " + recorded)
+                           .c_str(),
+                       engine::UsageError);
+  CHECK_FALSE(fs::exists(out / "m.csv"));
+  CHECK_FALSE(fs::exists(out / "dump"));
+  CHECK(file_bytes(step2 / "manifest.txt") == manifest);
+  for (const auto& x : {ck, d, out}) fs::remove_all(x);
+}
+
+TEST_CASE("engine --data: only a regular file of at most 4 GiB, said before reading it") {
+  const fs::path dir = temp_dir("data-kind");
+  const auto refused = [](const std::string& data, const std::string& message) {
+    CAPTURE(data);
+    CHECK_THROWS_WITH_AS(engine::Corpus::load(data), message.c_str(), engine::UsageError);
+  };
+  refused("/dev/zero", "the data file /dev/zero is a character device: the engine reads a regular text file");
+  refused(dir.string(), "the data file " + dir.string() + " is a directory: the engine reads a regular text file");
+  const fs::path fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  refused(fifo.string(), "the data file " + fifo.string() + " is a FIFO: the engine reads a regular text file");
+  const fs::path big = dir / "big.txt";  // sparse: no disk used
+  std::ofstream(big).close();
+  fs::resize_file(big, (4ULL << 30) + 1);
+  refused(big.string(), "the data file " + big.string() +
+                            " is 4294967297 bytes: the engine reads at most 4 GiB (4294967296 bytes)");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("engine --save, --metrics, --trace: refused before anything is allocated when they cannot be written or would overwrite an input") {
+  const fs::path dir = temp_dir("outputs");
+  const fs::path data = dir / "data.txt";
+  fs::copy_file(hamlet, data);
+  const std::string corpus = file_bytes(data);
+  std::ofstream(dir / "plain-file") << "x";
+  const auto refused = [&](const engine::Config& c, const std::string& message) {
+    CAPTURE(message);
+    CHECK_THROWS_WITH_AS(run(c), message.c_str(), engine::UsageError);
+    CHECK(file_bytes(data) == corpus);
+    CHECK_FALSE(fs::exists(dir / "dump"));
+  };
+  const auto base = [&] {
+    auto c = small(dir / "dump");
+    c.data = data.string();
+    return c;
+  };
+  auto c = base();
+  c.metrics = data.string();
+  refused(c, "--metrics " + data.string() + " is the data file (--data " + data.string() + "): it would be overwritten");
+  c = base();
+  c.trace = (dir / "." / "data.txt").string();  // another spelling of the same file
+  refused(c, "--trace " + c.trace + " is the data file (--data " + data.string() + "): it would be overwritten");
+  c = base();
+  c.save = (dir / "plain-file").string();
+  refused(c, "--save " + c.save + ": it is a file, not a directory");
+  c.save = (dir / "plain-file" / "ck").string();
+  refused(c, "--save " + c.save + ": cannot create it: " + (dir / "plain-file").string() + " is a file, not a directory");
+  c = base();
+  c.metrics = "/nonexistent/m.csv";
+  refused(c, "--metrics /nonexistent/m.csv: the directory /nonexistent does not exist");
+  c.metrics = (dir / "plain-file" / "m.csv").string();
+  refused(c, "--metrics " + c.metrics + ": " + (dir / "plain-file").string() + " is a file, not a directory");
+  c.metrics = dir.string();
+  refused(c, "--metrics " + dir.string() + ": it is a directory, not a file");
+  c = base();
+  c.metrics = (dir / "out.txt").string();
+  c.trace = (dir / "out.txt").string();
+  refused(c, "--trace " + c.trace + " and --metrics " + c.metrics + " are the same path");
+  c = base();
+  c.metrics = (dir / "out").string();
+  c.save = (dir / "out").string();
+  refused(c, "--save " + c.save + " and --metrics " + c.metrics + " are the same path");
+  fs::create_directories(dir / "ck" / "step_00000002");
+  std::ofstream(dir / "ck" / "step_00000002" / "manifest.txt") << "format accel-engine-checkpoint/2\nstep 2\n";
+  c = base();
+  c.resume = (dir / "ck" / "step_00000002").string();
+  c.metrics = (dir / "ck" / "step_00000002" / "manifest.txt").string();
+  refused(c, "--metrics " + c.metrics + " is inside the checkpoint --resume reads (" + c.resume + ")");
+  c.metrics = (dir / "plain-file").string();  // appended to on --resume: it must be the engine's CSV
+  refused(c, "--metrics " + c.metrics + ": a resumed run appends to it, and it is not the engine's metrics CSV "
+             "(its first line is not the header); give another file");
+  CHECK(file_bytes(dir / "plain-file") == "x");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("engine --metrics with --resume: the resumed run's rows follow the first run's, under one header") {
+  const fs::path ck = temp_dir("metrics-ck"), out = temp_dir("metrics");
+  auto first = small(out / "a");
+  first.stop_at = 4;
+  first.save = ck.string();
+  first.print_every = 1;
+  first.metrics = (out / "m.csv").string();
+  REQUIRE(run(first) == 0);
+  CHECK(metrics_steps(out / "m.csv") == std::pair{std::vector<long long>{1, 2, 3, 4}, 1});
+  auto second = first;
+  second.dump = (out / "b").string();
+  second.stop_at = 0;
+  second.resume = "latest";
+  REQUIRE(run(second) == 0);
+  CHECK(metrics_steps(out / "m.csv") == std::pair{std::vector<long long>{1, 2, 3, 4, 5, 6, 7, 8}, 1});
+  auto fresh = first;  // not resumed: a new file
+  fresh.dump = (out / "c").string();
+  fresh.save.clear();
+  fresh.stop_at = 2;
+  REQUIRE(run(fresh) == 0);
+  CHECK(metrics_steps(out / "m.csv") == std::pair{std::vector<long long>{1, 2}, 1});
+  fs::remove_all(ck);
+  fs::remove_all(out);
+}
+
+TEST_CASE("engine: a real SIGTERM (kill) during training finishes the step, writes a checkpoint and returns 0") {
+  const fs::path ck = temp_dir("kill"), d = temp_dir("kill-dump");
+  auto c = small(d);
+  c.save = ck.string();
+  c.steps = 1000000;     // runs until the signal
+  c.max_seconds = 300;   // a guard only: a signal that is never handled ends the run here, and fails below
+  engine::install_signal_handlers();  // what run() installs, so that a kill before it cannot end the test process
+  engine::stop_signal().store(0);
+  std::thread killer([&] {
+    // Once a step has run (its loss is in the dump), the process gets SIGTERM as from `kill`.
+    for (int i = 0; i < 6000 && losses(d).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ::kill(::getpid(), SIGTERM);
+  });
+  const int status = run(c);
+  killer.join();
+  const int seen = engine::stop_signal().exchange(0);
+  CHECK(status == 0);
+  CHECK(seen == SIGTERM);
+  const auto done = losses(d).size();
+  REQUIRE(done >= 1);
+  REQUIRE(done < 100000);
+  const std::string step = engine::step_dir_name(static_cast<std::int64_t>(done));
+  CHECK(fs::read_symlink(ck / "latest") == step);
+  CHECK(fs::exists(ck / step / "manifest.txt"));
+  CHECK(count_in(ck / step / "manifest.txt", "step " + std::to_string(done) + "\n") == 1);
+  fs::remove_all(ck);
+  fs::remove_all(d);
+}
+
+TEST_CASE("engine checkpoints: writers saving the same step into one directory at once do not mix or delete each other's files") {
+  const fs::path ck = temp_dir("concurrent");
+  const engine::ModelShape shape{1, 1, 16, 8, 1};
+  const engine::ParamLayout P(shape, 8);
+  const auto state = [&](float v) {
+    engine::CheckpointState st;
+    st.step = 3;
+    st.shard = P.total;
+    st.params.assign(static_cast<std::size_t>(P.total), v);
+    st.exp_avg = st.params;
+    st.exp_avg_sq = st.params;
+    return st;
+  };
+  std::vector<std::string> failures[2];
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      const auto st = state(static_cast<float>(w + 1));
+      for (int i = 0; i < 25; ++i) {
+        try {
+          (void)engine::write_checkpoint(ck, P, st, st.params);
+        } catch (const std::exception& e) {
+          failures[w].push_back(e.what());
+        }
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  CHECK(failures[0].empty());
+  CHECK(failures[1].empty());
+  if (!failures[0].empty()) MESSAGE(failures[0].front());
+  const fs::path step = ck / "step_00000003";
+  CHECK(fs::read_symlink(ck / "latest") == "step_00000003");
+  auto st = engine::read_checkpoint_manifest(step);
+  engine::read_checkpoint_tensors(step, P.total, st, 0, P.total);  // checksums verified
+  REQUIRE(!st.params.empty());
+  const float v = st.params[0];
+  CHECK((v == 1.0f || v == 2.0f));
+  CHECK(std::all_of(st.exp_avg_sq.begin(), st.exp_avg_sq.end(), [&](float x) { return x == v; }));  // one writer's
+  CHECK(entries_with(ck, ".tmp.").empty());
+  CHECK(entries_with(ck, ".old.").empty());
+  fs::remove_all(ck);
 }
