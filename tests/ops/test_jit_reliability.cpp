@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -473,4 +474,219 @@ TEST_CASE("jit reliability: on a full disk the CompileError has the compiler's l
   CHECK(contains(what, "out of disk space"));
   CHECK(contains(what, (mnt / "cache" / "v1" / "tiny").string() + " is full"));
   CHECK(contains(what, "compile failed"));
+}
+
+// ---- 6-7. Missing, hanging and unusable toolchains; the build lock; noexec caches -------------------------
+
+TEST_CASE("jit reliability: CXX naming no program: BackendUnavailableError naming it, and no cache directory made") {
+  const fs::path dir = ops_test::temp_dir("nosuchcc");
+  const ScopedEnv env{{"CXX", "nosuchcc-accel-test -DX"}};
+  auto b = jit_test::tiny_builder(jit_test::tiny_kernels(), dir / "cache");
+  CHECK(b.build_command().argv[0] == "nosuchcc-accel-test");
+  CHECK(b.build_command().argv[1] == "-DX");
+  try {
+    (void)b.load();
+    FAIL("loaded without a compiler");
+  } catch (const accel::BackendUnavailableError& e) {
+    CHECK(e.code() == accel::Errc::backend_unavailable);
+    CHECK(contains(e.what(), "CXX='nosuchcc-accel-test -DX' names no executable on PATH"));
+    CHECK(contains(e.what(), "command: nosuchcc-accel-test -DX -O3"));
+  }
+  CHECK_FALSE(fs::exists(dir / "cache"));  // before the fix: v1/tiny/<key>.lock was left behind
+  CHECK_FALSE(b.is_cached());
+}
+
+TEST_CASE("jit reliability: a hung compiler is killed after ACCEL_JIT_COMPILE_TIMEOUT, with a CompileError") {
+  const fs::path dir = ops_test::temp_dir("hangcc");
+  const fs::path cxx = jit_test::fake_compiler(dir, "hangcc", "sleep 30");
+  const ScopedEnv env{{"CXX", cxx.c_str()}, {"ACCEL_JIT_COMPILE_TIMEOUT", "1"}};
+  auto b = jit_test::tiny_builder(jit_test::tiny_kernels(), dir / "cache");
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    (void)b.load();
+    FAIL("a hung compile returned");
+  } catch (const accel::CompileError& e) {
+    CHECK(contains(e.what(), "hangcc did not finish within 1 s and was killed"));
+    CHECK(contains(e.what(), "ACCEL_JIT_COMPILE_TIMEOUT"));
+    CHECK(e.command().rfind(cxx.string() + " ", 0) == 0);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));  // before the fix: 30 s
+  CHECK(jit_test::files_containing(dir / "cache", ".tmp.").empty());
+  CHECK_FALSE(b.is_cached());
+  {
+    const ScopedEnv bad{{"ACCEL_JIT_COMPILE_TIMEOUT", "ten"}};
+    CHECK_THROWS_WITH_AS((void)b.load(), doctest::Contains("ACCEL_JIT_COMPILE_TIMEOUT='ten' is not a number of seconds"),
+                         accel::InvalidArgumentError);
+  }
+}
+
+TEST_CASE("jit reliability: a wait for another process's build gives up after ACCEL_JIT_LOCK_TIMEOUT, naming the lock") {
+  if (no_compiler()) return;
+  const fs::path dir = ops_test::temp_dir("lock-wait");
+  auto b = jit_test::tiny_builder(jit_test::tiny_kernels(), dir / "cache");
+  const auto cmd = b.build_command();
+  const fs::path lock_path = cmd.output.parent_path() / (cmd.key + ".lock");
+  accel::ops::detail::make_cache_dir(cmd.output.parent_path(), /*parents=*/true);
+  { const accel::ops::detail::FileLock create(lock_path); }  // exists, so the probe below can see it held
+  std::fflush(nullptr);
+  // Another process holds the key's lock, building (hung) for 30 s.
+  const pid_t holder = ::fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {
+    const accel::ops::detail::FileLock lock(lock_path);
+    ::sleep(30);
+    ::_exit(0);
+  }
+  struct Reap {  // the holder goes with the test, also when a check ends it early
+    pid_t pid;
+    void now() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGKILL);
+      (void)::waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+    ~Reap() { now(); }
+  } reap{holder};
+  while (accel::ops::detail::FileLock(lock_path, accel::ops::detail::FileLock::TryOnly{}).valid()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // until the holder has it
+  }
+  {
+    const ScopedEnv env{{"ACCEL_JIT_LOCK_TIMEOUT", "0.5"}};
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      (void)b.load();
+      FAIL("loaded while another process held the build lock");
+    } catch (const accel::ops::BuildLockTimeoutError& e) {
+      CHECK(e.code() == accel::Errc::runtime_failure);
+      CHECK(e.lock_path() == lock_path);
+      CHECK(e.seconds() >= 0.5);
+      CHECK(contains(e.what(), "waiting for the lock " + lock_path.string()));
+    }
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));  // before the fix: 30 s
+  }
+  reap.now();
+  // The holder gone, the lock is free: the build goes ahead.
+  const ScopedEnv env{{"ACCEL_JIT_LOCK_TIMEOUT", "5"}};
+  CHECK(b.load().source() == accel::ops::LoadSource::compiled);
+}
+
+TEST_CASE("jit reliability: is_cached() and the op table count a usable AOT build, as load() does") {
+  if (no_compiler()) return;
+  const fs::path dir = ops_test::temp_dir("aot-cached");
+  const std::string abi = std::to_string(accel::ops::abi_version);
+  const fs::path kernels = jit_test::tiny_kernels(5);
+  auto b = jit_test::tiny_builder(kernels, dir / "cache");
+  const fs::path good = dir / "aot-good", stale = dir / "aot-stale";
+  for (const auto& [aot, version] : {std::pair{good, abi}, std::pair{stale, std::string("1000")}}) {
+    fs::create_directories(aot);
+    ops_test::write_text(aot / "src.cpp", "extern \"C\" int tiny_answer() { return 5; }\n"
+                                          "extern \"C\" int accel_ops_abi_version() { return " + version + "; }\n");
+    const auto r = accel::detail::run_program({jit_test::real_cxx(), "-shared", "-fPIC", (aot / "src.cpp").string(), "-o",
+                                               (aot / "tiny.so").string()});
+    REQUIRE_MESSAGE(r.ok(), r.describe() << "\n" << r.output);
+  }
+  b.set_aot_dir(stale);  // another ABI: load() compiles, so it is not cached
+  CHECK_FALSE(b.is_cached());
+  b.set_aot_dir(good);
+  CHECK(b.is_cached());  // before the fix: false, though load() compiles nothing
+  CHECK_FALSE(fs::exists(dir / "cache"));
+  CHECK(b.load().source() == accel::ops::LoadSource::aot);
+  const accel::ops::Registry registry("cpu", {{b.spec(), &accel::ops::host_toolchain}});
+  {
+    const ScopedEnv env{{"ACCEL_OPS_AOT_DIR", good.c_str()}, {"ACCEL_KERNEL_DIR", kernels.c_str()},
+                        {"ACCEL_CACHE_DIR", (dir / "cache").c_str()}};
+    const auto rows = accel::ops::op_table(registry);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].cached);
+  }
+}
+
+namespace {
+
+/// Runs `f` in a forked child with a tmpfs mounted (with `options`) at `mnt` in a private mount
+/// namespace, and returns what f returned; "SKIP ..." without root or where mounting is not allowed.
+std::string with_tmpfs(const fs::path& mnt, const char* options, const std::function<std::string()>& f) {
+  if (::geteuid() != 0) return "SKIP: mounting a tmpfs needs root";
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string out;
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", mnt.c_str(), "tmpfs", MS_NOEXEC, options) != 0) {
+      out = std::string("SKIP: cannot mount a tmpfs here: ") + std::strerror(errno);
+    } else {
+      try {
+        out = f();
+      } catch (const std::exception& e) {
+        out = std::string("EXCEPTION ") + e.what();
+      }
+    }
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  (void)::waitpid(child, nullptr, 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("jit reliability: a cache on a noexec mount is refused, saying so; its valid entries are not evicted") {
+  if (no_compiler()) return;
+  CHECK(accel::ops::detail::noexec_problem(ops_test::temp_dir("exec-ok")).empty());
+  const fs::path dir = ops_test::temp_dir("noexec");
+  const fs::path kernels = jit_test::tiny_kernels(9);
+  // A valid entry, built where code may run, to copy onto the noexec mount.
+  const fs::path built = dir / "built";
+  auto good = jit_test::tiny_builder(kernels, built);
+  const fs::path entry = good.load().path();
+  const fs::path mnt = dir / "mnt";
+  fs::create_directories(mnt);
+  const std::string out = with_tmpfs(mnt, "size=8m,mode=0700", [&] {
+    std::string result;
+    const auto compiles = JitCache::stats().compiles;
+    // 1. An empty cache there: refused before compiling.
+    auto b = jit_test::tiny_builder(kernels, mnt / "empty");
+    try {
+      (void)b.load();
+      result += "LOADED;";
+    } catch (const accel::BackendUnavailableError& e) {
+      result += std::string("E1 ") + e.what() + ";";
+    }
+    if (JitCache::stats().compiles != compiles) result += "COMPILED;";
+    if (!b.is_compatible().ok) result += "INCOMPATIBLE;";
+    // 2. A valid entry there: refused, and kept.
+    fs::copy(built, mnt / "copy", fs::copy_options::recursive);
+    auto c = jit_test::tiny_builder(kernels, mnt / "copy");
+    const fs::path copied = mnt / "copy" / entry.lexically_relative(built);
+    const auto rebuilt = JitCache::stats().rebuilt;
+    try {
+      (void)c.load();
+      result += "LOADED;";
+    } catch (const accel::BackendUnavailableError& e) {
+      result += std::string("E2 ") + e.what() + ";";
+    }
+    if (!fs::exists(copied)) result += "EVICTED;";
+    if (JitCache::stats().rebuilt != rebuilt) result += "REBUILT;";
+    return result;
+  });
+  if (skipped(out)) return;
+  MESSAGE(out);
+  CHECK(contains(out, "E1 cpu op 'tiny' cannot be built: the JIT cache directory " + (mnt / "empty" / "v1" / "tiny").string() +
+                          " is on a file system mounted noexec"));
+  CHECK(contains(out, "set ACCEL_CACHE_DIR"));
+  CHECK_FALSE(contains(out, "COMPILED;"));
+  CHECK(contains(out, "INCOMPATIBLE;"));
+  CHECK(contains(out, "E2 cpu op 'tiny': cannot load the cache entry"));
+  CHECK_FALSE(contains(out, "EVICTED;"));
+  CHECK_FALSE(contains(out, "REBUILT;"));
+  CHECK_FALSE(contains(out, "LOADED;"));
 }

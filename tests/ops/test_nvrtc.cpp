@@ -212,6 +212,22 @@ TEST_CASE("cuda op builders: the table, and what happens without a device") {
     MESSAGE("CUDA device present: kernel launches are checked by the cases below (and benchmarks/ops/bench_adam_gpu)");
   }
 }
+
+TEST_CASE("cuda op builders: is_cached() counts a well-formed AOT cubin, as load() uses it, and not a malformed one") {
+  if (!have_nvrtc()) return;
+  auto b = accel::cuda::Ops::create_op_builder("tensor_ops");
+  b.set_arch(80).set_cache_dir(ops_test::temp_dir("cache-aot-cubin"));
+  const auto aot = ops_test::temp_dir("aot-cubin");
+  b.set_aot_dir(aot);
+  CHECK_FALSE(b.is_cached());
+  ops_test::write_text(aot / "tensor_ops.sm_80.cubin", "not a cubin");  // before the fix: loaded unchecked
+  CHECK_FALSE(b.is_cached());
+  const auto built = accel::ops::nvrtc_build(b.set_cache_dir(ops_test::temp_dir("cache-aot-cubin-src")), 80);
+  b.set_cache_dir(ops_test::temp_dir("cache-aot-cubin-empty"));
+  ops_test::write_text(aot / "tensor_ops.sm_80.cubin", built.payload);
+  CHECK(b.is_cached());  // before the fix: false, though load() would take the AOT cubin
+  CHECK_FALSE(std::filesystem::exists(b.cache_dir() / "v1"));
+}
 #endif
 
 #if defined(ACCEL_HAS_CUDA)

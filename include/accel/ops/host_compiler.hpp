@@ -1,14 +1,21 @@
 // accel/ops/host_compiler.hpp — the host toolchain: C++ kernels compiled to a shared object, dlopen'ed.
 //
 // Compiler: the first word of $CXX (further words are passed first, so CXX="ccache g++" works), else
-// c++, g++, clang++ on PATH. Command:
+// c++, g++, clang++ on PATH; every word of $CXX that names an executable is identified in the key by its
+// file (path, size, mtime), so the compiler behind a wrapper counts. No compiler: load() throws
+// BackendUnavailableError naming $CXX, before any cache directory is created. Command:
 //   <cxx> -O3 -march=native -fopenmp -shared -fPIC -std=c++17 -fno-math-errno -ffp-contract=off
 //         -I<kernel dir>/<include dirs> <op flags> <extra flags> <sources> -o <entry>.tmp.<pid>.<n>
 // -ffp-contract=off and -fno-math-errno: the kernels write their fused multiply-adds explicitly
 // (fmaf), so vector bodies and scalar tails compute the same bits, whatever the thread count; and
 // sqrtf vectorises. -march=native selects the kernels' SIMD path (AVX-512, else AVX2, else scalar);
-// the CPU model and features are part of the cache key, so a cache shared between machines never
-// hands one CPU another's code.
+// the CPU model and the raw CPUID leaves -march=native is expanded from (host_cpu_signature) are part of
+// the cache key, so a cache shared between machines never hands one CPU another's code.
+//
+// A compile is killed after ACCEL_JIT_COMPILE_TIMEOUT seconds (default 900; 0: no limit) with a
+// CompileError naming the command and the limit. A cache directory on a noexec mount is refused with
+// BackendUnavailableError saying so (set ACCEL_CACHE_DIR elsewhere), before compiling; an entry there
+// that fails to load is kept, not evicted.
 //
 // The compiler runs under accel/detail/subprocess.hpp: its output is captured through a pipe (a full disk
 // loses no log), its real exit status is known whatever the program does with SIGCHLD, and it dies — with
@@ -25,7 +32,8 @@
 //
 // Ahead-of-time builds: <aot dir>/<op name>.so (see OpBuilder::aot_dir()). It is used when it exports
 // accel_ops_abi_version() == ops::abi_version and its accel_ops_isa() is runnable here; otherwise the
-// note in is_compatible() says why it was skipped, and the op is JIT-compiled.
+// note in is_compatible() says why it was skipped, and the op is JIT-compiled. is_cached() is true for a
+// usable AOT build too (load() would not compile).
 #pragma once
 
 #include <accel/core/cpu_features.hpp>
@@ -38,6 +46,7 @@
 #include <accel/ops/op_builder.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -49,6 +58,10 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace accel::ops {
 
@@ -72,10 +85,26 @@ enum class HostIsa { scalar = 0, avx2 = 1, avx512 = 2 };
   return HostIsa::scalar;
 }
 
+namespace detail {
+
+/// "<canonical path> <size> <mtime>" of an executable: it changes when the file does.
+[[nodiscard]] inline std::string file_identity(const std::filesystem::path& p) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(p, ec);
+  const std::string rp = ec ? p.string() : real.string();
+  struct stat st {};
+  if (::stat(rp.c_str(), &st) != 0) return rp;
+  return rp + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+
+}  // namespace detail
+
 /// The host C++ compiler the JIT uses.
 struct HostCompiler {
   std::vector<std::string> command;  ///< program (resolved path) + leading arguments from $CXX
-  std::string identity;              ///< resolved path, size and mtime: changes when the compiler does
+  std::string identity;              ///< the identity of every program in the command: changes when any does
+  std::string name;                  ///< the program as named ($CXX's first word, else "c++")
   std::string why_missing;           ///< when not found
 
   [[nodiscard]] bool found() const noexcept { return !command.empty(); }
@@ -95,22 +124,22 @@ struct HostCompiler {
     } else {
       candidates = {"c++", "g++", "clang++"};
     }
+    c.name = candidates.front();
     for (const auto& name : candidates) {
       const std::filesystem::path p = detail::find_on_path(name);
       if (p.empty()) continue;
+      c.name = name;
       c.command.push_back(p.string());
-      for (std::size_t i = 1; i < words.size(); ++i) c.command.push_back(words[i]);
-      std::error_code ec;
-      const std::filesystem::path real = std::filesystem::canonical(p, ec);
-      struct stat st {};
-      const std::string rp = ec ? p.string() : real.string();
-      if (::stat(rp.c_str(), &st) == 0) {
-        c.identity = rp + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
-                     std::to_string(st.st_mtim.tv_nsec);
-      } else {
-        c.identity = rp;
+      c.identity = detail::file_identity(p);
+      // A wrapper (CXX="ccache g++", "distcc clang++", a script given the compiler as an argument) runs
+      // the later words: every one that names an executable is identified by its file, not its name,
+      // so upgrading the compiler behind the wrapper changes the key.
+      for (std::size_t i = 1; i < words.size(); ++i) {
+        c.command.push_back(words[i]);
+        const std::filesystem::path w =
+            words[i].starts_with('-') ? std::filesystem::path() : detail::find_on_path(words[i]);
+        c.identity += " " + (w.empty() ? words[i] : "{" + detail::file_identity(w) + "}");
       }
-      for (std::size_t i = 1; i < words.size(); ++i) c.identity += " " + words[i];
       return c;
     }
     c.why_missing = words.empty() ? "no host C++ compiler found: none of c++, g++, clang++ is on PATH (set CXX)"
@@ -128,6 +157,48 @@ inline const std::vector<std::string>& host_base_flags() {
   return flags;
 }
 
+/// The CPU as -march=native sees it: the raw CPUID leaves GCC and Clang expand it from for code
+/// generation (vendor, family/model/stepping, the feature leaves 1, 7.0, 7.1, 0xd.1, 0x80000001,
+/// 0x80000008, AVX10's 0x24) and the OS-enabled register state (XCR0: no AVX-512 code where the OS does
+/// not save zmm). Per-core fields (APIC ids, core counts) are masked out. Left out, to keep it cheap: the
+/// cache-size leaves (they tune, never change what runs) and leaves of features no compiler emits by
+/// itself (PT, Key Locker). Computed once per process: each CPUID traps under a hypervisor (~10 us).
+[[nodiscard]] inline const std::string& host_cpu_signature() {
+  static const std::string signature = [] {
+    std::string out;
+#if defined(__x86_64__) || defined(__i386__)
+    char hex[48];
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // One leaf's registers, each ANDed with its mask; returns eax.
+    const auto leaf = [&](unsigned l, unsigned sub, unsigned mb = ~0u, unsigned mc = ~0u) {
+      __cpuid_count(l, sub, a, b, c, d);
+      std::snprintf(hex, sizeof hex, "%x.%x:%x,%x,%x,%x;", l, sub, a, b & mb, c & mc, d);
+      out += hex;
+      return a;
+    };
+    const unsigned max_leaf = leaf(0, 0);
+    if (max_leaf >= 1) {
+      leaf(1, 0, 0x0000ff00u);  // ebx: only the CLFLUSH line size (the rest is this core's APIC id)
+      const bool osxsave = (c & (1u << 27)) != 0;
+      if (max_leaf >= 7 && leaf(7, 0) >= 1) leaf(7, 1);
+      if (max_leaf >= 0xd) leaf(0xd, 1, 0);  // ebx: the save area's size, which follows XCR0 (below)
+      if (max_leaf >= 0x24) leaf(0x24, 0);
+      if (osxsave) {  // xgetbv is allowed
+        unsigned lo = 0, hi = 0;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        std::snprintf(hex, sizeof hex, "xcr0:%x%08x;", hi, lo);
+        out += hex;
+      }
+    }
+    const unsigned max_ext = leaf(0x80000000u, 0);
+    if (max_ext >= 0x80000001u) leaf(0x80000001u, 0);
+    if (max_ext >= 0x80000008u) leaf(0x80000008u, 0, ~0u, 0);  // ecx: this VM's core count
+#endif
+    return out;
+  }();
+  return signature;
+}
+
 inline std::string host_arch_string() {
   std::string model = cpu_model_name();
   return "x86_64 " + std::string(to_string(host_isa())) + " [" + cpu_features().str() + "] (" + model + ")";
@@ -138,8 +209,14 @@ inline BuildCommand host_build_command(const OpBuilder& b) {
   cmd.op = b.name();
   cmd.kind = OpKind::host;
   const HostCompiler cxx = HostCompiler::find();
-  cmd.compiler = cxx.found() ? cxx.command.front() : std::string("c++");
-  cmd.argv = cxx.found() ? cxx.command : std::vector<std::string>{"c++"};
+  cmd.compiler = cxx.found() ? cxx.command.front() : cxx.name;
+  if (cxx.found()) {
+    cmd.argv = cxx.command;
+  } else {  // the command as $CXX names it, so the user sees what was not found
+    std::istringstream in(env_string("CXX"));
+    for (std::string w; in >> w;) cmd.argv.push_back(w);
+    if (cmd.argv.empty()) cmd.argv.push_back(cxx.name);
+  }
   for (const auto& f : host_base_flags()) cmd.argv.push_back(f);
   for (const auto& d : b.include_dirs()) cmd.argv.push_back("-I" + d.string());
   for (const auto& f : b.spec().flags) cmd.argv.push_back(f);
@@ -154,7 +231,7 @@ inline BuildCommand host_build_command(const OpBuilder& b) {
   for (const auto& f : b.spec().include_dirs) h.field("-I" + f);
   for (const auto& f : b.spec().flags) h.field(f);
   for (const auto& f : b.extra_flags()) h.field(f);
-  h.field(cxx.identity).field(cmd.arch);
+  h.field(cxx.identity).field(cmd.arch).field(host_cpu_signature());
   cmd.key = h.hex();
   cmd.output = JitCache(b.cache_dir()).entry_path(b.name(), cmd.key, "so");
   cmd.argv.push_back("-o");
@@ -215,40 +292,73 @@ inline Compatibility host_is_compatible(const OpBuilder& b) {
     case HostIsa::avx2: c.notes.push_back("AVX2 path (no AVX-512 on this CPU)"); break;
     case HostIsa::scalar: c.notes.push_back("scalar path (no AVX2/FMA on this CPU)"); break;
   }
-  if (has_aot) c.notes.push_back("AOT build " + aot.string());
+  if (has_aot) {
+    c.notes.push_back("AOT build " + aot.string());
+  } else if (const std::string noexec = noexec_problem(b.cache_dir()); !noexec.empty()) {
+    c.fail(noexec);
+  }
   return c;
+}
+
+/// The op's AOT build, loaded, when it exists and is usable here; else null, and `problem` (when the
+/// file exists) says why it was skipped. One check for load() and is_cached(), so they agree.
+inline std::shared_ptr<void> host_aot(const OpBuilder& b, std::filesystem::path& path, std::string& problem) {
+  if (b.aot_dir().empty()) return nullptr;
+  path = b.aot_dir() / (b.name() + ".so");
+  if (!std::filesystem::exists(path)) return nullptr;
+  std::string error;
+  std::shared_ptr<void> h = host_dlopen(path, &error);
+  problem = h ? host_aot_problem(h) : "dlopen failed: " + error;
+  return problem.empty() ? h : nullptr;
+}
+
+/// Toolchain::is_cached: a usable AOT build, else a valid cache entry (what load() would take).
+inline bool host_is_cached(const OpBuilder& b) {
+  std::filesystem::path aot;
+  std::string problem;
+  if (host_aot(b, aot, problem)) return true;
+  return entry_is_cached(b);
 }
 
 inline LoadedOp host_load(const OpBuilder& b) {
   const auto start = std::chrono::steady_clock::now();
   const std::string who = b.backend() + " op '" + b.name() + "'";
   // 1. An ahead-of-time build.
-  if (!b.aot_dir().empty()) {
-    const std::filesystem::path aot = b.aot_dir() / (b.name() + ".so");
-    if (std::filesystem::exists(aot)) {
-      std::string error;
-      std::shared_ptr<void> h = host_dlopen(aot, &error);
-      const std::string problem = h ? host_aot_problem(h) : "dlopen failed: " + error;
-      if (problem.empty()) {
-        jit_log(b.name() + ": AOT build " + aot.string());
-        return LoadedOp(b.name(), OpKind::host, LoadSource::aot, aot, std::move(h), host_lookup, seconds_since(start));
-      }
-      jit_log(b.name() + ": ignoring AOT build " + aot.string() + ": " + problem);
+  {
+    std::filesystem::path aot;
+    std::string problem;
+    if (std::shared_ptr<void> h = host_aot(b, aot, problem)) {
+      jit_log(b.name() + ": AOT build " + aot.string());
+      return LoadedOp(b.name(), OpKind::host, LoadSource::aot, aot, std::move(h), host_lookup, seconds_since(start));
     }
+    if (!problem.empty()) jit_log(b.name() + ": ignoring AOT build " + aot.string() + ": " + problem);
   }
-  // 2. The JIT cache, compiling on a miss.
+  // 2. The JIT cache, compiling on a miss. Without a compiler no entry can match (its identity is in the
+  // key): say so before touching the cache directory.
   const BuildCommand cmd = host_build_command(b);
   const HostCompiler cxx = HostCompiler::find();
+  if (!cxx.found()) {
+    throw BackendUnavailableError(who + " cannot be built: " + cxx.why_missing + " (command: " + cmd.str() + ")");
+  }
+  const double timeout = compile_timeout_seconds();
   JitCache cache(b.cache_dir());
   const auto build = [&](const std::filesystem::path& tmp) {
-    if (!cxx.found()) throw CompileError(who + ": cannot compile", cmd.str(), cxx.why_missing);
+    // A noexec mount would take the whole compile and then fail to map its output: refuse first.
+    if (const std::string noexec = noexec_problem(tmp.parent_path()); !noexec.empty()) {
+      throw BackendUnavailableError(who + " cannot be built: " + noexec);
+    }
     std::vector<std::string> argv = cmd.argv;
     argv.back() = tmp.string();  // -o <temporary>
     jit_log(b.name() + ": compiling for " + cmd.arch + ": " + join_command(argv));
-    const accel::detail::SubprocessResult r = accel::detail::run_program(argv);
+    accel::detail::SubprocessOptions options;
+    options.timeout_seconds = timeout;
+    const accel::detail::SubprocessResult r = accel::detail::run_program(argv, options);
     const auto space = [&] { return disk_space_problem({tmp.parent_path(), compiler_temp_dir()}, r.output); };
     if (!r.ok()) {
       std::string message = who + ": compile failed: " + cxx.command.front() + " " + r.describe();
+      if (r.outcome == accel::detail::SubprocessOutcome::timed_out) {
+        message += " (the limit is ACCEL_JIT_COMPILE_TIMEOUT, in seconds; 0: none)";
+      }
       if (const std::string s = space(); !s.empty()) message += ": " + s;
       jit_log(b.name() + ": " + message);
       throw CompileError(message, join_command(argv), r.output);
@@ -269,6 +379,11 @@ inline LoadedOp host_load(const OpBuilder& b) {
   std::string error;
   std::shared_ptr<void> h = host_dlopen(entry.path, &error);
   if (!h && !entry.compiled) {
+    // A valid entry on a noexec mount is not at fault: keep it (it loads once the mount allows it).
+    if (const std::string noexec = noexec_problem(entry.path.parent_path()); !noexec.empty()) {
+      throw BackendUnavailableError(who + ": cannot load the cache entry " + entry.path.string() + " (" + error +
+                                    "): " + noexec);
+    }
     // A committed entry that does not load: evict it and build it once more.
     const std::string first_error = error;
     const std::string what = who + ": the cache entry " + entry.path.string() + " cannot be loaded (" + first_error + ")";
@@ -299,6 +414,6 @@ inline LoadedOp host_load(const OpBuilder& b) {
 /// The host toolchain (OpKind::host).
 inline constexpr Toolchain host_toolchain{"host",           detail::host_is_compatible,
                                           detail::host_build_command, detail::host_load,
-                                          "so",             detail::entry_is_cached<OpBuilder>};
+                                          "so",             detail::host_is_cached};
 
 }  // namespace accel::ops

@@ -25,7 +25,10 @@
 // is appended, the file is fsync'ed, renamed over <key>.<ext>, and the directory is fsync'ed. A compile
 // that fails leaves no entry and no temporary file. Builds of one key are serialised across processes
 // by flock(2) on <key>.lock: the first process compiles, the others wait, find the entry and load it —
-// so N processes starting together compile once. A process killed mid-build releases the lock (the
+// so N processes starting together compile once. A waiter logs "waiting for the build of <op> (lock
+// <path>)" (with ACCEL_JIT_VERBOSE) and gives up with BuildLockTimeoutError, naming the lock, after
+// ACCEL_JIT_LOCK_TIMEOUT seconds (default: the compile timeout, ACCEL_JIT_COMPILE_TIMEOUT, + 120 s, so a
+// holder that is merely slow is waited for; 0: wait forever). A process killed mid-build releases the lock (the
 // kernel drops it with the descriptor) and leaves at most a temporary file: the next build of any key
 // of that op removes every temporary whose key's lock nobody holds.
 //
@@ -46,6 +49,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -64,6 +68,23 @@ namespace detail {
 inline void jit_log(const std::string& line) {
   static const bool verbose = env_flag("ACCEL_JIT_VERBOSE");
   if (verbose) std::fprintf(stderr, "[accel jit] %s\n", line.c_str());
+}
+
+/// The limit on one host compile: $ACCEL_JIT_COMPILE_TIMEOUT seconds, default 900 (0: none). Our
+/// kernels build in seconds; the limit is there so that a hung compiler (a wrapper waiting on a dead
+/// server, a stuck NFS mount) ends in a CompileError instead of a process that never starts.
+[[nodiscard]] inline double compile_timeout_seconds() { return seconds_from_env("ACCEL_JIT_COMPILE_TIMEOUT", 900); }
+
+/// How long a process waits for another's build of the same key: $ACCEL_JIT_LOCK_TIMEOUT seconds,
+/// default the compile timeout + 120 s (0: forever).
+[[nodiscard]] inline double lock_timeout_seconds() {
+  const double compile = compile_timeout_seconds();
+  return seconds_from_env("ACCEL_JIT_LOCK_TIMEOUT", compile > 0 ? compile + 120 : 0);
+}
+
+/// The key's build lock, waited for as lock_timeout_seconds() allows, saying so when it must wait.
+[[nodiscard]] inline std::function<void()> lock_wait_logger(std::string_view op, const std::filesystem::path& lock) {
+  return [op = std::string(op), lock] { jit_log("waiting for the build of " + op + " (lock " + lock.string() + ")"); };
 }
 
 [[nodiscard]] inline double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -164,7 +185,7 @@ class JitCache {
     detail::make_cache_dir(dir_ / "v1", false);
     detail::make_cache_dir(op_dir, false);
     const std::filesystem::path lock_path = op_dir / (std::string(key) + ".lock");
-    detail::FileLock lock(lock_path);
+    detail::FileLock lock(lock_path, detail::lock_timeout_seconds(), detail::lock_wait_logger(op, lock_path));
     s = verify_file(path, key, payload, &entry.payload_size, &why, &st);
     if (s == EntryState::ok) {  // another process built it while we waited
       counters().hits.fetch_add(1, std::memory_order_relaxed);
@@ -201,7 +222,8 @@ class JitCache {
   bool evict(std::string_view op, std::string_view key, std::string_view ext, const CacheEntry& bad) {
     const std::filesystem::path path = entry_path(op, key, ext);
     if (!detail::cache_dir_exists(path.parent_path())) return false;
-    detail::FileLock lock(path.parent_path() / (std::string(key) + ".lock"));
+    const std::filesystem::path lock_path = path.parent_path() / (std::string(key) + ".lock");
+    detail::FileLock lock(lock_path, detail::lock_timeout_seconds(), detail::lock_wait_logger(op, lock_path));
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return false;
     if (static_cast<std::uint64_t>(st.st_dev) != bad.file_device || static_cast<std::uint64_t>(st.st_ino) != bad.file_inode) {

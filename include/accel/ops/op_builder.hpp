@@ -18,12 +18,20 @@
 //   load()            an ahead-of-time build when one exists ($ACCEL_OPS_AOT_DIR/<name>.so or
 //                     <name>.sm_XY.cubin), else the disk cache (ops/jit_cache.hpp), else a compile;
 //                     a compile error throws accel::CompileError with the log and the command
-//   is_cached()       whether load() would find an entry without compiling
+//   is_cached()       whether load() would find an AOT build or a cache entry without compiling
 //
 // The cache key is SHA-256 over: "accel-jit/1", the ABI version (ops/abi.hpp), op name, kind, each
 // source and header (relative path and bytes), every flag in order, the compiler identity (host: the
-// resolved compiler path, size and mtime; NVRTC: its version) and the architecture (host: CPU model
-// and features, as -march=native depends on them; CUDA: sm_XY).
+// resolved path, size and mtime of every program $CXX names, a wrapper's compiler included; NVRTC: its
+// version) and the architecture (host: CPU model and the CPUID leaves -march=native is expanded from;
+// CUDA: sm_XY).
+//
+// Headers: only the files in OpSpec::headers are hashed, so a spec must list EVERY file its sources
+// include, directly or through another header (accel's own headers included; system headers are
+// covered by the compiler identity). A header left out is not in the key: editing it leaves the old
+// entry in use. tests/ops/test_jit_keys.cpp checks the built-in specs against their sources' include
+// closure; a user's spec has no such check. (Not done yet: hashing the compiler's own -MD dependency
+// list, which would make the list unnecessary.)
 //
 // Builders are cheap values (a spec, a toolchain pointer and options); loading is thread-safe.
 // A backend's registry (ops/registry.hpp) hands them out: B::create_op_builder("fused_adam").
@@ -85,7 +93,7 @@ struct OpSpec {
   std::string description;
   OpKind kind = OpKind::host;
   std::vector<std::string> sources;       ///< relative to the kernel directory (NVRTC: exactly one)
-  std::vector<std::string> headers;       ///< included by the sources; hashed into the cache key
+  std::vector<std::string> headers;       ///< every file the sources include (transitively); hashed into the key
   std::vector<std::string> include_dirs;  ///< relative to the kernel directory
   std::vector<std::string> flags;         ///< the op's own compiler flags
   std::vector<std::string> entry_points;  ///< extern "C" functions (host) or __global__ kernels (cuda)
@@ -194,7 +202,7 @@ struct OpStatus {
   std::string class_name;
   OpKind kind = OpKind::host;
   Compatibility compatible;
-  bool cached = false;  ///< load() would find a cache entry (or an AOT build) without compiling
+  bool cached = false;  ///< load() would find a usable AOT build or a valid cache entry without compiling
 };
 
 class OpBuilder;
@@ -206,7 +214,7 @@ struct Toolchain {
   BuildCommand (*build_command)(const OpBuilder&);
   LoadedOp (*load)(const OpBuilder&);
   std::string_view entry_extension;  ///< "so", "cubin"
-  bool (*is_cached)(const OpBuilder&);  ///< a valid cache entry exists (detail::entry_is_cached)
+  bool (*is_cached)(const OpBuilder&);  ///< a usable AOT build or a valid cache entry exists
 };
 
 /// $ACCEL_KERNEL_DIR, else the ACCEL_KERNEL_DIR macro (the CMake target defines it), else empty.
@@ -293,7 +301,7 @@ class OpBuilder {
   [[nodiscard]] Compatibility is_compatible() const { return toolchain_->is_compatible(*this); }
   [[nodiscard]] BuildCommand build_command() const { return toolchain_->build_command(*this); }
   [[nodiscard]] LoadedOp load() const { return toolchain_->load(*this); }
-  /// True when the cache holds a valid entry for the current key (load() would not compile).
+  /// True when a usable AOT build or a valid cache entry for the current key exists (load() would not compile).
   [[nodiscard]] bool is_cached() const { return toolchain_->is_cached(*this); }
 
   /// Feeds the key fields that depend on the sources (see the header comment) to `h` (a

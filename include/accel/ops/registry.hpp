@@ -156,7 +156,7 @@ inline OpSpec cuda_random_fill() {
   s.kind = OpKind::cuda;
   s.sources = {"cuda/random_fill.cu"};
   s.headers = {"../include/accel/random/detail/block_fill.hpp", "../include/accel/random/distributions.hpp",
-               "../include/accel/random/philox.hpp"};
+               "../include/accel/random/detail/portable_math.hpp", "../include/accel/random/philox.hpp"};
   s.include_dirs = {"../include"};
   s.min_compute_capability = 70;
   s.entry_points = {"accel_random_bits", "accel_random_uniform_f32", "accel_random_uniform_f64",

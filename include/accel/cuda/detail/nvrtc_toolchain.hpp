@@ -5,6 +5,10 @@
 // What every CUDA op's builder runs: the random fills behind cuda::Random (cuda/detail/random_fill.hpp)
 // and the opt-in ops of <accel/cuda/ops.hpp>. Without a device, is_compatible() says so, build_command()
 // describes an sm_80 build (or set_arch()'s), and load() throws BackendUnavailableError.
+//
+// An AOT cubin (<aot dir>/<op>.sm_XY.cubin) is used only when ops::cubin_problem() finds it well-formed
+// and the driver loads it; otherwise load() logs why (ACCEL_JIT_VERBOSE) and compiles with NVRTC.
+// is_cached() is true for such a cubin too.
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -70,6 +74,28 @@ inline void* cuda_lookup(void* handle, const char* name) {
   return f;
 }
 
+/// The op's AOT cubin for sm_`arch` (<aot dir>/<op>.sm_XY.cubin) when present and a well-formed cubin
+/// (ops::cubin_problem); else empty, and `problem` (when the file exists) says why it is skipped. No ABI
+/// tag is checked: AOT cubins carry none yet (kernels/aot.cmake would have to add one), so a cubin from
+/// another accel version is caught only when the driver or a launch refuses it.
+inline std::string aot_cubin(const ops::OpBuilder& b, int arch, std::filesystem::path& path, std::string& problem) {
+  if (b.aot_dir().empty()) return {};
+  path = b.aot_dir() / (b.name() + ".sm_" + std::to_string(arch) + ".cubin");
+  std::string cubin;
+  if (!ops::detail::read_file(path, cubin)) return {};
+  problem = ops::cubin_problem(cubin);
+  return problem.empty() ? cubin : std::string();
+}
+
+/// Toolchain::is_cached: a well-formed AOT cubin, else a valid cache entry (what load() would take).
+inline bool cuda_is_cached(const ops::OpBuilder& b) {
+  const int arch = builder_arch(b);
+  std::filesystem::path aot;
+  std::string problem;
+  if (!aot_cubin(b, arch != 0 ? arch : 80, aot, problem).empty()) return true;
+  return ops::detail::entry_is_cached(b);
+}
+
 inline ops::LoadedOp cuda_load(const ops::OpBuilder& b) {
   const auto start = std::chrono::steady_clock::now();
   const int dev = builder_device(b);
@@ -83,12 +109,16 @@ inline ops::LoadedOp cuda_load(const ops::OpBuilder& b) {
   std::string cubin;
   std::filesystem::path path;
   ops::LoadSource source = ops::LoadSource::cache_hit;
-  if (!b.aot_dir().empty()) {
-    const std::filesystem::path aot = b.aot_dir() / (b.name() + ".sm_" + std::to_string(arch) + ".cubin");
-    if (ops::detail::read_file(aot, cubin) && !cubin.empty()) {
+  {
+    std::filesystem::path aot;
+    std::string problem;
+    cubin = aot_cubin(b, arch, aot, problem);
+    if (!cubin.empty()) {
       path = aot;
       source = ops::LoadSource::aot;
       ops::detail::jit_log(b.name() + ": AOT build " + aot.string());
+    } else if (!problem.empty()) {
+      ops::detail::jit_log(b.name() + ": ignoring AOT build " + aot.string() + ": " + problem);
     }
   }
   Devices::DeviceGuard guard(dev);
@@ -117,6 +147,16 @@ inline ops::LoadedOp cuda_load(const ops::OpBuilder& b) {
   }
   CUmodule module = nullptr;
   CUresult loaded = api.module_load_data(&module, cubin.data());
+  if (loaded != CUDA_SUCCESS && source == ops::LoadSource::aot && is_image_error(loaded)) {
+    // An AOT cubin the driver refuses (another toolkit, a damaged install): compile it instead.
+    ops::detail::jit_log(b.name() + ": ignoring AOT build " + path.string() + ": the driver refuses it (" +
+                         api.describe(loaded) + "); compiling with NVRTC");
+    entry = ops::nvrtc_build(b, arch, module_check);
+    path = entry.path;
+    cubin = std::move(entry.payload);
+    source = entry.compiled ? ops::LoadSource::compiled : ops::LoadSource::cache_hit;
+    loaded = api.module_load_data(&module, cubin.data());
+  }
   if (loaded != CUDA_SUCCESS && source == ops::LoadSource::cache_hit && is_image_error(loaded)) {
     // A committed cubin the driver refuses: evict it and compile once more (the new one is loaded
     // before it is committed).
@@ -157,6 +197,6 @@ inline constexpr ops::Toolchain nvrtc_driver_toolchain{"nvrtc",
                                                        detail::cuda_build_command,
                                                        detail::cuda_load,
                                                        "cubin",
-                                                       ops::detail::entry_is_cached<ops::OpBuilder>};
+                                                       detail::cuda_is_cached};
 
 }  // namespace accel::cuda

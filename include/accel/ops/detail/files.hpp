@@ -4,21 +4,27 @@
 // use without the rest.)
 //
 //   FileLock                 an exclusive flock(2) on a lock file, released when destroyed (or when the
-//                            process dies: the kernel drops flocks with the last descriptor)
-//   read_file / write_all / fsync_dir / find_on_path / disk_space_problem
+//                            process dies: the kernel drops flocks with the last descriptor); a wait for
+//                            it can be bounded (BuildLockTimeoutError names the lock)
+//   read_file / write_all / fsync_dir / find_on_path / disk_space_problem / noexec_problem
+//   seconds_from_env         a duration in seconds from an environment variable (ACCEL_JIT_*_TIMEOUT)
 #pragma once
 
 #include <accel/core/error.hpp>
 #include <accel/detail/subprocess.hpp>
 #include <accel/ops/detail/environment.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -27,7 +33,42 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+namespace accel::ops {
+
+/// A wait for another process's build of the same op (its key's lock file) that passed its deadline
+/// (ACCEL_JIT_LOCK_TIMEOUT, ops/jit_cache.hpp). The holder may be hung, or slower than the limit allows.
+class BuildLockTimeoutError : public Error {
+ public:
+  BuildLockTimeoutError(const std::string& message, std::filesystem::path lock, double seconds,
+                        source_location where = source_location::current())
+      : Error(Errc::runtime_failure, message, 0, where), lock_(std::move(lock)), seconds_(seconds) {}
+  /// The lock file waited on.
+  [[nodiscard]] const std::filesystem::path& lock_path() const noexcept { return lock_; }
+  /// How long it waited.
+  [[nodiscard]] double seconds() const noexcept { return seconds_; }
+
+ private:
+  std::filesystem::path lock_;
+  double seconds_;
+};
+
+}  // namespace accel::ops
+
 namespace accel::ops::detail {
+
+/// The value of `name` as seconds (a decimal number; 0 = no limit), `fallback` when unset or empty.
+/// Anything else is an InvalidArgumentError naming the variable: a typo must not silently mean "no limit".
+[[nodiscard]] inline double seconds_from_env(const char* name, double fallback) {
+  const std::string v = env_string(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const double s = std::strtod(v.c_str(), &end);
+  if (errno != 0 || end == v.c_str() || *end != '\0' || !(s >= 0) || s > 1e9) {
+    throw InvalidArgumentError(std::string(name) + "='" + v + "' is not a number of seconds (0 means no limit)");
+  }
+  return s;
+}
 
 /// The first executable `name` in $PATH (or `name` itself when it contains a '/' and is executable).
 [[nodiscard]] inline std::filesystem::path find_on_path(const std::string& name) {
@@ -80,22 +121,37 @@ inline void fsync_dir(const std::filesystem::path& dir) {
   ::close(fd);
 }
 
-/// An exclusive advisory lock (flock) on `path`, created if missing (mode 0600). Blocks until granted.
+/// An exclusive advisory lock (flock) on `path`, created if missing (mode 0600). Blocks until granted —
+/// or, with `timeout_seconds` > 0, throws BuildLockTimeoutError once that long has passed. `on_wait`
+/// (when given) is called once when the lock is found held, before waiting.
 class FileLock {
  public:
   struct TryOnly {};
-  explicit FileLock(const std::filesystem::path& path) {
+  explicit FileLock(const std::filesystem::path& path, double timeout_seconds = 0,
+                    const std::function<void()>& on_wait = {}) {
     fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd_ < 0) {
       throw Error(Errc::runtime_failure,
                   "accel jit cache: cannot open lock file " + path.string() + ": " + std::strerror(errno), errno);
     }
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd_);
-      throw Error(Errc::runtime_failure,
-                  "accel jit cache: cannot lock " + path.string() + ": " + std::strerror(err), err);
+    if (try_lock(path)) return;  // the common case: nobody builds this key
+    if (on_wait) on_wait();
+    const auto start = std::chrono::steady_clock::now();
+    // flock has no timed form: poll, backing off to 50 ms (a waiter is late by at most that much).
+    auto pause = std::chrono::milliseconds(1);
+    while (!try_lock(path)) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (timeout_seconds > 0 && waited >= timeout_seconds) {
+        ::close(fd_);
+        fd_ = -1;
+        throw BuildLockTimeoutError("accel jit cache: gave up after " + std::to_string(static_cast<long long>(waited)) +
+                                        " s waiting for the lock " + path.string() +
+                                        ", held by another process building the same op (a hung compile, or "
+                                        "one slower than ACCEL_JIT_LOCK_TIMEOUT allows)",
+                                    path, waited);
+      }
+      ::usleep(static_cast<useconds_t>(std::chrono::microseconds(pause).count()));
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
   }
   /// Takes the lock only if nobody holds it; valid() says whether it did. A missing lock file is not
@@ -121,6 +177,19 @@ class FileLock {
   }
 
  private:
+  // true: granted; false: held by someone else; throws on any other failure.
+  bool try_lock(const std::filesystem::path& path) {
+    for (;;) {
+      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return true;
+      if (errno == EINTR) continue;
+      if (errno == EWOULDBLOCK) return false;
+      const int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      throw Error(Errc::runtime_failure, "accel jit cache: cannot lock " + path.string() + ": " + std::strerror(err), err);
+    }
+  }
+
   int fd_ = -1;
 };
 
@@ -156,6 +225,21 @@ class FileLock {
   if (enospc) return "out of disk space: the compiler reported 'No space left on device' (" + sizes + ")";
   if (quota) return "out of disk quota: the compiler reported 'Disk quota exceeded' (" + sizes + ")";
   return {};
+}
+
+/// Why `dir`'s file system cannot hold loadable code (mounted noexec: dlopen fails to map it), or empty.
+/// A directory not made yet is judged by the nearest one above it that exists (where it would be made).
+[[nodiscard]] inline std::string noexec_problem(const std::filesystem::path& dir) {
+  struct statvfs fs {};
+  std::filesystem::path at = dir;
+  while (::statvfs(at.c_str(), &fs) != 0) {
+    if (errno != ENOENT || !at.has_parent_path() || at.parent_path() == at) return {};
+    at = at.parent_path();
+  }
+  if ((fs.f_flag & ST_NOEXEC) == 0) return {};
+  return "the JIT cache directory " + dir.string() +
+         " is on a file system mounted noexec, so no shared object in it can be loaded; set ACCEL_CACHE_DIR to a "
+         "directory on a file system that allows execution";
 }
 
 /// The directory the host compiler writes its intermediate files to: $TMPDIR, else /tmp.
