@@ -33,6 +33,8 @@
 
 namespace engine {
 
+struct JsonMember;
+
 /// A JSON value (enough of JSON for a config file: objects keep their keys in order).
 struct Json {
   enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
@@ -40,7 +42,15 @@ struct Json {
   double num = 0;
   std::string str;
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+  // Not std::pair<std::string, Json>: a pair of the incomplete Json is instantiated here, which clang
+  // refuses (a vector of a declared struct may wait for its definition).
+  std::vector<JsonMember> members;
+};
+
+/// One member of a JSON object.
+struct JsonMember {
+  std::string key;
+  Json value;
 };
 
 namespace detail {
@@ -113,7 +123,7 @@ class JsonParser {
         ws();
         std::string k = string_lit();
         expect(':');
-        v.members.emplace_back(std::move(k), value());
+        v.members.push_back(JsonMember{std::move(k), value()});
       } while (eat(','));
       expect('}');
     } else if (c == '[') {
