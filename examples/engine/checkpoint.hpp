@@ -589,16 +589,33 @@ inline int zero_to_fp32(const std::string& checkpoint, const std::string& out) {
   if (it == st.values.end()) throw UsageError("checkpoint: " + dir.string() + "'s manifest has no 'total'");
   const std::int64_t total = detail::manifest_int(dir / "manifest.txt", "total", it->second, 1, max_checkpoint_elements);
   const std::vector<float> w = consolidate_fp32(dir, total);
-  detail::write_file_synced(out, w.data(), w.size() * 4);
   std::ifstream m(dir / "manifest.txt");
-  std::ofstream index(out + ".index", std::ios::trunc);
+  std::string index;
   std::int64_t tensors = 0;
   for (std::string line; std::getline(m, line);) {
     if (line.rfind("tensor params.f32 ", 0) == 0) {
-      index << line.substr(18) << "\n";
+      index += line.substr(18) + "\n";
       ++tensors;
     }
   }
+  // Each file written beside its name and renamed over it: an interrupted export leaves the previous
+  // OUT (or none), never a truncated one a loader would read as weights.
+  const auto token = detail::unique_token();
+  const std::string suffix = ".tmp." + std::to_string(token[0]) + "." + std::to_string(token[1]);
+  const auto publish = [&](const std::string& path, const void* data, std::size_t bytes) {
+    const std::string tmp = path + suffix;
+    try {
+      detail::write_file_synced(tmp, data, bytes);
+      detail::rename_or_throw(tmp, path);
+    } catch (...) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      throw;
+    }
+  };
+  publish(out + ".index", index.data(), index.size());
+  publish(out, w.data(), w.size() * 4);
+  detail::sync_dir(fs::absolute(fs::path(out)).parent_path());
   std::printf("zero_to_fp32: %s (%d rank%s) -> %s: %lld fp32 values, %lld tensors (%s.index)\n", dir.string().c_str(),
               st.format == 1 ? 1 : st.ranks, (st.format == 1 ? 1 : st.ranks) > 1 ? "s" : "", out.c_str(),
               static_cast<long long>(total), static_cast<long long>(tensors), out.c_str());

@@ -115,6 +115,12 @@ if(SCENARIO STREQUAL "deterministic")
   engine_run(1 0 z --zero-to-fp32 ${WORK}/ck4/latest ${WORK}/consolidated.f32)
   expect_in("${z}" "\\(4 ranks\\) -> .*consolidated.f32: 800768 fp32 values, 36 tensors")
   check(files-equal ${WORK}/ck1/latest/params.f32 ${WORK}/consolidated.f32)
+  file(STRINGS ${WORK}/consolidated.f32.index index_lines)
+  list(LENGTH index_lines index_count)
+  file(GLOB leftovers ${WORK}/consolidated.f32*.tmp.*)
+  if(NOT index_count EQUAL 36 OR leftovers)
+    message(FATAL_ERROR "--zero-to-fp32: ${index_count} index lines (expected 36), temporaries left: ${leftovers}")
+  endif()
 elseif(SCENARIO STREQUAL "default")
   # The default (fastest) reduction: within 1e-5 of one rank on 2 and 4 ranks, ZeRO stage 1 and 2, and
 # with --overlap on; --graph on 2 ranks gives the eager run's bits.

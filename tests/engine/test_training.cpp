@@ -831,6 +831,41 @@ TEST_CASE("engine checkpoints: re-saving the step latest points to never leaves 
   fs::remove_all(d);
 }
 
+TEST_CASE("engine --zero-to-fp32: the export replaces OUT whole or not at all") {
+  const fs::path ck = temp_dir("export-ck"), d = temp_dir("export-dump"), out_dir = temp_dir("export-out");
+  auto c = small(d);
+  c.stop_at = 2;
+  c.save = ck.string();
+  REQUIRE(run(c) == 0);
+  const fs::path out = out_dir / "weights.f32";
+  const std::string params = file_bytes(ck / "latest" / "params.f32");
+  REQUIRE(engine::zero_to_fp32(ck.string(), out.string()) == 0);
+  CHECK(file_bytes(out) == params);  // one rank: the consolidated weights are params.f32's bytes
+  const std::string index = file_bytes(fs::path(out.string() + ".index"));
+  CHECK(std::count(index.begin(), index.end(), '\n') > 0);
+  // An export whose publishing rename fails leaves the previous OUT as it was, and no temporary.
+  std::ofstream(out, std::ios::binary | std::ios::trunc) << "previous";
+  {
+    RenameOverride fail([](const char* from, const char* to, unsigned flags) {
+      if (std::string(to).ends_with("/weights.f32")) {
+        errno = EIO;
+        return -1;
+      }
+      return engine::detail::system_rename(from, to, flags);
+    });
+    CHECK_THROWS_WITH_AS((void)engine::zero_to_fp32(ck.string(), out.string()),
+                         doctest::Contains("Input/output error"), std::runtime_error);
+  }
+  CHECK(file_bytes(out) == "previous");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(out_dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"weights.f32", "weights.f32.index"});  // no temporary left
+  fs::remove_all(ck);
+  fs::remove_all(d);
+  fs::remove_all(out_dir);
+}
+
 TEST_CASE("engine --resume latest: a dangling latest is named as such, with the newest complete checkpoint") {
   const fs::path ck = temp_dir("dangling");
   fs::create_directories(ck / "step_00000002");
