@@ -649,7 +649,9 @@ inline void begin_schedule(Pending& p) {
 [[nodiscard]] inline bool step_done(Pending& p, const char* schedule) {
   int flag = 0;
   const int pieces = p.ring_piece_count;
-  std::array<MPI_Status, 2 * ring_max_pieces> statuses{};
+  // Not value-initialised: this runs on every poll of a step, and MPI writes each status it completes
+  // (read only then; on MPI_ERR_IN_STATUS it writes every MPI_ERROR field).
+  std::array<MPI_Status, 2 * ring_max_pieces> statuses;
   const int rc = MPI_Testall(2 * pieces, p.ring_requests.data(), &flag, statuses.data());
   const Op& op = p.op;
   const std::size_t piece = pieces == 1 ? op.count : ring_piece_bytes / size_of(op.dtype);
