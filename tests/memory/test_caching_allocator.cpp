@@ -957,3 +957,35 @@ TEST_CASE("CachingAllocator: a graph pool's segments are not handed to other str
   a->empty_cache();
   CHECK(fake::device().live_bytes() == 0);
 }
+
+TEST_CASE("CachingAllocator: a graph pool released while its stream still allocates to it keeps serving that stream") {
+  // A Graph destroyed (or moved over) during its capture releases the pool before the capture ends;
+  // the pool was then forgotten while the stream still routed to it, and its next allocation read
+  // freed memory (an ASan heap-buffer-overflow in the pool lookup).
+  auto a = make(64 * MiB);
+  a->begin_allocate_to_pool(7, 1);
+  a->release_pool(7);
+  void* p = a->allocate(4 * KiB, s1);
+  REQUIRE(p != nullptr);
+  CHECK(a->pool_reserved_bytes(7) == i64(2 * MiB));
+  CHECK(stat(*a, "reserved_bytes.all.current") == i64(2 * MiB));
+  void* q = a->allocate(4 * KiB, s2);  // another stream: not from the pool's segment
+  CHECK(stat(*a, "segment.all.current") == 2);
+  a->free(p);  // no graph holds the pool: its segment goes back as soon as it is free
+  CHECK(a->pool_reserved_bytes(7) == 0);
+  CHECK(stat(*a, "num_device_free") == 1);
+  void* r = a->allocate(4 * KiB, s1);  // still routed to the pool
+  CHECK(a->pool_reserved_bytes(7) == i64(2 * MiB));
+  a->end_allocate_to_pool(7, 1);
+  a->free(r);
+  CHECK(a->pool_reserved_bytes(7) == 0);
+  CHECK(stat(*a, "num_device_free") == 2);
+  void* t = a->allocate(4 * KiB, s1);  // the ordinary pools again: a new segment, not the pool's
+  CHECK(a->pool_reserved_bytes(7) == 0);
+  CHECK(stat(*a, "segment.all.current") == 2);
+  a->free(t);
+  a->free(q);
+  a->empty_cache();
+  CHECK(fake::device().live_bytes() == 0);
+  CHECK(fake::device().bad_deallocs == 0);
+}

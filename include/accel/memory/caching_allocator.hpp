@@ -240,10 +240,13 @@ class CachingAllocator {
     Lock lock(mutex_);
     flush_last_freed();
     graph_pools_.end(pool_id, stream_id);
+    graph_pools_.erase_dead();  // a pool released during the capture may go now
   }
 
   /// A graph lets go of pool `pool_id`. Once no graph holds it, its free segments are released now and
   /// the others as soon as their blocks are freed. An unknown id is ignored (nothing was allocated).
+  /// Released while a stream still allocates to it (its capture goes on), the pool keeps serving that
+  /// stream until end_allocate_to_pool, giving each segment back once it is free.
   void release_pool(std::uint64_t pool_id) noexcept {
     Lock lock(mutex_);
     flush_last_freed();

@@ -66,11 +66,13 @@ class GraphPools {
     for (auto& [id, pool] : pools_) f(*pool);
   }
 
-  /// Forgets the pools no graph holds and that own no segment any more.
+  /// Forgets the pools no graph holds, that own no segment any more and that no stream allocates to
+  /// (a pool released while its capture goes on stays until end(): route() must find it).
   void erase_dead() noexcept {
     if (pools_.empty()) [[likely]] return;
     for (auto it = pools_.begin(); it != pools_.end();) {
-      it = it->second->use_count == 0 && it->second->segments == 0 ? pools_.erase(it) : std::next(it);
+      const Pool& pool = *it->second;
+      it = pool.use_count == 0 && pool.segments == 0 && !routed(pool.id) ? pools_.erase(it) : std::next(it);
     }
   }
 
@@ -79,6 +81,13 @@ class GraphPools {
     std::uint64_t pool_id;
     std::uint64_t stream_id;
   };
+
+  [[nodiscard]] bool routed(std::uint64_t pool_id) const noexcept {
+    for (const Route& r : routes_) {
+      if (r.pool_id == pool_id) return true;
+    }
+    return false;
+  }
 
   Pool* find_route(std::uint64_t stream_id) const noexcept {
     for (const Route& r : routes_) {
