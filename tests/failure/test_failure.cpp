@@ -656,6 +656,8 @@ TEST_CASE("failure: in a forked child, inherited streams and events refuse to re
     if (!refused([&] { Streams::default_stream(0).wait(pending); })) return code;   // 36
     if (!refused([&] { Streams::default_stream(0).wait_stream(busy); })) return code;  // 37
     if (!refused([&] { busy.enqueue([] {}); })) return code;                        // 38
+    // A record refused there leaves the event's previous record standing (checked at 44).
+    if (!refused([&] { idle_t1.record(busy); })) return code;                       // 39
     if (written_by_busy != 0) return 40;  // indeed: the task never ran here
     // What had run before the fork is done, truthfully.
     if (!idle.query()) return 41;

@@ -81,19 +81,22 @@ class Event : public EventBase<Event, Streams> {
       }
     }
     detail::EventCapture*& latest = latest_record();
-    if (latest == nullptr || !latest->exclusive()) {  // else: nothing else refers to it, reuse it
-      detail::EventCapture* fresh = detail::EventCapture::create();  // first record, or a marker queued
-      if (latest != nullptr) latest->release();
-      latest = fresh;
-    }
-    latest->clear_captured();
+    // Reused when nothing else refers to it (no marker queued) and it holds no captured record; else a
+    // fresh one. The previous record is dropped only once this one is enqueued: a record the stream
+    // refuses (inherited across fork(), out of memory) leaves the event as it was.
+    const bool reuse = latest != nullptr && latest->exclusive() && !latest->in_capture();
+    detail::EventCapture* target = reuse ? latest : detail::EventCapture::create();
     try {
       const std::uint64_t ticket =
-          timing_enabled() ? s.submit(detail::StreamTask(detail::EventMarker{detail::CaptureRef(latest)})) : s.submitted();
-      latest->point = detail::StreamPoint(s, ticket);
+          timing_enabled() ? s.submit(detail::StreamTask(detail::EventMarker{detail::CaptureRef(target)})) : s.submitted();
+      target->point = detail::StreamPoint(s, ticket);
     } catch (...) {
-      std::exchange(latest, nullptr)->release();  // not recorded after all
+      if (!reuse) target->release();
       throw;
+    }
+    if (!reuse) {
+      if (latest != nullptr) latest->release();
+      latest = target;
     }
   }
 
