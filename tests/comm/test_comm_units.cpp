@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <cstdlib>
 #include <thread>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -67,7 +69,8 @@ TEST_CASE("ACCEL_COMM_TRACE_SIZE and ACCEL_COMM_LOG are read strictly") {
 TEST_CASE("launch detection: mpirun's variables, torchrun's, neither; inconsistent ones are refused") {
   const ScopedEnv clean{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"OMPI_COMM_WORLD_RANK", nullptr},
                         {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
-                        {"PMI_SIZE", nullptr}, {"PMI_RANK", nullptr}, {"RANK", nullptr}, {"WORLD_SIZE", nullptr},
+                        {"PMI_SIZE", nullptr}, {"PMI_RANK", nullptr}, {"MPI_LOCALRANKID", nullptr},
+                        {"MPI_LOCALNRANKS", nullptr}, {"RANK", nullptr}, {"WORLD_SIZE", nullptr},
                         {"LOCAL_RANK", nullptr}, {"LOCAL_WORLD_SIZE", nullptr}};
   accel::comm::LaunchInfo l = accel::comm::detect_launch();
   CHECK(l.launcher == accel::comm::Launcher::single);
@@ -105,6 +108,131 @@ TEST_CASE("launch detection: mpirun's variables, torchrun's, neither; inconsiste
     CHECK_THROWS_WITH_AS((void)accel::comm::detect_launch(), doctest::Contains("only RANK is set"),
                          accel::InvalidArgumentError);
   }
+}
+
+namespace {
+// Every variable detect_launch reads, unset for one scope.
+struct CleanLaunchEnv : ScopedEnv {
+  CleanLaunchEnv()
+      : ScopedEnv{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"OMPI_COMM_WORLD_RANK", nullptr},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
+                  {"PMI_SIZE", nullptr}, {"PMI_RANK", nullptr}, {"MPI_LOCALRANKID", nullptr},
+                  {"MPI_LOCALNRANKS", nullptr}, {"RANK", nullptr}, {"WORLD_SIZE", nullptr},
+                  {"LOCAL_RANK", nullptr}, {"LOCAL_WORLD_SIZE", nullptr}} {}
+};
+
+void check_launch_refused(std::initializer_list<std::pair<const char*, const char*>> values, const std::string& message) {
+  const ScopedEnv env{values};
+  CAPTURE(message);
+  CHECK_THROWS_WITH_AS((void)accel::comm::detect_launch(), message.c_str(), accel::InvalidArgumentError);
+}
+}  // namespace
+
+TEST_CASE("launch detection: an MPI local rank not below the local size is refused, Open MPI's and PMI's") {
+  const CleanLaunchEnv clean;
+  check_launch_refused({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+                       "OMPI_COMM_WORLD_LOCAL_RANK=3 is not below OMPI_COMM_WORLD_LOCAL_SIZE=2");
+  check_launch_refused({{"PMI_SIZE", "4"}, {"PMI_RANK", "2"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "1"}},
+                       "MPI_LOCALRANKID=2 is not below MPI_LOCALNRANKS=1");
+  // Without the launcher's local variables (srun with PMI), torchrun's are read, and checked the same way.
+  check_launch_refused({{"PMI_SIZE", "4"}, {"PMI_RANK", "2"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
+                       "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2");
+  const ScopedEnv env{{"PMI_SIZE", "4"}, {"PMI_RANK", "3"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}};
+  const accel::comm::LaunchInfo l = accel::comm::detect_launch();
+  CHECK(l.launcher == accel::comm::Launcher::mpi);
+  CHECK(l.rank == 3);
+  CHECK(l.world_size == 4);
+  CHECK(l.local_rank == 1);
+  CHECK(l.local_world_size == 2);
+}
+
+TEST_CASE("launch detection: a launcher's size without its rank (or the reverse) is refused, not read as rank 0") {
+  const CleanLaunchEnv clean;
+  check_launch_refused({{"OMPI_COMM_WORLD_SIZE", "4"}},
+                       "OMPI_COMM_WORLD_SIZE='4' is set but OMPI_COMM_WORLD_RANK is not: an MPI launcher sets them together");
+  check_launch_refused({{"OMPI_COMM_WORLD_RANK", "1"}},
+                       "OMPI_COMM_WORLD_RANK='1' is set but OMPI_COMM_WORLD_SIZE is not: an MPI launcher sets them together");
+  check_launch_refused({{"PMI_SIZE", "4"}}, "PMI_SIZE='4' is set but PMI_RANK is not: an MPI launcher sets them together");
+  check_launch_refused({{"PMI_RANK", "2"}}, "PMI_RANK='2' is set but PMI_SIZE is not: an MPI launcher sets them together");
+  check_launch_refused({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+                       "OMPI_COMM_WORLD_LOCAL_SIZE='2' is set but OMPI_COMM_WORLD_LOCAL_RANK is not: an MPI launcher "
+                       "sets them together");
+  check_launch_refused({{"PMI_SIZE", "4"}, {"PMI_RANK", "1"}, {"MPI_LOCALRANKID", "1"}},
+                       "MPI_LOCALRANKID='1' is set but MPI_LOCALNRANKS is not: an MPI launcher sets them together");
+  check_launch_refused({{"WORLD_SIZE", "4"}},
+                       "RANK and WORLD_SIZE are set together (torchrun-style launch); only WORLD_SIZE is set");
+}
+
+TEST_CASE("launch detection: torchrun's variables beside mpirun's must agree with them, LOCAL_* too") {
+  const CleanLaunchEnv clean;
+  const ScopedEnv mpi{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  check_launch_refused({{"RANK", "1"}, {"WORLD_SIZE", "4"}},
+                       "RANK=1 WORLD_SIZE=4 disagree with the MPI launcher's rank 2 of 4 (OMPI_COMM_WORLD_RANK=2 "
+                       "OMPI_COMM_WORLD_SIZE=4)");
+  check_launch_refused({{"LOCAL_RANK", "3"}},
+                       "LOCAL_RANK=3 disagrees with the MPI launcher's OMPI_COMM_WORLD_LOCAL_RANK=0");
+  check_launch_refused({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}},
+                       "LOCAL_RANK=1 disagrees with the MPI launcher's OMPI_COMM_WORLD_LOCAL_RANK=0");
+  check_launch_refused({{"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "4"}},
+                       "LOCAL_WORLD_SIZE=4 disagrees with the MPI launcher's OMPI_COMM_WORLD_LOCAL_SIZE=2");
+  check_launch_refused({{"LOCAL_RANK", "x"}}, "LOCAL_RANK='x' is not an integer in 0..16777216");
+  {
+    const ScopedEnv pmi{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"OMPI_COMM_WORLD_RANK", nullptr},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
+                        {"PMI_SIZE", "4"}, {"PMI_RANK", "2"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}};
+    check_launch_refused({{"LOCAL_RANK", "0"}}, "LOCAL_RANK=0 disagrees with the MPI launcher's MPI_LOCALRANKID=1");
+  }
+  // Agreeing values are fine.
+  const ScopedEnv same{{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"}};
+  const accel::comm::LaunchInfo l = accel::comm::detect_launch();
+  CHECK(l.launcher == accel::comm::Launcher::mpi);
+  CHECK(l.rank == 2);
+  CHECK(l.world_size == 4);
+  CHECK(l.local_rank == 0);
+  CHECK(l.local_world_size == 2);
+}
+
+TEST_CASE("launch detection reads integers as Python's int() does: surrounding whitespace and '+', nothing else") {
+  const CleanLaunchEnv clean;
+  for (const auto& [rank, world_size] : std::vector<std::pair<const char*, const char*>>{
+           {" 1", "+4"}, {"1 ", "4 "}, {"\t1\n", " +4\r\n"}, {"+1", "\v4\f"}, {"01", "004"}}) {
+    CAPTURE(rank);
+    CAPTURE(world_size);
+    const ScopedEnv env{{"RANK", rank}, {"WORLD_SIZE", world_size}, {"LOCAL_RANK", " 1 "}, {"LOCAL_WORLD_SIZE", "+2 "}};
+    const accel::comm::LaunchInfo l = accel::comm::detect_launch();
+    CHECK(l.launcher == accel::comm::Launcher::environment);
+    CHECK(l.rank == 1);
+    CHECK(l.world_size == 4);
+    CHECK(l.local_rank == 1);
+    CHECK(l.local_world_size == 2);
+  }
+  {
+    const ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", " 4 "}, {"OMPI_COMM_WORLD_RANK", "+3"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "1\n"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "\t2"}};
+    const accel::comm::LaunchInfo l = accel::comm::detect_launch();
+    CHECK(l.launcher == accel::comm::Launcher::mpi);
+    CHECK(l.rank == 3);
+    CHECK(l.world_size == 4);
+    CHECK(l.local_rank == 1);
+    CHECK(l.local_world_size == 2);
+  }
+  for (const char* bad : {"1x", "0x1", "1 2", "+ 1", "+-1", "--1", "++1", "+", "-", " ", " \t ", "1.0", "1e0", "1_0",
+                          "99999999999999999999", "18446744073709551617", "\xd9\xa1"}) {
+    check_launch_refused({{"RANK", bad}, {"WORLD_SIZE", "4"}}, "RANK='" + std::string(bad) + "' is not an integer in 0..3");
+    check_launch_refused({{"RANK", "0"}, {"WORLD_SIZE", bad}},
+                         "WORLD_SIZE='" + std::string(bad) + "' is not an integer in 1..16777216");
+  }
+  check_launch_refused({{"RANK", "-1"}, {"WORLD_SIZE", "4"}}, "RANK='-1' is not an integer in 0..3");
+  check_launch_refused({{"RANK", "4"}, {"WORLD_SIZE", "4"}}, "RANK='4' is not an integer in 0..3");
+  check_launch_refused({{"RANK", "0"}, {"WORLD_SIZE", "16777217"}}, "WORLD_SIZE='16777217' is not an integer in 1..16777216");
+  // Set but empty: refused where it is read (int('') fails), and counted as unset where it decides the launcher.
+  check_launch_refused({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", ""}}, "LOCAL_RANK='' is not an integer in 0..3");
+  check_launch_refused({{"RANK", "1"}, {"WORLD_SIZE", ""}},
+                       "RANK and WORLD_SIZE are set together (torchrun-style launch); only RANK is set");
+  check_launch_refused({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", ""}},
+                       "OMPI_COMM_WORLD_SIZE='4' is set but OMPI_COMM_WORLD_RANK is not: an MPI launcher sets them together");
 }
 
 TEST_CASE("the id file: rank 0 publishes, three other processes read the same bytes; stale files are refused") {

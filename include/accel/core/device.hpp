@@ -1,7 +1,7 @@
 // accel/core/device.hpp — accel::Device: a backend kind plus an optional device index.
 //
 // Parses and prints torch's spelling: "cpu", "cpu:0", "cuda", "cuda:1". Parsing is strict:
-// "cuda:-1", "gpu:0", "cuda:1x", "cuda:" and " cuda" are rejected with an InvalidArgumentError that
+// "cuda:-1", "gpu:0", "cuda:1x", "cuda:", "cuda:01" (leading zeros, as torch refuses them) and " cuda" are rejected with an InvalidArgumentError that
 // quotes the input and lists the valid forms. A Device without an index means "the current device".
 #pragma once
 
@@ -60,6 +60,8 @@ class Device {
     const std::string_view digits = text.substr(colon + 1);
     if (digits.empty()) throw fail("missing index after ':'");
     if (digits.front() < '0' || digits.front() > '9') throw fail("index must be a non-negative integer");
+    // torch refuses "cuda:01" and "cuda:00" ("Invalid device string"); so does accel, rather than reading 1 and 0.
+    if (digits.size() > 1 && digits.front() == '0') throw fail("leading zeros in the index");
     int index = 0;
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
     if (ec == std::errc::result_out_of_range) throw fail("index out of range");
