@@ -69,6 +69,97 @@ TEST_CASE("decode: a CPU flag without OS support for its state counts as absent"
   CHECK(decode_cpu_features({}, {}, {}, 0) == accel::CpuFeatures{});
 }
 
+namespace {
+
+enum class Reg { eax, ebx, ecx, edx };
+
+/// One CPUID feature bit and the one CpuFeatures flag it means, with the flags that flag requires
+/// (decode_cpu_features: "an extension also needs its base"; VEX/EVEX-encoded ones need avx).
+struct FeatureBit {
+  unsigned leaf;
+  unsigned subleaf;
+  Reg reg;
+  int bit;
+  bool accel::CpuFeatures::*flag;
+  const char* name;
+  std::vector<bool accel::CpuFeatures::*> requires_;
+};
+
+using CF = accel::CpuFeatures;
+// Bit assignments from the Intel SDM, vol. 2A, CPUID: leaf 1 ECX; leaf 7.0 EBX and EDX; leaf 7.1 EAX.
+const std::vector<FeatureBit> feature_bits{
+    {1, 0, Reg::ecx, 20, &CF::sse4_2, "sse4_2", {}},
+    {1, 0, Reg::ecx, 28, &CF::avx, "avx", {}},
+    {1, 0, Reg::ecx, 12, &CF::fma, "fma", {&CF::avx}},
+    {1, 0, Reg::ecx, 29, &CF::f16c, "f16c", {&CF::avx}},
+    {7, 0, Reg::ebx, 5, &CF::avx2, "avx2", {&CF::avx}},
+    {7, 0, Reg::ebx, 16, &CF::avx512f, "avx512f", {&CF::avx, &CF::avx2}},
+    {7, 0, Reg::ebx, 30, &CF::avx512bw, "avx512bw", {&CF::avx, &CF::avx2, &CF::avx512f}},
+    {7, 0, Reg::ebx, 31, &CF::avx512vl, "avx512vl", {&CF::avx, &CF::avx2, &CF::avx512f}},
+    {7, 1, Reg::eax, 5, &CF::avx512_bf16, "avx512_bf16", {&CF::avx, &CF::avx2, &CF::avx512f, &CF::avx512bw}},
+    {7, 0, Reg::edx, 23, &CF::avx512_fp16, "avx512_fp16", {&CF::avx, &CF::avx2, &CF::avx512f, &CF::avx512bw}},
+    {7, 0, Reg::edx, 24, &CF::amx_tile, "amx_tile", {}},
+    {7, 0, Reg::edx, 22, &CF::amx_bf16, "amx_bf16", {&CF::amx_tile}},
+    {7, 1, Reg::eax, 21, &CF::amx_fp16, "amx_fp16", {&CF::amx_tile}},
+};
+
+/// CPUID leaves 1, 7.0 and 7.1 with the given bits set (and OSXSAVE, so XCR0 counts).
+struct Leaves {
+  accel::detail::CpuidRegs leaf1{0, 0, bit(27), 0};
+  accel::detail::CpuidRegs leaf7{1, 0, 0, 0};
+  accel::detail::CpuidRegs leaf7_1{};
+
+  void set(const FeatureBit& fb) {
+    accel::detail::CpuidRegs& r = fb.leaf == 1 ? leaf1 : (fb.subleaf == 0 ? leaf7 : leaf7_1);
+    unsigned* regs[4] = {&r.eax, &r.ebx, &r.ecx, &r.edx};
+    *regs[static_cast<int>(fb.reg)] |= bit(fb.bit);
+  }
+  [[nodiscard]] accel::CpuFeatures decode() const {
+    return accel::detail::decode_cpu_features(leaf1, leaf7, leaf7_1, xcr0_all);
+  }
+};
+
+const FeatureBit& row_of(bool accel::CpuFeatures::*flag) {
+  for (const auto& fb : feature_bits) {
+    if (fb.flag == flag) return fb;
+  }
+  FAIL("no row for a required flag");
+  return feature_bits.front();
+}
+
+}  // namespace
+
+TEST_CASE("decode: each CPUID bit turns on exactly its own feature") {
+  CHECK(feature_bits.size() == 13);  // one row per CpuFeatures flag
+  for (const auto& fb : feature_bits) {
+    INFO("feature " << std::string(fb.name) << ": CPUID leaf " << fb.leaf << "." << fb.subleaf << " reg "
+                    << static_cast<int>(fb.reg) << " bit " << fb.bit);
+    // The bit alone: its feature if it needs no base, else nothing at all.
+    Leaves alone;
+    alone.set(fb);
+    accel::CpuFeatures expected_alone;
+    if (fb.requires_.empty()) expected_alone.*fb.flag = true;
+    CHECK(alone.decode().str() == expected_alone.str());
+
+    // Its bases' bits only: exactly the bases, not the feature.
+    Leaves bases;
+    accel::CpuFeatures expected_bases;
+    for (const auto flag : fb.requires_) {
+      bases.set(row_of(flag));
+      expected_bases.*flag = true;
+    }
+    CHECK(bases.decode().str() == expected_bases.str());
+
+    // Bases plus the bit: exactly the bases and the feature.
+    Leaves with = bases;
+    with.set(fb);
+    accel::CpuFeatures expected = expected_bases;
+    expected.*fb.flag = true;
+    CHECK(with.decode().str() == expected.str());
+    CHECK(with.decode() == expected);
+  }
+}
+
 TEST_CASE("cpu_features is detected once and is self-consistent") {
   const accel::CpuFeatures& f = accel::cpu_features();
   CHECK(&f == &accel::cpu_features());

@@ -29,6 +29,21 @@ static_assert(std::is_same_v<accel::cpp_type_t<Dtype::float16>, accel::half>);
 static_assert(std::is_same_v<accel::cpp_type_t<Dtype::boolean>, bool>);
 static_assert(std::is_same_v<accel::cpp_type_t<Dtype::float8_e4m3>, accel::float8_e4m3>);
 static_assert(accel::HasDtype<float> && accel::HasDtype<const std::int64_t>);
+// Every standard signed integer type maps by its size, whichever of long / long long std::int64_t
+// names (on Linux it is long, and long long used to have no Dtype).
+static_assert(sizeof(long long) == 8 && accel::dtype_of<long long> == Dtype::int64);
+static_assert(sizeof(long) != 8 || accel::dtype_of<long> == Dtype::int64);
+static_assert(sizeof(long) != 4 || accel::dtype_of<long> == Dtype::int32);
+static_assert(accel::dtype_of<const long long> == Dtype::int64);
+static_assert(accel::dtype_of<int> == Dtype::int32);
+static_assert(accel::dtype_of<signed char> == Dtype::int8);
+static_assert(accel::HasDtype<long long> && accel::HasDtype<volatile long>);
+static_assert(!accel::HasDtype<unsigned long long> && !accel::HasDtype<unsigned long>);
+static_assert(!accel::HasDtype<short>);
+#if defined(__SIZEOF_INT128__)
+__extension__ using dtype_test_int128 = __int128;
+static_assert(!accel::HasDtype<dtype_test_int128>);
+#endif
 // Types without a Dtype are rejected (dtype_of<T> would static_assert with the list of valid T).
 static_assert(!accel::HasDtype<char>);  // distinct from std::int8_t (signed char)
 static_assert(!accel::HasDtype<std::int16_t>);

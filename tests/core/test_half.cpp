@@ -13,11 +13,13 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <iterator>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -69,7 +71,8 @@ class NearestOracle {
     const std::uint32_t top = b - 1;
     const double spacing = decode(l, top) - decode(l, top - 1);
     table_.push_back({decode(l, top) + spacing, b});
-    overflow_ = l.has_inf ? b : (sign_bit - 1);  // inf, or the fn format's NaN
+    // inf, or for the fn format (no inf) the largest finite value: torch 2.15 saturates.
+    overflow_ = l.has_inf ? b : top;
     sign_bit_ = sign_bit;
   }
 
@@ -284,6 +287,39 @@ TEST_CASE("half: double and integer inputs are rounded once") {
   CHECK(accel::half(true).bits() == 0x3C00);
 }
 
+// A 128-bit integer (std::integral under -std=gnu++20) used to be truncated to its low 64 bits:
+// half(__int128(1) << 64) was +0. The integer constructors take at most 64 bits, so it does not
+// convert at all (cast it to double or float first).
+template <class T, class I>
+concept constructible_from_integer = requires(I i) { T(i); };
+static_assert(constructible_from_integer<accel::half, std::int64_t>);
+static_assert(constructible_from_integer<accel::half, std::uint64_t>);
+static_assert(constructible_from_integer<accel::bfloat16, long long>);
+static_assert(constructible_from_integer<accel::float8_e4m3, unsigned long long>);
+#if defined(__SIZEOF_INT128__)
+__extension__ using int128 = __int128;
+__extension__ using uint128 = unsigned __int128;
+static_assert(!constructible_from_integer<accel::half, int128>);
+static_assert(!constructible_from_integer<accel::half, uint128>);
+static_assert(!constructible_from_integer<accel::bfloat16, int128>);
+static_assert(!constructible_from_integer<accel::bfloat16, uint128>);
+static_assert(!constructible_from_integer<accel::float8_e4m3, int128>);
+static_assert(!constructible_from_integer<accel::float8_e5m2, uint128>);
+static_assert(!std::is_constructible_v<accel::half, int128>);
+// The supported route: through double, which rounds 2^64 exactly.
+static_assert(accel::half(static_cast<double>(int128{1} << 64)).bits() == 0x7C00);
+static_assert(accel::bfloat16(static_cast<double>(int128{1} << 64)).bits() == 0x5F80);
+#endif
+
+// What the header comments say: half + half is a float (c10::Half's operators would give a Half),
+// and bfloat16 -> float appends 16 zero bits except that a signalling NaN is made quiet.
+static_assert(std::is_same_v<decltype(accel::half(1.0f) + accel::half(2.0f)), float>);
+static_assert(std::is_same_v<decltype(accel::bfloat16(1.0f) * accel::bfloat16(2.0f)), float>);
+static_assert(std::bit_cast<std::uint32_t>(static_cast<float>(accel::bfloat16::from_bits(0x7F81))) ==
+              0x7FC10000u);
+static_assert(std::bit_cast<std::uint32_t>(static_cast<float>(accel::bfloat16::from_bits(0x3F81))) ==
+              0x3F810000u);
+
 TEST_CASE("half: arithmetic, comparison and limits go through float") {
   const accel::half a(1.5f), b(2.25f);
   CHECK(a + b == 3.75f);
@@ -371,6 +407,8 @@ TEST_CASE("bfloat16: float -> bfloat16 matches the integer and nearest-value ora
 // ---- float8 -------------------------------------------------------------------------------------
 
 static_assert(accel::float8_e4m3(448.0f).bits() == 0x7E);
+static_assert(accel::float8_e4m3(480.0f).bits() == 0x7E);  // overflow saturates (torch 2.15)
+static_assert(accel::float8_e4m3(-std::numeric_limits<float>::infinity()).bits() == 0xFE);
 static_assert(accel::float8_e5m2(1.0f).bits() == 0x3C);
 
 TEST_CASE("float8_e4m3: known answers, torch's float8_e4m3fn") {
@@ -381,11 +419,22 @@ TEST_CASE("float8_e4m3: known answers, torch's float8_e4m3fn") {
   CHECK(F(240.0f).bits() == 0x77);
   CHECK(F(0.1f).bits() == 0x1D);
   CHECK(F(464.0f).bits() == 0x7E);                          // tie between 448 and 480: to even
-  CHECK(F(std::nextafter(464.0f, 480.0f)).bits() == 0x7F);  // rounds past 448: NaN, as c10 does
-  CHECK(F(480.0f).bits() == 0x7F);
-  CHECK(F(1e6f).bits() == 0x7F);
-  CHECK(F(std::numeric_limits<float>::infinity()).bits() == 0x7F);  // no inf: NaN
-  CHECK(F(-std::numeric_limits<float>::infinity()).bits() == 0xFF);
+  // Past the rounding boundary, and +-inf (there is none): saturate to +-448, as torch 2.15's c10
+  // Float8_e4m3fn does (older torch gave NaN).
+  CHECK(F(std::nextafter(464.0f, 480.0f)).bits() == 0x7E);  // 464.00003f, 0x43E80001
+  CHECK(F(std::bit_cast<float>(0x43E80001u)).bits() == 0x7E);
+  CHECK(F(-std::bit_cast<float>(0x43E80001u)).bits() == 0xFE);
+  CHECK(F(480.0f).bits() == 0x7E);
+  CHECK(F(1e6f).bits() == 0x7E);
+  CHECK(F(-1e6f).bits() == 0xFE);
+  CHECK(F(std::numeric_limits<float>::max()).bits() == 0x7E);
+  CHECK(F(std::numeric_limits<float>::infinity()).bits() == 0x7E);
+  CHECK(F(-std::numeric_limits<float>::infinity()).bits() == 0xFE);
+  CHECK(F(1e300).bits() == 0x7E);
+  CHECK(F(std::numeric_limits<double>::infinity()).bits() == 0x7E);
+  CHECK(F(-std::numeric_limits<double>::infinity()).bits() == 0xFE);
+  CHECK(F(1000).bits() == 0x7E);
+  CHECK(F(std::numeric_limits<std::int64_t>::min()).bits() == 0xFE);
   CHECK(F(std::numeric_limits<float>::quiet_NaN()).bits() == 0x7F);
   CHECK(F(-std::numeric_limits<float>::quiet_NaN()).bits() == 0xFF);
   CHECK(F(0x1p-9f).bits() == 0x01);   // smallest subnormal

@@ -2,7 +2,8 @@
 //
 // bfloat16 is the top half of a float: 1 sign, 8 exponent (bias 127), 7 mantissa bits. It converts
 // from float, double and integers with one correctly rounded step (nearest, ties to even; subnormals
-// kept, overflow to infinity) and to float exactly, by appending 16 zero bits.
+// kept, overflow to infinity) and to float exactly, by appending 16 zero bits — except that a
+// signalling NaN also gets float's quiet bit set (0x7F81 -> 0x7FC10000), as hardware conversions do.
 //
 // A NaN keeps its sign and top payload bits and comes out quiet, as AVX512-BF16's VCVTNEPS2BF16 and
 // Arm's BFCVT give; torch's c10::BFloat16 instead writes one canonical 0x7FC0 for every NaN.
@@ -29,8 +30,8 @@ class bfloat16 {
   constexpr explicit bfloat16(float value) noexcept : bits_(narrow(detail::from_float<format>(value))) {}
   /// Rounds the double once (no double rounding through float).
   constexpr explicit bfloat16(double value) noexcept : bits_(narrow(detail::from_double<format>(value))) {}
-  /// Exactly rounded from the integer.
-  template <std::integral I>
+  /// Exactly rounded from the integer; wider than 64 bits (__int128) is not accepted.
+  template <detail::SmallFloatInteger I>
   constexpr explicit bfloat16(I value) noexcept : bits_(narrow(detail::from_integer<format>(value))) {}
 
   /// The bfloat16 whose bit pattern is `bits`.

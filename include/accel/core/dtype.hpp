@@ -62,11 +62,29 @@ struct DtypeIndex<T, std::tuple<Ts...>> {
     return i;  // == sizeof...(Ts) when T is not in the list
   }();
 };
+
+/// The type T is looked up as: cv-qualifiers dropped, and every standard signed integer type
+/// (signed char, short, int, long, long long) replaced by the fixed-width std::intN_t of its size,
+/// so that long and long long both find int64 whichever of them std::int64_t names. Sizes without a
+/// Dtype (short, __int128) and char, wchar_t, charN_t stay as they are and have none.
+template <class T>
+struct DtypeKey {
+  using U = std::remove_cv_t<T>;
+  static constexpr bool standard_signed =
+      std::is_same_v<U, signed char> || std::is_same_v<U, short> || std::is_same_v<U, int> ||
+      std::is_same_v<U, long> || std::is_same_v<U, long long>;
+  using type = std::conditional_t<
+      standard_signed && sizeof(U) == 8, std::int64_t,
+      std::conditional_t<standard_signed && sizeof(U) == 4, std::int32_t,
+                         std::conditional_t<standard_signed && sizeof(U) == 1, std::int8_t, U>>>;
+};
+template <class T>
+using dtype_key_t = typename DtypeKey<T>::type;
 }  // namespace detail
 
-/// True for the C++ types that have a Dtype (cv-qualifiers ignored).
+/// True for the C++ types that have a Dtype (cv-qualifiers ignored; long and long long alike).
 template <class T>
-concept HasDtype = detail::DtypeIndex<std::remove_cv_t<T>, detail::DtypeCppTypes>::value <
+concept HasDtype = detail::DtypeIndex<detail::dtype_key_t<T>, detail::DtypeCppTypes>::value <
                    std::tuple_size_v<detail::DtypeCppTypes>;
 
 namespace detail {
@@ -75,12 +93,13 @@ consteval Dtype dtype_of_impl() {
   static_assert(HasDtype<T>,
                 "accel::dtype_of<T>: T has no accel::Dtype. Supported: float, double, accel::half, "
                 "accel::bfloat16, accel::float8_e4m3, accel::float8_e5m2, std::int8_t, std::uint8_t, "
-                "std::int32_t, std::int64_t, bool");
-  return static_cast<Dtype>(DtypeIndex<std::remove_cv_t<T>, DtypeCppTypes>::value);
+                "std::int32_t, std::int64_t (any signed integer type of 1, 4 or 8 bytes), bool");
+  return static_cast<Dtype>(DtypeIndex<dtype_key_t<T>, DtypeCppTypes>::value);
 }
 }  // namespace detail
 
-/// The Dtype of a C++ element type: dtype_of<accel::half> == Dtype::float16.
+/// The Dtype of a C++ element type: dtype_of<accel::half> == Dtype::float16; dtype_of<long> and
+/// dtype_of<long long> are both Dtype::int64 where they are 8 bytes.
 template <class T>
 inline constexpr Dtype dtype_of = detail::dtype_of_impl<T>();
 

@@ -3,7 +3,8 @@
 // They follow torch's float8_e4m3fn and float8_e5m2 bit for bit on conversion from float:
 //   float8_e4m3  (E4M3FN) 1 sign, 4 exponent (bias 7), 3 mantissa bits; no infinities; only
 //                S.1111.111 (0x7F, 0xFF) is NaN; max 448. Rounds to nearest, ties to even; a value
-//                that rounds above 448 (|x| > 464, infinities included) becomes NaN, as in c10.
+//                that rounds above 448 (|x| > 464) and +-inf saturate to +-448 (0x7E / 0xFE), as
+//                torch 2.15's c10::Float8_e4m3fn does ("finite overflow or inf -> saturate").
 //   float8_e5m2  1 sign, 5 exponent (bias 15), 2 mantissa bits; IEEE layout with infinities; max
 //                57344. Rounds to nearest, ties to even; overflow gives +-inf.
 // Every NaN input becomes the all-ones NaN (0x7F / 0xFF by sign), as in c10. Conversion to float is
@@ -26,12 +27,12 @@ class float8_e4m3 {
   static constexpr detail::SmallFloatFormat format{4, 3, false, false};
 
   float8_e4m3() = default;
-  /// Rounds to nearest, ties to even; above 448 after rounding, or inf, or NaN: NaN.
+  /// Rounds to nearest, ties to even; above 448 after rounding, or +-inf: +-448; NaN: NaN (0x7F/0xFF).
   constexpr explicit float8_e4m3(float value) noexcept : bits_(narrow(detail::from_float<format>(value))) {}
   /// Rounds the double once (no double rounding through float).
   constexpr explicit float8_e4m3(double value) noexcept : bits_(narrow(detail::from_double<format>(value))) {}
-  /// Exactly rounded from the integer.
-  template <std::integral I>
+  /// Exactly rounded from the integer; wider than 64 bits (__int128) is not accepted.
+  template <detail::SmallFloatInteger I>
   constexpr explicit float8_e4m3(I value) noexcept : bits_(narrow(detail::from_integer<format>(value))) {}
 
   [[nodiscard]] static constexpr float8_e4m3 from_bits(std::uint8_t bits) noexcept {
@@ -61,8 +62,8 @@ class float8_e5m2 {
   constexpr explicit float8_e5m2(float value) noexcept : bits_(narrow(detail::from_float<format>(value))) {}
   /// Rounds the double once (no double rounding through float).
   constexpr explicit float8_e5m2(double value) noexcept : bits_(narrow(detail::from_double<format>(value))) {}
-  /// Exactly rounded from the integer.
-  template <std::integral I>
+  /// Exactly rounded from the integer; wider than 64 bits (__int128) is not accepted.
+  template <detail::SmallFloatInteger I>
   constexpr explicit float8_e5m2(I value) noexcept : bits_(narrow(detail::from_integer<format>(value))) {}
 
   [[nodiscard]] static constexpr float8_e5m2 from_bits(std::uint8_t bits) noexcept {

@@ -2,7 +2,9 @@
 //
 // half stores the 16 bits and converts: from float, double and integers with one correctly rounded
 // step (round to nearest, ties to even; subnormals kept; overflow to infinity), to float exactly.
-// Arithmetic happens in float through the implicit conversion, as with torch's c10::Half.
+// Arithmetic happens in float through the implicit conversion to float: half + half is a float (not
+// a half, unlike torch's c10::Half, whose operators round the result back to Half); convert it back
+// with half(...) to store it.
 //
 // The conversions are portable integer code, constexpr, and give the same bits as x86's F16C and
 // GCC's _Float16, NaNs included: a NaN keeps its sign and top payload bits and comes out quiet.
@@ -26,7 +28,8 @@ struct SmallFloatFormat {
   int exp_bits;
   int mant_bits;
   /// true: IEEE layout, an all-ones exponent is inf (mantissa 0) or NaN. false: the "fn" layout of
-  /// float8_e4m3fn — no infinities, only the all-ones pattern is NaN, and overflow gives NaN.
+  /// float8_e4m3fn — no infinities, only the all-ones pattern is NaN, and a finite overflow or an
+  /// infinity saturates to the largest finite value with the input's sign (as torch >= 2.15's c10 does).
   bool has_inf;
   /// true: a NaN keeps its sign and top payload bits and is made quiet (IEEE 754, x86 hardware).
   /// false: every NaN becomes the all-ones pattern with the input's sign (torch's fp8 conversions).
@@ -79,15 +82,25 @@ template <SmallFloatFormat F>
   // Adding n (implicit bit included) to the exponent field lets a round-up carry into the exponent,
   // and gives the subnormal encoding when n < 2^mant_bits.
   const std::uint64_t bits = (static_cast<std::uint64_t>(te - e_min) << F.mant_bits) + n;
-  if (bits > max_finite) return sign | (F.has_inf ? all_ones_exponent<F> : canonical_nan<F>);
+  // Overflow: infinity where the format has one, else saturation to the largest finite value.
+  if (bits > max_finite) {
+    return sign | (F.has_inf ? all_ones_exponent<F> : static_cast<std::uint32_t>(max_finite));
+  }
   return sign | static_cast<std::uint32_t>(bits);
 }
 
-/// Infinity in format F; formats without one (e4m3fn) give NaN, as torch does.
+/// Infinity in format F; formats without one (e4m3fn) saturate to the largest finite value
+/// (0x7E / 0xFE for e4m3fn), as torch 2.15's c10::Float8_e4m3fn does.
 template <SmallFloatFormat F>
 [[nodiscard]] constexpr std::uint32_t inf_bits(bool negative) noexcept {
-  return (negative ? sign_bit<F> : 0) | (F.has_inf ? all_ones_exponent<F> : canonical_nan<F>);
+  return (negative ? sign_bit<F> : 0) | (F.has_inf ? all_ones_exponent<F> : canonical_nan<F> - 1);
 }
+
+/// Integer types the small-float constructors accept: at most 64 bits. A 128-bit integer
+/// (__int128, which std::integral accepts under -std=gnu++20) would be truncated to 64 bits by
+/// from_integer, so it is rejected rather than silently converted wrongly; cast it to double first.
+template <class I>
+concept SmallFloatInteger = std::integral<I> && sizeof(I) <= sizeof(std::uint64_t);
 
 template <SmallFloatFormat F>
 [[nodiscard]] constexpr std::uint32_t from_float(float value) noexcept {
@@ -112,7 +125,7 @@ template <SmallFloatFormat F>
   return round_to<F>(negative, man | (std::uint64_t{1} << 52), static_cast<int>(exp) - 1075);
 }
 
-template <SmallFloatFormat F, std::integral I>
+template <SmallFloatFormat F, SmallFloatInteger I>
 [[nodiscard]] constexpr std::uint32_t from_integer(I value) noexcept {
   const auto wide = static_cast<std::uint64_t>(value);  // modular: negation below handles INT64_MIN
   if constexpr (std::is_signed_v<I>) {
@@ -179,7 +192,8 @@ class half {
   /// Rounds the double once (no double rounding through float).
   constexpr explicit half(double value) noexcept : bits_(narrow(detail::from_double<format>(value))) {}
   /// Exactly rounded from the integer (half(1) would otherwise be ambiguous between float and double).
-  template <std::integral I>
+  /// Integers wider than 64 bits (__int128) are not accepted: see detail::SmallFloatInteger.
+  template <detail::SmallFloatInteger I>
   constexpr explicit half(I value) noexcept : bits_(narrow(detail::from_integer<format>(value))) {}
 
   /// The half whose bit pattern is `bits`.
