@@ -196,8 +196,10 @@ TEST_CASE("launch detection: torchrun's variables beside mpirun's must agree wit
 
 TEST_CASE("launch detection reads integers as Python's int() does: surrounding whitespace and '+', nothing else") {
   const CleanLaunchEnv clean;
-  for (const auto& [rank, world_size] : std::vector<std::pair<const char*, const char*>>{
+  for (const auto& values : std::vector<std::pair<const char*, const char*>>{
            {" 1", "+4"}, {"1 ", "4 "}, {"\t1\n", " +4\r\n"}, {"+1", "\v4\f"}, {"01", "004"}}) {
+    const char* const rank = values.first;  // not a structured binding: clang 14's CAPTURE cannot take one
+    const char* const world_size = values.second;
     CAPTURE(rank);
     CAPTURE(world_size);
     const ScopedEnv env{{"RANK", rank}, {"WORLD_SIZE", world_size}, {"LOCAL_RANK", " 1 "}, {"LOCAL_WORLD_SIZE", "+2 "}};
