@@ -417,43 +417,30 @@ TEST_CASE("jit reliability: with SIGCHLD ignored or reaped by the host, compile 
 
 // ---- 5. A full disk ------------------------------------------------------------------------------------
 
-TEST_CASE("jit reliability: on a full disk the CompileError has the compiler's log and names the directory") {
-  if (no_compiler()) return;
-  if (::geteuid() != 0) {
-    MESSAGE("SKIPPED: mounting a small tmpfs needs root");
-    return;
-  }
-  const fs::path mnt = ops_test::temp_dir("full-disk");
-  const fs::path kernels = jit_test::tiny_kernels(3);
+namespace {
+
+/// Runs `f` in a forked child with a tmpfs mounted (with `flags` and `options`) at `mnt` in a private
+/// mount namespace — it disappears with the child, whatever happens — and returns what f returned;
+/// "SKIP ..." without root or where mounting is not allowed.
+std::string with_tmpfs(const fs::path& mnt, unsigned long flags, const char* options,
+                       const std::function<std::string()>& f) {
+  if (::geteuid() != 0) return "SKIP: mounting a tmpfs needs root";
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   std::fflush(nullptr);
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    // A private mount namespace: the tmpfs disappears with this process, whatever happens.
     ::close(fds[0]);
     std::string out;
     if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k,mode=0700") != 0) {
+        ::mount("tmpfs", mnt.c_str(), "tmpfs", flags, options) != 0) {
       out = std::string("SKIP: cannot mount a tmpfs here: ") + std::strerror(errno);
     } else {
-      const fs::path cache = mnt / "cache";
-      JitCache(cache).get_or_build("tiny", key, "bin", writer("x"));  // the op's directory exists before the disk fills
-      {
-        std::ofstream fill(mnt / "filler", std::ios::binary);
-        const std::string block(4096, 'f');
-        while (fill.write(block.data(), static_cast<std::streamsize>(block.size()))) {
-        }
-      }
-      auto b = jit_test::tiny_builder(kernels, cache);
       try {
-        (void)b.load();
-        out = "LOADED";
-      } catch (const accel::CompileError& e) {
-        out = std::string(e.what()) + "\x1e" + e.log();
+        out = f();
       } catch (const std::exception& e) {
-        out = std::string("OTHER ") + e.what();
+        out = std::string("EXCEPTION ") + e.what();
       }
     }
     (void)!::write(fds[1], out.data(), out.size());
@@ -465,6 +452,32 @@ TEST_CASE("jit reliability: on a full disk the CompileError has the compiler's l
   for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
   ::close(fds[0]);
   (void)::waitpid(child, nullptr, 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("jit reliability: on a full disk the CompileError has the compiler's log and names the directory") {
+  if (no_compiler()) return;
+  const fs::path mnt = ops_test::temp_dir("full-disk");
+  const fs::path kernels = jit_test::tiny_kernels(3);
+  const std::string out = with_tmpfs(mnt, 0, "size=256k,mode=0700", [&] {
+    const fs::path cache = mnt / "cache";
+    JitCache(cache).get_or_build("tiny", key, "bin", writer("x"));  // the op's directory exists before the disk fills
+    {
+      std::ofstream fill(mnt / "filler", std::ios::binary);
+      const std::string block(4096, 'f');
+      while (fill.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+      }
+    }
+    auto b = jit_test::tiny_builder(kernels, cache);
+    try {
+      (void)b.load();
+      return std::string("LOADED");
+    } catch (const accel::CompileError& e) {
+      return std::string(e.what()) + "\x1e" + e.log();
+    }  // another exception: with_tmpfs returns "EXCEPTION ...", which the REQUIRE below shows
+  });
   if (skipped(out)) return;
   const std::size_t split = out.find('\x1e');
   REQUIRE_MESSAGE(split != std::string::npos, out);
@@ -601,43 +614,6 @@ TEST_CASE("jit reliability: is_cached() and the op table count a usable AOT buil
   }
 }
 
-namespace {
-
-/// Runs `f` in a forked child with a tmpfs mounted (with `options`) at `mnt` in a private mount
-/// namespace, and returns what f returned; "SKIP ..." without root or where mounting is not allowed.
-std::string with_tmpfs(const fs::path& mnt, const char* options, const std::function<std::string()>& f) {
-  if (::geteuid() != 0) return "SKIP: mounting a tmpfs needs root";
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(fds[0]);
-    std::string out;
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("tmpfs", mnt.c_str(), "tmpfs", MS_NOEXEC, options) != 0) {
-      out = std::string("SKIP: cannot mount a tmpfs here: ") + std::strerror(errno);
-    } else {
-      try {
-        out = f();
-      } catch (const std::exception& e) {
-        out = std::string("EXCEPTION ") + e.what();
-      }
-    }
-    (void)!::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  (void)::waitpid(child, nullptr, 0);
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("jit reliability: a cache on a noexec mount is refused, saying so; its valid entries are not evicted") {
   if (no_compiler()) return;
@@ -650,7 +626,7 @@ TEST_CASE("jit reliability: a cache on a noexec mount is refused, saying so; its
   const fs::path entry = good.load().path();
   const fs::path mnt = dir / "mnt";
   fs::create_directories(mnt);
-  const std::string out = with_tmpfs(mnt, "size=8m,mode=0700", [&] {
+  const std::string out = with_tmpfs(mnt, MS_NOEXEC, "size=8m,mode=0700", [&] {
     std::string result;
     const auto compiles = JitCache::stats().compiles;
     // 1. An empty cache there: refused before compiling.
