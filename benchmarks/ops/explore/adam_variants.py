@@ -38,6 +38,7 @@ VARIANTS = {  # name: run_kernel id in adam_variants.cpp
     "burst8_aligned": 15,     # blocks aligned to 512 B
     "burst8_p_first": 16,     # p loaded first
     "pf8_l2": 19, "pf16_l2": 20, "pf16_l3_half": 21, "pf32_l2_half": 22, "pf4_l1": 23,
+    "page1_l1": 24, "page2_l1": 25, "page1_l3": 26, "page4_l3": 27, "half_page_l1": 28,  # one prefetch per array per 4 KiB
 }
 
 
