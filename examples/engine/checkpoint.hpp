@@ -19,11 +19,14 @@
 // it, the old directory is renamed aside first and put back if the publishing rename fails) and the
 // old copy is deleted only once the new one and `latest` are in place. <save>/latest (a symlink to
 // the step directory) is replaced by a rename too: a reader sees a complete checkpoint or the
-// previous one, never half of one. A run on another rank count reads the ranges of its shards from
+// previous one, never half of one. Rank 0 holds a lock on <tmp>.lock for as long as its temporary
+// directory exists, and before creating it removes those of writers that are gone
+// (checkpoint_leftovers.hpp). A run on another rank count reads the ranges of its shards from
 // the old shards (re-partitioning). Format 1 (one rank: params.f32, exp_avg.f32, exp_avg_sq.f32) is
 // still read.
 #pragma once
 
+#include "checkpoint_leftovers.hpp"
 #include "config.hpp"
 #include "layout.hpp"
 
@@ -258,9 +261,19 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& save,
   const fs::path tmp = save / (".tmp." + name + "." + suffix);
   bool ok = true;
   std::string failure;
+  // Held by rank 0 from before tmp exists until it is published or removed: declared before every
+  // removal below, so released after it. A save that can take it knows this writer is gone.
+  detail::WriterLock writer;
   if (state.rank == 0) {
     try {
       fs::create_directories(save);
+      // The leftovers of crashed saves go first, before this one needs the disk space they hold (a disk
+      // they filled would fail the very save that came to clean it), under SaveLock: a writer creates
+      // and locks its lock file there before its directory, so the scan never sees one half made (a
+      // removal holds up other writers' publication meanwhile: once per crash, not per save).
+      const detail::SaveLock lock(save);
+      detail::remove_leftovers(save);
+      writer.acquire(tmp);
       if (!fs::create_directory(tmp)) throw std::runtime_error("checkpoint: " + tmp.string() + " already exists");
     } catch (const std::exception& e) {
       ok = false;
