@@ -6,6 +6,7 @@
 // BackendUnavailableError naming $CXX, before any cache directory is created. Command:
 //   <cxx> -O3 -march=native -fopenmp -shared -fPIC -std=c++17 -fno-math-errno -ffp-contract=off
 //         -I<kernel dir>/<include dirs> <op flags> <extra flags> <sources> -o <entry>.tmp.<pid>.<n>
+// (build_command() shows this; the JIT compile adds -MD -MF <temporary>.0.d before -o: see below).
 // -ffp-contract=off and -fno-math-errno: the kernels write their fused multiply-adds explicitly
 // (fmaf), so vector bodies and scalar tails compute the same bits, whatever the thread count; and
 // sqrtf vectorises. -march=native selects the kernels' SIMD path (AVX-512, else AVX2, else scalar);
@@ -25,10 +26,23 @@
 // checksum cannot see) is evicted and built once more; if that fails too, the error says so. When a
 // compile fails for want of disk space, the error names the directory that is full.
 //
-// Loaded libraries stay mapped for the life of the process (RTLD_NODELETE); a later load() of the
-// same entry is a dlopen reference count, a rebuilt entry (a new file) is mapped anew. The library
-// dlopen'ed as a temporary before the commit is the one load() returns (the loader matches the renamed
-// file by its inode).
+// Dependencies: the compile writes its dependency list (-MD -MF, system headers included: a package
+// upgrade can change them while the compiler's identity stays the same; with several sources, one -M scan
+// per source after the compile, since -MF would keep only the last source's list). Every file on it
+// other than the spec's sources and listed headers (those are in the key) goes into the entry's
+// dependency manifest, checked on every hit (ops/jit_cache.hpp): editing a header the spec does not list
+// makes the entry stale, and load() rebuilds it. A compiler (wrapper) that writes no dependency file, or
+// one that does not parse, gives an entry without a manifest (logged with ACCEL_JIT_VERBOSE): only the
+// spec's listed headers are tracked for it, as before. "deps:-MD" is a key field, so entries an older
+// accel wrote without a manifest are not reused. NVRTC has no such list (ops/nvrtc.hpp).
+//
+// Loaded libraries stay mapped for the life of the process (RTLD_NODELETE). dlopen matches a library
+// already loaded by its path *name* before it looks at the file, so after a rebuild renamed a new file
+// over <key>.so, dlopen("<key>.so") would return the old code. load() therefore keeps a per-process
+// table (LoadedLibraries) of what it loaded, by (device, inode) and by name: the library dlopen'ed as a
+// temporary before the commit is the one load() returns for that file; a file not loaded yet is
+// dlopen'ed by its path, or, when the path already names another loaded file (another process rebuilt
+// the entry), through a hard link with a fresh name, removed at once.
 //
 // Ahead-of-time builds: <aot dir>/<op name>.so (see OpBuilder::aot_dir()). It is used when it exports
 // accel_ops_abi_version() == ops::abi_version and its accel_ops_isa() is runnable here; otherwise the
@@ -40,17 +54,26 @@
 #include <accel/core/error.hpp>
 #include <accel/detail/subprocess.hpp>
 #include <accel/ops/abi.hpp>
+#include <accel/ops/detail/depfile.hpp>
 #include <accel/ops/detail/files.hpp>
 #include <accel/ops/detail/sha256.hpp>
 #include <accel/ops/jit_cache.hpp>
 #include <accel/ops/op_builder.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -58,6 +81,7 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -232,6 +256,10 @@ inline BuildCommand host_build_command(const OpBuilder& b) {
   for (const auto& f : b.spec().flags) h.field(f);
   for (const auto& f : b.extra_flags()) h.field(f);
   h.field(cxx.identity).field(cmd.arch).field(host_cpu_signature());
+  // Entries are built with a dependency manifest (see the header comment); this field keeps this accel
+  // from taking an entry an older one wrote without a manifest, which would never notice an edit to a
+  // header the spec does not list.
+  h.field("deps:-MD");
   cmd.key = h.hex();
   cmd.output = JitCache(b.cache_dir()).entry_path(b.name(), cmd.key, "so");
   cmd.argv.push_back("-o");
@@ -240,6 +268,66 @@ inline BuildCommand host_build_command(const OpBuilder& b) {
 }
 
 inline void* host_lookup(void* handle, const char* name) { return ::dlsym(handle, name); }
+
+/// The files op `b`'s compile read that its key does not cover: the prerequisites in `depfiles` (what
+/// the compiler wrote with -MD / -M) other than the spec's sources and listed headers, as absolute paths
+/// (a relative one is relative to this process's directory, where the compiler ran). nullopt, with
+/// `why`, when a depfile is missing or does not parse: then no manifest is kept, and the entry is judged
+/// by its key alone, as before.
+inline BuildDependencies host_dependencies(const OpBuilder& b, const std::vector<std::filesystem::path>& depfiles,
+                                           std::string& why) {
+  std::error_code ec;
+  const auto same_file = [&](const std::filesystem::path& p) {
+    std::filesystem::path c = std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+    return ec ? std::filesystem::absolute(p, ec).lexically_normal().string() : c.string();
+  };
+  std::set<std::string> covered;  // in the key already
+  for (const auto& s : b.sources()) covered.insert(same_file(s));
+  for (const auto& h : b.spec().headers) covered.insert(same_file(b.kernel_dir() / h));
+  std::vector<std::filesystem::path> out;
+  std::set<std::string> seen;
+  for (const auto& depfile : depfiles) {
+    std::string text;
+    std::vector<std::string> prerequisites;
+    if (!read_file(depfile, text)) {
+      why = "the compiler wrote no dependency file " + depfile.string();
+      return std::nullopt;
+    }
+    if (!parse_depfile(text, prerequisites)) {
+      why = "the compiler's dependency file " + depfile.string() + " does not parse";
+      return std::nullopt;
+    }
+    for (const auto& p : prerequisites) {
+      const std::filesystem::path file = std::filesystem::absolute(p, ec).lexically_normal();
+      if (ec) continue;
+      if (covered.count(same_file(file)) != 0 || !seen.insert(file.string()).second) continue;
+      out.push_back(file);
+    }
+  }
+  return out;
+}
+
+/// The shared objects this process has loaded from the JIT cache, by file and by the path they were
+/// dlopen'ed under. Needed because dlopen matches an already-loaded library by its path *name* before it
+/// looks at the file: once <key>.so is loaded (and RTLD_NODELETE keeps it), dlopen("<key>.so") returns
+/// that library even after a rebuild renamed a new file over the path. So a file is loaded once, by
+/// inode; one whose path already names another loaded file is loaded through a fresh name (a hard link,
+/// removed again at once). The mappings keep every recorded inode alive, so none is reused meanwhile.
+struct LoadedLibraries {
+  using FileId = std::pair<std::uint64_t, std::uint64_t>;  // (st_dev, st_ino)
+  std::mutex mutex;
+  std::map<FileId, std::shared_ptr<void>> by_file;
+  std::map<std::string, FileId> by_name;
+
+  static LoadedLibraries& instance() {
+    static LoadedLibraries* const libraries = new LoadedLibraries;  // never destroyed: used until exit
+    return *libraries;
+  }
+};
+
+[[nodiscard]] inline std::pair<std::uint64_t, std::uint64_t> file_id_of(const struct stat& st) noexcept {
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
 
 inline std::shared_ptr<void> host_dlopen(const std::filesystem::path& path, std::string* error) {
   ::dlerror();
@@ -253,6 +341,54 @@ inline std::shared_ptr<void> host_dlopen(const std::filesystem::path& path, std:
     return nullptr;
   }
   return std::shared_ptr<void>(h, [](void* p) { ::dlclose(p); });
+}
+
+/// Records `handle`, just dlopen'ed from the file `path` names, as that file's library (see LoadedLibraries).
+inline void remember_library(const std::filesystem::path& path, const std::shared_ptr<void>& handle) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  auto& libs = LoadedLibraries::instance();
+  const std::lock_guard<std::mutex> guard(libs.mutex);
+  libs.by_file.emplace(file_id_of(st), handle);
+}
+
+/// dlopen of the cache entry get_or_build returned — the very file it checked, never a library that the
+/// same path named earlier in this process (see LoadedLibraries).
+inline std::shared_ptr<void> host_open_entry(const CacheEntry& entry, std::string* error) {
+  auto& libs = LoadedLibraries::instance();
+  const LoadedLibraries::FileId id{entry.file_device, entry.file_inode};
+  const std::lock_guard<std::mutex> guard(libs.mutex);
+  if (const auto it = libs.by_file.find(id); it != libs.by_file.end()) return it->second;
+  const std::string name = entry.path.string();
+  if (const auto named = libs.by_name.find(name); named == libs.by_name.end() || named->second == id) {
+    std::shared_ptr<void> h = host_dlopen(entry.path, error);
+    if (h) {
+      libs.by_name[name] = id;
+      libs.by_file[id] = h;
+    }
+    return h;
+  }
+  // The path names a library loaded from an earlier file (the entry was rebuilt by another process).
+  // The link's name holds ".tmp.": should this process die before the unlink, the next build of the op
+  // removes it as a leftover.
+  static std::atomic<std::uint64_t> sequence{0};
+  const std::filesystem::path alias =
+      name + ".tmp." + std::to_string(::getpid()) + ".load." + std::to_string(sequence.fetch_add(1));
+  if (::link(entry.path.c_str(), alias.c_str()) != 0) {
+    *error = "cannot link " + name + " to " + alias.string() + " (to load the rebuilt entry under a new name): " +
+             std::strerror(errno);
+    return nullptr;
+  }
+  struct stat st {};
+  std::shared_ptr<void> h;
+  if (::stat(alias.c_str(), &st) == 0 && file_id_of(st) == id) {
+    h = host_dlopen(alias, error);
+  } else {
+    *error = name + " was replaced while it was being loaded";
+  }
+  (void)::unlink(alias.c_str());
+  if (h) libs.by_file[id] = h;
+  return h;
 }
 
 /// Why an AOT build at `path` is unusable here (empty: usable).
@@ -342,13 +478,30 @@ inline LoadedOp host_load(const OpBuilder& b) {
   }
   const double timeout = compile_timeout_seconds();
   JitCache cache(b.cache_dir());
-  const auto build = [&](const std::filesystem::path& tmp) {
+  const auto build = [&](const std::filesystem::path& tmp) -> BuildDependencies {
     // A noexec mount would take the whole compile and then fail to map its output: refuse first.
     if (const std::string noexec = noexec_problem(tmp.parent_path()); !noexec.empty()) {
       throw BackendUnavailableError(who + " cannot be built: " + noexec);
     }
     std::vector<std::string> argv = cmd.argv;
     argv.back() = tmp.string();  // -o <temporary>
+    // The dependency list: -MD (not -MMD) so that system headers count too: a package upgrade can change
+    // Boost's or libstdc++'s headers while the compiler's identity in the key stays the same, and checking
+    // them costs a stat each. With one source the compile writes it (-MF <temporary>.d); with several,
+    // -MF would keep only the last source's list, so each source is scanned after the compile (-M).
+    const std::size_t n_sources = b.sources().size();
+    std::vector<std::filesystem::path> depfiles;
+    for (std::size_t i = 0; i < std::max<std::size_t>(n_sources, 1); ++i) {
+      depfiles.push_back(tmp.string() + "." + std::to_string(i) + ".d");
+    }
+    struct RemoveFiles {
+      const std::vector<std::filesystem::path>& files;
+      ~RemoveFiles() {
+        std::error_code ignored;
+        for (const auto& f : files) std::filesystem::remove(f, ignored);
+      }
+    } const remove_depfiles{depfiles};
+    if (n_sources == 1) argv.insert(argv.end() - 2, {"-MD", "-MF", depfiles.front().string()});
     jit_log(b.name() + ": compiling for " + cmd.arch + ": " + join_command(argv));
     accel::detail::SubprocessOptions options;
     options.timeout_seconds = timeout;
@@ -366,18 +519,34 @@ inline LoadedOp host_load(const OpBuilder& b) {
     // Exit status 0 is not enough: a compiler killed half-way by something it ignores, a full disk it did
     // not notice, a wrapper that swallows errors. dlopen the temporary before it is committed.
     std::string error;
-    if (!host_dlopen(tmp, &error)) {
+    const std::shared_ptr<void> loaded = host_dlopen(tmp, &error);
+    if (!loaded) {
       std::string message = who + ": the compiler exited with status 0, but its output " + tmp.string() +
                             " cannot be loaded (" + error + "); nothing was committed to the cache";
       if (const std::string s = space(); !s.empty()) message += ": " + s;
       jit_log(b.name() + ": " + message);
       throw CompileError(message, join_command(argv), r.output);
     }
+    remember_library(tmp, loaded);  // what load() returns once the temporary is the entry
     jit_log(b.name() + ": compiled in " + std::to_string(r.seconds) + " s");
+    if (n_sources > 1) {  // -M per source: the preprocessor only, with the compile's flags
+      std::vector<std::string> scan(cmd.argv.begin(), cmd.argv.end() - 2 - static_cast<std::ptrdiff_t>(n_sources));
+      std::erase(scan, std::string("-shared"));
+      for (std::size_t i = 0; i < n_sources; ++i) {
+        std::vector<std::string> one = scan;
+        one.insert(one.end(), {"-M", "-MF", depfiles[i].string(), b.sources()[i].string()});
+        const accel::detail::SubprocessResult m = accel::detail::run_program(one, options);
+        if (!m.ok()) jit_log(b.name() + ": dependency scan failed: " + join_command(one) + ": " + m.describe());
+      }
+    }
+    std::string why;
+    BuildDependencies deps = host_dependencies(b, depfiles, why);
+    if (!deps) jit_log(b.name() + ": " + why + ": only the spec's listed headers are tracked for this entry");
+    return deps;
   };
   CacheEntry entry = cache.get_or_build(b.name(), cmd.key, "so", build);
   std::string error;
-  std::shared_ptr<void> h = host_dlopen(entry.path, &error);
+  std::shared_ptr<void> h = host_open_entry(entry, &error);
   if (!h && !entry.compiled) {
     // A valid entry on a noexec mount is not at fault: keep it (it loads once the mount allows it).
     if (const std::string noexec = noexec_problem(entry.path.parent_path()); !noexec.empty()) {
@@ -394,7 +563,7 @@ inline LoadedOp host_load(const OpBuilder& b) {
     } catch (const CompileError& e) {
       throw CompileError(what + "; it was evicted, and rebuilding it failed: " + e.what(), e.command(), e.log());
     }
-    h = host_dlopen(entry.path, &error);
+    h = host_open_entry(entry, &error);
     if (!h) {
       throw Error(Errc::runtime_failure,
                   what + "; it was evicted and rebuilt once, and the rebuilt entry cannot be loaded either: " + error);

@@ -2,9 +2,22 @@
 //
 // Location: $ACCEL_CACHE_DIR, else $XDG_CACHE_HOME/accel, else $HOME/.cache/accel, else
 // /tmp/accel-cache-<uid> (created on first use, mode 0700). Layout: <dir>/v1/<op name>/<key>.<ext> (a
-// shared object `.so`, a cubin `.cubin` or `.ptx`) and <key>.lock beside it. The key is a SHA-256 over
-// everything that decides what the compile produces (op_builder.hpp lists the fields), so a change of
-// source, header, flag, compiler or architecture gives a new entry and never reuses an old one.
+// shared object `.so`, a cubin `.cubin` or `.ptx`), <key>.lock beside it, and <key>.<ext>.deps when the
+// build gave a dependency list. The key is a SHA-256 over everything that decides what the compile
+// produces and is known before it runs (op_builder.hpp lists the fields), so a change of source, listed
+// header, flag, compiler or architecture gives a new entry and never reuses an old one.
+//
+// Dependencies the key cannot cover (the host compiler's -MD list: headers a spec does not list, system
+// headers) are recorded in the entry's dependency manifest, <key>.<ext>.deps (format and check:
+// ops/detail/dependency_manifest.hpp): path, size, mtime and SHA-256 of each file, and the payload's
+// size and checksum, which tie it to its entry. On every hit (get_or_build, verify, is_cached) each file
+// is stat'ed, and hashed again only when its size or mtime moved; a file whose bytes changed, or that is
+// gone, or a manifest that does not parse or names another payload, makes the entry `stale`: it is
+// rebuilt under the key's lock like a missing one (counted in stats().stale and .rebuilt, logged with
+// ACCEL_JIT_VERBOSE). The stale entry stays until the rebuild replaces it, never used meanwhile: a
+// rebuild that fails (a header deleted: the compiler's CompileError) leaves it, and it is good again if
+// the files come back as they were. An entry without a manifest (NVRTC's, an older accel's) is judged by
+// its key and footer alone, as before.
 //
 // Trust: the cache holds code that load() runs, so <dir>, <dir>/v1 and <dir>/v1/<op> are used only
 // when this user owns them and nobody else can write into them; otherwise UnsafeCacheDirError
@@ -22,7 +35,9 @@
 // that passes its footer check but then fails to load is removed with evict() and built once more.
 //
 // Writes are atomic: the compiler writes <key>.<ext>.tmp.<pid>.<n> in the same directory, the footer
-// is appended, the file is fsync'ed, renamed over <key>.<ext>, and the directory is fsync'ed. A compile
+// is appended, the file is fsync'ed, renamed over <key>.<ext>, and the directory is fsync'ed. The
+// manifest is written the same way (<key>.<ext>.deps.tmp.<pid>.<n>, fsync, rename) just before the
+// entry's rename, so an entry built with a manifest is never visible without it. A compile
 // that fails leaves no entry and no temporary file. Builds of one key are serialised across processes
 // by flock(2) on <key>.lock: the first process compiles, the others wait, find the entry and load it —
 // so N processes starting together compile once. A waiter logs "waiting for the build of <op> (lock
@@ -32,12 +47,14 @@
 // kernel drops it with the descriptor) and leaves at most a temporary file: the next build of any key
 // of that op removes every temporary whose key's lock nobody holds.
 //
-// ACCEL_JIT_VERBOSE=1 prints each hit, compile (command and seconds) and rebuild to stderr.
-// stats() counts this process's hits, compiles and rebuilt entries (for tests and reports).
+// ACCEL_JIT_VERBOSE=1 prints each hit, compile (command and seconds) and rebuild (with why: truncated,
+// corrupt, stale and which file changed) to stderr. stats() counts this process's hits, compiles, rebuilt
+// entries and, of those, the stale ones (for tests and reports).
 #pragma once
 
 #include <accel/core/error.hpp>
 #include <accel/ops/cache_dir.hpp>
+#include <accel/ops/detail/dependency_manifest.hpp>
 #include <accel/ops/detail/files.hpp>
 #include <accel/ops/detail/sha256.hpp>
 
@@ -50,9 +67,11 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -98,7 +117,13 @@ inline constexpr std::size_t footer_size = 48;
 }  // namespace detail
 
 /// The state of a cache entry on disk.
-enum class EntryState { ok, missing, truncated, corrupt };
+enum class EntryState {
+  ok,
+  missing,
+  truncated,
+  corrupt,
+  stale,  ///< the footer is fine, but a file its dependency manifest records changed (or the manifest is bad)
+};
 
 [[nodiscard]] constexpr std::string_view to_string(EntryState s) noexcept {
   switch (s) {
@@ -106,6 +131,7 @@ enum class EntryState { ok, missing, truncated, corrupt };
     case EntryState::missing: return "missing";
     case EntryState::truncated: return "truncated";
     case EntryState::corrupt: return "corrupt";
+    case EntryState::stale: return "stale";
   }
   return "unknown";
 }
@@ -123,8 +149,14 @@ struct CacheEntry {
 struct JitCacheStats {
   std::uint64_t hits = 0;
   std::uint64_t compiles = 0;
-  std::uint64_t rebuilt = 0;  ///< entries found truncated or corrupt, or evicted (failed to load), and built again
+  std::uint64_t rebuilt = 0;  ///< entries found truncated, corrupt or stale, or evicted (failed to load), and built again
+  std::uint64_t stale = 0;    ///< of those, the stale ones: a file in the dependency manifest changed or is gone
 };
+
+/// What a build function may return: the files its output depends on beyond what the key covers, to be
+/// recorded in the entry's dependency manifest (absolute paths; empty: none beyond the key). nullopt (or
+/// a build function returning void): no manifest, the key alone decides (see the header comment).
+using BuildDependencies = std::optional<std::vector<std::filesystem::path>>;
 
 class JitCache {
  public:
@@ -142,12 +174,28 @@ class JitCache {
     return dir_ / "v1" / std::string(op) / (std::string(key) + "." + std::string(ext));
   }
 
-  /// Checks an entry's footer and checksum. On ok, `payload` (when given) receives the payload bytes
-  /// and `payload_size` its length. `why` (when given) says what is wrong otherwise.
+  /// <dir>/v1/<op>/<key>.<ext>.deps: the entry's dependency manifest (when its build gave one).
+  [[nodiscard]] static std::filesystem::path manifest_path(const std::filesystem::path& entry) {
+    return entry.string() + ".deps";
+  }
+
+  /// Checks an entry's footer and checksum, then its dependency manifest when it has one (stale: a
+  /// recorded file changed or is gone, or the manifest is malformed). On ok, `payload` (when given)
+  /// receives the payload bytes and `payload_size` its length. `why` (when given) says what is wrong
+  /// otherwise.
   [[nodiscard]] static EntryState verify(const std::filesystem::path& path, std::string_view key,
                                          std::string* payload = nullptr, std::size_t* payload_size = nullptr,
                                          std::string* why = nullptr) {
-    return verify_file(path, key, payload, payload_size, why, nullptr);
+    std::uint64_t checksum = 0;
+    std::size_t size = 0;
+    const EntryState s = verify_file(path, key, payload, &size, why, nullptr, &checksum);
+    if (s != EntryState::ok) return s;
+    if (detail::check_manifest(manifest_path(path), size, checksum, why) == detail::ManifestState::stale) {
+      if (payload != nullptr) payload->clear();
+      return EntryState::stale;
+    }
+    if (payload_size != nullptr) *payload_size = size;
+    return EntryState::ok;
   }
 
   /// The state of the entry for (op, key, ext), without building anything.
@@ -155,12 +203,14 @@ class JitCache {
     return verify(entry_path(op, key, ext), key);
   }
 
-  /// Returns a valid entry for (op, key, ext). When none exists (or it is truncated or corrupt), takes
-  /// the key's lock, checks again, and calls `build(tmp)`, which must write the payload to the file
-  /// `tmp` — and check it — or throw; the footer is then appended and the file committed atomically. An
-  /// exception from `build` propagates after the temporary file is removed (the cache is left as it
-  /// was). With `want_payload`, the returned entry carries the payload bytes. Throws
-  /// UnsafeCacheDirError when a directory on the way fails the trust rule (see the header comment).
+  /// Returns a valid entry for (op, key, ext). When none exists (or it is truncated, corrupt or stale),
+  /// takes the key's lock, checks again, and calls `build(tmp)`, which must write the payload to the file
+  /// `tmp` — and check it — or throw; the footer is then appended and the file committed atomically.
+  /// `build` returns void, or BuildDependencies: the files to record in the entry's dependency manifest,
+  /// which is committed (atomically too) before the entry. An exception from `build` propagates after the
+  /// temporary files are removed (the cache is left as it was: a stale entry stays, and stays unused).
+  /// With `want_payload`, the returned entry carries the payload bytes. Throws UnsafeCacheDirError when
+  /// a directory on the way fails the trust rule (see the header comment).
   template <class Build>
   CacheEntry get_or_build(std::string_view op, std::string_view key, std::string_view ext, Build&& build,
                           bool want_payload = false) {
@@ -174,7 +224,7 @@ class JitCache {
     // Fast path: no lock, no directory creation; three stat calls check the trust rule.
     EntryState s = EntryState::missing;
     if (detail::cache_dir_exists(dir_) && detail::cache_dir_exists(dir_ / "v1") && detail::cache_dir_exists(op_dir)) {
-      s = verify_file(path, key, payload, &entry.payload_size, &why, &st);
+      s = verify_with_manifest(path, key, payload, &entry.payload_size, &why, &st);
     }
     if (s == EntryState::ok) {
       counters().hits.fetch_add(1, std::memory_order_relaxed);
@@ -186,7 +236,7 @@ class JitCache {
     detail::make_cache_dir(op_dir, false);
     const std::filesystem::path lock_path = op_dir / (std::string(key) + ".lock");
     detail::FileLock lock(lock_path, detail::lock_timeout_seconds(), detail::lock_wait_logger(op, lock_path));
-    s = verify_file(path, key, payload, &entry.payload_size, &why, &st);
+    s = verify_with_manifest(path, key, payload, &entry.payload_size, &why, &st);
     if (s == EntryState::ok) {  // another process built it while we waited
       counters().hits.fetch_add(1, std::memory_order_relaxed);
       set_identity(entry, st);
@@ -194,20 +244,34 @@ class JitCache {
     }
     remove_temporaries(op_dir, key);
     std::error_code ec;
-    if (s != EntryState::missing) {
+    if (s == EntryState::stale) {
+      // Kept until the rebuild replaces it: if the rebuild fails, it is still never used while stale, and
+      // it is good again if the files come back as they were (a branch switched back, say).
+      detail::jit_log(std::string(op) + ": cache entry " + path.string() + " is stale (" + why + "): rebuilding");
+      counters().rebuilt.fetch_add(1, std::memory_order_relaxed);
+      counters().stale.fetch_add(1, std::memory_order_relaxed);
+    } else if (s != EntryState::missing) {
       detail::jit_log(std::string(op) + ": cache entry " + path.string() + " is " + std::string(to_string(s)) +
                       " (" + why + "): rebuilding");
       std::filesystem::remove(path, ec);
+      std::filesystem::remove(manifest_path(path), ec);
       counters().rebuilt.fetch_add(1, std::memory_order_relaxed);
     }
     static std::atomic<std::uint64_t> sequence{0};
-    const std::filesystem::path tmp =
-        path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(sequence.fetch_add(1));
+    const std::string suffix = ".tmp." + std::to_string(::getpid()) + "." + std::to_string(sequence.fetch_add(1));
+    const std::filesystem::path tmp = path.string() + suffix;
+    const std::filesystem::path manifest_tmp = manifest_path(path).string() + suffix;
     try {
-      build(tmp);
-      commit(tmp, path, key, payload, &entry.payload_size, &st);
+      BuildDependencies deps;
+      if constexpr (std::is_void_v<std::invoke_result_t<Build&, const std::filesystem::path&>>) {
+        build(tmp);
+      } else {
+        deps = build(tmp);
+      }
+      commit(tmp, path, key, payload, &entry.payload_size, &st, deps, manifest_tmp);
     } catch (...) {
       std::filesystem::remove(tmp, ec);
+      std::filesystem::remove(manifest_tmp, ec);
       throw;
     }
     counters().compiles.fetch_add(1, std::memory_order_relaxed);
@@ -232,6 +296,8 @@ class JitCache {
     std::error_code ec;
     std::filesystem::remove(path, ec);
     if (ec) return false;
+    std::error_code ignored;
+    std::filesystem::remove(manifest_path(path), ignored);
     detail::fsync_dir(path.parent_path());
     counters().rebuilt.fetch_add(1, std::memory_order_relaxed);
     detail::jit_log(std::string(op) + ": evicted cache entry " + path.string() + " (it failed to load)");
@@ -240,12 +306,12 @@ class JitCache {
 
   /// This process's counters.
   [[nodiscard]] static JitCacheStats stats() noexcept {
-    return {counters().hits.load(), counters().compiles.load(), counters().rebuilt.load()};
+    return {counters().hits.load(), counters().compiles.load(), counters().rebuilt.load(), counters().stale.load()};
   }
 
  private:
   struct Counters {
-    std::atomic<std::uint64_t> hits{0}, compiles{0}, rebuilt{0};
+    std::atomic<std::uint64_t> hits{0}, compiles{0}, rebuilt{0}, stale{0};
   };
   static Counters& counters() noexcept {
     static Counters c;
@@ -257,9 +323,22 @@ class JitCache {
     entry.file_inode = static_cast<std::uint64_t>(st.st_ino);
   }
 
+  // verify() with the file's stat in `info`: one read of the entry, then its manifest.
+  [[nodiscard]] static EntryState verify_with_manifest(const std::filesystem::path& path, std::string_view key,
+                                                       std::string* payload, std::size_t* payload_size,
+                                                       std::string* why, struct stat* info) {
+    std::uint64_t checksum = 0;
+    const EntryState s = verify_file(path, key, payload, payload_size, why, info, &checksum);
+    if (s != EntryState::ok) return s;
+    if (detail::check_manifest(manifest_path(path), *payload_size, checksum, why) == detail::ManifestState::stale) {
+      return EntryState::stale;
+    }
+    return EntryState::ok;
+  }
+
   [[nodiscard]] static EntryState verify_file(const std::filesystem::path& path, std::string_view key,
                                               std::string* payload, std::size_t* payload_size, std::string* why,
-                                              struct stat* info) {
+                                              struct stat* info, std::uint64_t* checksum = nullptr) {
     std::string bytes;
     if (!detail::read_file(path, bytes, info)) {
       if (why != nullptr) *why = "no such entry";
@@ -282,6 +361,7 @@ class JitCache {
     }
     if (detail::checksum64(bytes.data(), size) != sum) return fail(EntryState::corrupt, "checksum mismatch");
     if (payload_size != nullptr) *payload_size = size;
+    if (checksum != nullptr) *checksum = sum;
     if (payload != nullptr) {
       bytes.resize(size);
       *payload = std::move(bytes);
@@ -318,8 +398,13 @@ class JitCache {
     }
   }
 
+  // Appends the footer to `tmp`, writes the dependency manifest (when `deps` has one) and publishes both:
+  // the manifest first, so an entry built with a manifest is never visible without it. Between the two
+  // renames the new manifest sits beside the old entry; its payload checksum does not match that entry,
+  // so a reader then sees "stale" and waits on the key's lock, which this build holds.
   static void commit(const std::filesystem::path& tmp, const std::filesystem::path& path, std::string_view key,
-                     std::string* payload, std::size_t* payload_size, struct stat* info) {
+                     std::string* payload, std::size_t* payload_size, struct stat* info,
+                     const BuildDependencies& deps, const std::filesystem::path& manifest_tmp) {
     std::string bytes;
     if (!detail::read_file(tmp, bytes)) {
       throw Error(Errc::runtime_failure, "accel jit cache: the build wrote no output at " + tmp.string());
@@ -348,6 +433,28 @@ class JitCache {
       }
       throw Error(Errc::runtime_failure, message, err);
     }
+    const std::filesystem::path manifest = manifest_path(path);
+    if (deps) {
+      detail::DependencyManifest m;
+      m.payload_size = size;
+      m.payload_checksum = sum;
+      for (const auto& file : *deps) {
+        std::optional<detail::RecordedDependency> d = detail::record_dependency(file);
+        if (!d) {  // removed or unreadable since the compile read it: this output cannot be vouched for
+          throw Error(Errc::runtime_failure, "accel jit cache: " + file.string() +
+                                                 ", which the build of " + path.string() +
+                                                 " read, cannot be read now (changed during the build?)");
+        }
+        m.files.push_back(std::move(*d));
+      }
+      write_durably(manifest_tmp, detail::manifest_text(m));
+      rename_or_throw(manifest_tmp, manifest);
+    } else {
+      // A build without a manifest replaces one with one: a manifest left from before would not match
+      // this payload and would make the entry look stale forever.
+      std::error_code ignored;
+      std::filesystem::remove(manifest, ignored);
+    }
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
       throw Error(Errc::runtime_failure,
                   "accel jit cache: cannot rename " + tmp.string() + " to " + path.string() + ": " +
@@ -357,6 +464,33 @@ class JitCache {
     detail::fsync_dir(path.parent_path());
     *payload_size = bytes.size();
     if (payload != nullptr) *payload = std::move(bytes);
+  }
+
+  // Creates `path` with `text`, fsync'ed (the rename that publishes it comes after).
+  static void write_durably(const std::filesystem::path& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+      throw Error(Errc::runtime_failure, "accel jit cache: cannot create " + path.string() + ": " + std::strerror(errno),
+                  errno);
+    }
+    const bool written = detail::write_all(fd, text.data(), text.size()) && ::fsync(fd) == 0;
+    const int err = errno;
+    ::close(fd);
+    if (!written) {
+      std::string message = "accel jit cache: cannot write " + path.string() + ": " + std::strerror(err);
+      if (const std::string space = detail::disk_space_problem({path.parent_path()}, std::strerror(err)); !space.empty()) {
+        message += " (" + space + ")";
+      }
+      throw Error(Errc::runtime_failure, message, err);
+    }
+  }
+
+  static void rename_or_throw(const std::filesystem::path& from, const std::filesystem::path& to) {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      throw Error(Errc::runtime_failure,
+                  "accel jit cache: cannot rename " + from.string() + " to " + to.string() + ": " + std::strerror(errno),
+                  errno);
+    }
   }
 
   std::filesystem::path dir_;

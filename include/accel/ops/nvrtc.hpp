@@ -22,6 +22,9 @@
 // A cubin is checked before it is committed to the cache (its ELF or fatbinary header here; the CUDA
 // backend also loads it as a module on the device, through nvrtc_build's `check`), so an output that
 // cannot load commits nothing. A cached cubin whose header is wrong is evicted and compiled once more.
+// NVRTC gives no dependency list, so a cubin entry has no dependency manifest: the files in the spec's
+// OpSpec::headers are all the key knows of, and a spec must list every file its source includes (the
+// host toolchain also tracks unlisted ones, ops/host_compiler.hpp).
 //   nvrtc_toolchain                  a Toolchain that builds for OpBuilder::arch() and cannot load
 //                                    (the CUDA backend's, cuda/detail/nvrtc_toolchain.hpp, loads)
 #pragma once

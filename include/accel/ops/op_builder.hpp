@@ -26,12 +26,19 @@
 // version) and the architecture (host: CPU model and the CPUID leaves -march=native is expanded from;
 // CUDA: sm_XY).
 //
-// Headers: only the files in OpSpec::headers are hashed, so a spec must list EVERY file its sources
-// include, directly or through another header (accel's own headers included; system headers are
-// covered by the compiler identity). A header left out is not in the key: editing it leaves the old
-// entry in use. tests/ops/test_jit_keys.cpp checks the built-in specs against their sources' include
-// closure; a user's spec has no such check. (Not done yet: hashing the compiler's own -MD dependency
-// list, which would make the list unnecessary.)
+// Headers: the files in OpSpec::headers are hashed into the key. Beyond them:
+//   host   the compiler's own dependency list (-MD) is recorded beside the entry, in its dependency
+//          manifest (<entry>.deps: each other file the compile read, system headers included, with its
+//          size, mtime and SHA-256), and checked on every hit: a file whose size or mtime changed is
+//          hashed again, and if its bytes differ (or it is gone) the entry is stale and is rebuilt, under
+//          the key's lock (ops/jit_cache.hpp). So a header a spec does not list still counts; listing it
+//          only moves it from the manifest into the key. An entry without a manifest (an AOT build, or a
+//          compiler wrapper that wrote no dependency file) is judged by its key alone.
+//   cuda   NVRTC gives no dependency list: the spec must list EVERY file its source includes, directly
+//          or through another header (accel's own headers included). A header left out is not in the
+//          key: editing it leaves the old cubin in use.
+// tests/ops/test_jit_keys.cpp checks the built-in specs against their sources' include closure (for
+// both toolchains, so an AOT build, which has no manifest, is keyed right too).
 //
 // Builders are cheap values (a spec, a toolchain pointer and options); loading is thread-safe.
 // A backend's registry (ops/registry.hpp) hands them out: B::create_op_builder("fused_adam").
@@ -93,7 +100,8 @@ struct OpSpec {
   std::string description;
   OpKind kind = OpKind::host;
   std::vector<std::string> sources;       ///< relative to the kernel directory (NVRTC: exactly one)
-  std::vector<std::string> headers;       ///< every file the sources include (transitively); hashed into the key
+  std::vector<std::string> headers;       ///< files the sources include, hashed into the key (cuda: every one,
+                                          ///< transitively; host: the compiler's -MD list covers the rest)
   std::vector<std::string> include_dirs;  ///< relative to the kernel directory
   std::vector<std::string> flags;         ///< the op's own compiler flags
   std::vector<std::string> entry_points;  ///< extern "C" functions (host) or __global__ kernels (cuda)
