@@ -2,6 +2,8 @@
 // compilers (shell scripts), scoped environment variables, and running a check as another user.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include "ops_test_support.hpp"
 #include "support/scoped_env.hpp"
 
@@ -37,6 +39,13 @@ inline const std::string& real_cxx() {
     return c.found() ? c.command.front() : std::string();
   }();
   return cxx;
+}
+
+/// True (with a SKIPPED message) when no host compiler exists: the cases that compile return at once.
+inline bool no_compiler() {
+  if (!real_cxx().empty()) return false;
+  MESSAGE("SKIPPED: no host C++ compiler found (CXX, c++, g++): this JIT case needs one");
+  return true;
 }
 
 /// A kernel directory holding tiny.cpp (`extern "C" int tiny_answer()` returning `answer`).

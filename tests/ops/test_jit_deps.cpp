@@ -24,11 +24,7 @@ using accel::ops::JitCache;
 using accel::ops::LoadSource;
 using jit_test::contains;
 
-bool no_compiler() {
-  if (!jit_test::real_cxx().empty()) return false;
-  MESSAGE("SKIPPED: no host C++ compiler found (CXX, c++, g++): this JIT case needs one");
-  return true;
-}
+using jit_test::no_compiler;
 
 /// A kernel directory whose tiny.cpp returns DEP_VALUE from "dep.h", a header the spec does not list.
 fs::path kernels_with_unlisted_header(int value) {
@@ -46,7 +42,7 @@ void edit(const fs::path& file, const std::string& text) {
   fs::last_write_time(file, before + std::chrono::seconds(1));
 }
 
-int answer(const accel::ops::LoadedOp& op) { return op.function<int()>("tiny_answer")(); }
+int tiny_answer_of(const accel::ops::LoadedOp& op) { return op.function<int()>("tiny_answer")(); }
 
 /// Loads the op in a forked child (another process: its mappings are its own) and returns 0 when the
 /// child saw `expected`.
@@ -56,7 +52,7 @@ int load_in_child(const fs::path& kernels, const fs::path& cache, int expected) 
   if (child == 0) {
     int rc = 1;
     try {
-      rc = answer(jit_test::tiny_builder(kernels, cache).load()) == expected ? 0 : 2;
+      rc = tiny_answer_of(jit_test::tiny_builder(kernels, cache).load()) == expected ? 0 : 2;
     } catch (...) {
       rc = 3;
     }
@@ -77,7 +73,7 @@ TEST_CASE("jit deps: editing a header the spec does not list rebuilds the op, an
   const fs::path kernels = kernels_with_unlisted_header(42);
   const auto first = jit_test::tiny_builder(kernels, dir / "cache").load();
   CHECK(first.source() == LoadSource::compiled);
-  CHECK(answer(first) == 42);
+  CHECK(tiny_answer_of(first) == 42);
 
   edit(kernels / "dep.h", "#define DEP_VALUE 1234\n");
   const auto before = JitCache::stats();
@@ -85,16 +81,16 @@ TEST_CASE("jit deps: editing a header the spec does not list rebuilds the op, an
   CHECK_FALSE(fresh.is_cached());  // the entry is stale: load() would compile
   const auto second = fresh.load();
   CHECK(second.source() == LoadSource::compiled);
-  CHECK(answer(second) == 1234);  // the rebuilt library, not the old mapping of the same path
+  CHECK(tiny_answer_of(second) == 1234);  // the rebuilt library, not the old mapping of the same path
   CHECK(JitCache::stats().compiles == before.compiles + 1);
   CHECK(JitCache::stats().stale == before.stale + 1);
   CHECK(JitCache::stats().rebuilt == before.rebuilt + 1);
-  CHECK(answer(first) == 42);  // the first op's library stays mapped (RTLD_NODELETE)
+  CHECK(tiny_answer_of(first) == 42);  // the first op's library stays mapped (RTLD_NODELETE)
 
   // A later load in the same process is a hit on the rebuilt entry and gets the new code too.
   const auto third = jit_test::tiny_builder(kernels, dir / "cache").load();
   CHECK(third.source() == LoadSource::cache_hit);
-  CHECK(answer(third) == 1234);
+  CHECK(tiny_answer_of(third) == 1234);
   CHECK(JitCache::stats().compiles == before.compiles + 1);
 }
 
@@ -102,7 +98,7 @@ TEST_CASE("jit deps: an unchanged or merely touched header is a cache hit") {
   if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("deps-hit");
   const fs::path kernels = kernels_with_unlisted_header(5);
-  CHECK(answer(jit_test::tiny_builder(kernels, dir / "cache").load()) == 5);
+  CHECK(tiny_answer_of(jit_test::tiny_builder(kernels, dir / "cache").load()) == 5);
   REQUIRE(fs::exists(manifest_of(jit_test::tiny_builder(kernels, dir / "cache"))));
   const std::string manifest = ops_test::read_text(manifest_of(jit_test::tiny_builder(kernels, dir / "cache")));
   CHECK(contains(manifest, (kernels / "dep.h").string()));
@@ -113,13 +109,13 @@ TEST_CASE("jit deps: an unchanged or merely touched header is a cache hit") {
   CHECK(b.is_cached());
   const auto hit = b.load();
   CHECK(hit.source() == LoadSource::cache_hit);
-  CHECK(answer(hit) == 5);
+  CHECK(tiny_answer_of(hit) == 5);
 
   // Same bytes, new mtime: the content hash decides, so still a hit.
   edit(kernels / "dep.h", "#define DEP_VALUE 5\n");
   const auto touched = jit_test::tiny_builder(kernels, dir / "cache").load();
   CHECK(touched.source() == LoadSource::cache_hit);
-  CHECK(answer(touched) == 5);
+  CHECK(tiny_answer_of(touched) == 5);
   CHECK(JitCache::stats().compiles == before.compiles);
   CHECK(JitCache::stats().stale == before.stale);
   CHECK(JitCache::stats().rebuilt == before.rebuilt);
@@ -141,13 +137,13 @@ TEST_CASE("jit deps: with several sources, an unlisted header of the second one 
     two.set_kernel_dir(kernels).set_cache_dir(dir / "cache").set_aot_dir("");
     return two;
   };
-  CHECK(answer(builder().load()) == 31);
+  CHECK(tiny_answer_of(builder().load()) == 31);
   CHECK(contains(ops_test::read_text(manifest_of(builder())), (kernels / "dep2.h").string()));
   edit(kernels / "dep2.h", "#define DEP2 3131\n");
   const auto before = JitCache::stats();
   const auto op = builder().load();
   CHECK(op.source() == LoadSource::compiled);
-  CHECK(answer(op) == 3131);
+  CHECK(tiny_answer_of(op) == 3131);
   CHECK(JitCache::stats().stale == before.stale + 1);
   CHECK(jit_test::files_containing(dir / "cache", ".d").size() == 1);  // the manifest (.deps) only
 }
@@ -156,7 +152,7 @@ TEST_CASE("jit deps: a deleted header fails the rebuild with the compiler's erro
   if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("deps-deleted");
   const fs::path kernels = kernels_with_unlisted_header(6);
-  CHECK(answer(jit_test::tiny_builder(kernels, dir / "cache").load()) == 6);
+  CHECK(tiny_answer_of(jit_test::tiny_builder(kernels, dir / "cache").load()) == 6);
   fs::remove(kernels / "dep.h");
 
   const auto b = jit_test::tiny_builder(kernels, dir / "cache");
@@ -176,14 +172,14 @@ TEST_CASE("jit deps: a deleted header fails the rebuild with the compiler's erro
   ops_test::write_text(kernels / "dep.h", "#define DEP_VALUE 6\n");
   const auto back = jit_test::tiny_builder(kernels, dir / "cache").load();
   CHECK(back.source() == LoadSource::cache_hit);
-  CHECK(answer(back) == 6);
+  CHECK(tiny_answer_of(back) == 6);
 }
 
 TEST_CASE("jit deps: a damaged or foreign manifest is a rebuild, not a crash") {
   if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("deps-corrupt");
   const fs::path kernels = kernels_with_unlisted_header(9);
-  CHECK(answer(jit_test::tiny_builder(kernels, dir / "cache").load()) == 9);
+  CHECK(tiny_answer_of(jit_test::tiny_builder(kernels, dir / "cache").load()) == 9);
   const fs::path manifest = manifest_of(jit_test::tiny_builder(kernels, dir / "cache"));
   const std::string good = ops_test::read_text(manifest);
   REQUIRE_FALSE(good.empty());
@@ -199,7 +195,7 @@ TEST_CASE("jit deps: a damaged or foreign manifest is a rebuild, not a crash") {
     const auto before = JitCache::stats();
     const auto op = jit_test::tiny_builder(kernels, dir / "cache").load();
     CHECK(op.source() == LoadSource::compiled);
-    CHECK(answer(op) == 9);
+    CHECK(tiny_answer_of(op) == 9);
     CHECK(JitCache::stats().stale == before.stale + 1);
     CHECK(ops_test::read_text(manifest) != text);  // replaced by a good one
     CHECK(jit_test::tiny_builder(kernels, dir / "cache").load().source() == LoadSource::cache_hit);
@@ -210,12 +206,12 @@ TEST_CASE("jit deps: an entry without a manifest (an older accel's) is used as b
   if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("deps-none");
   const fs::path kernels = kernels_with_unlisted_header(11);
-  CHECK(answer(jit_test::tiny_builder(kernels, dir / "cache").load()) == 11);
+  CHECK(tiny_answer_of(jit_test::tiny_builder(kernels, dir / "cache").load()) == 11);
   fs::remove(manifest_of(jit_test::tiny_builder(kernels, dir / "cache")));
   edit(kernels / "dep.h", "#define DEP_VALUE 12\n");  // not seen: nothing records it
   const auto op = jit_test::tiny_builder(kernels, dir / "cache").load();
   CHECK(op.source() == LoadSource::cache_hit);
-  CHECK(answer(op) == 11);
+  CHECK(tiny_answer_of(op) == 11);
 }
 
 TEST_CASE("jit deps: an entry another process rebuilt is loaded anew, not the old mapping of its path") {
@@ -226,14 +222,14 @@ TEST_CASE("jit deps: an entry another process rebuilt is loaded anew, not the ol
   REQUIRE(load_in_child(kernels, dir / "cache", 21) == 0);
   const auto first = jit_test::tiny_builder(kernels, dir / "cache").load();
   CHECK(first.source() == LoadSource::cache_hit);
-  CHECK(answer(first) == 21);
+  CHECK(tiny_answer_of(first) == 21);
   // The header changes and another process rebuilds: a new file under the same path.
   edit(kernels / "dep.h", "#define DEP_VALUE 2222\n");
   REQUIRE(load_in_child(kernels, dir / "cache", 2222) == 0);
   const auto op = jit_test::tiny_builder(kernels, dir / "cache").load();
   CHECK(op.source() == LoadSource::cache_hit);
-  CHECK(answer(op) == 2222);
-  CHECK(answer(first) == 21);
+  CHECK(tiny_answer_of(op) == 2222);
+  CHECK(tiny_answer_of(first) == 21);
   CHECK(jit_test::files_containing(dir / "cache", ".tmp.").empty());  // the link it was loaded by is gone
 }
 

@@ -51,11 +51,7 @@ uid_t owner_of(const fs::path& p) {
 }
 
 /// True (and says so) where no real host compiler is found: the case cannot run here.
-bool no_compiler() {
-  if (!jit_test::real_cxx().empty()) return false;
-  MESSAGE("SKIPPED: no host C++ compiler found (CXX, c++, g++): this JIT case needs one");
-  return true;
-}
+using jit_test::no_compiler;
 
 bool skipped(const std::string& result) {
   if (result.rfind("SKIP", 0) == 0) {
