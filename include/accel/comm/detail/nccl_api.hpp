@@ -103,14 +103,17 @@ struct NcclApi {
 };
 
 [[nodiscard]] inline std::vector<std::string> nccl_candidates() {
-  std::vector<std::string> names;
   // An explicit choice is the only one tried: falling back to another NCCL would hide the mistake.
   if (const char* p = std::getenv("ACCEL_NCCL_LIBRARY"); p != nullptr && *p != '\0') return {p};
-  names.emplace_back("libnccl.so.2");
-  names.emplace_back("libnccl.so");
+  // Built whole from one array, not grown from empty: g++ 12 at -O3 reports a false -Warray-bounds on
+  // the first emplace_back into an empty vector<string> here (its reallocation path).
+  std::string from_env[2];
+  std::size_t n_env = 0;
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* d = std::getenv(var); d != nullptr && *d != '\0') names.push_back(std::string(d) + "/lib64/libnccl.so.2");
+    if (const char* d = std::getenv(var); d != nullptr && *d != '\0') from_env[n_env++] = std::string(d) + "/lib64/libnccl.so.2";
   }
+  std::vector<std::string> names{"libnccl.so.2", "libnccl.so"};
+  names.insert(names.end(), from_env, from_env + n_env);
   names.emplace_back("/usr/local/cuda/lib64/libnccl.so.2");
   return names;
 }
