@@ -190,8 +190,10 @@ static void adam_b(const C c, float* __restrict p, const float* __restrict g, fl
   adam_ref(c, p + i, g + i, m + i, v + i, n - i);
 }
 
-template <int DIST, int HINT, int STRIDE>
-static void adam_pf(const C c, float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, long long n) {
+// The burst8 loop with `prefetch(i)` called at the top of each 128-element block (the variants below).
+template <class Prefetch>
+static void adam_burst8_prefetching(const C c, float* __restrict p, const float* __restrict g, float* __restrict m,
+                                    float* __restrict v, long long n, Prefetch prefetch) {
   constexpr int B = 8;
   const __m512 b1 = _mm512_set1_ps(c.b1), omb1 = _mm512_set1_ps(c.omb1), b2 = _mm512_set1_ps(c.b2), omb2 = _mm512_set1_ps(c.omb2),
                eps = _mm512_set1_ps(c.eps), l2 = _mm512_set1_ps(c.l2), dec = _mm512_set1_ps(c.decay), ns = _mm512_set1_ps(c.neg_step),
@@ -199,19 +201,7 @@ static void adam_pf(const C c, float* __restrict p, const float* __restrict g, f
   long long i = 0;
   for (; i + 16 * B <= n; i += 16 * B) {
     __m512 G[B], P[B], M[B], V[B];
-    {
-      const long long k0 = i + 128LL * DIST;
-      if (k0 + 128 <= n) {
-#pragma GCC unroll 8
-        for (int u = 0; u < B; u += STRIDE) {
-          const long long k = k0 + 16 * u;
-          _mm_prefetch((const char*)(g + k), (_mm_hint)HINT);
-          _mm_prefetch((const char*)(m + k), (_mm_hint)HINT);
-          _mm_prefetch((const char*)(v + k), (_mm_hint)HINT);
-          _mm_prefetch((const char*)(p + k), (_mm_hint)HINT);
-        }
-      }
-    }
+    prefetch(i);
 #pragma GCC unroll 32
     for (int u = 0; u < B; ++u) G[u] = _mm512_loadu_ps(g + i + 16 * u);
 #pragma GCC unroll 32
@@ -237,48 +227,36 @@ static void adam_pf(const C c, float* __restrict p, const float* __restrict g, f
   }
   adam_ref(c, p + i, g + i, m + i, v + i, n - i);
 }
-// The burst8 loop plus one software prefetch per array per 4 KiB, AHEAD floats ahead: a touch of the
-// page the hardware prefetchers (which stop at 4 KiB boundaries) will enter next, so its TLB walk and
-// first lines start early. AHEAD = 1024: the same offset one page on.
+
+// Every STRIDE-th line of the block DIST blocks ahead, with hint HINT.
+template <int DIST, int HINT, int STRIDE>
+static void adam_pf(const C c, float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, long long n) {
+  adam_burst8_prefetching(c, p, g, m, v, n, [=](long long i) {
+    const long long k0 = i + 128LL * DIST;
+    if (k0 + 128 > n) return;
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; u += STRIDE) {
+      const long long k = k0 + 16 * u;
+      _mm_prefetch((const char*)(g + k), (_mm_hint)HINT);
+      _mm_prefetch((const char*)(m + k), (_mm_hint)HINT);
+      _mm_prefetch((const char*)(v + k), (_mm_hint)HINT);
+      _mm_prefetch((const char*)(p + k), (_mm_hint)HINT);
+    }
+  });
+}
+
+// One prefetch per array per 4 KiB, AHEAD floats ahead: a touch of the page the hardware prefetchers
+// (which stop at 4 KiB boundaries) will enter next, so its TLB walk and first lines start early.
+// AHEAD = 1024: the same offset one page on.
 template <long long AHEAD, int HINT>
 static void adam_pg(const C c, float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, long long n) {
-  constexpr int B = 8;
-  const __m512 b1 = _mm512_set1_ps(c.b1), omb1 = _mm512_set1_ps(c.omb1), b2 = _mm512_set1_ps(c.b2), omb2 = _mm512_set1_ps(c.omb2),
-               eps = _mm512_set1_ps(c.eps), l2 = _mm512_set1_ps(c.l2), dec = _mm512_set1_ps(c.decay), ns = _mm512_set1_ps(c.neg_step),
-               ib = _mm512_set1_ps(c.ibc2), sg = _mm512_set1_ps(c.sign);
-  long long i = 0;
-  for (; i + 16 * B <= n; i += 16 * B) {
-    __m512 G[B], P[B], M[B], V[B];
-    if ((i & 1023) == 0 && i + AHEAD < n) {
-      _mm_prefetch((const char*)(g + i + AHEAD), (_mm_hint)HINT);
-      _mm_prefetch((const char*)(m + i + AHEAD), (_mm_hint)HINT);
-      _mm_prefetch((const char*)(v + i + AHEAD), (_mm_hint)HINT);
-      _mm_prefetch((const char*)(p + i + AHEAD), (_mm_hint)HINT);
-    }
-#pragma GCC unroll 32
-    for (int u = 0; u < B; ++u) G[u] = _mm512_loadu_ps(g + i + 16 * u);
-#pragma GCC unroll 32
-    for (int u = 0; u < B; ++u) M[u] = _mm512_loadu_ps(m + i + 16 * u);
-#pragma GCC unroll 32
-    for (int u = 0; u < B; ++u) V[u] = _mm512_loadu_ps(v + i + 16 * u);
-#pragma GCC unroll 32
-    for (int u = 0; u < B; ++u) P[u] = _mm512_loadu_ps(p + i + 16 * u);
-#pragma GCC unroll 32
-    for (int u = 0; u < B; ++u) {
-      __m512 gi = _mm512_fmadd_ps(l2, P[u], _mm512_mul_ps(G[u], sg));
-      M[u] = _mm512_fmadd_ps(b1, M[u], _mm512_mul_ps(omb1, gi));
-      V[u] = _mm512_fmadd_ps(b2, V[u], _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
-      const __m512 den = _mm512_fmadd_ps(_mm512_sqrt_ps(V[u]), ib, eps);
-      P[u] = _mm512_fmadd_ps(ns, _mm512_div_ps(M[u], den), _mm512_mul_ps(P[u], dec));
-    }
-#pragma GCC unroll 32
-    for (int u = 0; u < B; ++u) _mm512_storeu_ps(p + i + 16 * u, P[u]);
-#pragma GCC unroll 32
-    for (int u = 0; u < B; ++u) _mm512_storeu_ps(m + i + 16 * u, M[u]);
-#pragma GCC unroll 32
-    for (int u = 0; u < B; ++u) _mm512_storeu_ps(v + i + 16 * u, V[u]);
-  }
-  adam_ref(c, p + i, g + i, m + i, v + i, n - i);
+  adam_burst8_prefetching(c, p, g, m, v, n, [=](long long i) {
+    if ((i & 1023) != 0 || i + AHEAD >= n) return;
+    _mm_prefetch((const char*)(g + i + AHEAD), (_mm_hint)HINT);
+    _mm_prefetch((const char*)(m + i + AHEAD), (_mm_hint)HINT);
+    _mm_prefetch((const char*)(v + i + AHEAD), (_mm_hint)HINT);
+    _mm_prefetch((const char*)(p + i + AHEAD), (_mm_hint)HINT);
+  });
 }
 extern "C" void run_kernel(int which, float* p, const float* g, float* m, float* v, long long n, int T) {
   C c{0.9f, 0.1f, 0.999f, 0.001f, 1e-8f, 0.0f, 1 - 1e-5f, -1e-3f, 1.0f, 1.0f};

@@ -417,22 +417,7 @@ class JitCache {
     std::memcpy(footer + 16, &sum, 8);
     for (std::size_t i = 0; i < 16; ++i) footer[24 + i] = i < key.size() ? key[i] : '0';
     std::memcpy(footer + 40, detail::footer_end, 8);
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0) {
-      throw Error(Errc::runtime_failure, "accel jit cache: cannot open " + tmp.string() + ": " + std::strerror(errno),
-                  errno);
-    }
-    const bool written = detail::write_all(fd, footer, sizeof footer) && ::fsync(fd) == 0;
-    const int err = errno;
-    if (written) (void)::fstat(fd, info);
-    ::close(fd);
-    if (!written) {
-      std::string message = "accel jit cache: cannot write " + tmp.string() + ": " + std::strerror(err);
-      if (const std::string space = detail::disk_space_problem({path.parent_path()}, std::strerror(err)); !space.empty()) {
-        message += " (" + space + ")";
-      }
-      throw Error(Errc::runtime_failure, message, err);
-    }
+    write_synced(tmp, O_APPEND, footer, sizeof footer, info);
     const std::filesystem::path manifest = manifest_path(path);
     if (deps) {
       detail::DependencyManifest m;
@@ -447,7 +432,8 @@ class JitCache {
         }
         m.files.push_back(std::move(*d));
       }
-      write_durably(manifest_tmp, detail::manifest_text(m));
+      const std::string text = detail::manifest_text(m);
+      write_synced(manifest_tmp, O_CREAT | O_TRUNC | O_NOFOLLOW, text.data(), text.size());
       rename_or_throw(manifest_tmp, manifest);
     } else {
       // A build without a manifest replaces one with one: a manifest left from before would not match
@@ -455,26 +441,27 @@ class JitCache {
       std::error_code ignored;
       std::filesystem::remove(manifest, ignored);
     }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      throw Error(Errc::runtime_failure,
-                  "accel jit cache: cannot rename " + tmp.string() + " to " + path.string() + ": " +
-                      std::strerror(errno),
-                  errno);
-    }
+    rename_or_throw(tmp, path);
     detail::fsync_dir(path.parent_path());
     *payload_size = bytes.size();
     if (payload != nullptr) *payload = std::move(bytes);
   }
 
-  // Creates `path` with `text`, fsync'ed (the rename that publishes it comes after).
-  static void write_durably(const std::filesystem::path& path, const std::string& text) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  // Writes `size` bytes to `path`, opened write-only with `flags` (O_APPEND: the footer after the build's
+  // output; O_CREAT | O_TRUNC: a new file), and fsyncs it (the rename that publishes it comes after);
+  // `info` (when given) receives the file's stat. Throws naming the file, and a full disk as such.
+  static void write_synced(const std::filesystem::path& path, int flags, const void* data, std::size_t size,
+                           struct stat* info = nullptr) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | flags, 0600);
     if (fd < 0) {
-      throw Error(Errc::runtime_failure, "accel jit cache: cannot create " + path.string() + ": " + std::strerror(errno),
+      throw Error(Errc::runtime_failure,
+                  std::string("accel jit cache: cannot ") + ((flags & O_CREAT) != 0 ? "create " : "open ") +
+                      path.string() + ": " + std::strerror(errno),
                   errno);
     }
-    const bool written = detail::write_all(fd, text.data(), text.size()) && ::fsync(fd) == 0;
+    const bool written = detail::write_all(fd, data, size) && ::fsync(fd) == 0;
     const int err = errno;
+    if (written && info != nullptr) (void)::fstat(fd, info);
     ::close(fd);
     if (!written) {
       std::string message = "accel jit cache: cannot write " + path.string() + ": " + std::strerror(err);
