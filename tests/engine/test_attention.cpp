@@ -9,16 +9,20 @@
 #include "support/storage16.hpp"
 
 #include <accel/accel.hpp>
+#include <accel/blas/gemm.hpp>
+#include <accel/blas/threads.hpp>
 #include <accel/ops.hpp>
 #include <accel/random/fill.hpp>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -316,6 +320,43 @@ TEST_CASE("attention (CPU): a head size the kernel does not cover is refused as 
   accel::cpu::Stream stream;
   k.forward(stream, buf.data(), buf.data(), buf.data(), nullptr, 0.0f, 1, 4, 20, 2);  // hs 10
   CHECK_THROWS_AS(stream.synchronize(), accel::TaskError);
+}
+
+// The op's second entry point, gpt_fma_peak (kernels/peak.cpp): the peak the engine's MFU divides by.
+// No core does more than 16 lanes x 2 FMA pipes x 2 FLOPs at 6 GHz, and no GEMM beats the FMA peak of
+// its core, so a one-thread GEMM bounds it from below. (An AVX-512 loop built for an AVX2-only Zen 3
+// spilled its accumulators and read 12.8 GFLOP/s for two cores, a fifth of what oneDNN's sgemm ran at:
+// MFU 540 %.) Named "attention (CPU)" so that test_engine_attention_avx2 checks the AVX2 build too.
+TEST_CASE("attention (CPU) op's FMA peak: above a one-thread GEMM's FLOP/s, below any core's") {
+  auto& k = kernels<Cpu>();
+  accel::cpu::Stream stream;
+  const double peak = k.measure_peak(stream, 0.1, 1);
+  constexpr std::int64_t n = 256;
+  const std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f);
+  std::vector<float> c(n * n, -1.0f);
+  const int requested = accel::blas::detail::requested_threads().load();  // restored below (0: unset)
+  accel::blas::set_num_threads(1);
+  double best = 1e30;
+  for (int round = 0; round < 40; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    accel::blas::gemm(Cpu{}, stream, accel::blas::Trans::no, accel::blas::Trans::no, n, n, n, 1.0f, a.data(), n,
+                      b.data(), n, 0.0f, c.data(), n);
+    stream.synchronize();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  accel::blas::detail::requested_threads().store(requested);
+  const double gemm = 2.0 * n * n * n / best;
+  // The AVX2 build of the kernels on a CPU with AVX-512 measures the 256-bit peak, which oneDNN's
+  // 512-bit GEMM may double (two 512-bit FMA pipes on a Xeon).
+  const char* cxx = std::getenv("CXX");
+  const bool narrower = cxx != nullptr && std::string_view(cxx).ends_with("cxx_without_avx512.sh") &&
+                        __builtin_cpu_supports("avx512f");
+  CAPTURE(peak / 1e9);
+  CAPTURE(gemm / 1e9);
+  CAPTURE(narrower);
+  CHECK(std::ranges::all_of(c, [](float x) { return x == 0.125f * n; }));
+  CHECK(peak >= (narrower ? 0.45 : 0.9) * gemm);
+  CHECK(peak <= 16.0 * 2 * 2 * 6e9);
 }
 
 #if defined(ACCEL_HAS_CUDA)
