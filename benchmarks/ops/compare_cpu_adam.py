@@ -51,12 +51,17 @@ SPACERS_MIB = [0, 5, 1, 17, 3, 9, 2, 33]  # --layouts: the gap after each array 
 
 
 def arg_list(args, flag, default, conv=int):
+    """The values after every occurrence of flag (`--kernel A=x B=y`, or `--kernel A=x --kernel B=y`)."""
     if flag not in args:
         return default
-    i, out = args.index(flag) + 1, []
-    while i < len(args) and not args[i].startswith("--"):
-        out.append(conv(args[i]))
-        i += 1
+    out = []
+    for start, a in enumerate(args):
+        if a != flag:
+            continue
+        i = start + 1
+        while i < len(args) and not args[i].startswith("--"):
+            out.append(conv(args[i]))
+            i += 1
     return out
 
 
