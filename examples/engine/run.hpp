@@ -291,8 +291,8 @@ class Engine {
     }
   }
 
-  /// A 16-bit dtype the backend's GEMM cannot multiply here (bf16 on a CPU oneDNN has no bf16 matmul
-  /// for) is bad input, found with one 1 x 1 x 1 product before anything else is allocated.
+  /// A 16-bit dtype the backend's GEMM cannot multiply here (a backend whose GEMM refuses bf16) is bad
+  /// input, found with one 1 x 1 x 1 product before anything else is allocated.
   void check_dtype_gemm() const {
     if (cfg_.dtype != "bf16") return;
     auto s = new_stream(b_);

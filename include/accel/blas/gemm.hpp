@@ -15,8 +15,8 @@
 // graph). Pointers are memory of the stream's device, alive and unchanged until the GEMM has run.
 // beta == 0: C is only written (NaNs or garbage in C do not propagate). k == 0: C = beta * C.
 // Element types: float, bfloat16 and half (16-bit ones accumulated in float, C rounded once) on every
-// backend. A CPU without bf16 support in oneDNN makes bfloat16 a NotSupportedError at the call; half on
-// the CPU is the float product of the widened operands (F16C conversions where the CPU has them).
+// backend. On the CPU, half — and bfloat16 where oneDNN has no bf16 matmul (it needs AVX-512) — is the
+// float product of the widened operands (F16C conversions for half where the CPU has them).
 //
 // Checked at the call, before anything is enqueued, as InvalidArgumentError naming the argument:
 // negative sizes, strides or batch_count, a leading dimension shorter than a stored row, a null
@@ -26,7 +26,7 @@
 // for Buffer operands also a negative offset, a buffer too small for the span the operand covers, and a
 // buffer of another device (or, through AnyBackend, another backend) than the stream's.
 //
-//   CpuBackend   oneDNN's sgemm (bfloat16: its matmul primitive; half: sgemm on widened copies) as
+//   CpuBackend   oneDNN's sgemm (bfloat16: its matmul primitive, else as half; half: sgemm on widened copies) as
 //                one task on the CPU stream (blas/detail/cpu_gemm.hpp); threads: blas::set_num_threads
 //   CudaBackend  cuBLAS, loaded on first use, one handle and workspace per stream
 //                (blas/detail/cuda_gemm.hpp); any compiler, no nvcc needed

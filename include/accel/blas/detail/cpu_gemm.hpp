@@ -2,7 +2,8 @@
 //
 // bfloat16 (bf16 operands and C, float accumulation) runs oneDNN's matmul primitive instead, one cached
 // primitive per distinct problem (blas/detail/cpu_matmul.hpp); half widens the operands to float (F16C),
-// runs sgemm and rounds C back once (blas/detail/cpu_half.hpp).
+// runs sgemm and rounds C back once (blas/detail/cpu_half.hpp), and so does bfloat16 on a CPU where
+// oneDNN has no bf16 matmul (it needs AVX-512).
 //
 // Why oneDNN: at the GPT engine's shapes it reached 91-98 % of this machine's FMA peak on one thread,
 // ahead of OpenBLAS and BLIS (benchmarks/RESULTS.md, "BLAS"). It runs on OpenMP, the runtime the CPU
@@ -110,6 +111,33 @@ inline void cpu_sgemm(const GemmArgs<float>& g) {
   }
 }
 
+/// Whether oneDNN multiplies bfloat16 on this CPU: true until a matmul's creation says otherwise
+/// (oneDNN 2.6's bf16 matmul needs AVX-512; an AVX2-only Zen 3 has none), then bfloat16 GEMMs take the
+/// widened path for the rest of the process.
+inline std::atomic<bool>& bfloat_matmul_available() noexcept {
+  static std::atomic<bool> available{true};
+  return available;
+}
+
+/// The cached matmul for `g`, or nullptr (and bfloat_matmul_available() false from now on) where oneDNN
+/// has no bf16 matmul for this CPU. Any other failure throws.
+inline const BfloatMatmul* find_matmul(const Call& call, const GemmArgs<bfloat16>& g) {
+  try {
+    return &bfloat_matmuls().get(call, g);
+  } catch (const NotSupportedError&) {
+    bfloat_matmul_available().store(false, std::memory_order_relaxed);
+    return nullptr;
+  }
+}
+
+/// bfloat16 as half runs: the operands widened to float, sgemm, C rounded once (cpu_half.hpp).
+inline void run_widened(cpu::StreamRef stream, const GemmArgs<bfloat16>& g) {
+  stream.enqueue([g] {
+    cpu_widened_gemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); });
+    cpu_epilogue(g);
+  });
+}
+
 template <>
 struct GemmImpl<CpuBackend> {
   template <class T>
@@ -129,7 +157,7 @@ struct GemmImpl<CpuBackend> {
     } else if constexpr (std::is_same_v<T, half>) {
       if (g.empty()) return;
       stream.enqueue([g] {
-        cpu_hgemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); });
+        cpu_widened_gemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); });
         cpu_epilogue(g);
       });
     } else {
@@ -140,9 +168,18 @@ struct GemmImpl<CpuBackend> {
         });
         return;
       }
+      if (!bfloat_matmul_available().load(std::memory_order_relaxed)) {
+        run_widened(stream, g);
+        return;
+      }
       BfloatMatmuls& cache = bfloat_matmuls();
       if (batch_in_one_matmul(g)) {
-        const BfloatMatmul& mm = cache.get(call, g);  // at the call: an unsupported CPU throws here
+        const BfloatMatmul* found = find_matmul(call, g);  // at the call: where oneDNN has none, widened
+        if (found == nullptr) {
+          run_widened(stream, g);
+          return;
+        }
+        const BfloatMatmul& mm = *found;
         stream.enqueue([g, &mm, engine = cache.engine()] {
           (void)apply_requested_threads();
           run_bfloat_matmul(engine, mm, g);
@@ -151,7 +188,12 @@ struct GemmImpl<CpuBackend> {
       }
       // A single product, or a batch oneDNN cannot describe whole: one matrix at a time.
       const GemmArgs<bfloat16> one = single_product(g);
-      const BfloatMatmul& mm = cache.get(call, one);
+      const BfloatMatmul* found = find_matmul(call, one);
+      if (found == nullptr) {
+        run_widened(stream, g);
+        return;
+      }
+      const BfloatMatmul& mm = *found;
       stream.enqueue([g, one, &mm, engine = cache.engine()] {
         (void)apply_requested_threads();
         for (std::int64_t i = 0; i < g.batch; ++i) {

@@ -1,5 +1,6 @@
-// accel/blas/detail/cpu_half.hpp — half (IEEE binary16) GEMM on CpuBackend: the operands widened to
-// float, oneDNN's sgemm, C narrowed back to half (rounded once, to nearest even).
+// accel/blas/detail/cpu_half.hpp — half (IEEE binary16) GEMM on CpuBackend, and bfloat16 GEMM on CPUs
+// where oneDNN has no bf16 matmul: the operands widened to float, oneDNN's sgemm, C narrowed back
+// (rounded once, to nearest even).
 //
 // No CPU BLAS from Debian multiplies binary16 (oneDNN 2.6 has no f16 matmul on CPUs without
 // AVX512-FP16, OpenBLAS 0.3.21 no shgemm), and x86 CPUs other than Sapphire Rapids have no half
@@ -9,12 +10,17 @@
 // chosen at run time (the library is built without -mf16c), else accel::half's exact scalar
 // conversion; both give the same bits. Each matrix is copied into a packed float scratch of the
 // thread that runs the task (kept between calls), so the conversion costs one pass over A, B and C
-// against the k-fold reuse of the product.
+// against the k-fold reuse of the product. bfloat16 takes the same path where oneDNN's bf16 matmul
+// needs AVX-512 the CPU lacks (an AVX2-only Zen 3): widening a bfloat16 is a shift, narrowing the
+// rounding accel::bfloat16 does.
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
+#include <accel/core/bfloat16.hpp>
 #include <accel/core/cpu_features.hpp>
 #include <accel/core/half.hpp>
+
+#include <bit>
 
 #include <cstdint>
 #include <vector>
@@ -73,9 +79,28 @@ inline void narrow(half* dst, const float* src, std::int64_t n) noexcept {
   for (std::int64_t i = 0; i < n; ++i) dst[i] = half(src[i]);
 }
 
+/// dst[i] = float(src[i]), exact: the bits shifted into a float's upper half.
+inline void widen(float* dst, const bfloat16* src, std::int64_t n) noexcept {
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(std::uint32_t{src[i].bits()} << 16);
+}
+
+/// dst[i] = bfloat16(src[i]), rounded to nearest even: the same bits as accel::bfloat16's conversion
+/// (which a NaN goes through).
+inline void narrow(bfloat16* dst, const float* src, std::int64_t n) noexcept {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(src[i]);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+      dst[i] = bfloat16(src[i]);
+      continue;
+    }
+    dst[i] = bfloat16::from_bits(static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16));
+  }
+}
+
 /// The packed float copy of a batch's matrices of rows x cols (row stride ld, matrix stride `stride`; 0:
 /// one matrix shared by the batch, copied once) at `out`, rows x cols each.
-inline void widen_matrices(float* out, const half* src, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+template <class H>
+void widen_matrices(float* out, const H* src, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                            std::int64_t stride, std::int64_t batch) noexcept {
   const std::int64_t count = stride == 0 ? 1 : batch;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -83,10 +108,10 @@ inline void widen_matrices(float* out, const half* src, std::int64_t rows, std::
   }
 }
 
-/// The half product as a float one (runs in the task, on the stream's thread); `sgemm` runs the
-/// float arguments (cpu_sgemm).
-template <class Sgemm>
-void cpu_hgemm(const GemmArgs<half>& g, Sgemm&& sgemm) {
+/// The half (or bfloat16) product as a float one (runs in the task, on the stream's thread); `sgemm`
+/// runs the float arguments (cpu_sgemm).
+template <class H, class Sgemm>
+void cpu_widened_gemm(const GemmArgs<H>& g, Sgemm&& sgemm) {
   thread_local std::vector<float> sa, sb, sc;
   const std::int64_t ar = g.ta == Trans::no ? g.m : g.k, ac = g.ta == Trans::no ? g.k : g.m;
   const std::int64_t br = g.tb == Trans::no ? g.k : g.n, bc = g.tb == Trans::no ? g.n : g.k;
