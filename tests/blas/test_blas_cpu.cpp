@@ -1,4 +1,5 @@
-// accel/blas on the CPU: the BLAS's threads, buffers of another device, half (widened to float).
+// accel/blas on the CPU: the BLAS's threads, buffers of another device, half and (without oneDNN's bf16
+// matmul) bfloat16 widened to float.
 #include "blas_test_support.hpp"
 
 #include <atomic>
@@ -218,4 +219,73 @@ TEST_CASE("gemm's overlap check: shares_element agrees with counting elements, o
   }
   CHECK(shared > 1000);  // both answers were exercised
   CHECK(apart > 1000);
+}
+
+// bfloat16 on a CPU where oneDNN has no bf16 matmul (no AVX-512) takes half's path: widened to float,
+// sgemm, C rounded once (blas/detail/cpu_half.hpp). Called directly, so that CPUs with the matmul check
+// it too.
+TEST_CASE("gemm: bfloat16 widened to float (CPUs without oneDNN's bf16 matmul) rounds as accel::bfloat16 does") {
+  using accel::bfloat16;
+  namespace d = accel::blas::detail;
+  // Narrowing: ties both ways, overflow, infinities, NaN, subnormals, signed zero, then random bit patterns,
+  // each against accel::bfloat16's conversion; widening exact.
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, -1.00390625f, 3.3961e38f, 3.40282347e38f,
+                          -3.40282347e38f, INFINITY, -INFINITY, NAN, -NAN, 1e-40f, -1e-45f, 9.2e-41f, 0.1f, 65504.5f};
+  std::uint32_t state = 12345;
+  for (int i = 0; i < 100000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    x.push_back(std::bit_cast<float>(state));
+  }
+  std::vector<bfloat16> narrowed(x.size());
+  d::narrow(narrowed.data(), x.data(), i64(x.size()));
+  std::vector<float> widened(x.size());
+  d::widen(widened.data(), narrowed.data(), i64(x.size()));
+  std::size_t wrong = 0, inexact = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    wrong += narrowed[i].bits() != bfloat16(x[i]).bits();
+    inexact += std::bit_cast<std::uint32_t>(widened[i]) != std::uint32_t{narrowed[i].bits()} << 16;
+  }
+  CHECK(wrong == 0);
+  CHECK(inexact == 0);
+
+  // A batch of 2 with both transposes, alpha and beta: small integers, so every product and sum is exact in
+  // float and C is the reference rounded once.
+  const i64 m = 5, n = 4, k = 7, batch = 2;
+  std::vector<bfloat16> a(std::size_t(k * m * batch)), b(std::size_t(n * k * batch)), c(std::size_t(m * n * batch));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = bfloat16(float(int(i * 7 % 11) - 5));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = bfloat16(float(int(i * 5 % 13) - 6));
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = bfloat16(float(int(i % 9) - 4));
+  std::vector<float> want(c.size());
+  for (i64 q = 0; q < batch; ++q) {
+    for (i64 r = 0; r < m; ++r) {
+      for (i64 j = 0; j < n; ++j) {
+        double sum = 0;  // A stored k x m (transposed), B stored n x k (transposed)
+        for (i64 l = 0; l < k; ++l) sum += double(float(a[q * k * m + l * m + r])) * double(float(b[q * n * k + j * k + l]));
+        const std::size_t at = std::size_t(q * m * n + r * n + j);
+        want[at] = float(0.5 * sum - 2.0 * double(float(c[at])));
+      }
+    }
+  }
+  d::GemmArgs<bfloat16> g;
+  g.ta = Trans::yes;
+  g.tb = Trans::yes;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = 0.5f;
+  g.a = a.data();
+  g.lda = m;
+  g.stride_a = k * m;
+  g.b = b.data();
+  g.ldb = k;
+  g.stride_b = n * k;
+  g.beta = -2.0f;
+  g.c = c.data();
+  g.ldc = n;
+  g.stride_c = m * n;
+  g.batch = batch;
+  d::cpu_widened_gemm(g, [](const d::GemmArgs<float>& f) { d::cpu_sgemm(f); });
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) differ += c[i].bits() != bfloat16(want[i]).bits();
+  CHECK(differ == 0);
 }
