@@ -130,8 +130,10 @@ inline const BfloatMatmul* find_matmul(const Call& call, const GemmArgs<bfloat16
   }
 }
 
-/// bfloat16 as half runs: the operands widened to float, sgemm, C rounded once (cpu_half.hpp).
-inline void run_widened(cpu::StreamRef stream, const GemmArgs<bfloat16>& g) {
+/// half, and bfloat16 where oneDNN has no bf16 matmul: the operands widened to float, sgemm, C rounded
+/// once (cpu_half.hpp).
+template <class H>
+void run_widened(cpu::StreamRef stream, const GemmArgs<H>& g) {
   stream.enqueue([g] {
     cpu_widened_gemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); });
     cpu_epilogue(g);
@@ -156,10 +158,7 @@ struct GemmImpl<CpuBackend> {
       });
     } else if constexpr (std::is_same_v<T, half>) {
       if (g.empty()) return;
-      stream.enqueue([g] {
-        cpu_widened_gemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); });
-        cpu_epilogue(g);
-      });
+      run_widened(stream, g);
     } else {
       if (g.empty()) return;
       if (g.k == 0) {
