@@ -373,8 +373,8 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& save,
       }
       const fs::path link_tmp = save / (".latest." + std::string(suffix));
       fs::remove(link_tmp);
-      fs::create_directory_symlink(name, link_tmp);
-      fs::rename(link_tmp, save / "latest");
+      fs::create_directory_symlink(name, link_tmp);  // a crash from here to the rename leaves it: removed by the next save
+      detail::rename_or_throw(link_tmp, save / "latest");
       detail::sync_dir(save);
     } catch (const std::exception& e) {
       if (tmp_is_new) {

@@ -119,10 +119,11 @@ inline std::string bytes_text(std::uintmax_t bytes) {
 
 /// Removes from `save` the temporary directories of saves whose writer is gone: each `.tmp.step_*`
 /// whose lock file nobody holds, and each `.old.step_*` aside directory whose step exists complete
-/// under its own name (else it may be the only copy of that step: kept). A directory without a lock
+/// under its own name (else it may be the only copy of that step: kept); and each `.latest.*` link
+/// (`latest`'s replacement, which a writer killed before renaming it leaves). A directory without a lock
 /// file was written by an engine before lock files, and its writer may still be at work: kept. Says on
 /// stderr, in one line, what it removed (and how much), and names what it keeps once per process.
-/// Entries that are symbolic links are not touched; nothing is followed out of `save`. Never throws: a
+/// Other entries that are symbolic links are not touched; nothing is followed out of `save`. Never throws: a
 /// leftover that cannot be removed costs disk space only, never the save (a warning says so).
 /// Rank 0 calls it under SaveLock, before it creates its own temporary directory.
 inline void remove_leftovers(const std::filesystem::path& save) noexcept {
@@ -132,9 +133,18 @@ inline void remove_leftovers(const std::filesystem::path& save) noexcept {
       bool tmp = false, old = false, lock = false;
     };
     std::map<std::string, Found> found;  // by suffix: "step_N.<pid>.<random>"
+    std::vector<fs::path> latest_links;
     std::error_code ec;
     for (fs::directory_iterator it(save, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string n = it->path().filename().string();
+      if (n.rfind(".latest.", 0) == 0) {
+        // `latest`'s replacement: a writer makes this link and renames it over `latest` under SaveLock,
+        // which this scan holds, so one still here is a crashed writer's (a directory or file of that
+        // name is not the engine's: kept).
+        std::error_code e;
+        if (fs::is_symlink(it->symlink_status(e))) latest_links.push_back(it->path());
+        continue;
+      }
       const bool tmp = n.rfind(".tmp.step_", 0) == 0, old = n.rfind(".old.step_", 0) == 0;
       if (!tmp && !old) continue;
       std::error_code e;
@@ -167,6 +177,17 @@ inline void remove_leftovers(const std::filesystem::path& save) noexcept {
       std::error_code e;
       return fs::is_directory(fs::symlink_status(step, e)) && fs::is_regular_file(fs::symlink_status(step / "manifest.txt", e));
     };
+    for (const fs::path& link : latest_links) {
+      std::error_code e;
+      const fs::path target = fs::read_symlink(link, e);
+      fs::remove(link, e);  // the link, never what it points to
+      if (e) {
+        std::fprintf(stderr, "checkpoint: warning: cannot remove %s, the leftover of an interrupted save: %s\n",
+                     link.c_str(), e.message().c_str());
+      } else {
+        removed.push_back(link.filename().string() + " (a link to " + target.string() + ")");
+      }
+    }
     for (const auto& entry : found) {
       const std::string& key = entry.first;
       const Found& f = entry.second;

@@ -1,5 +1,6 @@
 // The leftovers of interrupted checkpoint saves (examples/engine/checkpoint_leftovers.hpp): a crashed
-// writer's temporary directory is removed by the next save, a live writer's is not, nor one from an
+// writer's temporary directory is removed by the next save, and so is `latest`'s replacement link a
+// writer killed before renaming it leaves; a live writer's directory is not, nor one from an
 // engine without lock files, nor an aside directory that may be the only copy of its step; nothing is
 // followed out of the save directory. Each save's stderr is read back: what it says it removed.
 #include "checkpoint.hpp"
@@ -180,6 +181,45 @@ TEST_CASE("engine checkpoints: a crashed save's temporary directory is removed b
   CHECK(entries_with(ck, ".tmp.").empty());  // the directory and its lock file
   CHECK(!fs::exists(ck / "step_00000003"));
   check_checkpoint(ck, 4, 2.0f);
+  fs::remove_all(ck);
+}
+
+TEST_CASE("engine checkpoints: a save killed between making latest's new link and renaming it leaves the link; the next save removes it") {
+  const fs::path ck = temp_dir("leftover-latest");
+  (void)save_logged(ck, 2, 2.0f);
+  // The crashed writer publishes step 3 and dies at the rename that would point `latest` at it.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    engine::detail::rename_fn() = [](const char* from, const char* to, unsigned flags) -> int {
+      if (fs::path(from).filename().string().rfind(".latest.", 0) == 0) ::_exit(0);
+      return engine::detail::system_rename(from, to, flags);
+    };
+    try {
+      const auto st = state(3, 3.0f);
+      (void)engine::write_checkpoint(ck, layout, st, st.params);
+    } catch (...) {
+    }
+    ::_exit(1);  // published: not the crash under test
+  }
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const std::vector<std::string> links = entries_with(ck, ".latest.");
+  REQUIRE(links.size() == 1);
+  REQUIRE(fs::is_symlink(ck / links[0]));
+  CHECK(fs::read_symlink(ck / links[0]) == "step_00000003");
+  check_checkpoint(ck, 2, 2.0f);  // `latest` still names the step before
+  CHECK(fs::exists(ck / "step_00000003" / "manifest.txt"));
+  // Not the engine's: a directory of that name is kept.
+  fs::create_directories(ck / ".latest.keep");
+
+  CHECK(save_logged(ck, 4, 4.0f) == "checkpoint: " + ck.string() + ": removed the leftovers of interrupted saves: " +
+                                        links[0] + " (a link to step_00000003)\n");
+  CHECK(entries_with(ck, ".latest.") == std::vector<std::string>{".latest.keep"});
+  CHECK(fs::exists(ck / "step_00000003" / "manifest.txt"));  // the link went, not what it named
+  check_checkpoint(ck, 4, 4.0f);
   fs::remove_all(ck);
 }
 
