@@ -238,7 +238,7 @@ TEST_CASE_TEMPLATE_DEFINE("events: elapsed_time before the end event completes i
   CHECK(start.elapsed_time(end) >= 0.0F);
 }
 
-TEST_CASE_TEMPLATE_DEFINE("streams: the per-device forms: current_stream(i), default_stream(i), Stream{device, priority}",
+TEST_CASE_TEMPLATE_DEFINE("streams: the per-device forms: current_stream(i), default_stream(i), Stream{device, priority}, priority()",
                           B, stream_device_forms) {
   ACCEL_SKIP_UNLESS_AVAILABLE(B);
   const B b;
@@ -249,6 +249,12 @@ TEST_CASE_TEMPLATE_DEFINE("streams: the per-device forms: current_stream(i), def
   const typename B::StreamRef ref = placed;
   CHECK(ref.device_index() == dev);
   CHECK(ref.id() != b.default_stream(dev).id());
+  // Priorities as torch's: 0 by default, lower is higher (-1 lies in every CUDA device's range, which
+  // CUDA clamps to).
+  CHECK(ref.priority() == 0);
+  CHECK(b.default_stream(dev).priority() == 0);
+  const typename B::Stream high(dev, -1);
+  CHECK(typename B::StreamRef(high).priority() == -1);
   int ran = 0;
   ref.enqueue([&] { ran = 1; });
   ref.synchronize();

@@ -113,6 +113,10 @@ class AnyStreamRef {
   [[nodiscard]] std::uint64_t id() const {
     return detail::visit_indexed(ref_, [](auto, auto s) { return s.id(); });
   }
+  /// The priority it was created with (lower is higher, as in torch; 0 for default streams).
+  [[nodiscard]] int priority() const {
+    return detail::visit_indexed(ref_, [](auto, auto s) { return s.priority(); });
+  }
   [[nodiscard]] bool is_capturing() const {
     return detail::visit_indexed(ref_, [](auto, auto s) { return s.is_capturing(); });
   }
@@ -182,6 +186,7 @@ class AnyStream {
   }
   [[nodiscard]] int device_index() const { return ref().device_index(); }
   [[nodiscard]] std::uint64_t id() const { return ref().id(); }
+  [[nodiscard]] int priority() const { return ref().priority(); }
   [[nodiscard]] bool is_capturing() const { return ref().is_capturing(); }
   [[nodiscard]] std::size_t index() const noexcept { return stream_.index(); }
 
