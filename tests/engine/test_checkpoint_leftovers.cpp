@@ -105,6 +105,26 @@ std::uintmax_t tree_bytes(const fs::path& dir) {
   return n;
 }
 
+/// A writer of `step` (every value `v`) that dies, as a killed process does (no clean-up; its locks
+/// dropped by the kernel), at the first rename where `rename` exits: run in a child process.
+void crashed_writer(const fs::path& save, std::int64_t step, float v, engine::detail::RenameFn rename) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    engine::detail::rename_fn() = rename;
+    try {
+      const auto st = state(step, v);
+      (void)engine::write_checkpoint(save, layout, st, st.params);
+    } catch (...) {
+    }
+    ::_exit(1);  // published: not the crash under test
+  }
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+}
+
 /// Another process that holds flock(LOCK_EX) on `lock` (as a live writer does) until release().
 struct LockHolder {
   explicit LockHolder(const fs::path& lock) {
@@ -149,21 +169,7 @@ TEST_CASE("engine checkpoints: a crashed save's temporary directory is removed b
   const fs::path ck = temp_dir("leftover-crashed");
   // The crashed writer: a process that writes a whole checkpoint of step 3 and dies where a kill during
   // its publication would stop it (the publishing rename), never cleaning up.
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    engine::detail::rename_fn() = [](const char*, const char*, unsigned) -> int { ::_exit(0); };
-    try {
-      const auto st = state(3, 1.0f);
-      (void)engine::write_checkpoint(ck, layout, st, st.params);
-    } catch (...) {
-    }
-    ::_exit(1);  // published: not the crash under test
-  }
-  int status = -1;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  crashed_writer(ck, 3, 1.0f, [](const char*, const char*, unsigned) -> int { ::_exit(0); });
   std::string left;
   for (const auto& n : entries_with(ck, ".tmp.step_00000003.")) {
     if (fs::is_directory(ck / n)) left = n;
@@ -188,24 +194,10 @@ TEST_CASE("engine checkpoints: a save killed between making latest's new link an
   const fs::path ck = temp_dir("leftover-latest");
   (void)save_logged(ck, 2, 2.0f);
   // The crashed writer publishes step 3 and dies at the rename that would point `latest` at it.
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    engine::detail::rename_fn() = [](const char* from, const char* to, unsigned flags) -> int {
-      if (fs::path(from).filename().string().rfind(".latest.", 0) == 0) ::_exit(0);
-      return engine::detail::system_rename(from, to, flags);
-    };
-    try {
-      const auto st = state(3, 3.0f);
-      (void)engine::write_checkpoint(ck, layout, st, st.params);
-    } catch (...) {
-    }
-    ::_exit(1);  // published: not the crash under test
-  }
-  int status = -1;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  crashed_writer(ck, 3, 3.0f, [](const char* from, const char* to, unsigned flags) -> int {
+    if (fs::path(from).filename().string().rfind(".latest.", 0) == 0) ::_exit(0);
+    return engine::detail::system_rename(from, to, flags);
+  });
   const std::vector<std::string> links = entries_with(ck, ".latest.");
   REQUIRE(links.size() == 1);
   REQUIRE(fs::is_symlink(ck / links[0]));
