@@ -28,11 +28,8 @@ if ! command -v clang++ >/dev/null; then
 fi
 
 echo "== configure ${build} (clang++, ACCEL_BUILD_FUZZERS=ON, CUDA off) =="
-# Ninja where installed and the directory is new: it builds the targets side by side (a Makefile build
-# of a target list goes one target at a time).
-generator=()
-[[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+source scripts/lib/generator.sh  # Ninja where installed: the fuzz targets side by side
+cmake -S . -B "$build" $(accel_generator "$build") -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DACCEL_ENABLE_CUDA=OFF -DACCEL_BUILD_FUZZERS=ON -DACCEL_BUILD_BENCHMARKS=OFF -DACCEL_BUILD_EXAMPLES=OFF >/dev/null
 
 targets=("$@")

@@ -89,15 +89,8 @@ tsan_targets=(test_cpu_stream test_allocator_mutex test_cpu_memory test_cpu_grap
               test_stress_streams test_stress_events test_jit_reliability test_comm_mpi)
 tsan_tests='^(test_cpu_stream(_2dev)?|test_allocator_mutex|test_cpu_memory(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
 
-# Ninja where it is installed: a Makefile build of a list of targets builds them one at a time (CMake's
-# top-level Makefile is .NOTPARALLEL, and a unity target is one translation unit), Ninja builds them
-# side by side: on the 2-core VM the ASan build took 293 s with Makefiles (392 s of CPU), 186 s with Ninja.
-# A build directory already configured keeps its generator.
-generator_for() {
-  [[ -f "$1/CMakeCache.txt" ]] && return 0
-  command -v ninja >/dev/null && echo "-G Ninja"
-  return 0
-}
+# Ninja where installed (scripts/lib/generator.sh): it builds a list of targets side by side.
+source scripts/lib/generator.sh
 
 run_preset() {
   local preset="$1"
@@ -108,7 +101,7 @@ run_preset() {
   local examples="$5"
   local start=$SECONDS
   echo "== ${preset}: configure (${dir}, ${ACCEL_SANITIZER_CXX}) =="
-  cmake --preset "$preset" -B "$dir" $(generator_for "$dir") -DCMAKE_CXX_COMPILER="$ACCEL_SANITIZER_CXX" \
+  cmake --preset "$preset" -B "$dir" $(accel_generator "$dir") -DCMAKE_CXX_COMPILER="$ACCEL_SANITIZER_CXX" \
     -DACCEL_BUILD_EXAMPLES="$examples" -DCMAKE_UNITY_BUILD="${ACCEL_UNITY_BUILD:-OFF}" >/dev/null
   # Only the targets this checkout defines (an area still landing is skipped, not an error).
   local available=() missing=()
