@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # iproute2: the engine's two-machine test (two network namespaces joined by a veth pair)
-packages=(cmake make ninja-build g++ libboost-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libdnnl-dev iproute2)
+packages=(cmake make g++ libboost-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libdnnl-dev iproute2)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

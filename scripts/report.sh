@@ -5,7 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 bash scripts/install-deps.sh
-source scripts/lib/generator.sh
-cmake --preset default $(accel_generator build/default) -DACCEL_BUILD_TESTS=OFF -DACCEL_BUILD_BENCHMARKS=OFF >/dev/null
+cmake --preset default -DACCEL_BUILD_TESTS=OFF -DACCEL_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build build/default --target accel-report -j "$(nproc)" >/dev/null
 exec ./build/default/examples/accel-report "$@"

@@ -9,7 +9,6 @@ bash scripts/install-deps.sh
 bash scripts/check-layering.sh  # no header includes one from a higher floor (docs/ARCHITECTURE.md)
 preset="${ACCEL_PRESET:-default}"
 # Arguments, if any, are extra configure arguments (.ci/run narrows what a GPU-less check builds).
-source scripts/lib/generator.sh  # Ninja where installed: every core busy across targets
-cmake --preset "$preset" $(accel_generator "build/$preset") -DACCEL_BUILD_TESTS=ON "$@" >/dev/null
+cmake --preset "$preset" -DACCEL_BUILD_TESTS=ON "$@" >/dev/null
 cmake --build "build/$preset" -j "$(nproc)"
 ctest --test-dir "build/$preset" --output-on-failure -j "$(nproc)"
