@@ -1,6 +1,8 @@
-// accel/blas on the CPU: the BLAS's threads, buffers of another device, half and (without oneDNN's bf16
+// accel/blas on the CPU: the BLAS's threads, buffers of another device (and, through a two-backend
+// AnyBackend, of another backend), half and (without oneDNN's bf16
 // matmul) bfloat16 widened to float.
 #include "blas_test_support.hpp"
+#include "concepts/mock_backend.hpp"
 
 #include <atomic>
 #include <cmath>
@@ -288,4 +290,42 @@ TEST_CASE("gemm: bfloat16 widened to float (CPUs without oneDNN's bf16 matmul) r
   std::size_t differ = 0;
   for (std::size_t i = 0; i < c.size(); ++i) differ += c[i].bits() != bfloat16(want[i]).bits();
   CHECK(differ == 0);
+}
+
+TEST_CASE("gemm through AnyBackend: a buffer of another backend than the stream's is refused; a backend without a GEMM says so") {
+  // A CPU and a user's backend (tests/concepts/mock_backend.hpp: host memory, no GemmImpl) in one AnyBackend.
+  using Two = accel::BasicAnyBackend<accel::CpuBackend, mock::Backend>;
+  static_assert(accel::blas::detail::GemmImpl<Two>::supports<float>);  // the CPU's
+  const Two be{accel::CpuBackend{}};
+  const Two::StreamRef cpu = be.current_stream();
+  const Two::StreamRef fake = Two{mock::Backend{}}.current_stream();
+  accel::Buffer<float, Two> a(6, cpu), b(6, cpu), c(4, cpu), foreign(6, fake), foreign_c(4, fake);
+  std::fill(a.data(), a.data() + 6, 1.0f);  // CPU memory (an AnyBackend buffer has no span())
+  std::fill(b.data(), b.data() + 6, 0.5f);
+  std::fill(c.data(), c.data() + 4, 7.0f);
+  BLAS_CHECK_INVALID(accel::blas::gemm(be, cpu, Trans::no, Trans::no, 2, 2, 3, 1.0f, foreign, 0, 3, b, 0, 2, 0.0f, c, 0, 2),
+                     "a is memory of the mock backend, but the stream is a cpu stream");
+  BLAS_CHECK_INVALID(accel::blas::gemm(be, cpu, Trans::no, Trans::no, 2, 2, 3, 1.0f, a, 0, 3, foreign, 0, 2, 0.0f, c, 0, 2),
+                     "b is memory of the mock backend, but the stream is a cpu stream");
+  BLAS_CHECK_INVALID(
+      accel::blas::gemm_strided_batched(be, cpu, Trans::no, Trans::no, 2, 2, 3, 1.0f, a, 0, 3, 0, b, 0, 2, 0, 0.0f,
+                                        foreign_c, 0, 2, 4, 1),
+      "c is memory of the mock backend, but the stream is a cpu stream");
+  // Every operand on the mock backend's stream: the check passes, the backend has no GEMM.
+  accel::Buffer<float, Two> mock_b(6, fake);
+  bool not_supported = false;
+  try {
+    accel::blas::gemm(be, fake, Trans::no, Trans::no, 2, 2, 3, 1.0f, foreign, 0, 3, mock_b, 0, 2, 0.0f, foreign_c, 0, 2);
+  } catch (const accel::NotSupportedError& e) {
+    not_supported = true;
+    CHECK_MESSAGE(std::string(e.what()).find("float GEMM is not available on the mock backend") != std::string::npos,
+                  e.what());
+  }
+  CHECK(not_supported);
+  // Nothing refused was enqueued; the same call on the CPU's own buffers runs.
+  cpu.synchronize();
+  CHECK(std::vector<float>(c.data(), c.data() + 4) == std::vector<float>{7.0f, 7.0f, 7.0f, 7.0f});
+  accel::blas::gemm(be, cpu, Trans::no, Trans::no, 2, 2, 3, 1.0f, a, 0, 3, b, 0, 2, 0.0f, c, 0, 2);
+  cpu.synchronize();
+  CHECK(std::vector<float>(c.data(), c.data() + 4) == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f});
 }

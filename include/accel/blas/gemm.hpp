@@ -61,7 +61,10 @@ template <class B, class S>
 template <class B, class T>
 constexpr void check_type() {
   static_assert(is_gemm_type<T>, "accel::blas: the element type must be float, accel::bfloat16 or accel::half");
-  static_assert(GemmImpl<B>::template supports<T>,
+  static_assert(has_gemm<B>,
+                "accel::blas: this backend has no GEMM. accel::blas runs on CpuBackend, CudaBackend and AnyBackend; "
+                "a backend of your own specializes accel::blas::detail::GemmImpl");
+  static_assert(!has_gemm<B> || GemmImpl<B>::template supports<T>,
                 "accel::blas: this backend does not multiply matrices of this type (float, bfloat16, half)");
 }
 

@@ -8,14 +8,18 @@
 
 namespace accel::blas::detail {
 
-template <class B>
-inline constexpr bool no_gemm = false;
-
+/// A backend without a specialization has no GEMM: it supports no type and has no run(). It is not an
+/// error by itself — an AnyBackend listing such a backend still multiplies on the others (a call on its
+/// stream is a NotSupportedError) — a GEMM called on it directly is, at check_type (gemm.hpp).
 template <class B>
 struct GemmImpl {
-  static_assert(no_gemm<B>,
-                "accel::blas: this backend has no GEMM. accel::blas runs on CpuBackend, CudaBackend and AnyBackend; "
-                "a backend of your own specializes accel::blas::detail::GemmImpl");
+  static constexpr bool no_specialization = true;
+  template <class T>
+  static constexpr bool supports = false;
 };
+
+/// Whether B has a GEMM of its own (GemmImpl<B> is specialized).
+template <class B>
+inline constexpr bool has_gemm = !requires { GemmImpl<B>::no_specialization; };
 
 }  // namespace accel::blas::detail
