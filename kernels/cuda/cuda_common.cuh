@@ -182,3 +182,7 @@ __device__ __forceinline__ int find_tensor(const long long* chunk_start, int cou
 }
 
 }  // namespace accel_kernels
+
+// The module's ABI tag: an ahead-of-time cubin whose tag is not the loading accel's ABI version is not
+// used (ops::cubin_abi_problem reads it from the cubin's ELF symbols, no device needed).
+extern "C" __device__ const int accel_ops_abi_version = ACCEL_OPS_ABI_VERSION;

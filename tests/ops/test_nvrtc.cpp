@@ -19,7 +19,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <string>
 
 namespace {
 
@@ -57,6 +59,12 @@ TEST_CASE("NVRTC compiles every CUDA kernel to a cubin for sm_80 and sm_90, once
       CHECK(first.payload.compare(0, 4, "\x7f" "ELF") == 0);
       for (const auto& entry : spec.entry_points) {  // every kernel is in the cubin
         CHECK(first.payload.find(entry) != std::string::npos);
+      }
+      // The ABI tag in the modules of the ops that take accel's ABI structs (kernels/cuda/cuda_common.cuh).
+      if (accel::ops::uses_ops_abi(spec)) {
+        CHECK(accel::ops::cubin_abi_version(first.payload) == accel::ops::abi_version);
+      } else {
+        CHECK_FALSE(accel::ops::cubin_abi_version(first.payload).has_value());
       }
       const auto again = accel::ops::nvrtc_build(b, sm);
       CHECK_FALSE(again.compiled);
@@ -120,6 +128,67 @@ TEST_CASE("NVRTC: cubin_problem accepts cubins and fatbinaries, and says what el
   std::string big_endian = out.cubin;
   big_endian[5] = 2;
   CHECK(cubin_problem(big_endian) == "an ELF file that is not 64-bit little-endian, as cubins are");
+}
+
+TEST_CASE("AOT cubins: the ABI tag is read from the cubin's symbols; another ABI's cubin, or an untagged one "
+          "for an op that takes accel's ABI structs, is refused") {
+  using accel::ops::cubin_abi_problem;
+  using accel::ops::cubin_abi_version;
+  const std::string expects = "this accel expects " + std::to_string(accel::ops::abi_version);
+  CHECK_FALSE(cubin_abi_version("").has_value());
+  CHECK_FALSE(cubin_abi_version(ops_test::read_text("/proc/self/exe")).has_value());  // an ELF file, not a cubin
+  std::string fatbin(16, '\0');
+  const std::uint32_t magic = 0xBA55ED50u;
+  std::memcpy(fatbin.data(), &magic, 4);
+  CHECK_FALSE(cubin_abi_version(fatbin).has_value());
+  CHECK(cubin_abi_problem(fatbin, false).empty());
+  CHECK(cubin_abi_problem(fatbin, true).find("a fatbinary, whose ABI tag") == 0);
+  CHECK(accel::ops::uses_ops_abi(accel::ops::specs::cuda_fused_adam()));
+  CHECK(accel::ops::uses_ops_abi(accel::ops::specs::cuda_nn_ops()));
+  CHECK_FALSE(accel::ops::uses_ops_abi(accel::ops::specs::cuda_random_fill()));
+  if (!have_nvrtc()) return;
+  const auto cubin = [](const std::string& tag) {
+    return accel::ops::nvrtc_compile(tag + "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n",
+                                     "k.cu", {"--gpu-architecture=sm_90"})
+        .cubin;
+  };
+  const std::string current =
+      cubin("extern \"C\" __device__ const int accel_ops_abi_version = " + std::to_string(accel::ops::abi_version) + ";\n");
+  const std::string other = cubin("extern \"C\" __device__ const int accel_ops_abi_version = 77;\n");
+  const std::string untagged = cubin("");
+  const std::string no_value = cubin("extern \"C\" __device__ int accel_ops_abi_version;\n");  // no initial value stored
+  CHECK(cubin_abi_version(current) == accel::ops::abi_version);
+  CHECK(cubin_abi_version(other) == 77);
+  CHECK_FALSE(cubin_abi_version(untagged).has_value());
+  CHECK_FALSE(cubin_abi_version(no_value).has_value());
+  CHECK_FALSE(cubin_abi_version(current.substr(0, current.size() / 2)).has_value());  // cut short
+  CHECK(cubin_abi_problem(current, true).empty());
+  CHECK(cubin_abi_problem(other, false) == "its ABI version is 77, " + expects +
+                                               " (built by another accel release: rebuild it with kernels/aot.cmake)");
+  CHECK(cubin_abi_problem(untagged, true).find("it carries no ABI tag") == 0);
+  CHECK(cubin_abi_problem(untagged, false).empty());  // a user's op without accel's structs
+
+#if defined(ACCEL_HAS_CUDA)
+  // What the CUDA backend's load() takes (no device needed to look): the real kernel's cubin, not the others.
+  const auto dir = ops_test::temp_dir("aot");
+  auto b = cuda_builder(accel::ops::specs::cuda_tensor_ops());
+  b.set_aot_dir(dir);
+  b.set_arch(90);
+  const std::string real = accel::ops::nvrtc_build(b, 90).payload;
+  const auto aot_problem = [&](const std::string& bytes) {
+    ops_test::write_text(dir / "tensor_ops.sm_90.cubin", bytes);
+    std::filesystem::path path;
+    std::string problem;
+    const std::string taken = accel::cuda::detail::aot_cubin(b, 90, path, problem);
+    CHECK(path == dir / "tensor_ops.sm_90.cubin");
+    CHECK(taken.empty() == !problem.empty());
+    return problem;
+  };
+  CHECK(aot_problem(real).empty());
+  CHECK(aot_problem(other) == "its ABI version is 77, " + expects +
+                                  " (built by another accel release: rebuild it with kernels/aot.cmake)");
+  CHECK(aot_problem(untagged).find("it carries no ABI tag") == 0);
+#endif
 }
 
 TEST_CASE("NVRTC: a cached cubin that is not one is evicted and compiled once more; a refused one commits nothing") {

@@ -2,8 +2,10 @@
 //
 // The kernels declare the same structs in kernels/common/accel_ops_abi.h (plain C, NVRTC- and
 // nvcc-compatible, no includes); these are their host-side mirrors. Both carry abi_version: every
-// host kernel library exports `int accel_ops_abi_version(void)`, and load() refuses an ahead-of-time
-// build whose version differs (the JIT cache cannot mismatch: the header bytes are in its key).
+// host kernel library exports `int accel_ops_abi_version(void)`, every CUDA module taking these structs holds
+// the device variable `accel_ops_abi_version` (kernels/cuda/cuda_common.cuh; read from the cubin's
+// symbols by ops::cubin_abi_version), and load() refuses an ahead-of-time build whose version differs
+// or, for a cubin, is missing (the JIT cache cannot mismatch: the header bytes are in its key).
 // tests/ops checks that both declarations have the same layout.
 //
 // Dtype codes are accel::Dtype's values (float32 = 0, float16 = 1, bfloat16 = 2); -1 means "none".

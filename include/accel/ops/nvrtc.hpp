@@ -18,6 +18,8 @@
 //   nvrtc_build_command(b, sm)       what the op's compile is: options, key, cache entry
 //   nvrtc_build(b, sm[, check])      the cubin of op b for sm_XY from the cache, compiling on a miss
 //   cubin_problem(bytes)             why bytes are not a CUDA ELF cubin or fatbinary (empty: they are)
+//   cubin_abi_version(bytes)         a cubin's ABI tag (accel_ops_abi_version), if it carries one
+//   cubin_abi_problem(bytes, needed) why an ahead-of-time cubin is not for this accel's ABI (empty: it is)
 //
 // A cubin is checked before it is committed to the cache (its ELF or fatbinary header here; the CUDA
 // backend also loads it as a module on the device, through nvrtc_build's `check`), so an output that
@@ -45,6 +47,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -307,6 +310,88 @@ inline Compatibility nvrtc_arch_check(const OpBuilder& b, int sm) {
            std::to_string(shoff + shnum * shentsize) + ")";
   }
   return {};
+}
+
+/// The ABI tag of a CUDA ELF cubin: the value of its 4-byte device variable `accel_ops_abi_version`
+/// (kernels/cuda/cuda_common.cuh defines it in the module of each of accel's CUDA ops, from
+/// ACCEL_OPS_ABI_VERSION). nullopt for bytes that cubin_problem() refuses, for a fatbinary (its cubins
+/// are compressed or not for this architecture) and for a cubin without the variable.
+[[nodiscard]] inline std::optional<int> cubin_abi_version(std::string_view bytes) {
+  if (!cubin_problem(bytes).empty() || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return std::nullopt;
+  const auto u16 = [&](std::uint64_t at) {
+    std::uint16_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 2);
+    return v;
+  };
+  const auto u32 = [&](std::uint64_t at) {
+    std::uint32_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 4);
+    return v;
+  };
+  const auto u64 = [&](std::uint64_t at) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, 8);
+    return v;
+  };
+  const auto within = [&](std::uint64_t offset, std::uint64_t size) {
+    return offset <= bytes.size() && size <= bytes.size() - offset;
+  };
+  // Elf64_Shdr: sh_type at 4, sh_addr 16, sh_offset 24, sh_size 32, sh_link 40, sh_entsize 56.
+  const std::uint64_t shoff = u64(40), shentsize = u16(58), shnum = u16(60);  // in bounds: cubin_problem
+  if (shentsize < 64) return std::nullopt;
+  const auto section = [&](std::uint64_t i) { return shoff + i * shentsize; };
+  constexpr std::uint32_t sht_symtab = 2, sht_nobits = 8;
+  constexpr std::string_view tag = "accel_ops_abi_version";
+  for (std::uint64_t i = 0; i < shnum; ++i) {
+    const std::uint64_t sh = section(i);
+    if (u32(sh + 4) != sht_symtab) continue;
+    const std::uint64_t sym_off = u64(sh + 24), sym_size = u64(sh + 32), sym_ent = u64(sh + 56);
+    const std::uint64_t strtab_index = u32(sh + 40);
+    if (sym_ent < 24 || !within(sym_off, sym_size) || strtab_index >= shnum) return std::nullopt;
+    const std::uint64_t str_off = u64(section(strtab_index) + 24), str_size = u64(section(strtab_index) + 32);
+    if (!within(str_off, str_size)) return std::nullopt;
+    // Elf64_Sym: st_name at 0, st_shndx 6, st_value 8, st_size 16.
+    for (std::uint64_t at = sym_off; at + sym_ent <= sym_off + sym_size; at += sym_ent) {
+      const std::uint64_t name = u32(at);
+      if (name >= str_size || str_size - name <= tag.size()) continue;
+      if (bytes.substr(str_off + name, tag.size() + 1) != std::string_view(tag.data(), tag.size() + 1)) continue;
+      const std::uint64_t shndx = u16(at + 6);
+      if (u64(at + 16) != 4 || shndx == 0 || shndx >= shnum) return std::nullopt;
+      const std::uint64_t data = section(shndx);
+      if (u32(data + 4) == sht_nobits) return std::nullopt;  // no initial value stored
+      const std::uint64_t value = u64(at + 8), addr = u64(data + 16);
+      if (value < addr || value - addr > u64(data + 32) || u64(data + 32) - (value - addr) < 4) return std::nullopt;
+      const std::uint64_t offset = u64(data + 24) + (value - addr);
+      if (!within(offset, 4)) return std::nullopt;
+      return static_cast<int>(u32(offset));
+    }
+  }
+  return std::nullopt;
+}
+
+/// Why an ahead-of-time cubin is not built for this accel's kernel ABI (ops/abi.hpp), empty when it is:
+/// a tag (cubin_abi_version) must be abi_version; a cubin without one is refused when `tag_required`
+/// (the op's kernels take accel's ABI structs: its spec lists common/accel_ops_abi.h), else accepted.
+[[nodiscard]] inline std::string cubin_abi_problem(std::string_view bytes, bool tag_required) {
+  if (const std::optional<int> tag = cubin_abi_version(bytes)) {
+    if (*tag == abi_version) return {};
+    return "its ABI version is " + std::to_string(*tag) + ", this accel expects " + std::to_string(abi_version) +
+           " (built by another accel release: rebuild it with kernels/aot.cmake)";
+  }
+  if (!tag_required) return {};
+  if (bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) {
+    return "a fatbinary, whose ABI tag (accel_ops_abi_version) cannot be read: kernels/aot.cmake builds cubins";
+  }
+  return "it carries no ABI tag (the device variable accel_ops_abi_version): built by an accel release "
+         "before the tags, or not from kernels/cuda; rebuild it with kernels/aot.cmake";
+}
+
+/// Whether op spec `s`'s kernels take accel's ABI structs (it lists common/accel_ops_abi.h): its
+/// ahead-of-time cubins must then carry the ABI tag (cubin_abi_problem).
+[[nodiscard]] inline bool uses_ops_abi(const OpSpec& s) {
+  return std::any_of(s.headers.begin(), s.headers.end(), [](const std::string& h) {
+    return std::string_view(h).ends_with("accel_ops_abi.h");
+  });
 }
 
 /// The cubin of op `b` for sm_XY: from the cache, or compiled now (CompileError on failure). A compiled

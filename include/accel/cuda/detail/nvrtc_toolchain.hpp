@@ -6,8 +6,9 @@
 // and the opt-in ops of <accel/cuda/ops.hpp>. Without a device, is_compatible() says so, build_command()
 // describes an sm_80 build (or set_arch()'s), and load() throws BackendUnavailableError.
 //
-// An AOT cubin (<aot dir>/<op>.sm_XY.cubin) is used only when ops::cubin_problem() finds it well-formed
-// and the driver loads it; otherwise load() logs why (ACCEL_JIT_VERBOSE) and compiles with NVRTC.
+// An AOT cubin (<aot dir>/<op>.sm_XY.cubin) is used only when ops::cubin_problem() finds it well-formed,
+// its ABI tag is this accel's (ops::cubin_abi_problem) and the driver loads it; otherwise load() logs
+// why (ACCEL_JIT_VERBOSE) and compiles with NVRTC.
 // is_cached() is true for such a cubin too.
 #pragma once
 
@@ -75,15 +76,17 @@ inline void* cuda_lookup(void* handle, const char* name) {
 }
 
 /// The op's AOT cubin for sm_`arch` (<aot dir>/<op>.sm_XY.cubin) when present and a well-formed cubin
-/// (ops::cubin_problem); else empty, and `problem` (when the file exists) says why it is skipped. No ABI
-/// tag is checked: AOT cubins carry none yet (kernels/aot.cmake would have to add one), so a cubin from
-/// another accel version is caught only when the driver or a launch refuses it.
+/// (ops::cubin_problem) built for this accel's kernel ABI (ops::cubin_abi_problem: its tag, the device
+/// variable accel_ops_abi_version, is ops::abi_version; accel's own ops must carry one); else empty, and
+/// `problem` (when the file exists) says why it is skipped, so load() compiles with NVRTC instead of
+/// launching kernels that read the arguments with another layout.
 inline std::string aot_cubin(const ops::OpBuilder& b, int arch, std::filesystem::path& path, std::string& problem) {
   if (b.aot_dir().empty()) return {};
   path = b.aot_dir() / (b.name() + ".sm_" + std::to_string(arch) + ".cubin");
   std::string cubin;
   if (!ops::detail::read_file(path, cubin)) return {};
   problem = ops::cubin_problem(cubin);
+  if (problem.empty()) problem = ops::cubin_abi_problem(cubin, ops::uses_ops_abi(b.spec()));
   return problem.empty() ? cubin : std::string();
 }
 
