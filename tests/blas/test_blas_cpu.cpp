@@ -311,6 +311,10 @@ TEST_CASE("gemm through AnyBackend: a buffer of another backend than the stream'
       accel::blas::gemm_strided_batched(be, cpu, Trans::no, Trans::no, 2, 2, 3, 1.0f, a, 0, 3, 0, b, 0, 2, 0, 0.0f,
                                         foreign_c, 0, 2, 4, 1),
       "c is memory of the mock backend, but the stream is a cpu stream");
+  accel::Buffer<float, Two> foreign_aux(16, fake);  // 2 rows of ldaux = 8 (cuBLASLt's multiple, on every backend)
+  BLAS_CHECK_INVALID(accel::blas::gemm_gelu(be, cpu, Trans::no, Trans::no, 2, 2, 3, 1.0f, a, 0, 3, b, 0, 2, 0.0f, c, 0,
+                                            2, foreign_aux, 0, 8),
+                     "aux is memory of the mock backend, but the stream is a cpu stream");
   // Every operand on the mock backend's stream: the check passes, the backend has no GEMM.
   accel::Buffer<float, Two> mock_b(6, fake);
   bool not_supported = false;

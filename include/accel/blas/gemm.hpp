@@ -74,7 +74,7 @@ void enqueue(const Call& call, typename B::StreamRef stream, const GemmArgs<T>& 
   check_pointers(call, g);
   check_epilogue(call, g);
   check_overlaps(call, g);
-  GemmImpl<B>::run(call, stream, g);
+  if constexpr (has_gemm<B>) GemmImpl<B>::run(call, stream, g);  // else check_type has said why, alone
 }
 
 /// `buffer` must hold the `span` elements operand `name` covers from `offset`, on the stream's device.
@@ -121,7 +121,7 @@ void enqueue_buffers(const Call& call, typename B::StreamRef stream, GemmArgs<T>
   g.c = span_c == 0 ? nullptr : c.data() + offset_c;
   check_epilogue(call, g);
   check_overlaps(call, g);
-  GemmImpl<B>::run(call, stream, g);
+  if constexpr (has_gemm<B>) GemmImpl<B>::run(call, stream, g);  // else check_type has said why, alone
 }
 
 }  // namespace detail
