@@ -267,24 +267,22 @@ inline Compatibility nvrtc_arch_check(const OpBuilder& b, int sm) {
   return cmd;
 }
 
+namespace detail {
+/// A little-endian unsigned integer at byte `at` of `bytes` (an ELF field; the caller checks the bounds).
+template <class T>
+[[nodiscard]] T read_le(std::string_view bytes, std::uint64_t at) {
+  T v = 0;
+  std::memcpy(&v, bytes.data() + at, sizeof v);
+  return v;
+}
+}  // namespace detail
+
 /// Why `bytes` are not a CUDA cubin (a 64-bit little-endian ELF for EM_CUDA whose section header table
 /// lies inside it) or a CUDA fatbinary (magic 0xBA55ED50); empty when they are one. Reads only `bytes`.
 [[nodiscard]] inline std::string cubin_problem(std::string_view bytes) {
-  const auto u16 = [&](std::size_t at) {
-    std::uint16_t v = 0;
-    std::memcpy(&v, bytes.data() + at, 2);
-    return v;
-  };
-  const auto u32 = [&](std::size_t at) {
-    std::uint32_t v = 0;
-    std::memcpy(&v, bytes.data() + at, 4);
-    return v;
-  };
-  const auto u64 = [&](std::size_t at) {
-    std::uint64_t v = 0;
-    std::memcpy(&v, bytes.data() + at, 8);
-    return v;
-  };
+  const auto u16 = [&](std::uint64_t at) { return detail::read_le<std::uint16_t>(bytes, at); };
+  const auto u32 = [&](std::uint64_t at) { return detail::read_le<std::uint32_t>(bytes, at); };
+  const auto u64 = [&](std::uint64_t at) { return detail::read_le<std::uint64_t>(bytes, at); };
   if (bytes.size() >= 16 && u32(0) == 0xBA55ED50u) return {};  // a fatbinary: the driver checks the rest
   if (bytes.size() < 4 || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) {
     std::string start;
@@ -318,21 +316,9 @@ inline Compatibility nvrtc_arch_check(const OpBuilder& b, int sm) {
 /// are compressed or not for this architecture) and for a cubin without the variable.
 [[nodiscard]] inline std::optional<int> cubin_abi_version(std::string_view bytes) {
   if (!cubin_problem(bytes).empty() || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return std::nullopt;
-  const auto u16 = [&](std::uint64_t at) {
-    std::uint16_t v = 0;
-    std::memcpy(&v, bytes.data() + at, 2);
-    return v;
-  };
-  const auto u32 = [&](std::uint64_t at) {
-    std::uint32_t v = 0;
-    std::memcpy(&v, bytes.data() + at, 4);
-    return v;
-  };
-  const auto u64 = [&](std::uint64_t at) {
-    std::uint64_t v = 0;
-    std::memcpy(&v, bytes.data() + at, 8);
-    return v;
-  };
+  const auto u16 = [&](std::uint64_t at) { return detail::read_le<std::uint16_t>(bytes, at); };
+  const auto u32 = [&](std::uint64_t at) { return detail::read_le<std::uint32_t>(bytes, at); };
+  const auto u64 = [&](std::uint64_t at) { return detail::read_le<std::uint64_t>(bytes, at); };
   const auto within = [&](std::uint64_t offset, std::uint64_t size) {
     return offset <= bytes.size() && size <= bytes.size() - offset;
   };
