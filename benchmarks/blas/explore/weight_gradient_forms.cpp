@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace {
@@ -95,14 +96,13 @@ int main(int argc, char** argv) {
       scale = std::max(scale, double(std::fabs(dw_tn[i])));
     }
     const double flop = 2.0 * M * N * K;
-    auto col = [&](const std::vector<double>& t) {
-      static char buf[4][64];
-      static int k = 0;
-      char* p = buf[k++ % 4];
-      std::snprintf(p, 64, "%.1f (%.1f)", median(t), flop / median(t) / 1e3);
-      return p;
+    auto col = [&](const std::vector<double>& t) {  // "microseconds (GFLOP/s)"
+      char text[64];
+      std::snprintf(text, sizeof text, "%.1f (%.1f)", median(t), flop / median(t) / 1e3);
+      return std::string(text);
     };
-    std::printf("%-9s %22s %22s %22s %8.2f (%.2f-%.2f)x %10.1e\n", s.name, col(t_tn), col(t_tr), col(t_nn), median(ratio),
+    std::printf("%-9s %22s %22s %22s %8.2f (%.2f-%.2f)x %10.1e\n", s.name, col(t_tn).c_str(), col(t_tr).c_str(),
+                col(t_nn).c_str(), median(ratio),
                 *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()),
                 scale > 0 ? diff / scale : diff);
   }
