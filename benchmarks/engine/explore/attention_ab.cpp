@@ -147,5 +147,22 @@ int main(int argc, char** argv) {
                   *std::min_element(ratio[d].begin(), ratio[d].end()), *std::max_element(ratio[d].begin(), ratio[d].end()));
     }
     std::printf("%-4s outputs (y, dqkv, att): %s\n", dtype, same ? "the same bits" : "DIFFERENT");
+    if (!same && !half) {  // where: elements that differ and the largest difference, per output
+      const auto report = [](const char* name, const float* x, const float* y, std::size_t n) {
+        std::size_t count = 0;
+        double worst = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (std::memcmp(x + i, y + i, 4) == 0) continue;
+          ++count;
+          worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]));
+        }
+        std::printf("     %-4s %zu of %zu elements differ, max |A - B| %.3g\n", name, count, n, worst);
+      };
+      report("y", reinterpret_cast<const float*>(out[0].y.data()), reinterpret_cast<const float*>(out[1].y.data()),
+             out[0].y.size() / 4);
+      report("dqkv", reinterpret_cast<const float*>(out[0].dqkv.data()),
+             reinterpret_cast<const float*>(out[1].dqkv.data()), out[0].dqkv.size() / 4);
+      report("att", out[0].att.data(), out[1].att.data(), out[0].att.size());
+    }
   }
 }

@@ -6,7 +6,7 @@
 // one thread, so results do not depend on the thread count. Within a pair the products are small
 // matrix products (T x T x hs) written as register-blocked loops over the machine's vectors (GCC vector
 // extensions with -march=native: AVX-512 registers of 16 floats, else AVX2 ones of 8), the softmax over
-// 16-float blocks; only the causal lower triangle is computed. Compiled with -ffp-contract=fast (the op's flag) so a*b+c becomes an FMA.
+// 16-float blocks of those vectors; only the causal lower triangle is computed. Compiled with -ffp-contract=fast (the op's flag) so a*b+c becomes an FMA.
 //
 // Storage float32 (_f32), bfloat16 (_bf16) or float16 (_f16) for qkv, y, dy and dqkv; P (att) and all
 // arithmetic float32. With 16-bit storage each (batch, head) pair's q, k, v (and dy) are converted
@@ -24,6 +24,10 @@
 #include <vector>
 
 #include "cpu_convert.h"  // accel's kernels/cpu: bfloat16 / float16 loads and stores
+
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>  // fma_n
+#endif
 
 // AMX (Sapphire Rapids and later, with -march=native there): the bf16 products on the tile unit.
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__) && defined(__linux__)
@@ -61,7 +65,10 @@ inline void store(float* p, v16 v) { *reinterpret_cast<v16u*>(p) = v; }
 inline v16 splat(float x) { return v16{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }  // a broadcast (0 + x is an add)
 typedef int v16i __attribute__((vector_size(64)));
 
-inline v16 vmax(v16 a, v16 b) { return a > b ? a : b; }
+template <class V>
+inline V vmax(V a, V b) {
+  return a > b ? a : b;
+}
 // Horizontal sum and maximum: halves combined four times (constant two-input shuffles), not sixteen
 // extractions.
 template <class Op>
@@ -75,27 +82,29 @@ inline float reduce(v16 v, Op op) {
 inline float hsum(v16 v) {
   return reduce(v, [](v16 a, v16 b) { return a + b; });
 }
-inline float hmax(v16 v) { return reduce(v, vmax); }
+inline float hmax(v16 v) { return reduce(v, vmax<v16>); }
 
-// e^x on 16 lanes for x <= 0 (a softmax's x - max): Cephes' expf polynomial (as kernels/cpu/nn_ops.cpp),
-// n = round(x / ln 2) by the 1.5 * 2^23 trick, whose low bits then hold n. x is clamped at -87.3, where
-// the result is ~1e-38, never a subnormal.
-inline v16 exp_neg(v16 x) {
-  x = vmax(x, splat(-87.3365447505531f));
-  const v16 t = x * 1.44269504088896341f + 12582912.0f;
-  const v16 n = t - 12582912.0f;
-  v16 r = x - n * 0.693359375f;
+// e^x for x <= 0 (a softmax's x - max), lane by lane on a vector V (VI: its int vector): Cephes' expf
+// polynomial (as kernels/cpu/nn_ops.cpp), n = round(x / ln 2) by the 1.5 * 2^23 trick, whose low bits
+// then hold n. x is clamped at -87.3, where the result is ~1e-38, never a subnormal.
+template <class V, class VI>
+inline V exp_neg_lanes(V x) {
+  x = vmax(x, V{} - 87.3365447505531f);  // constants fold: no add is left
+  const V t = x * 1.44269504088896341f + 12582912.0f;
+  const V n = t - 12582912.0f;
+  V r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
-  v16 p = splat(1.9875691500e-4f);
+  V p = V{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const v16 y = (p * (r * r) + r) + 1.0f;
-  const v16i e = ((v16i)t - 0x4B400000 + 127) << 23;
-  return y * (v16)e;
+  const V y = (p * (r * r) + r) + 1.0f;
+  const VI e = ((VI)t - 0x4B400000 + 127) << 23;
+  return y * (V)e;
 }
+inline v16 exp_neg(v16 x) { return exp_neg_lanes<v16, v16i>(x); }
 
 // A 16 x 16 transpose in registers: stage S (1, 2, 4, 8) swaps bit S of the row index with bit S of the
 // lane index, between rows r and r + S ((r & S) == 0), by two two-input shuffles.
@@ -297,23 +306,96 @@ void upper_times(const float* m, long long ldm, const float* b, long long ldb, l
                  [&](auto rb) { upper_block<NV, decltype(rb)::value>(m, ldm, b, ldb, T, j0, out, ldo, scale); });
 }
 
+// ---- the float32 path's softmax and transposes on the machine's own vectors ----
+//
+// A 16-float block (a v16 above) is B16 = 16 / W native vectors here. With AVX2 GCC lowered the v16
+// form's masked selects, shuffles and reductions through the stack: the forward softmax took 3/4 of
+// the forward kernel at tiny's shape (T 64, hs 32). The arithmetic is the v16 form's, lane for lane:
+// lane l of a row's sum adds the columns 16 c + l in order; the block's B16 parts are added first (the
+// v16 reduction's first stage), then the native vector's lanes by halves — the same bits on every path.
+constexpr int B16 = 16 / W;
+typedef int vni __attribute__((vector_size(W * 4)));
+typedef unsigned vnu32 __attribute__((vector_size(W * 4), aligned(4)));
+
+inline vn load_v(const float* p) { return *reinterpret_cast<const vnu*>(p); }
+// a b + c as one FMA, explicitly: -ffp-contract=fast leaves it to GCC, which did not contract a
+// product whose sum sat after a merge of two paths (one of the backward's two halves, with AVX2).
+inline vn fma_n(vn a, vn b, vn c) {
+#if defined(__AVX512F__)
+  return (vn)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__)
+  return (vn)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+  return a * b + c;
+#endif
+}
+inline vni lanes_n() {
+#if defined(__AVX512F__)
+  return vni{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#else
+  return vni{0, 1, 2, 3, 4, 5, 6, 7};
+#endif
+}
+// v's lanes combined by halves (lane l with l + W/2, then l + W/4, ...), as reduce above.
+template <class Op>
+inline float reduce_n(vn v, Op op) {
+#if defined(__AVX512F__)
+  return reduce(v, op);
+#else
+  v = op(v, __builtin_shuffle(v, vni{4, 5, 6, 7, 0, 1, 2, 3}));
+  v = op(v, __builtin_shuffle(v, vni{2, 3, 0, 1, 6, 7, 4, 5}));
+  v = op(v, __builtin_shuffle(v, vni{1, 0, 3, 2, 5, 4, 7, 6}));
+  return v[0];
+#endif
+}
+inline float block_sum(const vn (&x)[B16]) {
+  vn v = x[0];
+  for (int h = 1; h < B16; ++h) v = v + x[h];
+  return reduce_n(v, [](vn a, vn b) { return a + b; });
+}
+inline float block_max(const vn (&x)[B16]) {
+  vn v = x[0];
+  for (int h = 1; h < B16; ++h) v = vmax(v, x[h]);
+  return reduce_n(v, vmax<vn>);
+}
+
+// A W x W transpose in registers (transpose_stage's scheme on W lanes).
+template <int S>
+inline void transpose_stage_n(vn (&x)[W]) {
+  const vni lane = lanes_n();
+  const vni lo = (lane & S) == 0 ? lane : lane + (W - S);
+  const vni hi = (lane & S) == 0 ? lane + S : lane + W;
+  for (int r = 0; r < W; ++r) {
+    if ((r & S) != 0) continue;
+    const vn a = x[r], b = x[r + S];
+    x[r] = __builtin_shuffle(a, b, lo);
+    x[r + S] = __builtin_shuffle(a, b, hi);
+  }
+}
+inline void transpose_n(vn (&x)[W]) {
+  transpose_stage_n<1>(x);
+  transpose_stage_n<2>(x);
+  transpose_stage_n<4>(x);
+  if constexpr (W == 16) transpose_stage_n<8>(x);
+}
+
 // bt = rows transposed in panels of 32 columns: element (d, j) at (j / 32) 32 hs + 32 d + j % 32, for
 // j < T (zero for j in [T, Tp); a last panel of 16 has its other half unused); hs x Tb floats
-// (Tb: Tp rounded up to 32). 16 x 16 blocks transposed in registers.
+// (Tb: Tp rounded up to 32). W x W blocks transposed in registers.
 void transpose_in(const float* rows, long long ld, long long T, long long hs, long long Tp, float* bt) {
-  for (long long j0 = 0; j0 < Tp; j0 += 16) {
-    for (long long d0 = 0; d0 < hs; d0 += 16) {
-      v16 x[16];
-      for (int l = 0; l < 16; ++l) x[l] = j0 + l < T ? load(rows + (j0 + l) * ld + d0) : v16{};
-      transpose16(x);
-      for (int l = 0; l < 16; ++l) store(bt + (j0 / 32 * 32) * hs + (d0 + l) * 32 + j0 % 32, x[l]);
+  for (long long j0 = 0; j0 < Tp; j0 += W) {
+    for (long long d0 = 0; d0 < hs; d0 += W) {
+      vn x[W];
+      for (int l = 0; l < W; ++l) x[l] = j0 + l < T ? load_v(rows + (j0 + l) * ld + d0) : vn{};
+      transpose_n(x);
+      for (int l = 0; l < W; ++l) store_n(bt + (j0 / 32 * 32) * hs + (d0 + l) * 32 + j0 % 32, x[l]);
     }
   }
 }
 
-// The dropout factors of row i (bits >= threshold ? scale : 0) for one 16-column block: one vector
-// compare where the block lies within T (a scalar loop with its conditional loads was 10 % of a bf16
-// step with dropout), element by element at the row's end.
+// The dropout factors of row i (bits >= threshold ? scale : 0) for 16 (mask_v) or W (mask_n) columns
+// from j0: one vector compare where they lie within T (a scalar loop with its conditional loads was
+// 10 % of a bf16 step with dropout), element by element at the row's end.
 typedef unsigned v16u32 __attribute__((vector_size(64), aligned(4)));
 inline v16 mask_v(const gpt_attention_args& a, const std::uint32_t* bits_row, long long j0, long long T) {
   if (j0 + 16 <= T) {
@@ -327,36 +409,56 @@ inline v16 mask_v(const gpt_attention_args& a, const std::uint32_t* bits_row, lo
   }
   return m;
 }
+inline vn mask_n(const gpt_attention_args& a, const std::uint32_t* bits_row, long long j0, long long T) {
+  if (j0 + W <= T) {
+    const vnu32 words = *reinterpret_cast<const vnu32*>(bits_row + j0);
+    return words >= (vnu32{} + a.threshold) ? splat_n(a.scale) : vn{};
+  }
+  vn m;
+  for (int l = 0; l < W; ++l) {
+    const long long j = j0 + l;
+    m[l] = j < T && bits_row[j] >= a.threshold ? a.scale : 0.0f;
+  }
+  return m;
+}
 
 // Row i of this head's tile s (rows T, stride Tp) becomes P[i] = softmax(S[i][0..i]), zero past the
 // diagonal; rows [T, Tp) zero. With attention dropout pd gets P x the dropout factors.
 void softmax_forward_tile(const gpt_attention_args& a, long long bh, float* s, float* pd) {
   const long long T = a.T, Tp = (T + 15) / 16 * 16;
-  const v16 neg = splat(-3.0e38f);
   for (long long i = 0; i < T; ++i) {
     float* si = s + i * Tp;
     // Blocks before `last` lie wholly at or below the diagonal; only the diagonal's block is masked.
     const long long last = i / 16;
-    const v16i below = lane_index(16 * last) <= (v16i{} + static_cast<int>(i));
-    v16 mx = below ? load(si + 16 * last) : neg;
-    for (long long c = 0; c < last; ++c) mx = vmax(mx, load(si + 16 * c));
-    const float m = hmax(mx);
-    v16 sum = {};
+    float* sl = si + 16 * last;
+    vni below[B16];
+    for (int h = 0; h < B16; ++h) below[h] = lanes_n() + static_cast<int>(16 * last + W * h) <= static_cast<int>(i);
+    vn mx[B16];
+    for (int h = 0; h < B16; ++h) mx[h] = below[h] ? load_v(sl + W * h) : splat_n(-3.0e38f);
     for (long long c = 0; c < last; ++c) {
-      const v16 e = exp_neg(load(si + 16 * c) - m);
-      store(si + 16 * c, e);
-      sum += e;
+      for (int h = 0; h < B16; ++h) mx[h] = vmax(mx[h], load_v(si + 16 * c + W * h));
     }
-    const v16 el = below ? exp_neg(load(si + 16 * last) - m) : v16{};
-    store(si + 16 * last, el);
-    sum += el;
-    const float inv = 1.0f / hsum(sum);
-    for (long long c = 0; c <= last; ++c) store(si + 16 * c, load(si + 16 * c) * inv);
-    for (long long c = last + 1; c < Tp / 16; ++c) store(si + 16 * c, v16{});
+    const float m = block_max(mx);
+    vn sum[B16] = {};
+    for (long long c = 0; c < last; ++c) {
+      for (int h = 0; h < B16; ++h) {
+        const vn e = exp_neg_lanes<vn, vni>(load_v(si + 16 * c + W * h) - m);
+        store_n(si + 16 * c + W * h, e);
+        sum[h] += e;
+      }
+    }
+    for (int h = 0; h < B16; ++h) {
+      const vn e = below[h] ? exp_neg_lanes<vn, vni>(load_v(sl + W * h) - m) : vn{};
+      store_n(sl + W * h, e);
+      sum[h] += e;
+    }
+    const float inv = 1.0f / block_sum(sum);
+    for (long long c = 0; c < 16 * (last + 1); c += W) store_n(si + c, load_v(si + c) * inv);
+    for (long long c = 16 * (last + 1); c < Tp; c += W) store_n(si + c, vn{});
     if (a.bits != nullptr) {
       const std::uint32_t* bits_row = a.bits + (bh * T + i) * T;
       float* pdi = pd + i * Tp;
-      for (long long c = 0; c < Tp / 16; ++c) store(pdi + 16 * c, load(si + 16 * c) * mask_v(a, bits_row, 16 * c, T));
+      for (long long c = 0; c < Tp; c += W) store_n(pdi + c, load_v(si + c) * mask_n(a, bits_row, c, T));
     }
   }
   for (long long i = T; i < Tp; ++i) {  // padding rows (read by the backward pass's full-block loops)
@@ -373,26 +475,29 @@ void softmax_backward_tile(const gpt_attention_args& a, long long bh, const floa
     float* dsi = ds + i * Tp;
     const float* pi = att + i * Tp;
     float* pdi = pd + i * Tp;
-    const long long blocks = i / 16 + 1;
+    const long long end = 16 * (i / 16 + 1);  // the blocks at or below the diagonal
     const std::uint32_t* bits_row = a.bits != nullptr ? a.bits + (bh * T + i) * T : nullptr;
-    v16 dsum = {};
-    for (long long c = 0; c < blocks; ++c) {
-      v16 dp = load(dsi + 16 * c);
-      if (bits_row != nullptr) {
-        dp = dp * mask_v(a, bits_row, 16 * c, T);
-        store(dsi + 16 * c, dp);  // dP
+    vn dsum[B16] = {};
+    for (long long c = 0; c < end; c += 16) {
+      for (int h = 0; h < B16; ++h) {
+        const long long j = c + W * h;
+        vn dp = load_v(dsi + j);
+        if (bits_row != nullptr) {
+          dp = dp * mask_n(a, bits_row, j, T);
+          store_n(dsi + j, dp);  // dP
+        }
+        dsum[h] = fma_n(load_v(pi + j), dp, dsum[h]);  // P is 0 past the diagonal
       }
-      dsum += load(pi + 16 * c) * dp;  // P is 0 past the diagonal
     }
-    const float dsum_s = hsum(dsum);
-    for (long long c = 0; c < blocks; ++c) {
-      const v16 p = load(pi + 16 * c);
-      store(dsi + 16 * c, p * (load(dsi + 16 * c) - dsum_s));
-      if (bits_row != nullptr) store(pdi + 16 * c, p * mask_v(a, bits_row, 16 * c, T));
+    const float dsum_s = block_sum(dsum);
+    for (long long j = 0; j < end; j += W) {
+      const vn p = load_v(pi + j);
+      store_n(dsi + j, p * (load_v(dsi + j) - dsum_s));
+      if (bits_row != nullptr) store_n(pdi + j, p * mask_n(a, bits_row, j, T));
     }
-    for (long long c = blocks; c < Tp / 16; ++c) {
-      store(dsi + 16 * c, v16{});
-      if (bits_row != nullptr) store(pdi + 16 * c, v16{});
+    for (long long j = end; j < Tp; j += W) {
+      store_n(dsi + j, vn{});
+      if (bits_row != nullptr) store_n(pdi + j, vn{});
     }
   }
   for (long long i = T; i < Tp; ++i) {
