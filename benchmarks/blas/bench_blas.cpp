@@ -93,8 +93,18 @@ double time_calls(const std::function<void()>& fn, int calls, double* cpu = null
   return wall;
 }
 
+/// The raw call of the library accel runs this shape on: oneDNN's sgemm, or OpenBLAS's cblas_sgemm
+/// where accel takes it ('T','N' on a CPU without AVX-512, accel/blas/detail/cpu_openblas.hpp).
 void raw_sgemm(const Shape& s, const float* a, const float* b, float* c) {
   const std::int64_t lda = s.ta == Trans::no ? s.k : s.m, ldb = s.tb == Trans::no ? s.n : s.k;
+  namespace d = accel::blas::detail;
+  d::GemmArgs<float> g;
+  g.ta = s.ta, g.tb = s.tb, g.m = s.m, g.n = s.n, g.k = s.k, g.lda = lda, g.ldb = ldb, g.ldc = s.n, g.batch = s.batch;
+  g.a = a, g.b = b, g.c = c, g.beta = 0.0f;
+  if (const d::OpenBlasApi* tn = d::openblas_for(d::Call{"gemm", "cpu", 0}, g); tn != nullptr) {
+    d::openblas_sgemm(*tn, g);
+    return;
+  }
   for (std::int64_t i = 0; i < s.batch; ++i) {
     const dnnl_status_t st = dnnl_sgemm(s.ta == Trans::yes ? 'T' : 'N', s.tb == Trans::yes ? 'T' : 'N', s.m, s.n, s.k,
                                         1.0f, a + i * s.m * s.k, lda, b + i * s.k * s.n, ldb, 0.0f, c + i * s.m * s.n, s.n);
@@ -190,8 +200,11 @@ void run_cpu(const Options& opt) {
     accel::blas::set_num_threads(threads);
     omp.set_num_threads(threads);  // the raw calls run on this thread
     const double peak = accel_bench::fma_peak_gflops(threads);
-    std::printf("\nCPU, %d thread%s: FMA peak %.1f GFLOP/s (%s)\n", threads, threads == 1 ? "" : "s", peak,
-                accel::blas::detail::cpu_blas_name().c_str());
+    const std::string openblas = accel::blas::detail::openblas_name();
+    const bool tn_openblas = accel::blas::detail::openblas_takes_transposed_a();
+    std::printf("\nCPU, %d thread%s: FMA peak %.1f GFLOP/s (%s%s)\n", threads, threads == 1 ? "" : "s", peak,
+                accel::blas::detail::cpu_blas_name().c_str(),
+                tn_openblas ? ("; 'T','N' on " + openblas + ", the raw call there too").c_str() : "");
     std::printf("%-30s %9s %6s %9s | %-24s %-24s | %-24s | %-24s | %9s\n", "shape", "raw GF/s", "%peak", "cpu GF/s",
                 "accel/raw (wall)", "accel/raw (CPU time)", "accel/ws (8 queued)", "accel/ws1 (sync each)",
                 "bf16 GF/s");

@@ -2,7 +2,10 @@
 // double-precision reference; the argument checks; the CPU BLAS's threads; cuBLAS's handles (on a GPU).
 #include "blas_test_support.hpp"
 
+#include <accel/blas/detail/cpu_openblas.hpp>
+
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <thread>
 #include <tuple>
@@ -514,6 +517,72 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bfloat16 operands accumulate in float and round
 TEST_CASE_TEMPLATE_DEFINE("gemm: half operands accumulate in float and round once, on every backend (CPU: F16C)", B,
                           gemm_half) {
   check_16bit_gemm<accel::half, B>("half");
+}
+
+// Float32 'T','N' products go to OpenBLAS's OpenMP build on CPUs without AVX-512 (blas/detail/cpu_openblas.hpp).
+// Here it is chosen on any CPU, where the library is installed, and must give what oneDNN gives: the exact
+// cases to the bit (NaN in C ignored with beta 0, padding untouched), and an engine-like weight gradient
+// within float rounding of a double-precision reference.
+TEST_CASE("gemm on the CPU: 'T','N' float32 through OpenBLAS where chosen — bit for bit on exact cases") {
+  namespace d = accel::blas::detail;
+  const d::TransposedABlas saved = d::transposed_a_blas().load();
+  const d::Call call{"gemm", "cpu", 0};
+  d::GemmArgs<float> g;
+  g.ta = Trans::yes;
+  g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 8;
+  d::transposed_a_blas().store(d::TransposedABlas::onednn);
+  CHECK(d::openblas_for(call, g) == nullptr);
+  d::transposed_a_blas().store(d::TransposedABlas::automatic);
+  if (d::cpu_has_avx512f()) CHECK(d::openblas_for(call, g) == nullptr);  // oneDNN is at its best there
+  d::transposed_a_blas().store(d::TransposedABlas::openblas);
+  if (!d::openblas().loaded()) {
+    CHECK(d::openblas().error.find("libopenblas0-openmp") != std::string::npos);
+    CHECK_THROWS_AS((void)d::openblas_for(call, g), accel::BackendUnavailableError);
+    d::transposed_a_blas().store(saved);
+    MESSAGE("SKIPPED: OpenBLAS's OpenMP build is not installed (" << d::openblas().error << ")");
+    return;
+  }
+  CHECK(d::openblas_for(call, g) == &d::openblas());
+  CHECK(d::openblas_name().rfind("OpenBLAS", 0) == 0);
+  // Only 'T','N', one matrix, k > 0.
+  for (const auto& [ta, tb] : {std::pair{Trans::no, Trans::no}, {Trans::no, Trans::yes}, {Trans::yes, Trans::yes}}) {
+    d::GemmArgs<float> other = g;
+    other.ta = ta;
+    other.tb = tb;
+    CHECK(d::openblas_for(call, other) == nullptr);
+  }
+  d::GemmArgs<float> batched = g, no_k = g;
+  batched.batch = 2;
+  no_k.k = 0;
+  CHECK(d::openblas_for(call, batched) == nullptr);
+  CHECK(d::openblas_for(call, no_k) == nullptr);
+
+  const accel::CpuBackend be;
+  accel::cpu::Stream stream;
+  const accel::cpu::StreamRef s = stream;
+  const int threads = accel::blas::num_threads();
+  int runs = 0;
+  for (int t : {1, 2}) {
+    accel::blas::set_num_threads(t);
+    for (const auto& [m, n, k] : {std::tuple<i64, i64, i64>{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 48, 32}, {3, 70, 1}}) {
+      for (i64 pad : {0, 3}) {
+        for (const auto& ab : {std::pair{1.0f, 0.0f}, {0.75f, 1.0f}, {-2.0f, -0.5f}}) {
+          const Problem p(Trans::yes, Trans::no, m, n, k, ab.first, ab.second, pad);
+          check_bits(run<float>(be, s, p, false), p.expected(), describe(p) + " on OpenBLAS, threads " + std::to_string(t));
+          ++runs;
+        }
+      }
+    }
+  }
+  CHECK(runs == 2 * 5 * 2 * 3);
+  // A weight gradient of the engine's shape (dW += dY^T X over 300 tokens), full-mantissa values.
+  const Problem wg(Trans::yes, Trans::no, 96, 40, 300, 1.0f, 1.0f, 0, 1, true);
+  const std::vector<float> got = run<float>(be, s, wg, false), want = wg.expected();
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+  CHECK(worst < 2e-5);  // 300 products of values below 1: float's rounding, not a wrong sum
+  accel::blas::set_num_threads(threads);
+  d::transposed_a_blas().store(saved);
 }
 
 TEST_CASE_TEMPLATE_APPLY(gemm_exact, BlasBackends);

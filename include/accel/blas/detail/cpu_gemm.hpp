@@ -10,6 +10,9 @@
 // ops already use, so GEMMs and ops on one stream share the worker thread's OpenMP team instead of
 // two thread pools spinning against each other.
 //
+// One exception, on CPUs without AVX-512: float32 'T','N' products (weight gradients) go to OpenBLAS's
+// OpenMP build where it is installed, which is faster there at those shapes (blas/detail/cpu_openblas.hpp).
+//
 // An epilogue (GELU, GELU's gradient: blas/gemm_gelu.hpp) is a pass over C in the same task, right after
 // the product (blas/detail/cpu_epilogue.hpp).
 //
@@ -34,6 +37,7 @@
 #include <accel/blas/detail/cpu_epilogue.hpp>
 #include <accel/blas/detail/cpu_half.hpp>
 #include <accel/blas/detail/cpu_matmul.hpp>
+#include <accel/blas/detail/cpu_openblas.hpp>
 #include <accel/blas/detail/gemm_impl.hpp>
 #include <accel/blas/detail/openmp.hpp>
 #include <accel/cpu/backend.hpp>
@@ -152,6 +156,14 @@ struct GemmImpl<CpuBackend> {
                               cpu_blas_name() + " multiplies float, bfloat16 and half there)");
     } else if constexpr (std::is_same_v<T, float>) {
       if (g.empty()) return;
+      if (const OpenBlasApi* tn = openblas_for(call, g); tn != nullptr) {
+        stream.enqueue([g, tn] {
+          (void)apply_requested_threads();
+          openblas_sgemm(*tn, g);
+          cpu_epilogue(g);
+        });
+        return;
+      }
       stream.enqueue([g] {
         cpu_sgemm(g);
         cpu_epilogue(g);

@@ -1,0 +1,135 @@
+// accel/blas/detail/cpu_openblas.hpp — OpenBLAS for one kind of float32 product on CPUs without AVX-512:
+// C = alpha A^T B + beta C ('T','N', one matrix), the weight gradients of a linear layer.
+//
+// Why: at the GPT engine's weight-gradient shapes (dW = dY^T X, K = the tokens) oneDNN 2.6's AVX2 sgemm
+// runs at 61-65 % of a Zen 3 core's FMA peak and OpenBLAS 0.3.21 at 85-89 %; in the engine, the step's
+// four weight gradients per layer went from 4.4 to 3.6 ms (benchmarks/RESULTS.md, "The CPU attention on
+// AVX2 vectors, and the weight gradients"). Every other product, and every product on a CPU with
+// AVX-512 (where oneDNN reaches 98 % of the peak at the same shapes), stays on oneDNN.
+//
+// OpenBLAS is loaded at run time, and only its OpenMP build (Debian's libopenblas0-openmp): that build
+// runs on the process's OpenMP runtime with the calling thread's thread count (blas::num_threads()), as
+// oneDNN does; the pthread build would start a pool of its own beside the stream's OpenMP team. Without
+// it, oneDNN multiplies these too.
+//
+// ACCEL_CPU_BLAS_TN chooses (read once): `auto` (the default: OpenBLAS where the CPU lacks AVX-512F and
+// the library loads), `onednn`, or `openblas` (on any CPU; a GEMM then throws BackendUnavailableError
+// when the library does not load). ACCEL_OPENBLAS names the library file instead of Debian's path.
+#pragma once
+
+#include <accel/blas/detail/arguments.hpp>
+#include <accel/core/error.hpp>
+#include <accel/detail/dynamic_library.hpp>
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+namespace accel::blas::detail {
+
+/// Which BLAS multiplies float32 'T','N' products on the CPU.
+enum class TransposedABlas { automatic, onednn, openblas };
+
+struct OpenBlasApi {
+  // cblas_sgemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), 32-bit integers
+  void (*sgemm)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int) = nullptr;
+  int (*get_parallel)() = nullptr;  ///< 0 sequential, 1 pthreads, 2 OpenMP
+  char* (*get_config)() = nullptr;  ///< "OpenBLAS 0.3.21 NO_AFFINITY Zen MAX_THREADS=64"
+  std::string error;                ///< why it is not loaded
+  [[nodiscard]] bool loaded() const noexcept { return sgemm != nullptr; }
+};
+
+/// The OpenMP build of OpenBLAS, loaded on first use; process-wide, never unloaded.
+inline const OpenBlasApi& openblas() noexcept {
+  static const OpenBlasApi* const api = [] {
+    auto* a = new OpenBlasApi;
+    const char* path = std::getenv("ACCEL_OPENBLAS");
+    accel::detail::DynamicLibrary lib =
+        path != nullptr && *path != '\0'
+            ? accel::detail::DynamicLibrary::try_open({std::string_view(path)})
+            : accel::detail::DynamicLibrary::try_open({"/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0",
+                                                       "/usr/lib/aarch64-linux-gnu/openblas-openmp/libopenblas.so.0"});
+    accel::detail::SymbolTable table(lib);
+    table.require(a->sgemm, "cblas_sgemm").require(a->get_parallel, "openblas_get_parallel").optional(a->get_config, "openblas_get_config");
+    if (!table.complete()) {
+      const std::string why = table.error();
+      *a = OpenBlasApi{};
+      a->error = why + " (Debian: apt-get install libopenblas0-openmp)";
+    } else if (a->get_parallel() != 2) {
+      const std::string name = lib.name();
+      *a = OpenBlasApi{};
+      a->error = name + " is not OpenBLAS's OpenMP build (openblas_get_parallel() != 2; Debian: libopenblas0-openmp)";
+    } else {
+      (void)lib.release();  // kept loaded for the rest of the process
+    }
+    return a;
+  }();
+  return *api;
+}
+
+/// "OpenBLAS 0.3.21" (the first two words of openblas_get_config()), or "" when it is not loaded.
+[[nodiscard]] inline std::string openblas_name() {
+  const OpenBlasApi& api = openblas();
+  if (!api.loaded()) return {};
+  if (api.get_config == nullptr) return "OpenBLAS";
+  const std::string config = api.get_config();
+  const auto first = config.find(' ');
+  return first == std::string::npos ? config : config.substr(0, config.find(' ', first + 1));
+}
+
+/// The choice, from ACCEL_CPU_BLAS_TN on first use; tests may change it.
+inline std::atomic<TransposedABlas>& transposed_a_blas() noexcept {
+  static std::atomic<TransposedABlas> choice{[] {
+    const char* env = std::getenv("ACCEL_CPU_BLAS_TN");
+    const std::string_view v = env != nullptr ? env : "";
+    if (v == "onednn") return TransposedABlas::onednn;
+    if (v == "openblas") return TransposedABlas::openblas;
+    return TransposedABlas::automatic;
+  }()};
+  return choice;
+}
+
+/// Whether this CPU has AVX-512F (oneDNN's fast path for every shape).
+[[nodiscard]] inline bool cpu_has_avx512f() noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  return __builtin_cpu_supports("avx512f");
+#else
+  return true;  // measured only on x86-64: elsewhere oneDNN keeps every product
+#endif
+}
+
+/// Whether float32 'T','N' products go to OpenBLAS in this process (the choice, the CPU, the library).
+[[nodiscard]] inline bool openblas_takes_transposed_a() noexcept {
+  const TransposedABlas choice = transposed_a_blas().load(std::memory_order_relaxed);
+  if (choice == TransposedABlas::onednn || (choice == TransposedABlas::automatic && cpu_has_avx512f())) return false;
+  return openblas().loaded();
+}
+
+/// OpenBLAS for this product, or nullptr for oneDNN. Decided at the call (not in the task), so that a
+/// required but missing OpenBLAS is the caller's error.
+[[nodiscard]] inline const OpenBlasApi* openblas_for(const Call& call, const GemmArgs<float>& g) {
+  if (g.ta != Trans::yes || g.tb != Trans::no || g.batch != 1 || g.k == 0) return nullptr;
+  for (const std::int64_t v : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc}) {
+    if (v > INT_MAX) return nullptr;  // cblas's 32-bit integers
+  }
+  if (openblas_takes_transposed_a()) return &openblas();
+  if (transposed_a_blas().load(std::memory_order_relaxed) == TransposedABlas::openblas) {
+    const OpenBlasApi& api = openblas();
+    throw BackendUnavailableError(call.str() + ": ACCEL_CPU_BLAS_TN=openblas, but OpenBLAS's OpenMP build did not load: " +
+                                  api.error);
+  }
+  return nullptr;
+}
+
+/// Runs in the task, on the stream's thread (whose OpenMP thread count the caller has applied).
+inline void openblas_sgemm(const OpenBlasApi& api, const GemmArgs<float>& g) noexcept {
+  constexpr int row_major = 101, trans = 112, no_trans = 111;  // CBLAS_ORDER, CBLAS_TRANSPOSE
+  api.sgemm(row_major, trans, no_trans, static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), g.alpha,
+            g.a, static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb), g.beta, g.c, static_cast<int>(g.ldc));
+}
+
+}  // namespace accel::blas::detail
