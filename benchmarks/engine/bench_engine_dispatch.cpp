@@ -18,6 +18,7 @@
 #include "run.hpp"
 
 #include <accel/accel.hpp>
+#include <accel/blas/detail/cpu_openblas.hpp>
 #include <accel/ops.hpp>
 #include <accel/ops/nn_abi.hpp>
 
@@ -156,8 +157,18 @@ class RawStep {
       throw std::runtime_error("raw step: a kernel refused its arguments (code " + std::to_string(rc) + ")");
     }
   }
+  // The library accel::blas runs each product on (its CPU BLAS policy): OpenBLAS's blocks for 'T','N' on a
+  // CPU without AVX-512 where it is installed (accel/blas/detail/cpu_openblas.hpp), else oneDNN's sgemm.
   static void gemm(char ta, char tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda,
                    const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+    namespace d = accel::blas::detail;
+    d::GemmArgs<float> g;
+    g.ta = ta == 'T' ? accel::blas::Trans::yes : accel::blas::Trans::no, g.tb = tb == 'T' ? accel::blas::Trans::yes : accel::blas::Trans::no;
+    g.m = m, g.n = n, g.k = k, g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.beta = beta, g.c = c, g.ldc = ldc;
+    if (const d::OpenBlasApi* tn = d::openblas_for(d::Call{"gemm", "cpu", 0}, g); tn != nullptr) {
+      d::openblas_sgemm_blocks(*tn, g);
+      return;
+    }
     if (dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) != dnnl_success) {
       throw std::runtime_error("raw step: dnnl_sgemm failed");
     }

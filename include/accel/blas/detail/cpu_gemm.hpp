@@ -158,8 +158,7 @@ struct GemmImpl<CpuBackend> {
       if (g.empty()) return;
       if (const OpenBlasApi* tn = openblas_for(call, g); tn != nullptr) {
         stream.enqueue([g, tn] {
-          (void)apply_requested_threads();
-          openblas_sgemm(*tn, g);
+          openblas_sgemm_blocks(*tn, g);
           cpu_epilogue(g);
         });
         return;

@@ -18,9 +18,11 @@
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/openmp.hpp>
 #include <accel/core/error.hpp>
 #include <accel/detail/dynamic_library.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -125,11 +127,59 @@ inline std::atomic<TransposedABlas>& transposed_a_blas() noexcept {
   return nullptr;
 }
 
-/// Runs in the task, on the stream's thread (whose OpenMP thread count the caller has applied).
+/// One cblas_sgemm call for the whole of `g` ('T','N'), with the calling thread's OpenMP thread count.
 inline void openblas_sgemm(const OpenBlasApi& api, const GemmArgs<float>& g) noexcept {
   constexpr int row_major = 101, trans = 112, no_trans = 111;  // CBLAS_ORDER, CBLAS_TRANSPOSE
   api.sgemm(row_major, trans, no_trans, static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), g.alpha,
             g.a, static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb), g.beta, g.c, static_cast<int>(g.ldc));
+}
+
+// OpenBLAS's results depend on its thread count (oneDNN's do not, and the engine's --deterministic runs
+// promise the same bits on any count). So C is cut into blocks fixed by the shape alone — 128 rows
+// (m >= n) or 128 columns — and each block is one single-threaded call, whichever thread runs it: the
+// blocks are spread over the stream's OpenMP team, inside which OpenBLAS's OpenMP build runs each call
+// on its caller alone. On one thread this costs the re-packing of the shared operand per block (the
+// engine's weight gradients: 1-4 blocks).
+inline constexpr std::int64_t openblas_block_size = 128;
+
+struct OpenBlasBlocks {
+  const OpenBlasApi* api;
+  const GemmArgs<float>* g;
+  bool by_rows;
+  std::int64_t count;
+};
+
+inline void run_openblas_block(const OpenBlasBlocks& w, std::int64_t i) noexcept {
+  GemmArgs<float> b = *w.g;
+  const std::int64_t first = i * openblas_block_size;
+  if (w.by_rows) {  // rows of C: columns of A (stored k x m for 'T')
+    b.m = std::min(openblas_block_size, b.m - first);
+    b.a += first;
+    b.c += first * b.ldc;
+  } else {
+    b.n = std::min(openblas_block_size, b.n - first);
+    b.b += first;
+    b.c += first;
+  }
+  openblas_sgemm(*w.api, b);
+}
+
+inline void openblas_blocks_share(void* data) noexcept {
+  const auto& w = *static_cast<const OpenBlasBlocks*>(data);
+  const OpenMpApi& omp = openmp();
+  for (std::int64_t i = omp.get_thread_num(); i < w.count; i += omp.get_num_threads()) run_openblas_block(w, i);
+}
+
+/// Runs in the task, on the stream's thread, with blas::num_threads() threads.
+inline void openblas_sgemm_blocks(const OpenBlasApi& api, const GemmArgs<float>& g) noexcept {
+  const int threads = apply_requested_threads();
+  const bool by_rows = g.m >= g.n;
+  const OpenBlasBlocks w{&api, &g, by_rows, ((by_rows ? g.m : g.n) + openblas_block_size - 1) / openblas_block_size};
+  if (threads <= 1) {  // the thread's count is 1: OpenBLAS runs each call on it alone
+    for (std::int64_t i = 0; i < w.count; ++i) run_openblas_block(w, i);
+    return;
+  }
+  openmp().parallel(&openblas_blocks_share, const_cast<OpenBlasBlocks*>(&w), static_cast<unsigned>(threads), 0);
 }
 
 }  // namespace accel::blas::detail
