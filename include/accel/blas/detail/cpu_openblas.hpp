@@ -2,9 +2,9 @@
 // C = alpha A^T B + beta C ('T','N', one matrix), the weight gradients of a linear layer.
 //
 // Why: at the GPT engine's weight-gradient shapes (dW = dY^T X, K = the tokens) oneDNN 2.6's AVX2 sgemm
-// runs at 61-65 % of a Zen 3 core's FMA peak and OpenBLAS 0.3.21 at 85-89 %; in the engine, the step's
-// four weight gradients per layer went from 4.4 to 3.6 ms (benchmarks/RESULTS.md, "The CPU attention on
-// AVX2 vectors, and the weight gradients"). Every other product, and every product on a CPU with
+// runs at 61-65 % of a Zen 3 core's FMA peak and OpenBLAS 0.3.21 at 85-89 %; in the engine (tiny, one
+// thread) a layer's four weight gradients went from about 4.35 to 3.45 ms (benchmarks/RESULTS.md, "The CPU
+// attention on AVX2 vectors, and the weight gradients on OpenBLAS"). Every other product, and every product on a CPU with
 // AVX-512 (where oneDNN reaches 98 % of the peak at the same shapes), stays on oneDNN.
 //
 // OpenBLAS is loaded at run time, and only its OpenMP build (Debian's libopenblas0-openmp): that build
