@@ -5,8 +5,9 @@
 #include <accel/blas/detail/cpu_openblas.hpp>
 
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -517,6 +518,48 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bfloat16 operands accumulate in float and round
 TEST_CASE_TEMPLATE_DEFINE("gemm: half operands accumulate in float and round once, on every backend (CPU: F16C)", B,
                           gemm_half) {
   check_16bit_gemm<accel::half, B>("half");
+}
+
+// ACCEL_CPU_BLAS_TN: the three names (and unset or empty: auto); anything else is refused by every float32
+// GEMM, naming the value, with C untouched — not taken as the default.
+TEST_CASE("gemm on the CPU: an unknown ACCEL_CPU_BLAS_TN is an InvalidArgumentError naming it") {
+  namespace d = accel::blas::detail;
+  CHECK(d::parse_transposed_a_blas("") == d::TransposedABlas::automatic);
+  CHECK(d::parse_transposed_a_blas("auto") == d::TransposedABlas::automatic);
+  CHECK(d::parse_transposed_a_blas("onednn") == d::TransposedABlas::onednn);
+  CHECK(d::parse_transposed_a_blas("openblas") == d::TransposedABlas::openblas);
+  for (const char* bad : {"openblass", "OneDNN", "mkl", " auto"}) CHECK(d::parse_transposed_a_blas(bad) == d::TransposedABlas::invalid);
+
+  const d::TransposedABlas saved = d::transposed_a_blas().load();
+  const char* env = std::getenv("ACCEL_CPU_BLAS_TN");
+  const std::string saved_env = env != nullptr ? env : "";
+  ::setenv("ACCEL_CPU_BLAS_TN", "openblass", 1);
+  d::transposed_a_blas().store(d::TransposedABlas::invalid);
+  const accel::CpuBackend be;
+  accel::cpu::Stream stream;
+  const accel::cpu::StreamRef s = stream;
+  // Every float32 shape is refused ('N','N' too), and C keeps its values.
+  for (const Trans ta : {Trans::yes, Trans::no}) {
+    const Problem p(ta, Trans::no, 4, 3, 2, 1.0f, 0.0f, 0);
+    std::vector<float> sa, sb, sc;
+    auto a = upload<float>(be, s, p.a, sa);
+    auto b = upload<float>(be, s, p.b, sb);
+    auto c = upload<float>(be, s, p.c, sc);
+    std::string what;
+    try {
+      accel::blas::gemm(be, s, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a.data(), p.lda, b.data(), p.ldb, p.beta, c.data(), p.ldc);
+    } catch (const accel::InvalidArgumentError& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(what.find("ACCEL_CPU_BLAS_TN=openblass is not one of auto, onednn, openblas") != std::string::npos, what);
+    check_bits(download(be, s, c), p.c, describe(p) + " refused");
+  }
+  d::transposed_a_blas().store(saved);
+  if (env != nullptr) {
+    ::setenv("ACCEL_CPU_BLAS_TN", saved_env.c_str(), 1);
+  } else {
+    ::unsetenv("ACCEL_CPU_BLAS_TN");
+  }
 }
 
 // Float32 'T','N' products go to OpenBLAS's OpenMP build on CPUs without AVX-512 (blas/detail/cpu_openblas.hpp).

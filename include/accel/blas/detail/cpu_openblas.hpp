@@ -14,7 +14,8 @@
 //
 // ACCEL_CPU_BLAS_TN chooses (read once): `auto` (the default: OpenBLAS where the CPU lacks AVX-512F and
 // the library loads), `onednn`, or `openblas` (on any CPU; a GEMM then throws BackendUnavailableError
-// when the library does not load). ACCEL_OPENBLAS names the library file instead of Debian's path.
+// when the library does not load); another value makes every float32 GEMM throw InvalidArgumentError.
+// ACCEL_OPENBLAS names the library file instead of Debian's path.
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
@@ -33,8 +34,17 @@
 
 namespace accel::blas::detail {
 
-/// Which BLAS multiplies float32 'T','N' products on the CPU.
-enum class TransposedABlas { automatic, onednn, openblas };
+/// Which BLAS multiplies float32 'T','N' products on the CPU (`invalid`: ACCEL_CPU_BLAS_TN named none).
+enum class TransposedABlas { automatic, onednn, openblas, invalid };
+
+/// ACCEL_CPU_BLAS_TN's value as a choice: unset, empty or "auto", "onednn", "openblas"; anything else is
+/// `invalid`, which every float32 GEMM then reports (a typo must not quietly pick the default).
+[[nodiscard]] inline TransposedABlas parse_transposed_a_blas(std::string_view v) noexcept {
+  if (v.empty() || v == "auto") return TransposedABlas::automatic;
+  if (v == "onednn") return TransposedABlas::onednn;
+  if (v == "openblas") return TransposedABlas::openblas;
+  return TransposedABlas::invalid;
+}
 
 struct OpenBlasApi {
   // cblas_sgemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), 32-bit integers
@@ -87,10 +97,7 @@ inline const OpenBlasApi& openblas() noexcept {
 inline std::atomic<TransposedABlas>& transposed_a_blas() noexcept {
   static std::atomic<TransposedABlas> choice{[] {
     const char* env = std::getenv("ACCEL_CPU_BLAS_TN");
-    const std::string_view v = env != nullptr ? env : "";
-    if (v == "onednn") return TransposedABlas::onednn;
-    if (v == "openblas") return TransposedABlas::openblas;
-    return TransposedABlas::automatic;
+    return parse_transposed_a_blas(env != nullptr ? env : "");
   }()};
   return choice;
 }
@@ -107,13 +114,20 @@ inline std::atomic<TransposedABlas>& transposed_a_blas() noexcept {
 /// Whether float32 'T','N' products go to OpenBLAS in this process (the choice, the CPU, the library).
 [[nodiscard]] inline bool openblas_takes_transposed_a() noexcept {
   const TransposedABlas choice = transposed_a_blas().load(std::memory_order_relaxed);
-  if (choice == TransposedABlas::onednn || (choice == TransposedABlas::automatic && cpu_has_avx512f())) return false;
+  if (choice == TransposedABlas::onednn || choice == TransposedABlas::invalid ||
+      (choice == TransposedABlas::automatic && cpu_has_avx512f()))
+    return false;
   return openblas().loaded();
 }
 
 /// OpenBLAS for this product, or nullptr for oneDNN. Decided at the call (not in the task), so that a
 /// required but missing OpenBLAS is the caller's error.
 [[nodiscard]] inline const OpenBlasApi* openblas_for(const Call& call, const GemmArgs<float>& g) {
+  if (transposed_a_blas().load(std::memory_order_relaxed) == TransposedABlas::invalid) {
+    const char* env = std::getenv("ACCEL_CPU_BLAS_TN");
+    throw InvalidArgumentError(call.str() + ": ACCEL_CPU_BLAS_TN=" + std::string(env != nullptr ? env : "") +
+                               " is not one of auto, onednn, openblas");
+  }
   if (g.ta != Trans::yes || g.tb != Trans::no || g.batch != 1 || g.k == 0) return nullptr;
   for (const std::int64_t v : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc}) {
     if (v > INT_MAX) return nullptr;  // cblas's 32-bit integers
