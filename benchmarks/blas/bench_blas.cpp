@@ -10,6 +10,8 @@
 //   accel/ws   accel::blas on a worker stream, 8 calls enqueued, then one synchronize (the engine's way)
 //   accel/ws1  accel::blas on a worker stream, synchronized after every call: the hand-off cost
 //   bf16       accel::blas with bfloat16 operands on the default stream (oneDNN's matmul), GFLOP/s
+//   bf16 wide  the same bfloat16 product with the operands widened to float and sgemm (C rounded once):
+//              ACCEL_CPU_BLAS_BF16=widened, what a CPU without a faster bf16 product is better off with
 // "cpu GF/s" and "(CPU time)" use process CPU time instead of wall time: on a VM shared with other work
 // they are not lowered by time the threads were not running (at 2 threads they still charge the time a
 // thread spins at a barrier while the other one is descheduled).
@@ -205,9 +207,9 @@ void run_cpu(const Options& opt) {
     std::printf("\nCPU, %d thread%s: FMA peak %.1f GFLOP/s (%s%s)\n", threads, threads == 1 ? "" : "s", peak,
                 accel::blas::detail::cpu_blas_name().c_str(),
                 tn_openblas ? ("; 'T','N' on " + openblas + ", the raw call there too").c_str() : "");
-    std::printf("%-30s %9s %6s %9s | %-24s %-24s | %-24s | %-24s | %9s\n", "shape", "raw GF/s", "%peak", "cpu GF/s",
+    std::printf("%-30s %9s %6s %9s | %-24s %-24s | %-24s | %-24s | %9s %9s\n", "shape", "raw GF/s", "%peak", "cpu GF/s",
                 "accel/raw (wall)", "accel/raw (CPU time)", "accel/ws (8 queued)", "accel/ws1 (sync each)",
-                "bf16 GF/s");
+                "bf16 GF/s", "bf16 wide");
     for (const Shape& s : shapes) {
       if (!opt.filter.empty() && std::string(s.name).find(opt.filter) == std::string::npos) continue;
       const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k) * double(s.batch);
@@ -221,12 +223,19 @@ void run_cpu(const Options& opt) {
       const double one = time_calls([&] { raw_sgemm(s, a.data(), b.data(), c.data()); }, 1);
       const int calls = std::max(8, int(0.02 / std::max(one, 1e-7)) / 8 * 8);
       const int rounds = opt.smoke ? 1 : opt.rounds;
-      std::vector<double> raw_t, accel_t, ws_t, ws1_t, raw_c, accel_c, bf16_t;
+      std::vector<double> raw_t, accel_t, ws_t, ws1_t, raw_c, accel_c, bf16_t, bf16w_t;
       std::vector<accel::bfloat16> a16(a.size()), b16(b.size()), c16(c.size());
       for (std::size_t i = 0; i < a.size(); ++i) a16[i] = accel::bfloat16(a[i]);
       for (std::size_t i = 0; i < b.size(); ++i) b16[i] = accel::bfloat16(b[i]);
       const auto run_bf16 = [&] {
         for (int i = 0; i < calls; ++i) accel_gemm(be, inline_stream, s, a16.data(), b16.data(), c16.data());
+      };
+      // The same bfloat16 product with its operands widened to float and sgemm (ACCEL_CPU_BLAS_BF16=widened).
+      auto& bf16_choice = accel::blas::detail::bfloat_gemm_choice();
+      const auto run_bf16_widened = [&] {
+        const auto before = bf16_choice.exchange(accel::blas::detail::BfloatGemm::widened);
+        run_bf16();
+        bf16_choice.store(before);
       };
       const auto run_raw = [&] {
         for (int i = 0; i < calls; ++i) raw_sgemm(s, a.data(), b.data(), c.data());
@@ -249,6 +258,7 @@ void run_cpu(const Options& opt) {
       run_accel();
       run_ws();
       run_bf16();
+      run_bf16_widened();
       for (int r = 0; r < rounds; ++r) {
         double cpu = 0;
         raw_t.push_back(time_calls(run_raw, calls, &cpu));
@@ -258,6 +268,7 @@ void run_cpu(const Options& opt) {
         ws_t.push_back(time_calls(run_ws, calls));
         ws1_t.push_back(time_calls(run_ws1, calls));
         bf16_t.push_back(time_calls(run_bf16, calls));
+        bf16w_t.push_back(time_calls(run_bf16_widened, calls));
       }
       const auto ratio = [&](const std::vector<double>& t, const std::vector<double>& base) {
         std::vector<double> q;  // raw time / accel time, per round: > 1 means accel is faster
@@ -269,9 +280,10 @@ void run_cpu(const Options& opt) {
       };
       const double raw_gflops = flop / median(raw_t) / 1e9;
       const double cpu_gflops = flop / (median(raw_c) / threads) / 1e9;
-      std::printf("%-30s %9.1f %5.0f%% %9.1f | %-24s %-24s | %-24s | %-24s | %9.1f\n", s.name, raw_gflops,
+      std::printf("%-30s %9.1f %5.0f%% %9.1f | %-24s %-24s | %-24s | %-24s | %9.1f %9.1f\n", s.name, raw_gflops,
                   100.0 * raw_gflops / peak, cpu_gflops, ratio(accel_t, raw_t).c_str(), ratio(accel_c, raw_c).c_str(),
-                  ratio(ws_t, raw_t).c_str(), ratio(ws1_t, raw_t).c_str(), flop / median(bf16_t) / 1e9);
+                  ratio(ws_t, raw_t).c_str(), ratio(ws1_t, raw_t).c_str(), flop / median(bf16_t) / 1e9,
+                  flop / median(bf16w_t) / 1e9);
       std::fflush(stdout);
     }
     report_cpu_epilogues(be, inline_stream, opt);

@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#include <tuple>
 
 using namespace blas_test;
 
@@ -238,17 +241,33 @@ TEST_CASE("gemm: bfloat16 widened to float (CPUs without oneDNN's bf16 matmul) r
     state = state * 1664525u + 1013904223u;
     x.push_back(std::bit_cast<float>(state));
   }
-  std::vector<bfloat16> narrowed(x.size());
-  d::narrow(narrowed.data(), x.data(), i64(x.size()));
-  std::vector<float> widened(x.size());
-  d::widen(widened.data(), narrowed.data(), i64(x.size()));
-  std::size_t wrong = 0, inexact = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    wrong += narrowed[i].bits() != bfloat16(x[i]).bits();
-    inexact += std::bit_cast<std::uint32_t>(widened[i]) != std::uint32_t{narrowed[i].bits()} << 16;
+  // The dispatched conversions, and each vector width this CPU runs on its own, from every start offset
+  // (unaligned loads) so that every tail length is taken.
+  using Narrow = void (*)(bfloat16*, const float*, i64);
+  using Widen = void (*)(float*, const bfloat16*, i64);
+  std::vector<std::tuple<const char*, Narrow, Widen>> ways = {{"dispatched", &d::narrow, &d::widen}};
+#if ACCEL_DETAIL_BLAS_F16C
+  if (accel::cpu_features().avx2) ways.emplace_back("avx2", &d::narrow_bf16_avx2, &d::widen_bf16_avx2);
+  if (accel::cpu_features().avx512f) ways.emplace_back("avx512", &d::narrow_bf16_avx512, &d::widen_bf16_avx512);
+#endif
+  for (const auto& [name, narrow, widen] : ways) {
+    for (const i64 start : {i64{0}, i64{1}, i64{3}, i64{7}, i64{13}}) {
+      const i64 n = i64(x.size()) - start;
+      std::vector<bfloat16> narrowed(std::size_t(n + 1), bfloat16::from_bits(0x5A5A));
+      narrow(narrowed.data(), x.data() + start, n);
+      std::vector<float> widened(std::size_t(n + 1), 42.0f);
+      widen(widened.data(), narrowed.data(), n);
+      std::size_t wrong = 0, inexact = 0;
+      for (i64 i = 0; i < n; ++i) {
+        wrong += narrowed[std::size_t(i)].bits() != bfloat16(x[std::size_t(start + i)]).bits();
+        inexact += std::bit_cast<std::uint32_t>(widened[std::size_t(i)]) != std::uint32_t{narrowed[std::size_t(i)].bits()} << 16;
+      }
+      CHECK_MESSAGE(wrong == 0, name << " from " << start);
+      CHECK_MESSAGE(inexact == 0, name << " from " << start);
+      CHECK(narrowed.back().bits() == 0x5A5A);  // nothing written past n
+      CHECK(widened.back() == 42.0f);
+    }
   }
-  CHECK(wrong == 0);
-  CHECK(inexact == 0);
 
   // A batch of 2 with both transposes, alpha and beta: small integers, so every product and sum is exact in
   // float and C is the reference rounded once.
@@ -290,6 +309,134 @@ TEST_CASE("gemm: bfloat16 widened to float (CPUs without oneDNN's bf16 matmul) r
   std::size_t differ = 0;
   for (std::size_t i = 0; i < c.size(); ++i) differ += c[i].bits() != bfloat16(want[i]).bits();
   CHECK(differ == 0);
+}
+
+// ACCEL_CPU_BLAS_BF16 (blas/detail/cpu_bfloat_choice.hpp): the three names; anything else is refused by every
+// bfloat16 GEMM, naming the value, with C untouched — not taken as the default.
+TEST_CASE("gemm on the CPU: an unknown ACCEL_CPU_BLAS_BF16 is an InvalidArgumentError naming it") {
+  using accel::bfloat16;
+  namespace d = accel::blas::detail;
+  CHECK(d::parse_bfloat_gemm("") == d::BfloatGemm::automatic);
+  CHECK(d::parse_bfloat_gemm("auto") == d::BfloatGemm::automatic);
+  CHECK(d::parse_bfloat_gemm("onednn") == d::BfloatGemm::onednn);
+  CHECK(d::parse_bfloat_gemm("widened") == d::BfloatGemm::widened);
+  for (const char* bad : {"widen", "ONEDNN", "amx", "auto "}) CHECK(d::parse_bfloat_gemm(bad) == d::BfloatGemm::invalid);
+
+  const d::BfloatGemm saved = d::bfloat_gemm_choice().load();
+  const char* env = std::getenv("ACCEL_CPU_BLAS_BF16");
+  const std::string saved_env = env != nullptr ? env : "";
+  ::setenv("ACCEL_CPU_BLAS_BF16", "widen", 1);
+  d::bfloat_gemm_choice().store(d::BfloatGemm::invalid);
+  const accel::CpuBackend be;
+  const accel::cpu::StreamRef s = be.default_stream(0);
+  std::vector<bfloat16> a(6, bfloat16(1.0f)), b(6, bfloat16(2.0f)), c(4, bfloat16(-3.0f));
+  std::string what;
+  try {
+    accel::blas::gemm(be, s, Trans::no, Trans::no, 2, 2, 3, 1.0f, a.data(), 3, b.data(), 2, 0.0f, c.data(), 2);
+  } catch (const accel::InvalidArgumentError& e) {
+    what = e.what();
+  }
+  CHECK_MESSAGE(what.find("ACCEL_CPU_BLAS_BF16=widen is not one of auto, onednn, widened") != std::string::npos, what);
+  for (const bfloat16 v : c) CHECK(v.bits() == bfloat16(-3.0f).bits());
+  d::bfloat_gemm_choice().store(saved);
+  if (env != nullptr) {
+    ::setenv("ACCEL_CPU_BLAS_BF16", saved_env.c_str(), 1);
+  } else {
+    ::unsetenv("ACCEL_CPU_BLAS_BF16");
+  }
+}
+
+// Both bfloat16 kernels accumulate in float and round once. On exact problems (small integers) they give
+// the same bits; on fractions the widened product is, to the bit, the float sgemm of the widened operands
+// rounded once, and the matmul is within one bfloat16 rounding of it (its sums run in another order).
+// Under `auto`, a single product on an Intel CPU without AMX is the widened one (measured faster there),
+// a batch goes to the matmul, and elsewhere every product does where oneDNN has one.
+TEST_CASE("gemm on the CPU: bfloat16 through oneDNN's matmul or widened, as ACCEL_CPU_BLAS_BF16 and the CPU choose") {
+  using accel::bfloat16;
+  namespace d = accel::blas::detail;
+  const d::BfloatGemm saved = d::bfloat_gemm_choice().load();
+  const accel::CpuBackend be;
+  const accel::cpu::StreamRef s = be.default_stream(0);
+
+  d::GemmArgs<bfloat16> one, two;
+  one.m = one.n = one.k = 8;
+  two = one;
+  two.batch = 2;
+  CHECK(d::widen_by_default(one) == (d::intel_cpu() && !d::onednn_has_amx()));
+  CHECK_FALSE(d::widen_by_default(two));
+
+  const i64 m = 48, n = 40, k = 96;  // C = A B^T, the engine's forward layout
+  std::vector<bfloat16> ai(std::size_t(m * k)), bi(std::size_t(n * k)), af(ai.size()), bf(bi.size());
+  for (std::size_t i = 0; i < ai.size(); ++i) {
+    ai[i] = bfloat16(float(int(i * 7 % 11) - 5));
+    af[i] = bfloat16(fraction(i64(i), 1));
+  }
+  for (std::size_t i = 0; i < bi.size(); ++i) {
+    bi[i] = bfloat16(float(int(i * 5 % 13) - 6));
+    bf[i] = bfloat16(fraction(i64(i), 2));
+  }
+  i64 ldc = n;
+  const auto product = [&](const std::vector<bfloat16>& a, const std::vector<bfloat16>& b) {
+    std::vector<bfloat16> c(std::size_t(m * ldc), bfloat16(0.5f)), packed(std::size_t(m * n));
+    accel::blas::gemm(be, s, Trans::no, Trans::yes, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), ldc);
+    for (i64 r = 0; r < m; ++r) {
+      for (i64 j = 0; j < n; ++j) packed[std::size_t(r * n + j)] = c[std::size_t(r * ldc + j)];
+    }
+    return packed;
+  };
+  // The references: exact sums in double; the float sgemm of the widened fractions, rounded once.
+  std::vector<float> exact(std::size_t(m * n)), sgemm_c(std::size_t(m * n));
+  std::vector<float> awide(af.size()), bwide(bf.size());
+  d::widen(awide.data(), af.data(), i64(af.size()));
+  d::widen(bwide.data(), bf.data(), i64(bf.size()));
+  for (i64 r = 0; r < m; ++r) {
+    for (i64 j = 0; j < n; ++j) {
+      double sum = 0;
+      for (i64 l = 0; l < k; ++l) sum += double(float(ai[std::size_t(r * k + l)])) * double(float(bi[std::size_t(j * k + l)]));
+      exact[std::size_t(r * n + j)] = float(sum);
+    }
+  }
+  d::GemmArgs<float> f;
+  f.tb = Trans::yes;
+  f.m = m;
+  f.n = n;
+  f.k = k;
+  f.a = awide.data();
+  f.lda = k;
+  f.b = bwide.data();
+  f.ldb = k;
+  f.c = sgemm_c.data();
+  f.ldc = n;
+  d::cpu_sgemm(f);
+
+  const bool has_matmul = accel::cpu_features().avx512f;  // oneDNN 2.6's bf16 matmul needs AVX-512
+  for (const d::BfloatGemm choice : {d::BfloatGemm::widened, d::BfloatGemm::onednn, d::BfloatGemm::automatic}) {
+    CAPTURE(int(choice));
+    d::bfloat_gemm_choice().store(choice);
+    if (choice == d::BfloatGemm::onednn && !has_matmul) {
+      CHECK_THROWS_AS((void)product(ai, bi), accel::NotSupportedError);
+      continue;
+    }
+    // A problem of its own per choice (C's row stride), so that a matmul primitive is created only for it.
+    ldc = n + (choice == d::BfloatGemm::widened ? 0 : choice == d::BfloatGemm::onednn ? 1 : 2);
+    const std::size_t primitives = d::bfloat_matmuls().size();
+    const std::vector<bfloat16> ci = product(ai, bi), cf = product(af, bf);
+    const bool made_primitive = d::bfloat_matmuls().size() > primitives;
+    std::size_t wrong_exact = 0, not_widened = 0, beyond_rounding = 0;
+    for (std::size_t i = 0; i < ci.size(); ++i) {
+      wrong_exact += ci[i].bits() != bfloat16(exact[i]).bits();
+      const float want = sgemm_c[i], got = float(cf[i]);
+      not_widened += cf[i].bits() != bfloat16(want).bits();
+      beyond_rounding += std::fabs(got - want) > 0x1p-7f * std::fabs(want) + 2e-5f;
+    }
+    CHECK(wrong_exact == 0);
+    CHECK(beyond_rounding == 0);
+    const bool widened = choice == d::BfloatGemm::widened ||
+                         (choice == d::BfloatGemm::automatic && (!has_matmul || d::widen_by_default(one)));
+    if (widened) CHECK(not_widened == 0);  // the widened product, to the bit
+    CHECK(made_primitive == !widened);      // which kernel ran (the results agree to the bit at this size)
+  }
+  d::bfloat_gemm_choice().store(saved);
 }
 
 TEST_CASE("gemm through AnyBackend: a buffer of another backend than the stream's is refused; a backend without a GEMM says so") {

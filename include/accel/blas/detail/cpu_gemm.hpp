@@ -1,9 +1,10 @@
 // accel/blas/detail/cpu_gemm.hpp — GEMM on CpuBackend: oneDNN's sgemm, run as one task on the CPU stream.
 //
 // bfloat16 (bf16 operands and C, float accumulation) runs oneDNN's matmul primitive instead, one cached
-// primitive per distinct problem (blas/detail/cpu_matmul.hpp); half widens the operands to float (F16C),
-// runs sgemm and rounds C back once (blas/detail/cpu_half.hpp), and so does bfloat16 on a CPU where
-// oneDNN has no bf16 matmul (it needs AVX-512).
+// primitive per distinct problem (blas/detail/cpu_matmul.hpp). half widens the operands to float (F16C),
+// runs sgemm and rounds C back once (blas/detail/cpu_half.hpp), and so does bfloat16 where that is the
+// faster way: on CPUs without AVX-512 (oneDNN 2.6 has no bf16 matmul there), and for single products on
+// an Intel CPU without AMX (blas/detail/cpu_bfloat_choice.hpp; ACCEL_CPU_BLAS_BF16 overrides).
 //
 // Why oneDNN: at the GPT engine's shapes it reached 91-98 % of this machine's FMA peak on one thread,
 // ahead of OpenBLAS and BLIS (benchmarks/RESULTS.md, "BLAS"). It runs on OpenMP, the runtime the CPU
@@ -34,6 +35,7 @@
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/cpu_bfloat_choice.hpp>
 #include <accel/blas/detail/cpu_epilogue.hpp>
 #include <accel/blas/detail/cpu_half.hpp>
 #include <accel/blas/detail/cpu_matmul.hpp>
@@ -46,6 +48,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -128,7 +131,10 @@ inline std::atomic<bool>& bfloat_matmul_available() noexcept {
 inline const BfloatMatmul* find_matmul(const Call& call, const GemmArgs<bfloat16>& g) {
   try {
     return &bfloat_matmuls().get(call, g);
-  } catch (const NotSupportedError&) {
+  } catch (const NotSupportedError& e) {
+    if (bfloat_gemm_choice().load(std::memory_order_relaxed) == BfloatGemm::onednn)
+      throw NotSupportedError(std::string(e.what()) + " (ACCEL_CPU_BLAS_BF16=onednn asks for it; auto or widened "
+                              "multiplies the widened operands instead)");
     bfloat_matmul_available().store(false, std::memory_order_relaxed);
     return nullptr;
   }
@@ -178,7 +184,16 @@ struct GemmImpl<CpuBackend> {
         });
         return;
       }
-      if (!bfloat_matmul_available().load(std::memory_order_relaxed)) {
+      const BfloatGemm choice = bfloat_gemm_choice().load(std::memory_order_relaxed);
+      if (choice == BfloatGemm::invalid) {
+        const char* env = std::getenv("ACCEL_CPU_BLAS_BF16");
+        throw InvalidArgumentError(call.str() + ": ACCEL_CPU_BLAS_BF16=" + std::string(env != nullptr ? env : "") +
+                                   " is not one of auto, onednn, widened");
+      }
+      // `onednn` goes on to the matmul even where it was found missing: find_matmul says so.
+      if (choice == BfloatGemm::widened ||
+          (choice == BfloatGemm::automatic &&
+           (!bfloat_matmul_available().load(std::memory_order_relaxed) || widen_by_default(g)))) {
         run_widened(stream, g);
         return;
       }

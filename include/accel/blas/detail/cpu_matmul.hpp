@@ -45,6 +45,12 @@ struct BfloatMatmul {
 
 class BfloatMatmuls {
  public:
+  /// How many problems have a primitive (tests: which kernel a product went to).
+  [[nodiscard]] std::size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cache_.size();
+  }
+
   /// The primitive for `g` (k > 0), created on first use. NotSupportedError when oneDNN has no bf16
   /// matmul for this CPU; Error for any other failure.
   const BfloatMatmul& get(const Call& call, const GemmArgs<bfloat16>& g) {
