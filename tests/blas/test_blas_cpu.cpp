@@ -250,7 +250,11 @@ TEST_CASE("gemm: bfloat16 widened to float (CPUs without oneDNN's bf16 matmul) r
   if (accel::cpu_features().avx2) ways.emplace_back("avx2", &d::narrow_bf16_avx2, &d::widen_bf16_avx2);
   if (accel::cpu_features().avx512f) ways.emplace_back("avx512", &d::narrow_bf16_avx512, &d::widen_bf16_avx512);
 #endif
-  for (const auto& [name, narrow, widen] : ways) {
+  for (const auto& way : ways) {
+    // (not a structured binding: clang 14 cannot capture one in doctest's message lambdas)
+    const char* name = std::get<0>(way);
+    const Narrow narrow = std::get<1>(way);
+    const Widen widen = std::get<2>(way);
     for (const i64 start : {i64{0}, i64{1}, i64{3}, i64{7}, i64{13}}) {
       const i64 n = i64(x.size()) - start;
       std::vector<bfloat16> narrowed(std::size_t(n + 1), bfloat16::from_bits(0x5A5A));
