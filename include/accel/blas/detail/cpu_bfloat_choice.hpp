@@ -4,8 +4,8 @@
 //
 // Measured (benchmarks/RESULTS.md, "The Xeon again"): on a Zen 4, oneDNN 2.6's bf16 matmul runs at ~2x
 // its sgemm (VDPBF16PS), and on AMX it is faster still; on an Intel Xeon whose AMX is hidden (Emerald
-// Rapids in a VM: AVX512-BF16 without AMX) the same matmul ran at 0.5-0.65x of sgemm at the GPT engine's
-// single products, and the widened product at 1.2-1.65x the matmul (one thread; 1.0-1.5x on two). On
+// Rapids in a VM: AVX512-BF16 without AMX) the same matmul ran at 0.43-0.65x of sgemm at the GPT engine's
+// single products, and the widened product at 1.2-1.65x the matmul (one thread; 0.9-1.5x on two). On
 // batches of small matrices (attention's products) the matmul stayed ahead there (1.3-1.7x): the
 // conversions are a larger share of a small product. So by default (`auto`) a single bfloat16 product
 // is widened on an Intel CPU without AMX, and everything else goes to the matmul where oneDNN has one
