@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <span>
 #include <type_traits>
 #include <string>
@@ -554,6 +555,7 @@ TEST_CASE("barrier orders the ranks: what a rank wrote before it is seen after i
   for (int r = 0; r < c.size(); ++r) CHECK(read_file(dir + "/rank" + std::to_string(r)) == std::to_string(r * 7));
   c.barrier(s);
   s.synchronize();
+  if (c.rank() == 0) std::filesystem::remove_all(dir);  // every rank has read every file
 }
 
 TEST_CASE("reduce_scatter of 40 MiB (accel's ring at every size), in and out of place: this rank's block of the sum") {
