@@ -4,10 +4,11 @@
 # installed here: where it exists (/usr/local/cuda), the CUDA backend is compiled too.
 set -euo pipefail
 
+# ninja-build: scripts/test.sh's build (Ninja where the build directory is new: scripts/lib/generator.sh);
 # iproute2: the engine's two-machine test (two network namespaces joined by a veth pair);
 # libopenblas0-openmp: the CPU's float32 'T','N' GEMMs where the CPU lacks AVX-512 (loaded at run time,
 # accel/blas/detail/cpu_openblas.hpp)
-packages=(cmake make g++ libboost-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libdnnl-dev iproute2
+packages=(cmake make ninja-build g++ libboost-dev doctest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libdnnl-dev iproute2
   libopenblas0-openmp)
 missing=()
 for package in "${packages[@]}"; do
