@@ -20,6 +20,7 @@
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
+#include <accel/blas/detail/cpu_bfloat_choice.hpp>
 #include <accel/blas/detail/openmp.hpp>
 #include <accel/core/bfloat16.hpp>
 #include <accel/core/error.hpp>
@@ -134,10 +135,7 @@ class BfloatMatmuls {
   /// AVX512-BF16 GEMM was the faster one (the AMX kernel at 0.67-0.95x), so those stay 3-D, as does
   /// everything on CPUs without AMX, where this was not measured (benchmarks/RESULTS.md).
   static bool describe_in_2d(const GemmArgs<bfloat16>& g) {
-    static const bool amx = (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) &
-                             static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx)) ==
-                            static_cast<unsigned>(dnnl_cpu_isa_avx512_core_amx);
-    return amx && g.batch == 1 && g.ta == Trans::no;
+    return onednn_has_amx() && g.batch == 1 && g.ta == Trans::no;
   }
 
   std::unique_ptr<BfloatMatmul> create(const Call& call, const GemmArgs<bfloat16>& g) {
