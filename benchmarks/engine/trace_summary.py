@@ -4,7 +4,10 @@ layer — gemm, attention, layernorm, gelu, dropout and their backward — and t
 summed over the traced steps, per step and as a share of the step.
 
   engine --size gpt2 --dtype bf16 --steps 5 --trace trace.json --trace-steps 4
-  benchmarks/engine/trace_summary.py trace.json
+  benchmarks/engine/trace_summary.py trace.json [--skip N]
+
+--skip N leaves out the first N traced steps (the first step touches every activation's memory for the
+first time: on the CPU at shakespeare's size in float32 it took three times a later step).
 
 Spans nest (an op inside its layer's span), so the shares of the ops and of the layers each add up to
 about the step, not together; with several streams (--streams N, the CPU's default: one per thread)
@@ -18,13 +21,23 @@ import sys
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+    args = sys.argv[1:]
+    skip = 0
+    if len(args) == 3 and args[1] == "--skip" and args[2].isdigit():
+        skip = int(args[2])
+        args = args[:1]
+    if len(args) != 1 or args[0] in ("-h", "--help"):
         print(__doc__)
         return 2
-    events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
-    steps = [e for e in events if e.get("cat") == "range" and e["name"] == "step"]
-    if not steps:
-        sys.exit("trace_summary.py: no 'step' range in the trace")
+    events = [e for e in json.load(open(args[0]))["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e for e in events if e.get("cat") == "range" and e["name"] == "step"), key=lambda e: e["ts"])
+    if len(steps) <= skip:
+        sys.exit(f"trace_summary.py: {len(steps)} 'step' ranges in the trace, none left after skipping {skip}")
+    if skip:
+        # Stream spans run after the host enqueued them: count those that start after the skipped steps end.
+        begin = steps[skip - 1]["ts"] + steps[skip - 1]["dur"]
+        steps = steps[skip:]
+        events = [e for e in events if e["ts"] >= begin]
     step_us = sum(e["dur"] for e in steps) / len(steps)
     total = collections.Counter()
     count = collections.Counter()
@@ -37,7 +50,8 @@ def main():
             name = "layer N" + (" backward" if name.endswith("backward") else "")
         total[name] += e["dur"]
         count[name] += 1
-    print(f"{len(steps)} steps traced, {step_us / 1e3:.2f} ms per step (host range)")
+    after = f" after the first {skip}" if skip else ""
+    print(f"{len(steps)} steps traced{after}, {step_us / 1e3:.2f} ms per step (host range)")
     print(f"{'span':24s} {'per step':>9s} {'ms/step':>9s} {'share':>7s}")
     for name, us in total.most_common():
         print(f"{name:24s} {count[name] / len(steps):9.1f} {us / len(steps) / 1e3:9.3f} {100 * us / len(steps) / step_us:6.1f}%")
