@@ -5,6 +5,7 @@
 #include "concepts/mock_backend.hpp"
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -313,6 +314,95 @@ TEST_CASE("gemm: bfloat16 widened to float (CPUs without oneDNN's bf16 matmul) r
   std::size_t differ = 0;
   for (std::size_t i = 0; i < c.size(); ++i) differ += c[i].bits() != bfloat16(want[i]).bits();
   CHECK(differ == 0);
+}
+
+// A long single product (more than 2 x widened_rows_per_call rows of C) is widened and multiplied in pieces
+// of rows (cpu_half.hpp): each element of C is the same sum as in one sgemm of the whole widened operands,
+// so the bits are that sgemm's, rounded once — for every transpose, with padded leading dimensions, alpha
+// and beta, in bfloat16 and half, and the last piece shorter. One BLAS thread: the reference must not split
+// k over threads either.
+TEST_CASE("gemm: a long widened product runs in pieces of rows, to the bit the product of the whole widened operands") {
+  namespace d = accel::blas::detail;
+  const int saved = accel::blas::num_threads();
+  accel::blas::set_num_threads(1);
+  const i64 m = 2 * d::widened_rows_per_call + 77, n = 24, k = 40;
+  REQUIRE(m > 2 * d::widened_rows_per_call);  // the pieces' path
+  const auto check = [&](auto type_tag, Trans ta, Trans tb, float beta) {
+    using H = decltype(type_tag);
+    CAPTURE(int(ta));
+    CAPTURE(int(tb));
+    CAPTURE(beta);
+    const i64 ar = ta == Trans::no ? m : k, ac = ta == Trans::no ? k : m, br = tb == Trans::no ? k : n,
+              bc = tb == Trans::no ? n : k;
+    const i64 lda = ac + 3, ldb = bc + 1, ldc = n + 5;
+    std::vector<H> a(std::size_t(ar * lda)), b(std::size_t(br * ldb)), c(std::size_t(m * ldc));
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = H(fraction(i64(i), 3));
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = H(fraction(i64(i), 4));
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = H(fraction(i64(i), 5));
+    // The reference: the whole operands widened (packed), one sgemm, C rounded once.
+    std::vector<float> aw(std::size_t(ar * ac)), bw(std::size_t(br * bc)), cw(std::size_t(m * n));
+    for (i64 r = 0; r < ar; ++r) d::widen(aw.data() + r * ac, a.data() + r * lda, ac);
+    for (i64 r = 0; r < br; ++r) d::widen(bw.data() + r * bc, b.data() + r * ldb, bc);
+    for (i64 r = 0; r < m; ++r) d::widen(cw.data() + r * n, c.data() + r * ldc, n);
+    d::GemmArgs<float> f;
+    f.ta = ta;
+    f.tb = tb;
+    f.m = m;
+    f.n = n;
+    f.k = k;
+    f.alpha = 0.75f;
+    f.beta = beta;
+    f.a = aw.data();
+    f.lda = ac;
+    f.b = bw.data();
+    f.ldb = bc;
+    f.c = cw.data();
+    f.ldc = n;
+    d::cpu_sgemm(f);
+    d::GemmArgs<H> g;
+    g.ta = ta;
+    g.tb = tb;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = 0.75f;
+    g.beta = beta;
+    g.a = a.data();
+    g.lda = lda;
+    g.b = b.data();
+    g.ldb = ldb;
+    g.c = c.data();
+    g.ldc = ldc;
+    const std::vector<H> before = c;
+    int calls = 0;
+    d::cpu_widened_gemm(g, [&calls](const d::GemmArgs<float>& x) {
+      ++calls;
+      d::cpu_sgemm(x);
+    });
+    CHECK(calls == 3);  // 512 + 512 + 77 rows
+    std::size_t differ = 0, padding_changed = 0;
+    for (i64 r = 0; r < m; ++r) {
+      for (i64 j = 0; j < ldc; ++j) {
+        const std::size_t at = std::size_t(r * ldc + j);
+        if (j < n) {
+          differ += std::bit_cast<std::uint16_t>(c[at]) != std::bit_cast<std::uint16_t>(H(cw[std::size_t(r * n + j)]));
+        } else {
+          padding_changed += std::bit_cast<std::uint16_t>(c[at]) != std::bit_cast<std::uint16_t>(before[at]);
+        }
+      }
+    }
+    CHECK(differ == 0);
+    CHECK(padding_changed == 0);
+  };
+  for (const Trans ta : {Trans::no, Trans::yes}) {
+    for (const Trans tb : {Trans::no, Trans::yes}) {
+      for (const float beta : {0.0f, -1.25f}) {
+        check(accel::bfloat16{}, ta, tb, beta);
+        check(accel::half{}, ta, tb, beta);
+      }
+    }
+  }
+  accel::blas::set_num_threads(saved);
 }
 
 // ACCEL_CPU_BLAS_BF16 (blas/detail/cpu_bfloat_choice.hpp): the three names; anything else is refused by every

@@ -145,7 +145,7 @@ inline const BfloatMatmul* find_matmul(const Call& call, const GemmArgs<bfloat16
 template <class H>
 void run_widened(cpu::StreamRef stream, const GemmArgs<H>& g) {
   stream.enqueue([g] {
-    cpu_widened_gemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); });
+    cpu_widened_gemm(g, [](const GemmArgs<float>& f) { cpu_sgemm(f); }, apply_requested_threads());
     cpu_epilogue(g);
   });
 }

@@ -11,8 +11,22 @@
 // conversion; both give the same bits. Each matrix is copied into a packed float scratch of the
 // thread that runs the task (kept between calls), so the conversion costs one pass over A, B and C
 // against the k-fold reuse of the product. bfloat16 takes the same path where oneDNN's bf16 matmul
-// needs AVX-512 the CPU lacks (an AVX2-only Zen 3): widening a bfloat16 is a shift, narrowing the
-// rounding accel::bfloat16 does (detail/small_float_vectors.hpp, four at a time).
+// needs AVX-512 the CPU lacks (an AVX2-only Zen 3), and for single products on an Intel CPU without
+// AMX (cpu_bfloat_choice.hpp): widening a bfloat16 is a shift, narrowing the rounding accel::bfloat16
+// does, 16 or 8 at a time.
+//
+// A long single product (more than two pieces' rows of C: a GPT's activations, batch x block rows) runs
+// as sgemms of widened_rows_per_call rows per BLAS thread each: B widened once, then per piece its rows
+// of A (columns, when A is transposed) widened, the sgemm, its rows of C narrowed. Whole widened copies
+// of such operands go to memory and back — the conversions ran at ~1.1 G elements/s on one core of a
+// Xeon VM (family 6 model 207), a fifth of a 16384 x 384 x 1536 product's time — where a piece's copy
+// is still in cache when the sgemm reads it. Measured there (benchmarks/RESULTS.md, 2026-12-03) at the
+// shakespeare GPT's products, one thread (the engine's case: a stream per thread): from 0.84-0.90 of
+// sgemm's speed to 0.90-1.04, and oneDNN's sgemm of a transposed A with k = 16384 ran faster in pieces
+// (1.2-1.4x the whole-copy product). On two threads, pieces of 512 rows lost at 16384 x 1152 x 384
+// (0.71-0.73 of sgemm against 0.74-0.76 whole); pieces of 1024 were within the VM's noise (0.67-0.92).
+// Each element of C is the same sum of the same products either way (the pieces split rows of C, not
+// k), so the bits do not change.
 #pragma once
 
 #include <accel/blas/detail/arguments.hpp>
@@ -21,8 +35,8 @@
 #include <accel/core/half.hpp>
 #include <accel/detail/small_float_vectors.hpp>
 
+#include <algorithm>
 #include <bit>
-
 #include <cstdint>
 #include <vector>
 
@@ -173,10 +187,56 @@ void widen_matrices(float* out, const H* src, std::int64_t rows, std::int64_t co
   }
 }
 
-/// The half (or bfloat16) product as a float one (runs in the task, on the stream's thread); `sgemm`
-/// runs the float arguments (cpu_sgemm).
+/// Rows of C per sgemm in a long single widened product (see the top): from 256 to 1024 rows measured
+/// alike at the shakespeare GPT's products, 64 and 128 slower (sgemm's start-up per call).
+inline constexpr std::int64_t widened_rows_per_call = 512;
+
+/// cpu_widened_gemm's long single product (batch 1, k > 0), in pieces of `rows_per_call` rows of C.
 template <class H, class Sgemm>
-void cpu_widened_gemm(const GemmArgs<H>& g, Sgemm&& sgemm) {
+void widened_gemm_by_rows(const GemmArgs<H>& g, Sgemm&& sgemm, std::int64_t rows_per_call) {
+  thread_local std::vector<float> sa, sb, sc;
+  const std::int64_t br = g.tb == Trans::no ? g.k : g.n, bc = g.tb == Trans::no ? g.n : g.k;
+  sb.resize(static_cast<std::size_t>(br * bc));
+  widen_matrices(sb.data(), g.b, br, bc, g.ldb, 0, 1);
+  GemmArgs<float> f;
+  f.ta = g.ta;
+  f.tb = g.tb;
+  f.n = g.n;
+  f.k = g.k;
+  f.alpha = g.alpha;
+  f.beta = g.beta;
+  f.b = sb.data();
+  f.ldb = bc;
+  f.ldc = g.n;
+  for (std::int64_t r0 = 0; r0 < g.m; r0 += rows_per_call) {
+    const std::int64_t rows = std::min(rows_per_call, g.m - r0);
+    f.m = rows;
+    sa.resize(static_cast<std::size_t>(rows * g.k));
+    if (g.ta == Trans::no) {  // rows r0.. of A (m x k)
+      widen_matrices(sa.data(), g.a + r0 * g.lda, rows, g.k, g.lda, 0, 1);
+      f.lda = g.k;
+    } else {  // columns r0.. of A (stored k x m)
+      widen_matrices(sa.data(), g.a + r0, g.k, rows, g.lda, 0, 1);
+      f.lda = rows;
+    }
+    f.a = sa.data();
+    sc.resize(static_cast<std::size_t>(rows * g.n));
+    H* const c = g.c + r0 * g.ldc;
+    if (g.beta != 0.0f) {
+      for (std::int64_t r = 0; r < rows; ++r) widen(sc.data() + r * g.n, c + r * g.ldc, g.n);
+    }
+    f.c = sc.data();
+    sgemm(f);
+    for (std::int64_t r = 0; r < rows; ++r) narrow(c + r * g.ldc, sc.data() + r * g.n, g.n);
+  }
+}
+
+/// The half (or bfloat16) product as a float one (runs in the task, on the stream's thread); `sgemm`
+/// runs the float arguments (cpu_sgemm) on `threads` BLAS threads.
+template <class H, class Sgemm>
+void cpu_widened_gemm(const GemmArgs<H>& g, Sgemm&& sgemm, int threads = 1) {
+  const std::int64_t rows_per_call = widened_rows_per_call * std::max(threads, 1);
+  if (g.batch == 1 && g.k > 0 && g.m > 2 * rows_per_call) return widened_gemm_by_rows(g, sgemm, rows_per_call);
   thread_local std::vector<float> sa, sb, sc;
   const std::int64_t ar = g.ta == Trans::no ? g.m : g.k, ac = g.ta == Trans::no ? g.k : g.m;
   const std::int64_t br = g.tb == Trans::no ? g.k : g.n, bc = g.tb == Trans::no ? g.n : g.k;
