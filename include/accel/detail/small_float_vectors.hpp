@@ -65,6 +65,13 @@ inline void narrow_half(f32x4 sum, std::uint16_t* p) noexcept {  // float -> hal
   std::memcpy(p, &out16, sizeof out16);
 }
 
+// g++ 12 at -O3, inlining this into accel::blas's widened product in pieces (blas/detail/cpu_half.hpp)
+// with a constant n, reported the tail loop's iteration 2^62 - 1 as undefined behaviour: n there is a
+// row's length, and i < n stops the loop long before; the warning is a false positive.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
+#endif
 /// dst[i] = bfloat16(src[i]) as bits, four at a time; the tail through accel::bfloat16.
 inline void narrow_bf16s(std::uint16_t* dst, const float* src, std::int64_t n) noexcept {
   std::int64_t i = 0;
@@ -75,5 +82,8 @@ inline void narrow_bf16s(std::uint16_t* dst, const float* src, std::int64_t n) n
   }
   for (; i < n; ++i) dst[i] = bfloat16(src[i]).bits();
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace accel::detail::small_float
