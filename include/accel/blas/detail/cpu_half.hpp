@@ -191,6 +191,21 @@ void widen_matrices(float* out, const H* src, std::int64_t rows, std::int64_t co
 /// alike at the shakespeare GPT's products, 64 and 128 slower (sgemm's start-up per call).
 inline constexpr std::int64_t widened_rows_per_call = 512;
 
+/// The float product with g's transposes, sizes, scalars and batch; its pointers and strides still to set.
+template <class H>
+[[nodiscard]] GemmArgs<float> widened_shape(const GemmArgs<H>& g) noexcept {
+  GemmArgs<float> f;
+  f.ta = g.ta;
+  f.tb = g.tb;
+  f.m = g.m;
+  f.n = g.n;
+  f.k = g.k;
+  f.alpha = g.alpha;
+  f.beta = g.beta;
+  f.batch = g.batch;
+  return f;
+}
+
 /// cpu_widened_gemm's long single product (batch 1, k > 0), in pieces of `rows_per_call` rows of C.
 template <class H, class Sgemm>
 void widened_gemm_by_rows(const GemmArgs<H>& g, Sgemm&& sgemm, std::int64_t rows_per_call) {
@@ -198,13 +213,7 @@ void widened_gemm_by_rows(const GemmArgs<H>& g, Sgemm&& sgemm, std::int64_t rows
   const std::int64_t br = g.tb == Trans::no ? g.k : g.n, bc = g.tb == Trans::no ? g.n : g.k;
   sb.resize(static_cast<std::size_t>(br * bc));
   widen_matrices(sb.data(), g.b, br, bc, g.ldb, 0, 1);
-  GemmArgs<float> f;
-  f.ta = g.ta;
-  f.tb = g.tb;
-  f.n = g.n;
-  f.k = g.k;
-  f.alpha = g.alpha;
-  f.beta = g.beta;
+  GemmArgs<float> f = widened_shape(g);
   f.b = sb.data();
   f.ldb = bc;
   f.ldc = g.n;
@@ -241,15 +250,7 @@ void cpu_widened_gemm(const GemmArgs<H>& g, Sgemm&& sgemm, int threads = 1) {
   const std::int64_t ar = g.ta == Trans::no ? g.m : g.k, ac = g.ta == Trans::no ? g.k : g.m;
   const std::int64_t br = g.tb == Trans::no ? g.k : g.n, bc = g.tb == Trans::no ? g.n : g.k;
   const auto count = [&](std::int64_t stride) { return stride == 0 ? std::int64_t{1} : g.batch; };
-  GemmArgs<float> f;
-  f.ta = g.ta;
-  f.tb = g.tb;
-  f.m = g.m;
-  f.n = g.n;
-  f.k = g.k;
-  f.alpha = g.alpha;
-  f.beta = g.beta;
-  f.batch = g.batch;
+  GemmArgs<float> f = widened_shape(g);
   if (g.k > 0) {
     sa.resize(static_cast<std::size_t>(ar * ac * count(g.stride_a)));
     sb.resize(static_cast<std::size_t>(br * bc * count(g.stride_b)));
