@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <tuple>
 
 using namespace blas_test;
@@ -44,6 +45,46 @@ TEST_CASE("blas: the CPU runs on an OpenMP runtime found in the process") {
   CHECK(omp.get_max_threads() >= 1);
   CHECK((omp.parallel != nullptr));  // GOMP_parallel: batches of small matrices are spread over a team
   CHECK(accel::blas::detail::cpu_blas_name().rfind("oneDNN ", 0) == 0);
+}
+
+// The widened products' conversions are shared out this way (cpu_half.hpp): every row once, contiguous
+// shares, one per thread of the team; small passes and one thread stay on the caller.
+TEST_CASE("blas: for_row_shares gives every row to exactly one thread, in contiguous shares") {
+  namespace d = accel::blas::detail;
+  REQUIRE(d::openmp().loaded());
+  const i64 rows = 1000;
+  std::vector<std::atomic<int>> seen(static_cast<std::size_t>(rows));
+  std::atomic<int> shares{0};
+  std::vector<i64> firsts(8, -1), lasts(8, -1);
+  d::for_row_shares(2, rows, d::min_shared_elements, [&](i64 first, i64 last) noexcept {
+    const int t = d::openmp().get_thread_num();
+    firsts[std::size_t(t)] = first;
+    lasts[std::size_t(t)] = last;
+    ++shares;
+    for (i64 r = first; r < last; ++r) ++seen[std::size_t(r)];
+  });
+  CHECK(shares == 2);
+  CHECK(firsts[0] == 0);
+  CHECK(lasts[0] == 500);
+  CHECK(firsts[1] == 500);
+  CHECK(lasts[1] == 1000);
+  i64 once = 0;
+  for (const auto& s : seen) once += s == 1;
+  CHECK(once == rows);
+
+  // On the caller, as one share: one thread; one row; fewer elements than min_shared_elements.
+  const auto caller_only = [](int threads, i64 n, i64 per_row) {
+    std::vector<std::tuple<i64, i64, bool>> calls;
+    const auto caller = std::this_thread::get_id();
+    d::for_row_shares(threads, n, per_row, [&](i64 first, i64 last) noexcept {
+      calls.emplace_back(first, last, std::this_thread::get_id() == caller);
+    });
+    return calls == std::vector<std::tuple<i64, i64, bool>>{{0, n, true}};
+  };
+  CHECK(caller_only(1, rows, d::min_shared_elements));
+  CHECK(caller_only(2, 1, 4 * d::min_shared_elements));
+  CHECK(caller_only(2, rows, d::min_shared_elements / rows));
+  CHECK(caller_only(4, 0, 100));
 }
 
 TEST_CASE("gemm: a buffer of another device than the stream's is refused") {
@@ -321,14 +362,18 @@ TEST_CASE("gemm: bfloat16 widened to float (CPUs without oneDNN's bf16 matmul) r
 // so the bits are that sgemm's, rounded once — for every transpose, with padded leading dimensions, alpha
 // and beta, in bfloat16 and half, and the last piece shorter. One BLAS thread: the reference must not split
 // k over threads either.
+// On two threads the pieces are twice as long and their conversions are shared by the two (each piece of
+// A and of C holds more than min_shared_elements here): the bits do not change.
 TEST_CASE("gemm: a long widened product runs in pieces of rows, to the bit the product of the whole widened operands") {
   namespace d = accel::blas::detail;
   const int saved = accel::blas::num_threads();
-  accel::blas::set_num_threads(1);
-  const i64 m = 2 * d::widened_rows_per_call + 77, n = 24, k = 40;
-  REQUIRE(m > 2 * d::widened_rows_per_call);  // the pieces' path
-  const auto check = [&](auto type_tag, Trans ta, Trans tb, float beta) {
+  const auto check = [&](auto type_tag, int threads, Trans ta, Trans tb, float beta) {
     using H = decltype(type_tag);
+    accel::blas::set_num_threads(threads);
+    const i64 m = 2 * d::widened_rows_per_call * threads + 77, n = 40, k = 40;
+    REQUIRE(m > 2 * d::widened_rows_per_call * threads);  // the pieces' path
+    if (threads > 1) REQUIRE(d::widened_rows_per_call * threads * std::min(n, k) >= d::min_shared_elements);
+    CAPTURE(threads);
     CAPTURE(int(ta));
     CAPTURE(int(tb));
     CAPTURE(beta);
@@ -366,11 +411,14 @@ TEST_CASE("gemm: a long widened product runs in pieces of rows, to the bit the p
     const d::GemmArgs<H> g = args(a.data(), lda, b.data(), ldb, c.data(), ldc);
     const std::vector<H> before = c;
     int calls = 0;
-    d::cpu_widened_gemm(g, [&calls](const d::GemmArgs<float>& x) {
-      ++calls;
-      d::cpu_sgemm(x);
-    });
-    CHECK(calls == 3);  // 512 + 512 + 77 rows
+    d::cpu_widened_gemm(
+        g,
+        [&calls](const d::GemmArgs<float>& x) {
+          ++calls;
+          d::cpu_sgemm(x);
+        },
+        threads);
+    CHECK(calls == 3);  // 512 (1024 on two threads) twice, then 77 rows
     std::size_t differ = 0, padding_changed = 0;
     for (i64 r = 0; r < m; ++r) {
       for (i64 j = 0; j < ldc; ++j) {
@@ -388,6 +436,76 @@ TEST_CASE("gemm: a long widened product runs in pieces of rows, to the bit the p
   for (const Trans ta : {Trans::no, Trans::yes}) {
     for (const Trans tb : {Trans::no, Trans::yes}) {
       for (const float beta : {0.0f, -1.25f}) {
+        for (const int threads : {1, 2}) {
+          check(accel::bfloat16{}, threads, ta, tb, beta);
+          check(accel::half{}, threads, ta, tb, beta);
+        }
+      }
+    }
+  }
+  accel::blas::set_num_threads(saved);
+}
+
+// A batch through the whole-copy path with its conversions shared by two threads (cpu_half.hpp): the same
+// bits as on one, the gaps between rows and matrices of C untouched. The sgemm runs on one thread both times.
+TEST_CASE("gemm: a widened batch converted on two threads gives the bits of one") {
+  namespace d = accel::blas::detail;
+  const int saved = accel::blas::num_threads();
+  accel::blas::set_num_threads(1);
+  const i64 m = 200, n = 180, k = 170, batch = 3;
+  REQUIRE(m * k * batch >= d::min_shared_elements);
+  REQUIRE(m < 2 * d::widened_rows_per_call);  // not the pieces' path
+  const auto check = [&](auto type_tag, Trans ta, Trans tb, float beta) {
+    using H = decltype(type_tag);
+    CAPTURE(int(ta));
+    CAPTURE(int(tb));
+    CAPTURE(beta);
+    const i64 ar = ta == Trans::no ? m : k, ac = ta == Trans::no ? k : m, br = tb == Trans::no ? k : n,
+              bc = tb == Trans::no ? n : k;
+    const i64 lda = ac + 3, ldb = bc + 1, ldc = n + 5;
+    const i64 sa = ar * lda + 7, sb = br * ldb + 2, sc = m * ldc + 11;
+    std::vector<H> a(std::size_t(sa * batch)), b(std::size_t(sb * batch)), c(std::size_t(sc * batch));
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = H(fraction(i64(i), 3));
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = H(fraction(i64(i), 4));
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = H(fraction(i64(i), 5));
+    d::GemmArgs<H> g;
+    g.ta = ta;
+    g.tb = tb;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = 0.75f;
+    g.beta = beta;
+    g.a = a.data();
+    g.lda = lda;
+    g.stride_a = sa;
+    g.b = b.data();
+    g.ldb = ldb;
+    g.stride_b = sb;
+    g.ldc = ldc;
+    g.stride_c = sc;
+    g.batch = batch;
+    std::vector<H> one = c, two = c;
+    const auto sgemm = [](const d::GemmArgs<float>& x) { d::cpu_sgemm(x); };
+    g.c = one.data();
+    d::cpu_widened_gemm(g, sgemm, 1);
+    g.c = two.data();
+    d::cpu_widened_gemm(g, sgemm, 2);
+    std::size_t differ = 0, changed = 0, gaps_changed = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const i64 in_matrix = i64(i) % sc, col = in_matrix % ldc;
+      const bool in_c = in_matrix < m * ldc && col < n;
+      differ += std::bit_cast<std::uint16_t>(one[i]) != std::bit_cast<std::uint16_t>(two[i]);
+      if (in_c) changed += std::bit_cast<std::uint16_t>(two[i]) != std::bit_cast<std::uint16_t>(c[i]);
+      else gaps_changed += std::bit_cast<std::uint16_t>(two[i]) != std::bit_cast<std::uint16_t>(c[i]);
+    }
+    CHECK(differ == 0);
+    CHECK(changed > std::size_t(m * n * batch / 2));  // the product was written
+    CHECK(gaps_changed == 0);
+  };
+  for (const Trans ta : {Trans::no, Trans::yes}) {
+    for (const Trans tb : {Trans::no, Trans::yes}) {
+      for (const float beta : {0.0f, 0.5f}) {
         check(accel::bfloat16{}, ta, tb, beta);
         check(accel::half{}, ta, tb, beta);
       }

@@ -9,8 +9,11 @@
 
 #include <accel/detail/dynamic_library.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace accel::blas::detail {
@@ -64,6 +67,35 @@ inline int apply_requested_threads() noexcept {
   if (want <= 0 || want == have) return have;
   omp.set_num_threads(want);
   return want;
+}
+
+/// Below this many elements in all, a pass over rows stays on the calling thread: waking a team costs
+/// microseconds, about what one thread converts 2^15 elements in.
+inline constexpr std::int64_t min_shared_elements = std::int64_t{1} << 15;
+
+/// Runs each(first, last) over contiguous shares of the rows [0, rows), one share per thread of an OpenMP
+/// team of up to `threads` (the caller one of them), and returns when all are done; on the calling thread
+/// alone, each(0, rows), where threads is 1, there is no runtime, or the rows hold fewer than
+/// min_shared_elements elements. `each` must not throw (it runs inside the runtime).
+template <class Each>
+void for_row_shares(int threads, std::int64_t rows, std::int64_t elements_per_row, Each&& each) noexcept {
+  const OpenMpApi& omp = openmp();
+  if (threads <= 1 || rows < 2 || !omp.loaded() || rows * elements_per_row < min_shared_elements) {
+    each(std::int64_t{0}, rows);
+    return;
+  }
+  struct Work {
+    std::remove_reference_t<Each>* each;
+    std::int64_t rows;
+  } work{&each, rows};
+  omp.parallel(
+      [](void* data) noexcept {
+        auto& w = *static_cast<Work*>(data);
+        const OpenMpApi& team = openmp();
+        const std::int64_t t = team.get_thread_num(), n = team.get_num_threads();
+        (*w.each)(t * w.rows / n, (t + 1) * w.rows / n);
+      },
+      &work, static_cast<unsigned>(std::min<std::int64_t>(threads, rows)), 0);
 }
 
 }  // namespace accel::blas::detail
