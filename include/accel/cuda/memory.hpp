@@ -374,6 +374,9 @@ struct Memory : AllocatorStatistics<Memory, Devices>,
   /// Unpins the range pinned at p (cudaHostUnregister); false, changing nothing, when none starts at p.
   static bool unpin_memory(void* p) {
     if (p == nullptr || !Devices::is_available()) return false;
+    // Memory no one pinned is answered without asking cudaHostUnregister to fail: its error would be
+    // reported by compute-sanitizer and any API-error hook as the caller's mistake.
+    if (!is_pinned(p)) return false;
     const cudaError_t status = cudaHostUnregister(p);
     if (status == cudaSuccess) return true;
     if (status == cudaErrorHostMemoryNotRegistered || status == cudaErrorInvalidValue) {
