@@ -3,6 +3,8 @@
 // GPU cases skip, saying why; the table is checked everywhere the toolkit is.
 #include "blas_test_support.hpp"
 
+#include <list>
+
 using namespace blas_test;
 
 #if defined(ACCEL_HAS_CUDA)
@@ -106,8 +108,20 @@ TEST_CASE("cuda gemm: half and bfloat16 accumulate in float, rounded once") {
 TEST_CASE("cuda gemm: one cuBLAS handle per stream, its workspace from the caching allocator") {
   ACCEL_SKIP_UNLESS_AVAILABLE(accel::CudaBackend);
   const accel::CudaBackend be;
-  accel::cuda::Stream first, second;
   auto& handles = accel::blas::detail::cublas_handles();
+  // The driver may hand a new stream the address of one an earlier test destroyed, whose handle the
+  // cache then reuses (its key is the native stream): make streams, all kept alive, until two have
+  // addresses no handle was made for.
+  std::list<accel::cuda::Stream> streams;
+  const auto fresh_stream = [&]() -> accel::cuda::Stream& {
+    for (int tries = 0; tries < 1000; ++tries) {
+      if (!handles.contains(streams.emplace_back())) return streams.back();
+    }
+    FAIL("1000 new streams, all at addresses that already have a cuBLAS handle");
+    return streams.back();
+  };
+  accel::cuda::Stream& first = fresh_stream();
+  accel::cuda::Stream& second = fresh_stream();
   const int dev = first.device_index();
   accel::Buffer<float, accel::CudaBackend> a(64, first), b(64, first), c(64, first);
   be.synchronize();
@@ -115,12 +129,14 @@ TEST_CASE("cuda gemm: one cuBLAS handle per stream, its workspace from the cachi
   const std::size_t allocated0 = be.memory_allocated(dev);
   const std::size_t workspace = accel::blas::detail::cublas_workspace_bytes(dev);
   accel::blas::gemm(be, first, Trans::no, Trans::no, 8, 8, 8, 1.0f, a, 0, 8, b, 0, 8, 0.0f, c, 0, 8);
+  CHECK(handles.contains(first));
   CHECK(handles.size() == handles0 + 1);
   CHECK(be.memory_allocated(dev) == allocated0 + workspace);
   accel::blas::gemm(be, first, Trans::no, Trans::yes, 8, 8, 8, 1.0f, a, 0, 8, b, 0, 8, 0.0f, c, 0, 8);
   CHECK(handles.size() == handles0 + 1);  // cached
   c.record_stream(second);
   accel::blas::gemm(be, second, Trans::no, Trans::no, 8, 8, 8, 1.0f, a, 0, 8, b, 0, 8, 0.0f, c, 0, 8);
+  CHECK(handles.contains(second));
   CHECK(handles.size() == handles0 + 2);  // a handle of its own
   CHECK(be.memory_allocated(dev) == allocated0 + 2 * workspace);
   be.synchronize();

@@ -72,17 +72,32 @@ struct GeluProblem {
 };
 
 /// Elementwise: got within tol * max(1, |want|) of want; padding (want NaN marks it) compared by bits.
-void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol, const std::string& what) {
+/// Returns the worst error in those units.
+double check_close(const std::vector<float>& got, const std::vector<double>& want, double tol, const std::string& what) {
   REQUIRE(got.size() == want.size());
-  std::size_t wrong = 0, first = 0;
+  std::size_t wrong = 0, first = 0, worst_at = 0;
+  double worst = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(double(got[i]) - want[i]);
-    if (!(err <= tol * std::max(1.0, std::abs(want[i])))) {
+    const double err = std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(want[i]));
+    if (err > worst) worst = err, worst_at = i;
+    if (!(err <= tol)) {
       if (wrong++ == 0) first = i;
     }
   }
   CHECK_MESSAGE(wrong == 0, what << ": " << wrong << " elements off, the first at " << first << ": got " << got[first]
-                                  << ", want " << want[first]);
+                                  << ", want " << want[first] << "; the worst at " << worst_at << ", " << worst);
+  return worst;
+}
+
+/// The float GELU's tolerance on a stream's backend, relative to max(1, |value|). The CPU's epilogue
+/// evaluates tanh to float rounding (2e-6 forward, 3e-6 for the gradient's longer expression; 7.6e-8
+/// and 1.9e-7 seen); cuBLASLt's GELU and DGELU epilogues compute it less exactly: on an H200 (CUDA
+/// 13.0) the worst at the shapes below was 5.0e-6 forward and 2.5e-5 for the gradient, so 3e-5 and
+/// 1e-4 there. The tests print the worst they see.
+template <class B>
+double gelu_tolerance(typename B::StreamRef s, bool backward) {
+  if (backend_of<B>(s) == "cuda") return backward ? 1e-4 : 3e-5;
+  return backward ? 3e-6 : 2e-6;
 }
 
 /// Runs gemm_gelu (keep_aux: with aux) or gemm_dgelu (aux_in: the pre-activation) on B; returns C and aux.
@@ -165,6 +180,7 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu: every transpose and shape: aux holds the p
   typename B::Stream stream;
   const typename B::StreamRef s = stream;
   int runs = 0;
+  double worst = 0;
   for (Trans ta : gelu_transposes) {
     for (Trans tb : gelu_transposes) {
       for (const GeluShape& sh : gelu_shapes) {
@@ -174,7 +190,7 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu: every transpose and shape: aux holds the p
             const auto [want_c, want_aux] = forward_want(p, true);
             const auto [c, aux] = run_gelu<float>(be, s, p, false, true);
             check_close(aux, want_aux, 0.0, p.str() + ": aux");  // the product, exact
-            check_close(c, want_c, 2e-6, p.str() + ": C");
+            worst = std::max(worst, check_close(c, want_c, gelu_tolerance<B>(s, false), p.str() + ": C"));
             ++runs;
           }
         }
@@ -182,11 +198,12 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu: every transpose and shape: aux holds the p
     }
   }
   CHECK(runs == 4 * 5 * 2 * 2);
+  MESSAGE(backend_of<B>(s) << ": C's worst error " << worst);
   // Without aux: the same C, and aux's memory untouched.
   const GeluProblem p(Trans::no, Trans::yes, 33, 24, 65, 0.0f, 3);
   const auto [want_c, want_aux] = forward_want(p, false);
   const auto [c, aux] = run_gelu<float>(be, s, p, false, false);
-  check_close(c, want_c, 2e-6, "no aux: C");
+  check_close(c, want_c, gelu_tolerance<B>(s, false), "no aux: C");
   check_close(aux, want_aux, 0.0, "no aux: aux untouched");
 }
 
@@ -196,6 +213,7 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_dgelu: every transpose and shape: C = product * 
   const B be;
   typename B::Stream stream;
   const typename B::StreamRef s = stream;
+  double worst = 0;
   for (Trans ta : gelu_transposes) {
     for (Trans tb : gelu_transposes) {
       for (const GeluShape& sh : gelu_shapes) {
@@ -203,12 +221,13 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_dgelu: every transpose and shape: C = product * 
           GeluProblem p(ta, tb, sh.m, sh.n, sh.k, beta, 3);
           const std::vector<double> want_c = backward_want(p);
           const auto [c, aux] = run_gelu<float>(be, s, p, true, false);
-          check_close(c, want_c, 3e-6, p.str() + ": C");
+          worst = std::max(worst, check_close(c, want_c, gelu_tolerance<B>(s, true), p.str() + ": C"));
           check_close(aux, std::vector<double>(p.aux.begin(), p.aux.end()), 0.0, p.str() + ": aux unchanged");
         }
       }
     }
   }
+  MESSAGE(backend_of<B>(s) << ": C's worst error " << worst);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("gemm_gelu / gemm_dgelu: bfloat16 and half within their rounding", B, gemm_gelu_16bit) {
@@ -273,7 +292,7 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu / gemm_dgelu: Buffer operands at offsets, a
   big_want_c.insert(big_want_c.end(), want_c.begin(), want_c.end());
   big_want_aux.insert(big_want_aux.end(), want_aux.begin(), want_aux.end());
   check_close(download(be, s, aux), big_want_aux, 0.0, "replayed: aux");
-  check_close(download(be, s, c), big_want_c, 2e-6, "replayed: C");
+  check_close(download(be, s, c), big_want_c, gelu_tolerance<B>(s, false), "replayed: C");
 
   // The backward over buffers, reading the aux the forward wrote: C = P * GELU'(P).
   accel::blas::gemm_dgelu(be, s, p.ta, p.tb, p.m, p.n, p.k, p.alpha, a, off_a, p.lda, b, off_b, p.ldb, 0.0f, c, off_c,
@@ -286,7 +305,7 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu / gemm_dgelu: Buffer operands at offsets, a
       want_d[std::size_t(off_c + r * p.ldc + col)] = x * gelu_grad_ref(x);
     }
   }
-  check_close(download(be, s, c), want_d, 3e-6, "dgelu over buffers");
+  check_close(download(be, s, c), want_d, gelu_tolerance<B>(s, true), "dgelu over buffers");
 }
 
 TEST_CASE_TEMPLATE_DEFINE("gemm_gelu / gemm_dgelu: bad arguments are InvalidArgumentErrors naming them, and enqueue nothing",

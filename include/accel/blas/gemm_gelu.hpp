@@ -21,7 +21,9 @@
 //   CpuBackend   the GEMM (blas/gemm.hpp), then a pass over C in the same task (detail/cpu_epilogue.hpp);
 //                16-bit C: the epilogue reads the product as stored (rounded once) and rounds again
 //   CudaBackend  cuBLASLt's GELU_AUX / GELU / DGELU epilogues on the float accumulator, inside the GEMM's
-//                kernel (detail/cuda_epilogue.hpp); cuBLASLt is loaded on first use
+//                kernel (detail/cuda_epilogue.hpp); cuBLASLt is loaded on first use. Its tanh is less
+//                exact than the CPU's: float C within 5e-6 (GELU) and 2.5e-5 (its gradient) of the exact
+//                form, relative to max(1, |C|), on an H200 with CUDA 13.0 (the CPU: 2e-7); aux is exact
 //   AnyBackend   the stream's backend
 #pragma once
 

@@ -82,6 +82,13 @@ class CublasHandles {
     return handles_.size();
   }
 
+  /// Whether a handle exists for stream's (device, native stream) — one made for an earlier stream at
+  /// the same address included (tests).
+  [[nodiscard]] bool contains(cuda::StreamRef stream) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return handles_.contains(Key{stream.device_index(), stream.get()});
+  }
+
  private:
   struct Key {
     int device;
