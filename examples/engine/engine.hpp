@@ -166,6 +166,11 @@ class Trainer {
     // (compute stream -> comm stream).
     const bool want = cfg.overlap == "on" || (cfg.overlap == "auto" && b.device_type() != accel::DeviceType::cpu);
     overlap_ = want && dp_.distributed() && cfg.streams == 1 && !cfg.deterministic && !cfg.graph;
+    // --gelu-fusion auto: cuBLASLt's epilogues where CUDA runs (they save the GELU's passes over the
+    // MLP's widest activation); on the CPU the separate kernels are as fast. cuBLASLt wants the rows'
+    // stride, 4 x width, a multiple of 8.
+    gelu_fusion_ = cfg.gelu_fusion == "on" || (cfg.gelu_fusion == "auto" && b.device_type() != accel::DeviceType::cpu &&
+                                               (4 * cfg.shape.width) % 8 == 0);
     if (overlap_) comm_stream_.emplace(new_stream(b_));
     if (stage2_) {
       buckets_.emplace(P_, cfg.reduce_bucket);
@@ -374,6 +379,8 @@ class Trainer {
 
   [[nodiscard]] int rank() const noexcept { return dp_.rank(); }
   [[nodiscard]] bool overlap() const noexcept { return overlap_; }
+  /// Whether the MLP's GELU runs inside its GEMMs (--gelu-fusion, auto resolved for the backend).
+  [[nodiscard]] bool gelu_fusion() const noexcept { return gelu_fusion_; }
   [[nodiscard]] int ranks() const noexcept { return dp_.size(); }
   /// The data-parallel path (several ranks, or --force-collectives on one): its collectives, buffers
   /// and overlap.
@@ -815,7 +822,7 @@ class Trainer {
       nn_.layernorm_forward(cs(), act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
                             w(W.ln2_b), N, C, 1e-5f, act(L.attproj), act(L.res2));
       op.reset();
-      if (cfg_.gelu_fusion) {
+      if (gelu_fusion_) {
         gemm_gelu(N, 4 * C, C, act(L.ln2), w(W.fc_w), act(L.gelu), act(L.fch));
       } else {
         gemm(Trans::no, Trans::yes, N, 4 * C, C, act(L.ln2), C, w(W.fc_w), C, 0.0f, act(L.fch), 4 * C);
@@ -936,7 +943,7 @@ class Trainer {
           dropout(act(A_.dtmp), act(A_.dres), L.bits_fc, N * C, false);
           dfc = act(A_.dtmp);
         }
-        if (cfg_.gelu_fusion) {  // dbig = dgelu, the GELU's backward fused in (the fc unit skips its kernel)
+        if (gelu_fusion_) {  // dbig = dgelu, the GELU's backward fused in (the fc unit skips its kernel)
           gemm_dgelu(N, 4 * C, C, dfc, w(W.fcproj_w), act(A_.dbig), act(L.fch));
         } else {
           gemm(Trans::no, Trans::no, N, 4 * C, C, dfc, C, w(W.fcproj_w), 4 * C, 0.0f, act(A_.dbig), 4 * C);
@@ -946,7 +953,7 @@ class Trainer {
         break;
       }
       case BucketPlan::fc: {
-        if (!cfg_.gelu_fusion) {
+        if (!gelu_fusion_) {
           const Phase op(*this, "gelu backward", cs());
           nn_.gelu_backward(cs(), act(A_.dbig), act(L.fch), act(A_.dbig), N * 4 * C);
         }
@@ -1499,6 +1506,7 @@ class Trainer {
   std::size_t optimizer_bytes_ = 0, gradient_bytes_ = 0;
   DynamicLossScaler scaler_;
   bool overlap_ = false;
+  bool gelu_fusion_ = false;  // --gelu-fusion resolved (auto: on where the device is not the CPU)
   std::optional<typename B::Stream> comm_stream_;  // --overlap: the buckets' reductions
   bool inject_inf_ = false;  // ENGINE_FAULT=inf:STEP: the loss scaler's test
   accel::Buffer<std::int32_t, B> agree_;

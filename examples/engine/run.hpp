@@ -622,7 +622,7 @@ class Engine {
                        : plan.attention == AttentionPath::gemm ? "gemm"
                                                                : attention_amx ? "fused, AMX tiles"
                                                                                : "fused") +
-                      (cfg_.gelu_fusion ? ", GELU in the GEMMs" : "")},
+                      (t.gelu_fusion() ? ", GELU in the GEMMs" : "")},
         {"steps", std::to_string(t.step()) + " (" + std::to_string(steps_done) + " this run" +
                       (stopped_by.empty() ? "" : ", stopped by " + stopped_by) + ")"},
         {"tokens", grouped(static_cast<double>(tokens_per_step * steps_done))},

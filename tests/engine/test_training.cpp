@@ -219,14 +219,14 @@ void check_gelu_fusion(Run run, const std::string& tag, double rel, const std::s
       return [&, fusion](engine::Config& c) {
         c.dropout = dropout;
         c.dtype = dtype;
-        c.gelu_fusion = fusion;
+        c.gelu_fusion = fusion ? "on" : "off";
       };
     };
     const auto fused = check_trains_alike(run, tag + "gelu-", rel, with(false), with(true));
     REQUIRE(fused.size() == 5);
     CHECK(std::stod(fused.back()) < std::stod(fused.front()));  // it learns
   }
-  check_graph_bits(run, tag + "gelu-fused-", dtype, [](engine::Config& c) { c.gelu_fusion = true; });
+  check_graph_bits(run, tag + "gelu-fused-", dtype, [](engine::Config& c) { c.gelu_fusion = "on"; });
 }
 
 /// --dtype bf16: bf16 weights and activations train, the losses within 2 % of fp32's.
@@ -294,6 +294,22 @@ std::size_t count_in(const fs::path& path, const std::string& what) {
   return n;
 }
 
+/// The GELU kernels a traced 2-step run of `run` enqueues (forward and backward spans) with
+/// --gelu-fusion `setting`: none where the GELU runs inside the GEMMs.
+int gelu_kernel_spans(Run run, const std::string& tag, const std::string& setting) {
+  const fs::path dir = temp_dir(tag + "gelu-spans-" + setting);
+  auto c = small(dir);
+  c.steps = 2;
+  c.gelu_fusion = setting;
+  c.trace = (dir / "trace.json").string();
+  c.trace_steps = 2;
+  REQUIRE(run(c) == 0);
+  const int spans = static_cast<int>(count_in(dir / "trace.json", "{\"name\": \"gelu\", \"cat\": \"stream\"") +
+                                     count_in(dir / "trace.json", "{\"name\": \"gelu backward\", \"cat\": \"stream\""));
+  fs::remove_all(dir);
+  return spans;
+}
+
 TEST_CASE("engine --trace: the first N steps as a Chrome trace (a range per step, the stream's layer and optimizer spans); the losses do not change") {
   const fs::path plain = temp_dir("untraced"), traced = temp_dir("traced"), graphed = temp_dir("traced-graph");
   auto c = small(plain);
@@ -319,7 +335,7 @@ TEST_CASE("engine --trace: the first N steps as a Chrome trace (a range per step
   CHECK(count_in(json, "{\"name\": \"attention backward\", \"cat\": \"stream\"") == 3 * 4);
   CHECK(count_in(json, "{\"name\": \"layernorm\", \"cat\": \"stream\"") == 3 * 4 * 2);
   CHECK(count_in(json, "{\"name\": \"layernorm backward\", \"cat\": \"stream\"") == 3 * 4 * 2);
-  CHECK(count_in(json, "{\"name\": \"gelu\", \"cat\": \"stream\"") == 3 * 4);
+  CHECK(count_in(json, "{\"name\": \"gelu\", \"cat\": \"stream\"") == 3 * 4);  // --gelu-fusion auto: off on the CPU
   CHECK(count_in(json, "{\"name\": \"gelu backward\", \"cat\": \"stream\"") == 3 * 4);
   CHECK(count_in(json, "{\"name\": \"gemm\", \"cat\": \"stream\"") >= 3 * 4 * 12);
 
@@ -345,6 +361,11 @@ TEST_CASE("Engine<AnyBackend>: the same code dispatched at run time gives Engine
 
 TEST_CASE("engine --attention gemm (CUDA's default path: strided-batched GEMMs around softmax kernels) trains as the fused kernel does") {
   check_fused_vs_gemm(run, "", {0.0, 0.2}, 1e-6);
+}
+
+TEST_CASE("engine --gelu-fusion auto (the default) is off on the CPU: GELU kernels, 2 steps x 4 layers x 2; on runs none") {
+  CHECK(gelu_kernel_spans(run, "", engine::Config{}.gelu_fusion) == 2 * 4 * 2);
+  CHECK(gelu_kernel_spans(run, "", "on") == 0);
 }
 
 TEST_CASE("engine --gelu-fusion on: the GELU inside the MLP's GEMMs trains as the separate kernels do; --graph gives its bits") {
@@ -555,9 +576,10 @@ TEST_CASE("engine: command-line errors name what is wrong") {
   CHECK(parse({"--zero-stage", "2", "--streams", "2"})->streams == 2);  // a bucket set per stream
   CHECK(parse({"--zero-stage", "2", "--reduce-bucket-size", "500000"})->reduce_bucket == 500000);
   CHECK(parse({"--force-collectives"})->force_collectives);
-  CHECK(parse({"--gelu-fusion", "on"})->gelu_fusion);
-  CHECK_FALSE(parse({})->gelu_fusion);
-  CHECK_THROWS_WITH_AS(parse({"--gelu-fusion", "yes"}), "--gelu-fusion expects on or off, got 'yes'", engine::UsageError);
+  CHECK(parse({"--gelu-fusion", "on"})->gelu_fusion == "on");
+  CHECK(parse({"--gelu-fusion", "off"})->gelu_fusion == "off");
+  CHECK(parse({})->gelu_fusion == "auto");
+  CHECK_THROWS_WITH_AS(parse({"--gelu-fusion", "yes"}), "--gelu-fusion expects on, off or auto, got 'yes'", engine::UsageError);
   CHECK_THROWS_WITH_AS(parse({"--gelu-fusion", "on", "--heads", "1", "--width", "33"}),
                        "--gelu-fusion on needs an even --width (the MLP's pre-activation rows, 4 x width = 132, must be "
                        "a multiple of 8 elements), got --width 33",
@@ -700,6 +722,10 @@ TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --gr
   }
   SUBCASE("--gelu-fusion on (cuBLASLt's GELU epilogues) trains as the separate kernels do (within 1e-5); --graph gives its bits") {
     check_gelu_fusion(run_cuda, "cuda-", 1e-5);
+  }
+  SUBCASE("--gelu-fusion auto (the default) is on with CUDA: no GELU kernels; off runs them, 2 steps x 4 layers x 2") {
+    CHECK(gelu_kernel_spans(run_cuda, "cuda-", engine::Config{}.gelu_fusion) == 0);
+    CHECK(gelu_kernel_spans(run_cuda, "cuda-", "off") == 2 * 4 * 2);
   }
   SUBCASE("bf16 --gelu-fusion on: within 1 % of the separate kernels (the epilogue rounds once less)") {
     check_gelu_fusion(run_cuda, "cuda-bf16-", 1e-2, "bf16");
