@@ -24,7 +24,7 @@
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py; off: none), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
-# against AnyBackend), GELU=on|off (--gelu-fusion on against off, engine_ab.sh) narrow a visit; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
+# against AnyBackend), TRACE=on|off (the traced gpt2 run), GELU=on|off (--gelu-fusion on against off, engine_ab.sh) narrow a visit; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
 # Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). A summary is
@@ -163,6 +163,15 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
       --json "$RES/engine_compare_gpu_$size.json" > "$RES/compare_$size.log" 2>&1 || status=1
     pack
   done
+  # The GELU inside the MLP's GEMMs (cuBLASLt's epilogues) against the separate kernels, gpt2 bf16 eager,
+  # alternating, by each run's median step (GELU=off skips it; with NCU=on also kernel by kernel).
+  if [[ ${GELU:-on} == on ]]; then
+    OLD_ARGS="--gelu-fusion off" NEW_ARGS="--gelu-fusion on" OUT="$RES/gelu_ab" ACCEL_BACKEND=cuda timeout 240 \
+      bash benchmarks/engine/explore/engine_ab.sh "$engine" "$engine" 3 --size gpt2 --dtype bf16 --steps 40 \
+      > "$RES/gelu_fusion_ab.log" 2>&1
+    echo "exit status $?" >> "$RES/gelu_fusion_ab.log"
+    pack
+  fi
   # The communication path's cost on one GPU: the plain single-rank engine against --force-collectives
   # (NCCL on a world of one: every collective of N ranks, --overlap's comm stream), interleaved.
   if [[ ${FORCE:-on} == on ]]; then
@@ -172,24 +181,17 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
     pack
   fi
   # Where a gpt2 step goes: the ops' spans of a traced run (CUDA events on the stream).
-  ACCEL_BACKEND=cuda timeout 120 "$engine" --size gpt2 --dtype bf16 --steps 6 --eval-every 0 --quiet \
-    --trace "$RES/trace_gpt2.json" --trace-steps 4 > "$RES/trace_gpt2.log" 2>&1 &&
-    python3 benchmarks/engine/trace_summary.py "$RES/trace_gpt2.json" > "$RES/trace_gpt2.txt" 2>&1
-  pack
+  if [[ ${TRACE:-on} == on ]]; then
+    ACCEL_BACKEND=cuda timeout 120 "$engine" --size gpt2 --dtype bf16 --steps 6 --eval-every 0 --quiet \
+      --trace "$RES/trace_gpt2.json" --trace-steps 4 > "$RES/trace_gpt2.log" 2>&1 &&
+      python3 benchmarks/engine/trace_summary.py "$RES/trace_gpt2.json" > "$RES/trace_gpt2.txt" 2>&1
+    pack
+  fi
   # Engine<CudaBackend> against Engine<AnyBackend> (run-time dispatch), alternating, three rounds, by each
   # run's median step after its first 10 (per-step metrics: the summary's 0.1 ms is too coarse for 1 %).
   if [[ ${DISPATCH:-on} == on ]]; then
     timeout 180 python3 benchmarks/engine/dispatch_compare.py --device cuda --size gpt2 --dtype bf16 --rounds 3 \
       --steps 40 --engine "$engine" --json "$RES/engine_dispatch_steps.json" > "$RES/dispatch.log" 2>&1
-    pack
-  fi
-  # The GELU inside the MLP's GEMMs (cuBLASLt's epilogues) against the separate kernels, gpt2 bf16 eager,
-  # alternating, by each run's median step (GELU=off skips it; with NCU=on also kernel by kernel).
-  if [[ ${GELU:-on} == on ]]; then
-    OLD_ARGS="--gelu-fusion off" NEW_ARGS="--gelu-fusion on" OUT="$RES/gelu_ab" ACCEL_BACKEND=cuda timeout 240 \
-      bash benchmarks/engine/explore/engine_ab.sh "$engine" "$engine" 3 --size gpt2 --dtype bf16 --steps 40 \
-      > "$RES/gelu_fusion_ab.log" 2>&1
-    echo "exit status $?" >> "$RES/gelu_fusion_ab.log"
     pack
   fi
   # Kernel by kernel (NCU=on; Nsight Compute, one metric over three gpt2 steps): the trace's spans include
@@ -200,9 +202,11 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
     python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2.csv" 3 > "$RES/kernel_times_gpt2.txt" 2>&1
     pack
   fi
-  [[ ${TRAIN:-on} == on ]] && ACCEL_BACKEND=cuda timeout 90 "$engine" --size shakespeare --dtype bf16 --time 45 --eval-every 500 --sample 300 \
-    --metrics "$RES/train_shakespeare_bf16.csv" > "$RES/train_shakespeare_bf16.log" 2>&1 || status=1
-  pack
+  if [[ ${TRAIN:-on} == on ]]; then
+    ACCEL_BACKEND=cuda timeout 90 "$engine" --size shakespeare --dtype bf16 --time 45 --eval-every 500 --sample 300 \
+      --metrics "$RES/train_shakespeare_bf16.csv" > "$RES/train_shakespeare_bf16.log" 2>&1 || status=1
+    pack
+  fi
 fi
 
 if [[ " $PHASES " == *" bench "* ]]; then
@@ -240,6 +244,7 @@ fi
 for f in "$RES"/compare_*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; grep -vE "^# (command|load)" "$f" | tail -25; }; done
 [[ -f $RES/force_collectives.log ]] && { echo "--- force_collectives"; grep -vE "^# (load|plain|forced)" "$RES/force_collectives.log" | tail -12; }
 [[ -f $RES/trace_gpt2.txt ]] && { echo "--- trace_gpt2"; cat "$RES/trace_gpt2.txt"; }
+[[ -f $RES/gelu_fusion_ab.log ]] && { echo "--- --gelu-fusion (gpt2 bf16 eager; old: off, new: on)"; cat "$RES/gelu_fusion_ab.log"; }
 [[ -f $RES/dispatch.log ]] && { echo "--- dispatch (gpt2 bf16, static against AnyBackend)"; cat "$RES/dispatch.log"; }
 [[ -f $RES/kernel_times_gpt2.txt ]] && { echo "--- kernel_times_gpt2"; head -30 "$RES/kernel_times_gpt2.txt"; }
 [[ -f $RES/train_shakespeare_bf16.log ]] && { echo "--- train"; tail -22 "$RES/train_shakespeare_bf16.log"; }
