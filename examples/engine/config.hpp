@@ -170,7 +170,7 @@ training
   --gelu-fusion on|off|auto  on: the MLP's GELU applied inside its first GEMM and the GELU's gradient
                        inside the backward's (accel::blas::gemm_gelu / gemm_dgelu: cuBLASLt's epilogues
                        on CUDA, a pass in the GEMM's task on the CPU) instead of separate kernels; auto
-                       (default): on with CUDA (gpt2 bf16 on an H200: 1.6-2.1 % a step), off on the CPU
+                       (default): on with CUDA (gpt2 bf16 on an H200: 1.4-2.3 % a step), off on the CPU
   --dispatch static|any  static (default): Engine<B> on the concrete backend (accel::visit once);
                        any: Engine<AnyBackend>, every call dispatched at run time (for comparison)
 checkpoints
