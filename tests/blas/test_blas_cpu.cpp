@@ -179,15 +179,7 @@ TEST_CASE("gemm_gelu on the CPU: the baseline (SSE), AVX2 and AVX-512 copies of 
   const auto run = [&](int lanes, Epilogue e) {
     std::vector<float> c = e == Epilogue::dgelu ? std::vector<float>(pre.size(), 2.0f) : pre;
     std::vector<float> aux = e == Epilogue::dgelu ? pre : std::vector<float>(pre.size(), -1.0f);
-    GemmArgs<float> g;
-    g.m = m;
-    g.n = n;
-    g.k = 1;
-    g.c = c.data();
-    g.ldc = ld;
-    g.aux = aux.data();
-    g.ldaux = ld;
-    g.epilogue = e;
+    GemmArgs<float> g{.m = m, .n = n, .k = 1, .c = c.data(), .ldc = ld, .epilogue = e, .aux = aux.data(), .ldaux = ld};
 #if defined(ACCEL_EPILOGUE_AVX2)
     if (lanes == 16) epilogue_rows_avx512(g, 0, m);
     else if (lanes == 8) epilogue_rows_avx2(g, 0, m);
@@ -391,21 +383,8 @@ TEST_CASE("gemm: a long widened product runs in pieces of rows, to the bit the p
     for (i64 r = 0; r < m; ++r) d::widen(cw.data() + r * n, c.data() + r * ldc, n);
     // The same problem over the float copies (the reference) and over the 16-bit operands.
     const auto args = [&]<class T>(T* a_, i64 lda_, T* b_, i64 ldb_, T* c_, i64 ldc_) {
-      d::GemmArgs<T> x;
-      x.ta = ta;
-      x.tb = tb;
-      x.m = m;
-      x.n = n;
-      x.k = k;
-      x.alpha = 0.75f;
-      x.beta = beta;
-      x.a = a_;
-      x.lda = lda_;
-      x.b = b_;
-      x.ldb = ldb_;
-      x.c = c_;
-      x.ldc = ldc_;
-      return x;
+      return d::GemmArgs<T>{.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f, .a = a_, .lda = lda_,
+                            .b = b_, .ldb = ldb_, .beta = beta, .c = c_, .ldc = ldc_};
     };
     d::cpu_sgemm(args(aw.data(), ac, bw.data(), bc, cw.data(), n));
     const d::GemmArgs<H> g = args(a.data(), lda, b.data(), ldb, c.data(), ldc);
@@ -468,23 +447,9 @@ TEST_CASE("gemm: a widened batch converted on two threads gives the bits of one"
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = H(fraction(i64(i), 3));
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = H(fraction(i64(i), 4));
     for (std::size_t i = 0; i < c.size(); ++i) c[i] = H(fraction(i64(i), 5));
-    d::GemmArgs<H> g;
-    g.ta = ta;
-    g.tb = tb;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.alpha = 0.75f;
-    g.beta = beta;
-    g.a = a.data();
-    g.lda = lda;
-    g.stride_a = sa;
-    g.b = b.data();
-    g.ldb = ldb;
-    g.stride_b = sb;
-    g.ldc = ldc;
-    g.stride_c = sc;
-    g.batch = batch;
+    d::GemmArgs<H> g{.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f, .a = a.data(), .lda = lda,
+                     .stride_a = sa, .b = b.data(), .ldb = ldb, .stride_b = sb, .beta = beta, .ldc = ldc,
+                     .stride_c = sc, .batch = batch};  // C: set per run below
     std::vector<H> one = c, two = c;
     const auto sgemm = [](const d::GemmArgs<float>& x) { d::cpu_sgemm(x); };
     g.c = one.data();
@@ -599,17 +564,8 @@ TEST_CASE("gemm on the CPU: bfloat16 through oneDNN's matmul or widened, as ACCE
       exact[std::size_t(r * n + j)] = float(sum);
     }
   }
-  d::GemmArgs<float> f;
-  f.tb = Trans::yes;
-  f.m = m;
-  f.n = n;
-  f.k = k;
-  f.a = awide.data();
-  f.lda = k;
-  f.b = bwide.data();
-  f.ldb = k;
-  f.c = sgemm_c.data();
-  f.ldc = n;
+  const d::GemmArgs<float> f{.tb = Trans::yes, .m = m, .n = n, .k = k, .a = awide.data(), .lda = k, .b = bwide.data(),
+                             .ldb = k, .c = sgemm_c.data(), .ldc = n};
   d::cpu_sgemm(f);
 
   const bool has_matmul = accel::cpu_features().avx512f;  // oneDNN 2.6's bf16 matmul needs AVX-512
