@@ -80,6 +80,7 @@ struct Config {
   bool graph = false;
   std::string attention = "auto";  // fused | gemm | flash | auto (fused on the CPU; flash on CUDA where it fits, else gemm)
   std::string gelu_fusion = "auto";  // on | off | auto (on with CUDA): the MLP's GELU and its gradient inside its GEMMs
+  std::string run_ahead = "on";  // on | off: step k + 1 enqueued before step k's losses are read
   std::string dispatch = "static";  // static: Engine<CpuBackend|CudaBackend> via accel::visit; any: Engine<AnyBackend>
   std::string save;            // checkpoint directory ("" : none, except on a signal)
   std::int64_t save_every = 0;
@@ -171,6 +172,10 @@ training
                        inside the backward's (accel::blas::gemm_gelu / gemm_dgelu: cuBLASLt's epilogues
                        on CUDA, a pass in the GEMM's task on the CPU) instead of separate kernels; auto
                        (default): on with CUDA (gpt2 bf16 on an H200: 1.4-2.3 % a step), off on the CPU
+  --run-ahead on|off   on (default): the next step is enqueued before this step's losses are read, so
+                       the device does not wait for the host between steps (not before an evaluation,
+                       a checkpoint or the end, nor on several ranks or with fp16's loss scaler); off:
+                       every step waited for
   --dispatch static|any  static (default): Engine<B> on the concrete backend (accel::visit once);
                        any: Engine<AnyBackend>, every call dispatched at run time (for comparison)
 checkpoints
@@ -434,6 +439,10 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
         throw UsageError("--gelu-fusion expects on, off or auto, got '" + v + "'");
       }
       c.gelu_fusion = v;
+    } else if (a == "--run-ahead") {
+      const std::string v = value();
+      if (v != "on" && v != "off") throw UsageError("--run-ahead expects on or off, got '" + v + "'");
+      c.run_ahead = v;
     } else if (a == "--streams") {
       c.streams = static_cast<int>(parse_int(a, value(), 1, 256));
     } else if (a == "--graph") {

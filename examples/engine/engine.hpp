@@ -3,10 +3,10 @@
 // One stream carries all the work: the nn_ops kernels and the engine's attention (through
 // b.launch_kernel), the matrix products (accel::blas), fused AdamW and the L2 norm (the typed ops of
 // b.get_op_builder), random dropout masks (b.fill_bits). The host only draws batches, copies them in,
-// and reads the losses back once per step. With --graph the forward, backward, norm and clipping of a
-// step are captured once and replayed (CUDA graphs; the CPU backend's recorded tasks); the optimizer
-// launches follow each replay eagerly, because the learning rate changes every step and the fused
-// Adam op takes it as a launch argument.
+// and reads the losses back once per step (with --run-ahead, after it has enqueued the next step).
+// With --graph the forward, backward, norm and clipping of a step are captured once and replayed
+// (CUDA graphs; the CPU backend's recorded tasks); the optimizer launches follow each replay eagerly,
+// because the learning rate changes every step and the fused Adam op takes it as a launch argument.
 //
 // Numbers: float32 by default; with --dtype bf16 or fp16 (any backend) weights, activations and
 // gradients are bfloat16 / float16 (the kernels compute in fp32; GEMMs accumulate in fp32) and the
@@ -21,6 +21,7 @@
 #include "corpus.hpp"
 #include "data_parallel.hpp"
 #include "gpt_kernels.hpp"
+#include "host_staging.hpp"
 #include "loss_scaler.hpp"
 #include "layout.hpp"
 #include "report.hpp"
@@ -267,7 +268,8 @@ class Trainer {
     const std::size_t tokens = static_cast<std::size_t>(cfg.batch) * cfg.shape.block * cfg.accum;
     host_inputs_.resize(tokens);
     host_targets_.resize(tokens);
-    host_losses_.resize(tokens * static_cast<std::size_t>(dp_.size()));
+    loss_count_ = tokens * static_cast<std::size_t>(dp_.size());
+    staging_.emplace(b_, tokens, loss_count_);
     global_inputs_.resize(static_cast<std::size_t>(cfg.global_batch * cfg.shape.block));
     global_targets_.resize(global_inputs_.size());
     // Validation batches: fixed for the run (their own generator), drawn once.
@@ -320,6 +322,7 @@ class Trainer {
   /// Restores a checkpoint: `st` holds this rank's shard (read, re-partitioned where the checkpoint was
   /// written by another rank count, and checked by the caller); the weights are all-gathered.
   void load_state(const CheckpointState& st) {
+    require_no_step_in_flight("load_state");
     const std::size_t ns = static_cast<std::size_t>(shard_);
     if (st.params.size() != ns || st.exp_avg.size() != ns || st.exp_avg_sq.size() != ns) {
       throw std::logic_error("load_state: a shard of the wrong size");
@@ -341,6 +344,7 @@ class Trainer {
   /// The state a checkpoint holds (synchronises the stream; collective over the ranks): this rank's
   /// shard of the master weights and moments, and the whole model's fp32 weights (`full_params`).
   CheckpointState save_state(std::vector<float>* full_params = nullptr) {
+    require_no_step_in_flight("save_state");
     CheckpointState st;
     st.step = step_;
     const std::size_t ns = static_cast<std::size_t>(shard_);
@@ -436,22 +440,43 @@ class Trainer {
   }
 
   struct StepResult {
+    std::int64_t step = 0;  // the optimizer step this is (0-based)
     double loss = 0;       // mean over the step's tokens
     double grad_norm = 0;  // before clipping (of the unscaled gradients)
     double lr = 0;
     double loss_scale = 1;  // the scale this step ran with (--loss-scale)
     bool skipped = false;   // inf/NaN gradients: the optimizer did not step (dynamic loss scaling)
+    std::int64_t skipped_so_far = 0;  // steps skipped up to and including this one
   };
 
-  /// One optimizer step: accum micro-batches forward and backward, the gradients reduced over the
-  /// ranks into this rank's shard, the global norm, clipping, AdamW on the shard, the weights gathered.
+  /// One optimizer step, enqueued and waited for: begin_step then finish_step.
   /// grads_out (optional): the step's gradients before clipping, as float32 (for --dump, one rank).
   StepResult train_step(std::vector<float>* grads_out = nullptr) {
+    if (!pending_.empty()) throw std::logic_error("train_step: a step begun with begin_step is not finished");
+    begin_step(grads_out);
+    return finish_step();
+  }
+
+  /// Enqueues optimizer step step(): accum micro-batches forward and backward, the gradients reduced
+  /// over the ranks into this rank's shard, the global norm, clipping, AdamW on the shard, the weights
+  /// gathered, the losses copied out. Returns once it is enqueued (the host draws the next batch
+  /// meanwhile); finish_step reads its results. A second step may be begun before the first is
+  /// finished (the run loop's --run-ahead): the device runs them in order, and the host enqueues the
+  /// next step while the device still runs this one, instead of leaving it idle between steps.
+  /// grads_out: as train_step's (waits for the gradients).
+  void begin_step(std::vector<float>* grads_out = nullptr) {
+    if (pending_.size() >= 2) throw std::logic_error("begin_step: two steps are in flight already");
     const Phase phase(*this, "step");
+    const auto& slot = staging_->slot(step_);
     draw_batch();
     if (batch_hook_) batch_hook_(host_inputs_, host_targets_);
     if (dp_.size() > 1 && cfg_.dropout > 0) seed_dropout();  // the rank count, not distributed(): see seed_dropout
-    copy_in(host_inputs_.data(), host_targets_.data(), cfg_.accum);
+    // The batch through this step's slot: the other slot may still be read by the step in flight.
+    std::copy(host_inputs_.begin(), host_inputs_.end(), slot.inputs);
+    std::copy(host_targets_.begin(), host_targets_.end(), slot.targets);
+    // Into each lane's inputs on its own stream: after that lane's reads of them in the step before
+    // (--graph, whose replay would not be in a second lane's order, captures one stream).
+    copy_in(slot.inputs, slot.targets, cfg_.accum);
     if (grads_out != nullptr) {  // --dump: the gradients before clipping, so eagerly
       enqueue_gradients();
       grads_out->resize(static_cast<std::size_t>(P_.total));
@@ -462,6 +487,7 @@ class Trainer {
         for (std::size_t i = 0; i < g.size(); ++i) (*grads_out)[i] = static_cast<float>(g[i]);
       } else {
         b_.copy_async(stream_, grads_out->data(), grad_shard_, grads_out->size() * 4);  // one rank: the whole model
+        stream_.synchronize();
       }
       enqueue_clip();
     } else if (cfg_.graph) {
@@ -483,31 +509,49 @@ class Trainer {
       enqueue_clip();
     }
     prefetch_batch();  // the host's share of the next step, while the device runs this one
-    StepResult r;
-    r.lr = lr_at(step_ - scaler_.skipped());  // a skipped step does not advance the schedule
-    float norm = 0;
+    Pending p;
+    p.step = step_;
+    p.lr = lr_at(step_ - scaler_.skipped());  // a skipped step does not advance the schedule
     bool skip = false;
     if (scaler_.enabled()) {
       // The overflow check: the global norm (gathered from every rank's blocks) is inf or NaN when any
       // rank's gradients hold one, so every rank reaches the same decision.
-      b_.copy_async(stream_, &norm, lanes_[0].f32.data() + A_.norm, 4);
+      b_.copy_async(stream_, slot.norm, lanes_[0].f32.data() + A_.norm, 4);
       stream_.synchronize();
-      skip = !std::isfinite(norm);
-      r.loss_scale = scaler_.scale();
+      p.norm = *slot.norm;
+      skip = !std::isfinite(p.norm);
+      p.loss_scale = scaler_.scale();
       scaler_.update(skip);
     }
     if (!skip) {
-      enqueue_adam(r.lr, step_ + 1 - scaler_.skipped());
+      enqueue_adam(p.lr, step_ + 1 - scaler_.skipped());
       if (dp_.distributed()) {
         const Phase phase(*this, "all-gather", stream_);
         dp_.all_gather(stream_, params_.data() + shard_lo_, params_.data(), static_cast<std::size_t>(shard_), act_dtype);
       }
     }
-    r.skipped = skip;
+    p.skipped = skip;
+    p.skipped_so_far = scaler_.skipped();
     enqueue_losses();
-    b_.copy_async(stream_, host_losses_.data(), loss_all_.data(), host_losses_.size() * 4);
-    if (!scaler_.enabled()) b_.copy_async(stream_, &norm, lanes_[0].f32.data() + A_.norm, 4);
-    stream_.synchronize();
+    b_.copy_async(stream_, slot.losses, loss_all_.data(), loss_count_ * 4);
+    if (!scaler_.enabled()) b_.copy_async(stream_, slot.norm, lanes_[0].f32.data() + A_.norm, 4);
+    step_done_[static_cast<std::size_t>(step_ & 1)].record(stream_);
+    pending_.push_back(p);
+    ++step_;  // a skipped step counts (DeepSpeed's global_steps), its batch is consumed
+  }
+
+  /// Waits for the oldest step in flight and returns its loss and gradient norm.
+  StepResult finish_step() {
+    if (pending_.empty()) throw std::logic_error("finish_step: no step is in flight");
+    const Pending p = pending_.front();
+    pending_.pop_front();
+    if (pending_.empty()) {
+      stream_.synchronize();  // everything enqueued: rethrows a failed task's error here
+    } else {
+      step_done_[static_cast<std::size_t>(p.step & 1)].synchronize();  // not the step behind it
+    }
+    const auto& slot = staging_->slot(p.step);
+    const float* losses = slot.losses;
     double sum = 0;
     if (stage2_ && cfg_.deterministic) {  // global micro-batch gm: run gm / odd, rank run % R's (draw_batch)
       const std::size_t micro = static_cast<std::size_t>(cfg_.batch) * static_cast<std::size_t>(cfg_.shape.block);
@@ -515,21 +559,30 @@ class Trainer {
       const auto odd = static_cast<std::size_t>(det_odd_);
       for (std::size_t gm = 0; gm < R * A; ++gm) {
         const std::size_t run = gm / odd, m = run / R * odd + gm % odd;
-        const float* l = host_losses_.data() + ((run % R) * A + m) * micro;
+        const float* l = losses + ((run % R) * A + m) * micro;
         for (std::size_t i = 0; i < micro; ++i) sum += l[i];
       }
     } else {
-      for (const float l : host_losses_) sum += l;  // in sequence order: the same on every rank count
+      for (std::size_t i = 0; i < loss_count_; ++i) sum += losses[i];  // in sequence order: the same on every rank count
     }
-    r.loss = sum / static_cast<double>(host_losses_.size());
-    r.grad_norm = norm;
-    ++step_;  // a skipped step counts (DeepSpeed's global_steps), its batch is consumed
+    StepResult r;
+    r.step = p.step;
+    r.loss = sum / static_cast<double>(loss_count_);
+    r.grad_norm = scaler_.enabled() ? p.norm : *slot.norm;
+    r.lr = p.lr;
+    r.loss_scale = p.loss_scale;
+    r.skipped = p.skipped;
+    r.skipped_so_far = p.skipped_so_far;
     return r;
   }
+
+  /// Steps begun and not yet finished (0, 1 or 2).
+  [[nodiscard]] std::size_t steps_in_flight() const noexcept { return pending_.size(); }
 
   /// Mean loss over the fixed validation batches (no dropout), in chunks of a micro-batch split over
   /// the lanes as training is (run by one rank).
   double eval_loss() {
+    require_no_step_in_flight("eval_loss");
     const Phase phase(*this, "eval");
     const std::int64_t Tk = cfg_.shape.block;
     const std::int64_t total = static_cast<std::int64_t>(val_inputs_.size()) / Tk;  // sequences
@@ -559,6 +612,7 @@ class Trainer {
   /// `count` characters generated after a newline: the model's distribution at `temperature`,
   /// restricted to the top_k most likely (0: all), drawn with Philox (seeded by the run's seed).
   std::string sample(int count, double temperature, int top_k) {
+    require_no_step_in_flight("sample");
     const int block = cfg_.shape.block;
     std::vector<std::int32_t> ctx;
     const int nl = corpus_.encode('\n');
@@ -612,6 +666,12 @@ class Trainer {
 
  private:
   struct Lane;
+
+  /// What reads or replaces the weights, the generators or the lanes between steps: the steps begun
+  /// must be finished first (a step in flight would still change them).
+  void require_no_step_in_flight(const char* what) const {
+    if (!pending_.empty()) throw std::logic_error(std::string(what) + ": a step is in flight (finish_step first)");
+  }
 
   /// --trace: a host range, and with a stream a span of that stream, around one phase of the step.
   class Phase {
@@ -1535,7 +1595,18 @@ class Trainer {
   std::deque<Lane> chain_;  // --deterministic stage 2: a run's micro-batches 1 .. odd - 1 (lane 0: its first)
   Lane* cur_ = nullptr;
   std::vector<std::int32_t> host_inputs_, host_targets_, val_inputs_, val_targets_, global_inputs_, global_targets_;
-  std::vector<float> host_losses_;
+  // A step begun and not yet finished: what finish_step reports besides the slot's losses.
+  struct Pending {
+    std::int64_t step = 0;
+    double lr = 0, loss_scale = 1;
+    float norm = 0;  // read already: the loss scaler's overflow check
+    bool skipped = false;
+    std::int64_t skipped_so_far = 0;
+  };
+  std::optional<HostStaging<B>> staging_;  // the batches in, the losses out: a slot per step in flight
+  std::size_t loss_count_ = 0;             // per-token losses a step copies out (every rank's)
+  std::array<typename B::Event, 2> step_done_{};  // step s's results are in slot s % 2
+  std::deque<Pending> pending_;
   std::optional<typename B::Graph> graph_;
   std::function<void(const std::vector<std::int32_t>&, const std::vector<std::int32_t>&)> batch_hook_;
   std::int64_t step_ = 0;

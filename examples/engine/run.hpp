@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -524,14 +525,47 @@ class Engine {
       if (!cfg_.quiet) std::printf("checkpoint: %s\n", path.string().c_str());
       return path;
     };
-    while (t.step() < cfg_.steps) {
-      const std::int64_t it = t.step();
+    // --run-ahead: step k + 1 is enqueued before step k's losses are read, so the device goes from one
+    // step to the next without waiting for the host (the read of the losses, this loop's bookkeeping,
+    // the next step's first launches). Not where something after step k needs the device idle or every
+    // rank's word — an evaluation, a checkpoint, the end, --stop-at, the step --dump takes gradients
+    // of, a trace being recorded, several ranks (they agree on stopping after every step) — which
+    // host_work_after knows before step k runs, the same on every rank. A --time limit or a signal seen
+    // while step k + 1 is in flight lets it finish too, then stops (SIGINT: the steps begun are finished).
+    // fp16's loss scaler reads each step's norm before its optimizer (the overflow check), so the host
+    // waits within every step anyway; it runs one step at a time (its messages then follow the steps).
+    const bool run_ahead = cfg_.run_ahead == "on" && !ranks.distributed() && !t.scaler().enabled();
+    const auto host_work_after = [&](std::int64_t it) {
+      const std::int64_t done = it + 1;
+      return done >= cfg_.steps || (cfg_.stop_at > 0 && done >= cfg_.stop_at) ||
+             (cfg_.eval_every > 0 && done % cfg_.eval_every == 0) ||
+             (cfg_.save_every > 0 && !cfg_.save.empty() && done % cfg_.save_every == 0) ||
+             (dump && done == dump->first_step) || trace != nullptr;
+    };
+    std::vector<float> grads0;          // --dump: step first_step's gradients
+    std::deque<clock::time_point> began;  // when each step in flight was begun
+    clock::time_point last_finish{};
+    const auto begin_step = [&](std::int64_t it) {
       fault.before_step(it, ranks.rank(), t);
-      const auto t0 = clock::now();
-      std::vector<float> grads0;
-      const auto r = t.train_step(dump && it == dump->first_step ? &grads0 : nullptr);
-      const double sec = std::chrono::duration<double>(clock::now() - t0).count();
-      if (dump) dump->record(it, r, grads0);
+      began.push_back(clock::now());
+      t.begin_step(dump && it == dump->first_step ? &grads0 : nullptr);
+    };
+    bool timed_out = false;
+    int caught = 0;  // SIGINT or SIGTERM
+    while (t.steps_in_flight() > 0 || t.step() < cfg_.steps) {
+      if (t.steps_in_flight() == 0) begin_step(t.step());
+      const std::int64_t it = t.step() - static_cast<std::int64_t>(t.steps_in_flight());  // the step finished now
+      if (run_ahead && !timed_out && caught == 0 && stop_signal().load() == 0 && !host_work_after(it)) begin_step(it + 1);
+      const auto r = t.finish_step();
+      // A step's time: from its begin, or, run ahead, from the previous step's end (the device's step).
+      const auto now = clock::now();
+      const double sec = std::chrono::duration<double>(now - std::max(began.front(), last_finish)).count();
+      began.pop_front();
+      last_finish = now;
+      if (dump) {
+        dump->record(it, r, grads0);
+        grads0 = {};
+      }
       train_seconds += sec;
       interval_seconds += sec;
       ++interval_steps;
@@ -539,7 +573,7 @@ class Engine {
       step_ms.push_back(sec * 1e3);
       if (std::isnan(first_loss)) first_loss = r.loss;
       last_loss = r.loss;
-      const std::int64_t done = t.step();
+      const std::int64_t done = it + 1;
       const bool last = done == cfg_.steps;
       bool out_of_time = (cfg_.max_seconds > 0 && train_seconds >= cfg_.max_seconds) ||
                          (cfg_.stop_at > 0 && done >= cfg_.stop_at);
@@ -550,14 +584,18 @@ class Engine {
         out_of_time = agreed[0] != 0;
         sig = agreed[1];
       }
-      const bool eval = cfg_.eval_every > 0 && (done % cfg_.eval_every == 0 || last || out_of_time) && ranks.rank() == 0;
+      timed_out = timed_out || out_of_time;
+      if (caught == 0) caught = sig;
+      const bool stop = timed_out || caught != 0;
+      const bool drain = stop && t.steps_in_flight() > 0;  // the step run ahead first
+      const bool eval = cfg_.eval_every > 0 && !drain && (done % cfg_.eval_every == 0 || last || timed_out) && ranks.rank() == 0;
       if (eval) {
         last_val = t.eval_loss();
         best_val = std::isnan(best_val) ? last_val : std::min(best_val, last_val);
       }
       peak_allocated = std::max(peak_allocated, b_.memory_allocated());
       peak_reserved = std::max(peak_reserved, b_.memory_reserved());
-      if (done % cfg_.print_every == 0 || eval || last || out_of_time || it == 0) {
+      if (done % cfg_.print_every == 0 || eval || last || timed_out || it == 0) {
         Progress p;
         p.step = done;
         p.steps = cfg_.steps;
@@ -578,7 +616,7 @@ class Engine {
         p.distributed = ranks.distributed();
         if (t.scaler().enabled()) {
           p.loss_scale = r.loss_scale;
-          p.skipped = t.scaler().skipped();
+          p.skipped = r.skipped_so_far;  // not the scaler's: a step run ahead may have updated it
         }
         if (!cfg_.quiet) {
           std::printf("%s\n", progress_line(p).c_str());
@@ -589,14 +627,14 @@ class Engine {
         interval_steps = 0;
       }
       if (trace && ++traced_steps >= cfg_.trace_steps) finish_trace();
-      if (cfg_.save_every > 0 && !cfg_.save.empty() && done % cfg_.save_every == 0 && !last) save(cfg_.save);
-      if (sig != 0) {
-        stopped_by = sig == SIGINT ? "SIGINT" : "SIGTERM";
-        break;
-      }
-      if (out_of_time) {
-        stopped_by = cfg_.stop_at > 0 && done >= cfg_.stop_at ? "--stop-at " + std::to_string(cfg_.stop_at)
-                                                              : "--time " + fmt("%g", cfg_.max_seconds) + " s";
+      if (cfg_.save_every > 0 && !cfg_.save.empty() && done % cfg_.save_every == 0 && !last && !drain) save(cfg_.save);
+      if (stop && !drain) {
+        if (caught != 0) {
+          stopped_by = caught == SIGINT ? "SIGINT" : "SIGTERM";
+        } else {
+          stopped_by = cfg_.stop_at > 0 && done >= cfg_.stop_at ? "--stop-at " + std::to_string(cfg_.stop_at)
+                                                                : "--time " + fmt("%g", cfg_.max_seconds) + " s";
+        }
         break;
       }
     }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -255,6 +256,40 @@ void check_bf16(Run run, const std::string& tag) {
   for (const auto& d : {f, h}) fs::remove_all(d);
 }
 
+/// --run-ahead on (the default: step k + 1 enqueued before step k's losses are read) gives the bits of
+/// --run-ahead off (every step waited for), with `adjust` applied to both runs: dropout on, an
+/// evaluation and a checkpoint every 3 steps (where the loop does not run ahead) between the steps it does.
+void check_run_ahead_bits(Run run, const std::string& tag, const std::function<void(engine::Config&)>& adjust = {}) {
+  const fs::path on = temp_dir(tag + "ahead-on"), off = temp_dir(tag + "ahead-off"), ck_on = temp_dir(tag + "ahead-ck-on"),
+                 ck_off = temp_dir(tag + "ahead-ck-off");
+  auto a = small(on);
+  a.dropout = 0.1;
+  a.eval_every = 3;
+  a.eval_batches = 2;
+  a.save = ck_on.string();
+  a.save_every = 3;
+  if (adjust) adjust(a);
+  auto b = a;
+  b.dump = off.string();
+  b.save = ck_off.string();
+  b.run_ahead = "off";
+  REQUIRE(a.run_ahead == "on");
+  REQUIRE(run(a) == 0);
+  REQUIRE(run(b) == 0);
+  check_same_losses(on, off, a.steps);
+  // The checkpoints between steps run ahead hold the same state (step 6: after steps 4 and 5, run ahead).
+  for (const char* file : {"zero_rank_00000.f32", "manifest.txt"}) {
+    CAPTURE(file);
+    const auto bytes = [&](const fs::path& d) {
+      std::ifstream in(d / "step_00000006" / file, std::ios::binary);
+      return std::string((std::istreambuf_iterator<char>(in)), {});
+    };
+    CHECK(!bytes(ck_on).empty());
+    CHECK(bytes(ck_on) == bytes(ck_off));
+  }
+  for (const auto& d : {on, off, ck_on, ck_off}) fs::remove_all(d);
+}
+
 
 }  // namespace
 
@@ -353,6 +388,78 @@ TEST_CASE("engine --trace: the first N steps as a Chrome trace (a range per step
 
 TEST_CASE("engine --graph: the step captured once and replayed gives the eager step's bits (dropout on)") {
   check_graph_bits(run, "");
+}
+
+TEST_CASE("engine --run-ahead: the next step enqueued before this one's losses are read gives --run-ahead off's bits") {
+  SUBCASE("one stream") { check_run_ahead_bits(run, ""); }
+  SUBCASE("--streams 2 (each lane's inputs rewritten in its own stream's order)") {
+    check_run_ahead_bits(run, "streams-", [](engine::Config& c) {
+      c.streams = 2;
+      c.threads = 2;
+    });
+  }
+  SUBCASE("--graph") { check_run_ahead_bits(run, "graph-", [](engine::Config& c) { c.graph = true; }); }
+  SUBCASE("--dtype bf16") { check_run_ahead_bits(run, "bf16-", [](engine::Config& c) { c.dtype = "bf16"; }); }
+}
+
+TEST_CASE("Engine: two steps in flight (begin_step, begin_step, finish_step, finish_step) give train_step's results; what needs the device idle refuses") {
+  auto cfg = small("");
+  cfg.dump.clear();
+  cfg.streams = 1;
+  cfg.dropout = 0.1;
+  engine::resolve_batch(cfg, 1);
+  const engine::Corpus corpus = engine::Corpus::load(cfg.data);
+  engine::Plan plan;
+  plan.vocab = corpus.vocab_size();
+  plan.vocab_padded = (plan.vocab + cfg.shape.vocab_multiple - 1) / cfg.shape.vocab_multiple * cfg.shape.vocab_multiple;
+  using Tr = engine::Trainer<accel::CpuBackend, float>;
+  engine::Ranks<accel::CpuBackend> rank_a(accel::CpuBackend{}), rank_b(accel::CpuBackend{});
+  Tr one_by_one(accel::CpuBackend{}, cfg, corpus, plan, rank_a);
+  Tr ahead(accel::CpuBackend{}, cfg, corpus, plan, rank_b);
+  // One after the other: the backend's generator (weights, dropout masks) is the process's; each
+  // init_weights seeds it.
+  one_by_one.init_weights();
+  std::vector<Tr::StepResult> want;
+  for (int i = 0; i < 5; ++i) want.push_back(one_by_one.train_step());
+  const auto a = one_by_one.save_state();
+  ahead.init_weights();
+
+  std::vector<Tr::StepResult> got;
+  CHECK_THROWS_AS(ahead.finish_step(), std::logic_error);  // nothing in flight
+  ahead.begin_step();
+  ahead.begin_step();
+  CHECK(ahead.steps_in_flight() == 2);
+  CHECK(ahead.step() == 2);
+  CHECK_THROWS_AS(ahead.begin_step(), std::logic_error);  // a third slot would overwrite step 0's
+  CHECK_THROWS_AS(ahead.train_step(), std::logic_error);
+  CHECK_THROWS_AS(ahead.save_state(), std::logic_error);
+  CHECK_THROWS_AS(ahead.eval_loss(), std::logic_error);
+  CHECK(ahead.steps_in_flight() == 2);  // the refusals changed nothing
+  got.push_back(ahead.finish_step());
+  ahead.begin_step();
+  got.push_back(ahead.finish_step());
+  got.push_back(ahead.finish_step());
+  CHECK(ahead.steps_in_flight() == 0);
+  ahead.begin_step();
+  ahead.begin_step();
+  got.push_back(ahead.finish_step());
+  got.push_back(ahead.finish_step());
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].step == static_cast<std::int64_t>(i));
+    CHECK(want[i].step == static_cast<std::int64_t>(i));
+    CHECK(std::bit_cast<std::uint64_t>(got[i].loss) == std::bit_cast<std::uint64_t>(want[i].loss));
+    CHECK(std::bit_cast<std::uint64_t>(got[i].grad_norm) == std::bit_cast<std::uint64_t>(want[i].grad_norm));
+    CHECK(got[i].lr == want[i].lr);
+  }
+  CHECK(want.back().loss < want.front().loss);
+  const auto b = ahead.save_state();
+  CHECK(a.step == 5);
+  CHECK(b.step == 5);
+  CHECK(a.params == b.params);
+  CHECK(a.exp_avg_sq == b.exp_avg_sq);
+  CHECK(a.values == b.values);  // the generators' states too
 }
 
 TEST_CASE("Engine<AnyBackend>: the same code dispatched at run time gives Engine<CpuBackend>'s bits") {
@@ -710,6 +817,13 @@ TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --gr
     check_same_seed_and_resume(run_cuda, "cuda-");
   }
   SUBCASE("--graph (a CUDA graph replayed) gives the eager step's bits, dropout on") { check_graph_bits(run_cuda, "cuda-"); }
+  SUBCASE("--run-ahead on gives off's bits (pinned slots, the next step enqueued before the losses are read)") {
+    check_run_ahead_bits(run_cuda, "cuda-");
+    check_run_ahead_bits(run_cuda, "cuda-bf16-graph-", [](engine::Config& c) {
+      c.dtype = "bf16";
+      c.graph = true;
+    });
+  }
   SUBCASE("Engine<AnyBackend> holding CUDA gives Engine<CudaBackend>'s bits") {
     check_any_bits(run_cuda, accel::AnyBackend{accel::CudaBackend{}}, "cuda-");
   }
