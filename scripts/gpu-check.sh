@@ -24,14 +24,15 @@
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py; off: none), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
-# against AnyBackend), TRACE=on|off (the traced gpt2 run), GELU=on|off (--gelu-fusion on against off, engine_ab.sh) narrow a visit; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
+# against AnyBackend), TRACE=on|off (the traced gpt2 run), RUN_AHEAD=on|off (--run-ahead on against off, eager and --graph, engine_ab.sh) narrow a visit; GELU=on
+# (--gelu-fusion on against off, measured in GPU run 8: off by default) widens it; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
 # Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). A summary is
 # printed last. Exit status 1 when a test, a check or a sanitizer run fails.
 set -uo pipefail
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -165,12 +166,25 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
   done
   # The GELU inside the MLP's GEMMs (cuBLASLt's epilogues) against the separate kernels, gpt2 bf16 eager,
   # alternating, by each run's median step (GELU=off skips it; with NCU=on also kernel by kernel).
-  if [[ ${GELU:-on} == on ]]; then
+  if [[ ${GELU:-off} == on ]]; then
     OLD_ARGS="--gelu-fusion off" NEW_ARGS="--gelu-fusion on" OUT="$RES/gelu_ab" ACCEL_BACKEND=cuda timeout 240 \
       bash benchmarks/engine/explore/engine_ab.sh "$engine" "$engine" 3 --size gpt2 --dtype bf16 --steps 40 \
       > "$RES/gelu_fusion_ab.log" 2>&1
     echo "exit status $?" >> "$RES/gelu_fusion_ab.log"
     pack
+  fi
+  # --run-ahead (step k + 1 enqueued before step k's losses are read) against off, gpt2 bf16, eager and
+  # --graph, alternating, by each run's median step (RUN_AHEAD=off skips it).
+  if [[ ${RUN_AHEAD:-on} == on ]]; then
+    for mode in eager graph; do
+      extra=()
+      [[ $mode == graph ]] && extra=(--graph)
+      OLD_ARGS="--run-ahead off" NEW_ARGS="--run-ahead on" OUT="$RES/run_ahead_ab_$mode" ACCEL_BACKEND=cuda timeout 240 \
+        bash benchmarks/engine/explore/engine_ab.sh "$engine" "$engine" 3 --size gpt2 --dtype bf16 --steps 40 "${extra[@]}" \
+        > "$RES/run_ahead_ab_$mode.log" 2>&1
+      echo "exit status $?" >> "$RES/run_ahead_ab_$mode.log"
+      pack
+    done
   fi
   # The communication path's cost on one GPU: the plain single-rank engine against --force-collectives
   # (NCCL on a world of one: every collective of N ranks, --overlap's comm stream), interleaved.
@@ -245,6 +259,7 @@ for f in "$RES"/compare_*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; 
 [[ -f $RES/force_collectives.log ]] && { echo "--- force_collectives"; grep -vE "^# (load|plain|forced)" "$RES/force_collectives.log" | tail -12; }
 [[ -f $RES/trace_gpt2.txt ]] && { echo "--- trace_gpt2"; cat "$RES/trace_gpt2.txt"; }
 [[ -f $RES/gelu_fusion_ab.log ]] && { echo "--- --gelu-fusion (gpt2 bf16 eager; old: off, new: on)"; cat "$RES/gelu_fusion_ab.log"; }
+for f in "$RES"/run_ahead_ab_*.log; do [[ -f $f ]] && { echo "--- --run-ahead, gpt2 bf16 $(basename "$f" .log | sed 's/run_ahead_ab_//') (old: off, new: on)"; tail -4 "$f"; }; done
 [[ -f $RES/dispatch.log ]] && { echo "--- dispatch (gpt2 bf16, static against AnyBackend)"; cat "$RES/dispatch.log"; }
 [[ -f $RES/kernel_times_gpt2.txt ]] && { echo "--- kernel_times_gpt2"; head -30 "$RES/kernel_times_gpt2.txt"; }
 [[ -f $RES/train_shakespeare_bf16.log ]] && { echo "--- train"; tail -22 "$RES/train_shakespeare_bf16.log"; }
