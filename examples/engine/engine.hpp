@@ -282,6 +282,20 @@ class Trainer {
     }
   }
 
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// A step still in flight — an exception left the caller between begin_step and finish_step — reads
+  /// and writes the buffers and host slots about to be freed: waited for first (its error, if any, is
+  /// the one already on its way).
+  ~Trainer() {
+    if (pending_.empty()) return;
+    try {
+      stream_.synchronize();
+    } catch (...) {
+    }
+  }
+
   /// Weights from the seed (nanoGPT's init: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)),
   /// LayerNorm 1 and 0), Adam's moments zero. Every rank draws the whole model (same seed, same bits)
   /// and keeps its shard of the fp32 master weights.

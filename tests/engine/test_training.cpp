@@ -413,6 +413,17 @@ TEST_CASE("Engine: two steps in flight (begin_step, begin_step, finish_step, fin
   plan.vocab = corpus.vocab_size();
   plan.vocab_padded = (plan.vocab + cfg.shape.vocab_multiple - 1) / cfg.shape.vocab_multiple * cfg.shape.vocab_multiple;
   using Tr = engine::Trainer<accel::CpuBackend, float>;
+  // Destroyed with two steps in flight (as when an exception leaves the loop between begin_step and
+  // finish_step): the destructor waits for them, so they write neither its freed host slots (ASan
+  // reports it) nor the device memory it returned, which the trainers below are then given.
+  {
+    engine::Ranks<accel::CpuBackend> rank_c(accel::CpuBackend{});
+    Tr abandoned(accel::CpuBackend{}, cfg, corpus, plan, rank_c);
+    abandoned.init_weights();
+    abandoned.begin_step();
+    abandoned.begin_step();
+    CHECK(abandoned.steps_in_flight() == 2);
+  }
   engine::Ranks<accel::CpuBackend> rank_a(accel::CpuBackend{}), rank_b(accel::CpuBackend{});
   Tr one_by_one(accel::CpuBackend{}, cfg, corpus, plan, rank_a);
   Tr ahead(accel::CpuBackend{}, cfg, corpus, plan, rank_b);
