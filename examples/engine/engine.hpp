@@ -523,7 +523,7 @@ class Trainer {
       enqueue_clip();
     }
     prefetch_batch();  // the host's share of the next step, while the device runs this one
-    Pending p;
+    StepResult p;  // what is known now; finish_step adds the loss (and the norm, without the scaler)
     p.step = step_;
     p.lr = lr_at(step_ - scaler_.skipped());  // a skipped step does not advance the schedule
     bool skip = false;
@@ -532,8 +532,8 @@ class Trainer {
       // rank's gradients hold one, so every rank reaches the same decision.
       b_.copy_async(stream_, slot.norm, lanes_[0].f32.data() + A_.norm, 4);
       stream_.synchronize();
-      p.norm = *slot.norm;
-      skip = !std::isfinite(p.norm);
+      p.grad_norm = *slot.norm;
+      skip = !std::isfinite(p.grad_norm);
       p.loss_scale = scaler_.scale();
       scaler_.update(skip);
     }
@@ -557,14 +557,14 @@ class Trainer {
   /// Waits for the oldest step in flight and returns its loss and gradient norm.
   StepResult finish_step() {
     if (pending_.empty()) throw std::logic_error("finish_step: no step is in flight");
-    const Pending p = pending_.front();
+    StepResult r = pending_.front();
     pending_.pop_front();
     if (pending_.empty()) {
       stream_.synchronize();  // everything enqueued: rethrows a failed task's error here
     } else {
-      step_done_[static_cast<std::size_t>(p.step & 1)].synchronize();  // not the step behind it
+      step_done_[static_cast<std::size_t>(r.step & 1)].synchronize();  // not the step behind it
     }
-    const auto& slot = staging_->slot(p.step);
+    const auto& slot = staging_->slot(r.step);
     const float* losses = slot.losses;
     double sum = 0;
     if (stage2_ && cfg_.deterministic) {  // global micro-batch gm: run gm / odd, rank run % R's (draw_batch)
@@ -579,14 +579,8 @@ class Trainer {
     } else {
       for (std::size_t i = 0; i < loss_count_; ++i) sum += losses[i];  // in sequence order: the same on every rank count
     }
-    StepResult r;
-    r.step = p.step;
     r.loss = sum / static_cast<double>(loss_count_);
-    r.grad_norm = scaler_.enabled() ? p.norm : *slot.norm;
-    r.lr = p.lr;
-    r.loss_scale = p.loss_scale;
-    r.skipped = p.skipped;
-    r.skipped_so_far = p.skipped_so_far;
+    if (!scaler_.enabled()) r.grad_norm = *slot.norm;  // with the scaler: read by begin_step already
     return r;
   }
 
@@ -1609,18 +1603,10 @@ class Trainer {
   std::deque<Lane> chain_;  // --deterministic stage 2: a run's micro-batches 1 .. odd - 1 (lane 0: its first)
   Lane* cur_ = nullptr;
   std::vector<std::int32_t> host_inputs_, host_targets_, val_inputs_, val_targets_, global_inputs_, global_targets_;
-  // A step begun and not yet finished: what finish_step reports besides the slot's losses.
-  struct Pending {
-    std::int64_t step = 0;
-    double lr = 0, loss_scale = 1;
-    float norm = 0;  // read already: the loss scaler's overflow check
-    bool skipped = false;
-    std::int64_t skipped_so_far = 0;
-  };
   std::optional<HostStaging<B>> staging_;  // the batches in, the losses out: a slot per step in flight
   std::size_t loss_count_ = 0;             // per-token losses a step copies out (every rank's)
   std::array<typename B::Event, 2> step_done_{};  // step s's results are in slot s % 2
-  std::deque<Pending> pending_;
+  std::deque<StepResult> pending_;  // the steps begun and not finished, as far as begin_step knows them
   std::optional<typename B::Graph> graph_;
   std::function<void(const std::vector<std::int32_t>&, const std::vector<std::int32_t>&)> batch_hook_;
   std::int64_t step_ = 0;

@@ -64,8 +64,6 @@ class HostStaging {
 
   /// Step `step`'s slot.
   [[nodiscard]] const Slot& slot(std::int64_t step) const noexcept { return slots_[static_cast<std::size_t>(step & 1)]; }
-  /// Whether the slots are page-locked (the copies asynchronous).
-  [[nodiscard]] bool pinned() const noexcept { return pinned_; }
 
  private:
   struct Free {
