@@ -72,7 +72,7 @@ struct Plan {
   std::int64_t vocab = 0, vocab_padded = 0;
   std::int64_t params = 0;         // trained parameters
   std::int64_t total = 0;          // elements of the flat parameter buffer (ParamLayout::total)
-  std::int64_t flops_per_step = 0;  // nanoGPT's estimate: (6 N + 12 L C T) per token
+  std::int64_t flops_per_step = 0;  // the products' FLOPs (train_flops_per_token, layout.hpp)
   std::size_t bytes = 0;            // device memory the run allocates
   AttentionPath attention = AttentionPath::fused;  // --attention (auto resolved)
   std::string bytes_breakdown;

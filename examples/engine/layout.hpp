@@ -92,6 +92,21 @@ class ParamLayout {
   }
 };
 
+/// The floating-point operations one token's training step does in the model's products, forward and
+/// backward: what MFU divides by the peak. 2 m n k a product; a weight's product three times (forward,
+/// the input's gradient, the weight's gradient): the four Linear weights of a block (12 C^2) and the LM
+/// head (the token embedding, tied: vocab_padded x C); causal attention's two products a direction over
+/// the t + 1 keys token t sees (T (T + 1) / 2 pairs a sequence; backward has four). Not counted:
+/// LayerNorm, softmax, GELU, the optimizer, and whatever a kernel computes and discards (a flash
+/// kernel's masked half-tiles). nanoGPT's estimate, 6 N + 12 L C T, counts attention's masked half too
+/// (+10 % at the gpt2 shape); llm.c's, 6 N + 6 L C T with N every parameter, is within 1.2 % of this at
+/// the engine's sizes.
+inline std::int64_t train_flops_per_token(const ModelShape& s, std::int64_t vocab_padded) {
+  const std::int64_t L = s.layers, C = s.width, T = s.block;
+  const std::int64_t product_weights = L * 12 * C * C + vocab_padded * C;
+  return 6 * product_weights + 6 * L * C * (T + 1);
+}
+
 /// How attention runs (--attention): the fused kernels (one per direction; P kept as float32 tiles),
 /// strided-batched GEMMs around softmax kernels (P in the activation dtype), or the flash kernels
 /// (CUDA, 16-bit: only each row's log-sum-exp is kept).

@@ -395,9 +395,7 @@ class Engine {
     const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.attention);
     p.params = P.count();
     p.total = P.total;
-    const std::int64_t non_embedding = p.params - s.block * static_cast<std::int64_t>(s.width);
-    const std::int64_t per_token = 6 * non_embedding + 12LL * s.layers * s.width * s.block;
-    p.flops_per_step = per_token * s.block * cfg_.batch * cfg_.accum;
+    p.flops_per_step = train_flops_per_token(s, p.vocab_padded) * s.block * cfg_.batch * cfg_.accum;
     const bool lowp = cfg_.dtype != "fp32";
     const std::size_t act_bytes = lowp ? 2 : 4;
     const std::size_t np = static_cast<std::size_t>(P.total);

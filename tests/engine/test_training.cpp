@@ -1279,3 +1279,48 @@ TEST_CASE("engine checkpoints: writers saving the same step into one directory a
   CHECK(entries_with(ck, ".old.").empty());
   fs::remove_all(ck);
 }
+
+TEST_CASE("engine MFU: train_flops_per_token counts every product of a training step, causal attention's half only") {
+  // Each product of one sequence's training step, listed from the model (nanoGPT's GPT: Linear layers
+  // without bias, the LM head tied to the token embedding): 2 m n k FLOPs forward, and backward the
+  // two gradients' products (dX = dY W, dW = dY^T X) of the same size.
+  const auto listed = [](const engine::ModelShape& s, std::int64_t vocab_padded) {
+    const std::int64_t T = s.block, C = s.width, H = s.heads, hs = C / H;
+    std::int64_t flops = 0;
+    const auto linear = [&](std::int64_t out, std::int64_t in) { flops += 3 * (2 * T * out * in); };
+    for (int l = 0; l < s.layers; ++l) {
+      linear(3 * C, C);  // attn.c_attn
+      for (std::int64_t h = 0; h < H; ++h) {
+        for (std::int64_t t = 0; t < T; ++t) {
+          const std::int64_t keys = t + 1;  // causal: token t sees keys 0..t
+          flops += 2 * (2 * keys * hs);     // forward: q_t . k_j, then sum_j p_tj v_j
+          flops += 4 * (2 * keys * hs);     // backward: dP = dy v^T, dv += P^T dy, dq = dS k, dk += dS^T q
+        }
+      }
+      linear(C, C);      // attn.c_proj
+      linear(4 * C, C);  // mlp.c_fc
+      linear(C, 4 * C);  // mlp.c_proj
+    }
+    linear(vocab_padded, C);  // the LM head
+    REQUIRE(flops % T == 0);
+    return flops / T;
+  };
+  struct Shape {
+    engine::ModelShape shape;
+    std::int64_t vocab_padded;
+  };
+  const Shape shapes[] = {{{4, 4, 128, 64, 1}, 84},      // tiny on the Gutenberg plays
+                          {{6, 6, 384, 256, 1}, 84},     // shakespeare
+                          {{12, 12, 768, 1024, 64}, 128},  // gpt2
+                          {{1, 1, 16, 8, 1}, 8},
+                          {{3, 2, 64, 33, 1}, 61}};
+  for (const auto& x : shapes) {
+    CAPTURE(x.shape.layers);
+    CAPTURE(x.shape.width);
+    CAPTURE(x.shape.block);
+    CHECK(engine::train_flops_per_token(x.shape, x.vocab_padded) == listed(x.shape, x.vocab_padded));
+  }
+  // gpt2: 566.9 MFLOP a token, where nanoGPT's estimate (6 N + 12 L C T, N without the position
+  // embedding) gives 623.7, counting the masked half of attention as done.
+  CHECK(engine::train_flops_per_token(shapes[2].shape, 128) == 566876160);
+}
