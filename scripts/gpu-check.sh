@@ -208,12 +208,15 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
       --steps 40 --engine "$engine" --json "$RES/engine_dispatch_steps.json" > "$RES/dispatch.log" 2>&1
     pack
   fi
-  # Kernel by kernel (NCU=on; Nsight Compute, one metric over three gpt2 steps): the trace's spans include
-  # launch gaps, this does not.
+  # Kernel by kernel (NCU=on; Nsight Compute, one metric over gpt2 runs of 4 steps and of 1): the trace's
+  # spans include launch gaps, this does not; the difference of the two runs leaves out the start-up's
+  # kernels (the weights' initialisation) and the first step's one-time work.
   if [[ ${NCU:-off} == on ]] && command -v ncu > /dev/null; then
-    ACCEL_BACKEND=cuda timeout 150 ncu --target-processes application-only --clock-control none --metrics gpu__time_duration.sum --csv \
-      --log-file "$RES/ncu_gpt2.csv" "$engine" --size gpt2 --dtype bf16 --steps 3 --eval-every 0 --quiet > "$RES/ncu_gpt2.log" 2>&1
-    python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2.csv" 3 > "$RES/kernel_times_gpt2.txt" 2>&1
+    for n in 4 1; do
+      ACCEL_BACKEND=cuda timeout 150 ncu --target-processes application-only --clock-control none --metrics gpu__time_duration.sum --csv \
+        --log-file "$RES/ncu_gpt2_$n.csv" "$engine" --size gpt2 --dtype bf16 --steps $n --eval-every 0 --quiet > "$RES/ncu_gpt2_$n.log" 2>&1
+    done
+    python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2_4.csv" 4 "$RES/ncu_gpt2_1.csv" 1 > "$RES/kernel_times_gpt2.txt" 2>&1
     pack
   fi
   if [[ ${TRAIN:-on} == on ]]; then
