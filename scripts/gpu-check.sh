@@ -25,7 +25,7 @@
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py; off: none), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
 # against AnyBackend), TRACE=on|off (the traced gpt2 run), RUN_AHEAD=on|off (--run-ahead on against off, eager and --graph, engine_ab.sh) narrow a visit; GELU=on
-# (--gelu-fusion on against off, measured in GPU run 8: off by default) widens it; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps.
+# (--gelu-fusion on against off, measured in GPU run 8: off by default) widens it; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps and every section of one step's flash kernels.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
 # Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). A summary is
@@ -217,6 +217,13 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
         --log-file "$RES/ncu_gpt2_$n.csv" "$engine" --size gpt2 --dtype bf16 --steps $n --eval-every 0 --quiet > "$RES/ncu_gpt2_$n.log" 2>&1
     done
     python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2_4.csv" 4 "$RES/ncu_gpt2_1.csv" 1 > "$RES/kernel_times_gpt2.txt" 2>&1
+    # Why the flash kernels run at ~200 TFLOP/s: every section (warp stall reasons, scheduler issue,
+    # pipe utilisation, occupancy, shared memory) of the last layer's forward, dq and dk/dv of one step
+    # (the 12th matching launch on). The .ncu-rep opens in Nsight Compute; the CSV is its details page.
+    ACCEL_BACKEND=cuda timeout 240 ncu --target-processes application-only --set full --kernel-name regex:gpt_flash \
+      --launch-skip 11 --launch-count 3 -f -o "$RES/flash_sections" "$engine" --size gpt2 --dtype bf16 --steps 1 \
+      --eval-every 0 --quiet > "$RES/flash_sections.log" 2>&1 &&
+      ncu --import "$RES/flash_sections.ncu-rep" --page details --csv > "$RES/flash_sections.csv" 2>> "$RES/flash_sections.log"
     pack
   fi
   if [[ ${TRAIN:-on} == on ]]; then
