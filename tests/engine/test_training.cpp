@@ -734,7 +734,9 @@ TEST_CASE("engine --zero-stage 2 on one rank: gradients through the buckets into
   // --deterministic with four (a power of two: every micro-batch's leaf alone): stage 1's bits; with
   // three (one run of three: their backwards in lockstep over three activation sets, adding into one
   // bucket set in stage 1's order) too, the step-0 gradients byte for byte.
-  for (const auto& [det, accum] : {std::pair{false, 3}, std::pair{true, 4}, std::pair{true, 3}}) {
+  for (const auto& setting : {std::pair{false, 3}, std::pair{true, 4}, std::pair{true, 3}}) {
+    const bool det = setting.first;  // named, not bound: clang before 16 cannot capture a structured binding
+    const int accum = setting.second;
     CAPTURE(det);
     CAPTURE(accum);
     const fs::path x = temp_dir("acc1"), y = temp_dir("acc2");
