@@ -210,11 +210,13 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
   fi
   # Kernel by kernel (NCU=on; Nsight Compute, one metric over gpt2 runs of 4 steps and of 1): the trace's
   # spans include launch gaps, this does not; the difference of the two runs leaves out the start-up's
-  # kernels (the weights' initialisation) and the first step's one-time work.
+  # kernels (the weights' initialisation) and the first step's one-time work. --cache-control none: ncu's
+  # default flushes the caches before every kernel, which a step does not (a kernel reads what the one
+  # before it wrote from L2).
   if [[ ${NCU:-off} == on ]] && command -v ncu > /dev/null; then
     for n in 4 1; do
-      ACCEL_BACKEND=cuda timeout 150 ncu --target-processes application-only --clock-control none --metrics gpu__time_duration.sum --csv \
-        --log-file "$RES/ncu_gpt2_$n.csv" "$engine" --size gpt2 --dtype bf16 --steps $n --eval-every 0 --quiet > "$RES/ncu_gpt2_$n.log" 2>&1
+      ACCEL_BACKEND=cuda timeout 150 ncu --target-processes application-only --clock-control none --cache-control none \
+        --metrics gpu__time_duration.sum --csv --log-file "$RES/ncu_gpt2_$n.csv" "$engine" --size gpt2 --dtype bf16 --steps $n --eval-every 0 --quiet > "$RES/ncu_gpt2_$n.log" 2>&1
     done
     python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2_4.csv" 4 "$RES/ncu_gpt2_1.csv" 1 > "$RES/kernel_times_gpt2.txt" 2>&1
     # Why the flash kernels run at ~200 TFLOP/s: every section (warp stall reasons, scheduler issue,
