@@ -182,7 +182,9 @@ checkpoints
   --save DIR           write checkpoints to DIR (at the end, every --save-every N steps, on SIGINT/SIGTERM)
   --resume DIR|latest  continue from a checkpoint (latest: the newest in --save's DIR, default checkpoints)
 output
-  --print-every N --eval-every N --eval-batches N    progress lines, validation loss (mean of N batches)
+  --print-every N --eval-every N --eval-batches N    progress lines, validation loss (mean of N batches);
+                       MFU is the FLOPs of the step's matrix products (causal attention: the keys each
+                       token sees) over the peak: the CPU's FMA loop measured at start-up, a GPU's data sheet
   --metrics FILE.csv   one row per progress line (with --resume: appended to the file)
   --sample N           generate N characters at the end (--temperature X, default 0.8; --top-k N, default 200)
   --dump DIR           write initial weights, batches, losses and step-0 gradients for torch_gpt.py
