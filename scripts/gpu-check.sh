@@ -24,7 +24,7 @@
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py; off: none), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
-# against AnyBackend), TRACE=on|off (the traced gpt2 run), STEADY=on|off (400 gpt2 steps under gpu_clocks.sh), RUN_AHEAD=on|off (--run-ahead on against off, eager and --graph, engine_ab.sh) narrow a visit; GELU=on
+# against AnyBackend), TRACE=on|off (the traced gpt2 run), STEADY=on|off (400 gpt2 steps under gpu_clocks.sh, then 60 at each batch of STEADY_BATCHES, default 64: llm.c's micro-batch), RUN_AHEAD=on|off (--run-ahead on against off, eager and --graph, engine_ab.sh) narrow a visit; GELU=on
 # (--gelu-fusion on against off, measured in GPU run 8: off by default) widens it; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps and every section of one step's flash kernels.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
@@ -198,6 +198,15 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
         > "$RES/steady_$mode.log" 2>&1
       pack
     done
+    # llm.c's configuration per GPU (its MFU anchor: 8 x H100, a micro-batch of 64 x 1024 tokens a rank, one
+    # a step): --batch 64, eager, 60 steps (~63 GB of bf16 activations). The optimizer's and the step
+    # boundary's fixed costs (~1.5 ms at batch 8) are spread over 8 times the tokens.
+    for batch in ${STEADY_BATCHES:-64}; do
+      timeout 150 bash benchmarks/engine/explore/gpu_clocks.sh "$RES/steady_clocks_batch$batch.csv" env ACCEL_BACKEND=cuda \
+        "$engine" --size gpt2 --dtype bf16 --batch "$batch" --steps 60 --eval-every 0 --metrics "$RES/steady_batch$batch.csv" \
+        > "$RES/steady_batch$batch.log" 2>&1
+      pack
+    done
   fi
   # The communication path's cost on one GPU: the plain single-rank engine against --force-collectives
   # (NCCL on a world of one: every collective of N ranks, --overlap's comm stream), interleaved.
@@ -285,7 +294,7 @@ for f in "$RES"/compare_*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; 
 [[ -f $RES/trace_gpt2.txt ]] && { echo "--- trace_gpt2"; cat "$RES/trace_gpt2.txt"; }
 [[ -f $RES/gelu_fusion_ab.log ]] && { echo "--- --gelu-fusion (gpt2 bf16 eager; old: off, new: on)"; cat "$RES/gelu_fusion_ab.log"; }
 for f in "$RES"/run_ahead_ab_*.log; do [[ -f $f ]] && { echo "--- --run-ahead, gpt2 bf16 $(basename "$f" .log | sed 's/run_ahead_ab_//') (old: off, new: on)"; tail -4 "$f"; }; done
-for f in "$RES"/steady_*.log; do [[ -f $f ]] && { echo "--- 400 gpt2 bf16 steps, $(basename "$f" .log | sed 's/steady_//')"; grep -E "^  (ms/step|MFU|tokens/s) " "$f"; tail -8 "$f" | grep -vE "^  "; }; done
+for f in "$RES"/steady_*.log; do [[ -f $f ]] && { echo "--- gpt2 bf16 steady state, $(basename "$f" .log | sed 's/steady_//')"; grep -E "^  (ms/step|MFU|tokens/s) " "$f"; tail -8 "$f" | grep -vE "^  "; }; done
 [[ -f $RES/dispatch.log ]] && { echo "--- dispatch (gpt2 bf16, static against AnyBackend)"; cat "$RES/dispatch.log"; }
 [[ -f $RES/kernel_times_gpt2.txt ]] && { echo "--- kernel_times_gpt2"; head -30 "$RES/kernel_times_gpt2.txt"; }
 [[ -f $RES/train_shakespeare_bf16.log ]] && { echo "--- train"; tail -22 "$RES/train_shakespeare_bf16.log"; }
