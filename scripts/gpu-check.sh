@@ -48,7 +48,7 @@ export PATH=$PATH:/usr/local/cuda/bin
 # Libraries a bundle brought (scripts/gpu-bundle.sh), CUDA's, and NCCL / cuBLAS from pip's wheels.
 nvidia_libs=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null)
 export LD_LIBRARY_PATH=$DIR/gpu-lib:/usr/local/cuda/lib64:${nvidia_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-cd "$ROOT"
+cd "$ROOT" || exit 2
 status=0
 PACK=${PACK:-$RES.tgz}
 # The logs and tables only (small files): the pack must stay small enough to come back from a lent machine.
