@@ -1,8 +1,10 @@
 // report.hpp — what the user sees: progress lines, the metrics CSV, the final summary table.
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +31,17 @@ inline std::string grouped(double v) {
     out += digits[i];
   }
   return n < 0 ? "-" + out : out;
+}
+
+/// The median of `values` (0 for none); of an even count, the mean of the middle two — as Python's
+/// statistics.median, which the PyTorch side of the benchmarks uses.
+inline double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  const double upper = values[mid];
+  return (*std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
 }
 
 inline std::string mib(std::size_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }

@@ -643,14 +643,7 @@ class Engine {
       saved = save(cfg_.save.empty() ? std::string("checkpoints") : cfg_.save).string();
     }
     // The summary.
-    std::vector<double> sorted = step_ms;
-    std::sort(sorted.begin(), sorted.end());
-    // The median; of an even count, the mean of the middle two (the upper one alone made a 2-step run's
-    // "median" its slow first step).
-    const std::size_t mid = sorted.size() / 2;
-    const double median_ms = sorted.empty()           ? 0
-                             : sorted.size() % 2 == 1 ? sorted[mid]
-                                                      : (sorted[mid - 1] + sorted[mid]) / 2;
+    const double median_ms = median(step_ms);
     const double tok_s = train_seconds > 0 ? static_cast<double>(tokens_per_step * steps_done) / train_seconds : 0;
     const double mfu = peak > 0 && train_seconds > 0 ? static_cast<double>(plan.flops_per_step * steps_done) / train_seconds / peak : NAN;
     // At the median step (llm.c's and nanoGPT's figure, the steady state) and over the run (the first,

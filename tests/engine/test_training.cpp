@@ -293,6 +293,16 @@ void check_run_ahead_bits(Run run, const std::string& tag, const std::function<v
 
 }  // namespace
 
+TEST_CASE("engine summary: the median step; of an even count the mean of the middle two, as statistics.median") {
+  CHECK(engine::median({}) == 0.0);
+  CHECK(engine::median({7.5}) == 7.5);
+  CHECK(engine::median({145.7, 23.6}) == doctest::Approx(84.65));  // a 2-step run: not its slow first step alone
+  CHECK(engine::median({30, 10, 20}) == 20.0);
+  CHECK(engine::median({4, 1, 3, 2}) == 2.5);
+  CHECK(engine::median({5, 5, 1, 9, 5, 5}) == 5.0);
+  CHECK(engine::median({9, 8, 7, 6, 5, 4, 3, 2}) == 5.5);
+}
+
 TEST_CASE("engine: the tiny model's losses on a small text follow the recorded trajectory") {
   check_trajectory(run, "", 1e-4);
 }
