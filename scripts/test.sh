@@ -10,6 +10,8 @@ bash scripts/check-layering.sh  # no header includes one from a higher floor (do
 preset="${ACCEL_PRESET:-default}"
 source scripts/lib/generator.sh  # Ninja for a new build directory: less of the build's time goes to Make
 # Arguments, if any, are extra configure arguments (.ci/run narrows what a GPU-less check builds).
-cmake --preset "$preset" $(accel_generator "build/$preset") -DACCEL_BUILD_TESTS=ON "$@" >/dev/null
+# The benchmarks too (their smoke tests are part of the suite): scripts/train.sh, the README's first
+# command, configures the same directory with them off, and a cache variable stays as last set.
+cmake --preset "$preset" $(accel_generator "build/$preset") -DACCEL_BUILD_TESTS=ON -DACCEL_BUILD_BENCHMARKS=ON "$@" >/dev/null
 cmake --build "build/$preset" -j "$(nproc)"
 ctest --test-dir "build/$preset" --output-on-failure -j "$(nproc)"
