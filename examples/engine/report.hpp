@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -34,14 +33,12 @@ inline std::string grouped(double v) {
 }
 
 /// The median of `values` (0 for none); of an even count, the mean of the middle two — as Python's
-/// statistics.median, which the PyTorch side of the benchmarks uses.
+/// statistics.median (the PyTorch side of the benchmarks) and benchmarks/bench_support.hpp's Summary.
 inline double median(std::vector<double> values) {
   if (values.empty()) return 0;
-  const std::size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-  if (values.size() % 2 == 1) return values[mid];
-  const double upper = values[mid];
-  return (*std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
+  std::sort(values.begin(), values.end());
+  const std::size_t h = values.size() / 2;
+  return values.size() % 2 == 1 ? values[h] : (values[h - 1] + values[h]) / 2;
 }
 
 inline std::string mib(std::size_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
