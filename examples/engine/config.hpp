@@ -164,10 +164,11 @@ training
                        thread waits for another inside a kernel; 1 with --graph, --deterministic or
                        --zero-stage 2, whose lanes meet at every bucket), else 1
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
-  --attention auto|fused|gemm|flash   fused: one kernel per direction; gemm: the products as
-                       strided-batched GEMMs around softmax kernels; flash: tensor-core kernels keeping
-                       the scores on chip (CUDA, bf16/fp16, head size 32 or 64); auto (default): fused
-                       on the CPU, flash on CUDA where it applies, else gemm
+  --attention auto|fused|gemm|flash   fused: one kernel per direction (CPU: head size 16, 32, 48,
+                       64, 80, 96 or 128; CUDA: --block up to 12288); gemm: the products as
+                       strided-batched GEMMs around softmax kernels (any shape); flash: tensor-core
+                       kernels keeping the scores on chip (CUDA, bf16/fp16, head size 32 or 64); auto
+                       (default): fused on the CPU and flash on CUDA where they apply, else gemm
   --gelu-fusion on|off|auto  on: the MLP's GELU applied inside its first GEMM and the GELU's gradient
                        inside the backward's (accel::blas::gemm_gelu / gemm_dgelu: cuBLASLt's epilogues
                        on CUDA, a pass in the GEMM's task on the CPU) instead of separate kernels; auto

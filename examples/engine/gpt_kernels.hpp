@@ -75,6 +75,18 @@ inline bool flash_attention_fits(accel::DeviceType type, accel::Dtype dtype, std
          width % heads == 0 && (hs == 32 || hs == 64) && width % 8 == 0;
 }
 
+/// Whether the CPU's fused attention kernels (kernels/attention.cpp) have vector loops for this head
+/// size (width / heads): 16, 32, 48, 64, 80, 96 or 128; they refuse any other.
+inline bool cpu_fused_attention_fits(std::int64_t width, std::int64_t heads) {
+  if (heads <= 0 || width % heads != 0) return false;
+  const std::int64_t hs = width / heads;
+  return hs == 16 || hs == 32 || hs == 48 || hs == 64 || hs == 80 || hs == 96 || hs == 128;
+}
+
+/// The longest block the CUDA fused kernels take: a row's T scores in shared memory, within the 48 KiB a
+/// launch gets without opting in.
+inline constexpr std::int64_t cuda_fused_attention_max_block = 48 * 1024 / 4;
+
 template <class B>
 class GptKernels {
  public:

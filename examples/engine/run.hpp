@@ -118,15 +118,30 @@ struct FaultInjection {
   }
 };
 
-/// --attention resolved for a device: auto is fused on the CPU, and on CUDA flash where its kernels
-/// fit (16-bit activations, head size 32 or 64), else gemm. flash asked for where it does not fit is an
-/// error naming why.
+/// --attention resolved for a device: auto is fused on the CPU where its kernels have the head size
+/// (cpu_fused_attention_fits), and on CUDA flash where its kernels fit (16-bit activations, head size 32
+/// or 64), else gemm, which takes any shape. fused or flash asked for where it does not fit is an error
+/// naming why, before anything is allocated (not a kernel refusing its arguments mid-step).
 inline AttentionPath attention_path(accel::DeviceType type, const Config& c) {
   const accel::Dtype dtype = c.dtype == "bf16"   ? accel::Dtype::bfloat16
                              : c.dtype == "fp16" ? accel::Dtype::float16
                                                  : accel::Dtype::float32;
   const bool fits = flash_attention_fits(type, dtype, c.shape.width, c.shape.heads);
-  if (c.attention == "fused") return AttentionPath::fused;
+  const bool cpu = type == accel::DeviceType::cpu;
+  const bool fused_fits = cpu ? cpu_fused_attention_fits(c.shape.width, c.shape.heads)
+                              : c.shape.block <= cuda_fused_attention_max_block;
+  if (c.attention == "fused") {
+    if (fused_fits) return AttentionPath::fused;
+    if (cpu) {
+      const std::int64_t hs = c.shape.heads > 0 ? c.shape.width / c.shape.heads : 0;
+      throw UsageError("--attention fused on the CPU needs a head size (width / heads) of 16, 32, 48, 64, 80, 96 or "
+                       "128; this run has head size " + std::to_string(hs) + " (width " + std::to_string(c.shape.width) +
+                       ", heads " + std::to_string(c.shape.heads) + "): --attention gemm takes any head size");
+    }
+    throw UsageError("--attention fused on CUDA keeps a row's scores in shared memory: --block " +
+                     std::to_string(c.shape.block) + " is over its " + std::to_string(cuda_fused_attention_max_block) +
+                     "; --attention gemm or flash takes longer blocks");
+  }
   if (c.attention == "gemm") return AttentionPath::gemm;
   if (c.attention == "flash") {
     if (fits) return AttentionPath::flash;
@@ -136,7 +151,7 @@ inline AttentionPath attention_path(accel::DeviceType type, const Config& c) {
                      std::string(type == accel::DeviceType::cuda ? "CUDA" : "no CUDA device") + ", --dtype " + c.dtype +
                      ", head size " + std::to_string(hs) + " (width " + std::to_string(c.shape.width) + ")");
   }
-  if (type == accel::DeviceType::cpu) return AttentionPath::fused;
+  if (cpu) return fused_fits ? AttentionPath::fused : AttentionPath::gemm;
   return fits ? AttentionPath::flash : AttentionPath::gemm;
 }
 

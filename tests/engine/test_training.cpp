@@ -491,6 +491,59 @@ TEST_CASE("engine --attention gemm (CUDA's default path: strided-batched GEMMs a
   check_fused_vs_gemm(run, "", {0.0, 0.2}, 1e-6);
 }
 
+TEST_CASE("engine --attention auto: a head size the CPU's fused kernels lack takes the gemm path; fused asked for is refused") {
+  using engine::AttentionPath;
+  const auto path = [](accel::DeviceType type, std::int64_t width, std::int64_t heads, const char* attention,
+                       std::int64_t block = 64) {
+    engine::Config c;
+    c.shape.width = width;
+    c.shape.heads = heads;
+    c.shape.block = block;
+    c.attention = attention;
+    return engine::attention_path(type, c);
+  };
+  const auto cpu = accel::DeviceType::cpu, cuda = accel::DeviceType::cuda;
+  for (const std::int64_t hs : {16, 32, 48, 64, 80, 96, 128}) {
+    CHECK(engine::cpu_fused_attention_fits(2 * hs, 2));
+    CHECK(path(cpu, 2 * hs, 2, "auto") == AttentionPath::fused);
+  }
+  for (const std::int64_t hs : {8, 24, 65, 112, 256}) {
+    CHECK_FALSE(engine::cpu_fused_attention_fits(2 * hs, 2));
+    CHECK(path(cpu, 2 * hs, 2, "auto") == AttentionPath::gemm);
+  }
+  CHECK_FALSE(engine::cpu_fused_attention_fits(130, 0));
+  CHECK_THROWS_WITH_AS(path(cpu, 130, 2, "fused"),
+                       "--attention fused on the CPU needs a head size (width / heads) of 16, 32, 48, 64, 80, 96 or 128; "
+                       "this run has head size 65 (width 130, heads 2): --attention gemm takes any head size",
+                       engine::UsageError);
+  // CUDA's fused kernels take any head size, and a row's scores in 48 KiB of shared memory.
+  CHECK(path(cuda, 130, 2, "fused") == AttentionPath::fused);
+  CHECK(path(cuda, 128, 2, "fused", 12288) == AttentionPath::fused);
+  CHECK_THROWS_WITH_AS(path(cuda, 128, 2, "fused", 12289),
+                       "--attention fused on CUDA keeps a row's scores in shared memory: --block 12289 is over its "
+                       "12288; --attention gemm or flash takes longer blocks",
+                       engine::UsageError);
+  CHECK(path(cuda, 130, 2, "auto") == AttentionPath::gemm);
+
+  // The run: head size 65 trains (before, the fused kernel refused its arguments at the first step),
+  // with the bits of --attention gemm.
+  const fs::path a = temp_dir("hs65-auto"), b = temp_dir("hs65-gemm");
+  auto c = small(a);
+  c.shape.width = 130;
+  c.shape.heads = 2;
+  c.steps = 4;
+  REQUIRE(run(c) == 0);
+  c.dump = b.string();
+  c.attention = "gemm";
+  REQUIRE(run(c) == 0);
+  check_same_losses(a, b, c.steps);
+  const auto y = losses(a);
+  REQUIRE(y.size() == 4);
+  CHECK(std::stod(y.back()) < std::stod(y.front()));
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
 TEST_CASE("engine --gelu-fusion auto (the default) is off on the CPU: GELU kernels, 2 steps x 4 layers x 2; on runs none") {
   CHECK(gelu_kernel_spans(run, "", engine::Config{}.gelu_fusion) == 2 * 4 * 2);
   CHECK(gelu_kernel_spans(run, "", "on") == 0);
@@ -667,6 +720,11 @@ TEST_CASE("engine: bad input is refused before anything is allocated or written"
   c.attention = "flash";  // the CPU, fp32: the flash kernels are CUDA's, for 16-bit activations
   refused(c, "--attention flash needs a CUDA device, --dtype bf16 or fp16, and a head size of 32 or 64 "
              "(width / heads, width a multiple of 8); this run has no CUDA device, --dtype fp32, head size 32");
+  c = small(dir);
+  c.shape.width = 130;
+  c.shape.heads = 2;
+  c.attention = "fused";  // head size 65: the CPU's fused kernels have no loops for it
+  refused(c, "--attention fused on the CPU needs a head size (width / heads) of 16, 32, 48, 64, 80, 96 or 128");
   fs::remove_all(dir);
 }
 
