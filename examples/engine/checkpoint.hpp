@@ -29,6 +29,7 @@
 #include "checkpoint_leftovers.hpp"
 #include "config.hpp"
 #include "layout.hpp"
+#include "writable.hpp"
 
 #include <array>
 #include <charconv>
@@ -413,25 +414,27 @@ inline std::filesystem::path newest_complete_checkpoint(const std::filesystem::p
 /// A `latest` whose step directory is gone (deleted by hand, or a write interrupted by an older
 /// engine) is an error that says so and names the newest complete checkpoint to resume instead:
 /// silently training on from an older step than the user asked for would lose steps unnoticed.
-inline std::filesystem::path resolve_resume(const std::string& resume, const std::string& save) {
+/// `asked`: how the user named it, for the messages (default "--resume " + resume).
+inline std::filesystem::path resolve_resume(const std::string& resume, const std::string& save, std::string asked = "") {
   namespace fs = std::filesystem;
+  if (asked.empty()) asked = "--resume " + resume;
   fs::path dir = resume;
   if (resume == "latest") {
     const fs::path base = save.empty() ? fs::path("checkpoints") : fs::path(save);
     dir = base / "latest";
     if (fs::is_symlink(dir) && !fs::exists(dir)) {
       const fs::path newest = newest_complete_checkpoint(base);
-      throw UsageError("--resume latest: " + dir.string() + " is a dangling link (it points to " +
+      throw UsageError(asked + ": " + dir.string() + " is a dangling link (it points to " +
                        fs::read_symlink(dir).string() + ", which does not exist)" +
                        (newest.empty() ? "; " + base.string() + " holds no complete checkpoint"
-                                       : "; the newest complete checkpoint is " + newest.string() + ": give --resume " +
-                                             newest.string()));
+                                       : "; the newest complete checkpoint is " + newest.string() + ": give " +
+                                             asked.substr(0, asked.find(' ')) + " " + newest.string()));
     }
-    if (!fs::exists(dir)) throw UsageError("--resume latest: no checkpoint in " + base.string() + " (" + dir.string() + " does not exist)");
+    if (!fs::exists(dir)) throw UsageError(asked + ": no checkpoint in " + base.string() + " (" + dir.string() + " does not exist)");
     dir = fs::canonical(dir);
   }
   if (!fs::exists(dir / "manifest.txt")) {
-    throw UsageError("--resume " + resume + ": " + dir.string() + " is not a checkpoint (no manifest.txt)");
+    throw UsageError(asked + ": " + dir.string() + " is not a checkpoint (no manifest.txt)");
   }
   return dir;
 }
@@ -596,7 +599,33 @@ inline std::vector<float> consolidate_fp32(const std::filesystem::path& dir, std
 /// Returns the exit status.
 inline int zero_to_fp32(const std::string& checkpoint, const std::string& out) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::exists(fs::path(checkpoint) / "manifest.txt") ? fs::path(checkpoint) : resolve_resume("latest", checkpoint);
+  // CHECKPOINT: a checkpoint, or a --save directory whose latest is taken.
+  const fs::path dir = fs::exists(fs::path(checkpoint) / "manifest.txt")
+                           ? fs::path(checkpoint)
+                           : resolve_resume("latest", checkpoint, "--zero-to-fp32 " + checkpoint);
+  // OUT and OUT.index, before anything is read: files that can be created, not inside the checkpoint.
+  const fs::path out_abs = fs::absolute(out);
+  const fs::path out_dir = out_abs.parent_path();
+  const auto refuse = [&](const std::string& why) { throw UsageError("--zero-to-fp32 " + checkpoint + " " + out + ": " + why); };
+  for (const fs::path& f : {out_abs, fs::path(out_abs.string() + ".index")}) {
+    std::error_code ec;
+    const auto fst = fs::status(f, ec);
+    if (fs::exists(fst) && !fs::is_regular_file(fst)) refuse(f.string() + " exists and is not a regular file");
+  }
+  {
+    std::error_code ec;
+    const auto dst = fs::status(out_dir, ec);
+    if (!fs::exists(dst)) refuse("the directory " + out_dir.string() + " does not exist");
+    if (!fs::is_directory(dst)) refuse(out_dir.string() + " is not a directory");
+    if (const std::string why = creation_error(out_dir, false); !why.empty()) {
+      refuse("cannot create a file in " + out_dir.string() + ": " + why);
+    }
+    const fs::path ck = fs::weakly_canonical(fs::absolute(dir), ec);
+    const fs::path od = fs::weakly_canonical(out_dir, ec);
+    auto c = ck.begin(), o = od.begin();
+    for (; c != ck.end() && o != od.end() && *c == *o; ++c, ++o) {}
+    if (c == ck.end()) refuse("it is inside the checkpoint it reads (" + ck.string() + ")");
+  }
   const CheckpointState st = read_checkpoint_manifest(dir);
   const auto it = st.values.find("total");
   if (it == st.values.end()) throw UsageError("checkpoint: " + dir.string() + "'s manifest has no 'total'");
@@ -611,23 +640,23 @@ inline int zero_to_fp32(const std::string& checkpoint, const std::string& out) {
       ++tensors;
     }
   }
-  // Each file written beside its name and renamed over it: an interrupted export leaves the previous
-  // OUT (or none), never a truncated one a loader would read as weights.
+  // Both files written beside their names, then renamed over them (the weights first): an interrupted
+  // or failed export leaves the previous OUT and OUT.index (or none), never a truncated file a loader
+  // would read as weights, nor a new index beside old weights.
   const auto token = detail::unique_token();
   const std::string suffix = ".tmp." + std::to_string(token[0]) + "." + std::to_string(token[1]);
-  const auto publish = [&](const std::string& path, const void* data, std::size_t bytes) {
-    const std::string tmp = path + suffix;
-    try {
-      detail::write_file_synced(tmp, data, bytes);
-      detail::rename_or_throw(tmp, path);
-    } catch (...) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw;
-    }
-  };
-  publish(out + ".index", index.data(), index.size());
-  publish(out, w.data(), w.size() * 4);
+  const std::string index_path = out + ".index";
+  try {
+    detail::write_file_synced(index_path + suffix, index.data(), index.size());
+    detail::write_file_synced(out + suffix, w.data(), w.size() * 4);
+    detail::rename_or_throw(out + suffix, out);
+    detail::rename_or_throw(index_path + suffix, index_path);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(index_path + suffix, ignored);
+    fs::remove(out + suffix, ignored);
+    throw;
+  }
   detail::sync_dir(fs::absolute(fs::path(out)).parent_path());
   std::printf("zero_to_fp32: %s (%d rank%s) -> %s: %lld fp32 values, %lld tensors (%s.index)\n", dir.string().c_str(),
               st.format == 1 ? 1 : st.ranks, (st.format == 1 ? 1 : st.ranks) > 1 ? "s" : "", out.c_str(),

@@ -15,6 +15,7 @@
 #include "engine.hpp"
 #include "layout.hpp"
 #include "report.hpp"
+#include "writable.hpp"
 
 #include <accel/accel.hpp>
 
@@ -214,6 +215,7 @@ class Engine {
   /// can be created), none may be the data file or inside the checkpoint --resume reads, and no two may
   /// be the same path (compared as weakly_canonical paths). On --resume an existing --metrics file is
   /// appended to, so it must be this engine's CSV. UsageError naming the flag.
+  /// Writability is tried (writable.hpp), not asked of access(), which root passes everywhere.
   void check_outputs(const std::filesystem::path& resume_dir) const {
     namespace fs = std::filesystem;
     const auto canon = [](const std::string& p) {
@@ -246,15 +248,15 @@ class Engine {
       const auto st = fs::status(p, ec);
       if (fs::exists(st)) {
         if (!fs::is_regular_file(st)) throw UsageError(flag + " " + path + ": it is " + kind(st.type()) + ", not a file");
-        if (::access(p.c_str(), W_OK) != 0) throw UsageError(flag + " " + path + ": cannot write it: " + std::strerror(errno));
+        if (const std::string why = write_error(p); !why.empty()) throw UsageError(flag + " " + path + ": cannot write it: " + why);
         return;
       }
       const fs::path dir = p.parent_path();
       const auto ds = fs::status(dir, ec);
       if (!fs::exists(ds)) throw UsageError(flag + " " + path + ": the directory " + dir.string() + " does not exist");
       if (!fs::is_directory(ds)) throw UsageError(flag + " " + path + ": " + dir.string() + " is " + kind(ds.type()) + ", not a directory");
-      if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-        throw UsageError(flag + " " + path + ": cannot create a file in " + dir.string() + ": " + std::strerror(errno));
+      if (const std::string why = creation_error(dir, false); !why.empty()) {
+        throw UsageError(flag + " " + path + ": cannot create a file in " + dir.string() + ": " + why);
       }
     };
     std::vector<std::pair<std::string, std::string>> outs;  // (flag, path) of what this rank writes
@@ -267,7 +269,9 @@ class Engine {
       const auto st = fs::status(p, ec);
       if (fs::exists(st)) {
         if (!fs::is_directory(st)) throw UsageError("--save " + cfg_.save + ": it is " + kind(st.type()) + ", not a directory");
-        if (::access(p.c_str(), W_OK | X_OK) != 0) throw UsageError("--save " + cfg_.save + ": cannot write in it: " + std::strerror(errno));
+        if (const std::string why = creation_error(p, true); !why.empty()) {
+          throw UsageError("--save " + cfg_.save + ": cannot write in it: " + why);
+        }
       } else {
         fs::path up = p.parent_path();  // the nearest existing ancestor: create_directories makes the rest
         while (!fs::exists(fs::status(up, ec)) && up != up.parent_path()) up = up.parent_path();
@@ -276,8 +280,8 @@ class Engine {
           throw UsageError("--save " + cfg_.save + ": cannot create it: " + up.string() + " is " + kind(us.type()) +
                            ", not a directory");
         }
-        if (::access(up.c_str(), W_OK | X_OK) != 0) {
-          throw UsageError("--save " + cfg_.save + ": cannot create it in " + up.string() + ": " + std::strerror(errno));
+        if (const std::string why = creation_error(up, true); !why.empty()) {
+          throw UsageError("--save " + cfg_.save + ": cannot create it in " + up.string() + ": " + why);
         }
       }
       outs.emplace_back("--save", cfg_.save);

@@ -1082,6 +1082,27 @@ TEST_CASE("engine --zero-to-fp32: the export replaces OUT whole or not at all") 
   for (const auto& e : fs::directory_iterator(out_dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   CHECK(names == std::vector<std::string>{"weights.f32", "weights.f32.index"});  // no temporary left
+  // Bad paths are named before anything is read or written.
+  const auto refused = [&](const std::string& checkpoint, const fs::path& target, const std::string& message) {
+    CAPTURE(target);
+    CHECK_THROWS_WITH_AS((void)engine::zero_to_fp32(checkpoint, target.string()), doctest::Contains(message.c_str()),
+                         engine::UsageError);
+    CHECK_FALSE(fs::exists(target.string() + ".index"));
+  };
+  refused("/nonexistent-ck", out_dir / "w.f32",
+          "--zero-to-fp32 /nonexistent-ck: no checkpoint in /nonexistent-ck (/nonexistent-ck/latest does not exist)");
+  const std::string head = "--zero-to-fp32 " + ck.string() + " ";
+  refused(ck.string(), out_dir / "no-dir" / "w.f32",
+          head + (out_dir / "no-dir" / "w.f32").string() + ": the directory " + (out_dir / "no-dir").string() + " does not exist");
+  fs::create_directory(out_dir / "a-dir");
+  refused(ck.string(), out_dir / "a-dir", head + (out_dir / "a-dir").string() + ": " + (out_dir / "a-dir").string() +
+                                              " exists and is not a regular file");
+  refused(ck.string(), "/proc/w.f32", head + "/proc/w.f32: cannot create a file in /proc: ");  // even as root
+  const std::string step = fs::canonical(ck / "latest").string();
+  const std::string before = file_bytes(fs::path(step) / "params.f32");
+  refused(ck.string(), ck / "latest" / "params.f32",
+          head + (ck / "latest" / "params.f32").string() + ": it is inside the checkpoint it reads (" + step + ")");
+  CHECK(file_bytes(fs::path(step) / "params.f32") == before);
   fs::remove_all(ck);
   fs::remove_all(d);
   fs::remove_all(out_dir);
@@ -1231,6 +1252,14 @@ TEST_CASE("engine --save, --metrics, --trace: refused before anything is allocat
   refused(c, "--metrics " + c.metrics + ": " + (dir / "plain-file").string() + " is a file, not a directory");
   c.metrics = dir.string();
   refused(c, "--metrics " + dir.string() + ": it is a directory, not a file");
+  // Where the permission bits say yes to root but nothing can be created (CI runs as root): tried, not asked.
+  c = base();
+  c.metrics = "/proc/m.csv";
+  CHECK_THROWS_WITH_AS(run(c), doctest::Contains("--metrics /proc/m.csv: cannot create a file in /proc: "), engine::UsageError);
+  c = base();
+  c.save = "/proc/engine-ck";
+  CHECK_THROWS_WITH_AS(run(c), doctest::Contains("--save /proc/engine-ck: cannot create it in /proc: "), engine::UsageError);
+  CHECK_FALSE(fs::exists(dir / "dump"));
   c = base();
   c.metrics = (dir / "out.txt").string();
   c.trace = (dir / "out.txt").string();
