@@ -1,12 +1,15 @@
 // corpus.hpp — the training text: read and checked, a character vocabulary, a 90/10 split, and
 // batches drawn with accel's Philox generator.
 //
-// Characters are bytes: the vocabulary is the sorted set of byte values in the file (84 for the
-// Gutenberg plays; a UTF-8 text's multi-byte characters become several tokens). The first 90 % of
-// the text trains, the last 10 % validates (nanoGPT's split). A batch of B sequences takes B 32-bit
-// Philox words w from its generator (accel::Generator::reserve_position, accel::rng::fill_bits): the
-// start of sequence b is floor(w_b * (n - T) / 2^32), its input the T tokens from there and its
-// target the T tokens one further. So (seed, offset) fixes every batch, on every backend.
+// Characters are what nanoGPT's char-level recipe takes (Python's sorted(set(text))): the code points
+// of a UTF-8 text, sorted — 84 for the Gutenberg plays, which are ASCII, where a character is a byte.
+// A file that is not valid UTF-8 (Latin-1, say), or holds more than 256 distinct characters (a token
+// is a byte in memory: CJK text), is taken byte by byte instead, and the data line says so. The first
+// 90 % of the characters train, the last 10 % validate (nanoGPT's split). A batch of B sequences takes
+// B 32-bit Philox words w from its generator (accel::Generator::reserve_position,
+// accel::rng::fill_bits): the start of sequence b is floor(w_b * (n - T) / 2^32), its input the T
+// tokens from there and its target the T tokens one further. So (seed, offset) fixes every batch, on
+// every backend.
 #pragma once
 
 #include "config.hpp"
@@ -14,6 +17,7 @@
 #include <accel/random/fill.hpp>
 #include <accel/random/generator.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -31,7 +35,7 @@ namespace engine {
 
 class Corpus {
  public:
-  /// The largest data file the engine reads (the whole text is held in memory, a byte per token).
+  /// The largest data file the engine reads (the whole text is held in memory, a byte per token, a token per character or byte).
   static constexpr std::uint64_t max_bytes = 4ULL << 30;  // 4 GiB
 
   /// Reads and checks `path`; UsageError (exit status 2) for a file that cannot be read, is not a
@@ -94,48 +98,151 @@ class Corpus {
     }
     Corpus c;
     c.path_ = path;
+    c.bytes_ = text.size();
+    const bool ascii = std::all_of(text.begin(), text.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; });
+    if (!ascii) {
+      // Two passes over the bytes (a 4 GiB text's code points would take 16 GiB): which characters
+      // occur, then the tokens.
+      std::vector<bool> seen(0x110000, false);
+      std::size_t distinct = 0;
+      bool valid = true;
+      for (std::size_t i = 0; i < text.size();) {
+        char32_t cp = 0;
+        if (!next_utf8(text, i, cp)) {
+          valid = false;
+          break;
+        }
+        if (!seen[cp]) {
+          seen[cp] = true;
+          ++distinct;
+        }
+      }
+      if (valid && distinct <= 256) {
+        c.units_ = Units::utf8;
+        std::vector<std::int16_t> stoi(0x110000, -1);
+        for (char32_t cp = 0; cp < 0x110000; ++cp) {
+          if (!seen[cp]) continue;
+          stoi[cp] = static_cast<std::int16_t>(c.itos_.size());
+          c.itos_.push_back(encode_utf8(cp));
+          c.points_.push_back(cp);
+        }
+        c.tokens_.reserve(text.size());
+        for (std::size_t i = 0; i < text.size();) {
+          char32_t cp = 0;
+          next_utf8(text, i, cp);
+          c.tokens_.push_back(static_cast<std::uint8_t>(stoi[cp]));
+        }
+        c.tokens_.shrink_to_fit();
+        c.split_ = c.tokens_.size() * 9 / 10;
+        return c;
+      }
+      c.units_ = valid ? Units::bytes_over_256 : Units::bytes_not_utf8;
+    }
     std::array<bool, 256> seen{};
     for (const char ch : text) seen[static_cast<unsigned char>(ch)] = true;
-    c.stoi_.fill(-1);
+    std::array<int, 256> stoi{};
     for (int b = 0; b < 256; ++b) {
       if (seen[b]) {
-        c.stoi_[b] = static_cast<int>(c.itos_.size());
-        c.itos_.push_back(static_cast<char>(b));
+        stoi[b] = static_cast<int>(c.itos_.size());
+        c.itos_.emplace_back(1, static_cast<char>(b));
+        c.points_.push_back(static_cast<char32_t>(b));
       }
     }
     c.tokens_.resize(text.size());
-    for (std::size_t i = 0; i < text.size(); ++i) c.tokens_[i] = static_cast<std::uint8_t>(c.stoi_[static_cast<unsigned char>(text[i])]);
+    for (std::size_t i = 0; i < text.size(); ++i) c.tokens_[i] = static_cast<std::uint8_t>(stoi[static_cast<unsigned char>(text[i])]);
     c.split_ = text.size() * 9 / 10;
     return c;
   }
 
-  /// A corpus from a string and a vocabulary (checkpoints and tests).
-  static Corpus from_vocabulary(const std::string& itos) {
-    Corpus c;
-    c.stoi_.fill(-1);
-    c.itos_.assign(itos.begin(), itos.end());
-    for (std::size_t i = 0; i < itos.size(); ++i) c.stoi_[static_cast<unsigned char>(itos[i])] = static_cast<int>(i);
-    return c;
-  }
+  /// What a token stands for: a character of an ASCII or UTF-8 text, or a byte of a text that is
+  /// not UTF-8 or has more than 256 distinct characters.
+  enum class Units { ascii, utf8, bytes_not_utf8, bytes_over_256 };
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] Units units() const noexcept { return units_; }
+  /// The file's size in bytes (size() counts tokens: characters, or bytes).
+  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
   [[nodiscard]] int vocab_size() const noexcept { return static_cast<int>(itos_.size()); }
-  /// The vocabulary as a string: character i is token i.
-  [[nodiscard]] std::string vocabulary() const { return {itos_.begin(), itos_.end()}; }
+  /// The vocabulary as a string: token i's character (its UTF-8 bytes, or its byte), in token order.
+  [[nodiscard]] std::string vocabulary() const {
+    std::string v;
+    for (const auto& u : itos_) v += u;
+    return v;
+  }
   [[nodiscard]] std::size_t size() const noexcept { return tokens_.size(); }
   [[nodiscard]] std::span<const std::uint8_t> train() const noexcept { return {tokens_.data(), split_}; }
   [[nodiscard]] std::span<const std::uint8_t> val() const noexcept {
     return {tokens_.data() + split_, tokens_.size() - split_};
   }
-  [[nodiscard]] char decode(int token) const { return itos_.at(static_cast<std::size_t>(token)); }
-  /// The token of a character, or -1.
-  [[nodiscard]] int encode(char ch) const noexcept { return stoi_[static_cast<unsigned char>(ch)]; }
+  /// Token i as text: a character's UTF-8 bytes, or one byte.
+  [[nodiscard]] const std::string& decode(int token) const { return itos_.at(static_cast<std::size_t>(token)); }
+  /// The token of an ASCII character, or -1.
+  [[nodiscard]] int encode(char ch) const noexcept {
+    const auto it = std::lower_bound(points_.begin(), points_.end(), static_cast<char32_t>(static_cast<unsigned char>(ch)));
+    return it != points_.end() && *it == static_cast<char32_t>(static_cast<unsigned char>(ch)) ? static_cast<int>(it - points_.begin()) : -1;
+  }
+
+  /// The code point of the UTF-8 sequence at text[i], advancing i past it; false if it is not valid
+  /// UTF-8 (a stray continuation byte, a truncated sequence, an overlong form, a surrogate or a value
+  /// past U+10FFFF).
+  static bool next_utf8(const std::string& text, std::size_t& i, char32_t& cp) {
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t n = text.size();
+    const unsigned char b = p[i];
+    if (b < 0x80) {
+      cp = b;
+      ++i;
+      return true;
+    }
+    int len = 0;
+    char32_t min = 0;
+    if ((b & 0xE0) == 0xC0) {
+      len = 2, cp = b & 0x1Fu, min = 0x80;
+    } else if ((b & 0xF0) == 0xE0) {
+      len = 3, cp = b & 0x0Fu, min = 0x800;
+    } else if ((b & 0xF8) == 0xF0) {
+      len = 4, cp = b & 0x07u, min = 0x10000;
+    } else {
+      return false;  // a continuation byte without a lead, or 0xF8..0xFF
+    }
+    if (n - i < static_cast<std::size_t>(len)) return false;
+    for (int k = 1; k < len; ++k) {
+      if ((p[i + static_cast<std::size_t>(k)] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + static_cast<std::size_t>(k)] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<std::size_t>(len);
+    return true;
+  }
+
+  /// A code point (valid: at most U+10FFFF, not a surrogate) as UTF-8.
+  static std::string encode_utf8(char32_t cp) {
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      s += static_cast<char>(0xE0 | (cp >> 12));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      s += static_cast<char>(0xF0 | (cp >> 18));
+      s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return s;
+  }
 
  private:
   std::string path_;
+  Units units_ = Units::ascii;
+  std::size_t bytes_ = 0;
   std::vector<std::uint8_t> tokens_;
-  std::vector<char> itos_;
-  std::array<int, 256> stoi_{};
+  std::vector<std::string> itos_;
+  std::vector<char32_t> points_;  // token i's code point (or byte), ascending
   std::size_t split_ = 0;
 };
 

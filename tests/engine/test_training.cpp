@@ -1217,6 +1217,75 @@ TEST_CASE("engine --data: only a regular file of at most 4 GiB, said before read
   fs::remove_all(dir);
 }
 
+TEST_CASE("engine corpus: characters are a UTF-8 text's code points (nanoGPT's sorted(set(text))); other texts byte by byte") {
+  using Units = engine::Corpus::Units;
+  const fs::path dir = temp_dir("corpus-units");
+  const auto load = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return engine::Corpus::load((dir / name).string());
+  };
+  const auto text_of = [](const engine::Corpus& c) {
+    std::string t;
+    for (const auto split : {c.train(), c.val()}) {
+      for (const std::uint8_t k : split) t += c.decode(k);
+    }
+    return t;
+  };
+  std::string utf8;  // é (2 bytes), ✓ (3), 😀 (4)
+  for (int i = 0; i < 40; ++i) utf8 += "h\xc3\xa9llo w\xc3\xb6rld \xe2\x9c\x93 \xf0\x9f\x98\x80\n";
+  const engine::Corpus u = load("utf8.txt", utf8);
+  CHECK(u.units() == Units::utf8);
+  CHECK(u.bytes() == utf8.size());
+  CHECK(u.size() == 40 * 16);  // characters, not bytes (23 a line)
+  CHECK(u.train().size() == u.size() * 9 / 10);
+  // The vocabulary: the code points in order, "\n" " " d h l o r w é ö ✓ 😀
+  CHECK(u.vocab_size() == 12);
+  CHECK(u.vocabulary() == "\n dhlorw\xc3\xa9\xc3\xb6\xe2\x9c\x93\xf0\x9f\x98\x80");
+  CHECK(u.encode('\n') == 0);
+  CHECK(u.encode('h') == 3);
+  CHECK(u.encode('z') == -1);
+  CHECK(u.decode(8) == "\xc3\xa9");
+  CHECK(u.decode(11) == "\xf0\x9f\x98\x80");
+  CHECK(text_of(u) == utf8);  // every token decodes back to its character
+
+  const std::string ascii = std::string(200, 'a') + "b\n";
+  const engine::Corpus a = load("ascii.txt", ascii);
+  CHECK(a.units() == Units::ascii);
+  CHECK(a.size() == ascii.size());
+  CHECK(a.vocabulary() == "\nab");
+  CHECK(text_of(a) == ascii);
+
+  // Not UTF-8: Latin-1, and each malformed form; taken byte by byte, and decoded back to the same bytes.
+  for (const std::string& bad : {std::string("caf\xe9 na\xefve\n"), std::string("\xc0\xaf overlong\n"),
+                                std::string("\xed\xa0\x80 surrogate\n"), std::string("\xf4\x90\x80\x80 past U+10FFFF\n"),
+                                std::string("\x80 stray continuation\n"), std::string("truncated \xe2\x9c")}) {
+    CAPTURE(bad);
+    std::string t;
+    for (int i = 0; i < 20; ++i) t += bad;
+    const engine::Corpus b = load("bad.txt", t);
+    CHECK(b.units() == Units::bytes_not_utf8);
+    CHECK(b.size() == t.size());
+    CHECK(text_of(b) == t);
+  }
+  // More than 256 distinct characters: byte by byte (a token is a byte in memory).
+  std::string many;
+  for (char32_t cp = 0x4E00; cp < 0x4E00 + 300; ++cp) many += engine::Corpus::encode_utf8(cp);
+  const engine::Corpus m = load("many.txt", many);
+  CHECK(m.units() == Units::bytes_over_256);
+  CHECK(m.size() == many.size());
+  CHECK(text_of(m) == many);
+  // encode_utf8 and next_utf8 agree at each length's ends.
+  for (const char32_t cp : {0x0u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFFFFu, 0x10000u, 0x10FFFFu}) {
+    const std::string e = engine::Corpus::encode_utf8(cp);
+    std::size_t i = 0;
+    char32_t back = 0;
+    CHECK(engine::Corpus::next_utf8(e, i, back));
+    CHECK(back == cp);
+    CHECK(i == e.size());
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("engine --save, --metrics, --trace: refused before anything is allocated when they cannot be written or would overwrite an input") {
   const fs::path dir = temp_dir("outputs");
   const fs::path data = dir / "data.txt";
