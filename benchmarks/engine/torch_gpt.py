@@ -190,10 +190,17 @@ SIZES = {"tiny": (4, 4, 128, 64, 12), "shakespeare": (6, 6, 384, 256, 64), "gpt2
 
 
 def load_corpus(path):
+    # The engine's characters (examples/engine/corpus.hpp): a UTF-8 text's code points while there
+    # are at most 256 of them, else (or for a text that is not UTF-8) its bytes.
     data = open(path, "rb").read()
-    vocab = sorted(set(data))
+    try:
+        text = data.decode("utf-8")
+        units = text if len(set(text)) <= 256 else data
+    except UnicodeDecodeError:
+        units = data
+    vocab = sorted(set(units))
     stoi = {c: i for i, c in enumerate(vocab)}
-    tokens = np.frombuffer(bytes(stoi[c] for c in data), dtype=np.uint8).astype(np.int64)
+    tokens = np.array([stoi[c] for c in units], dtype=np.int64)
     n = len(tokens) * 9 // 10
     return torch.from_numpy(tokens[:n]), torch.from_numpy(tokens[n:]), len(vocab)
 

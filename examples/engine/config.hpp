@@ -149,7 +149,7 @@ training
                        --initial-scale-power N --loss-scale-window N --hysteresis N --min-loss-scale X
   --zero-to-fp32 CKPT OUT  write CKPT's weights, consolidated from the ranks' shards, to OUT (fp32)
   --steps N            optimizer steps (tiny 2000, shakespeare 5000, gpt2 1000)
-  --time SECONDS       stop after this much training time
+  --time SECONDS       stop after this much training time (0, the default: no limit)
   --stop-at N          stop at step N (with --save: a checkpoint there); the schedule still spans --steps
   --lr X --min-lr X --warmup N --schedule cosine|constant
   --beta1 X --beta2 X --weight-decay X --clip X (0: off) --dropout X
