@@ -18,7 +18,9 @@
 #endif
 
 #include <cstdio>
+#include <cstddef>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -39,6 +41,34 @@ int fail(int status, const char* kind, const char* what) {
   return status;
 }
 
+/// accel reads part of its configuration from the environment at first use: ACCEL_BACKEND when the
+/// backend is selected, ACCEL_CPU_SPIN_US at the first CPU stream, ACCEL_ALLOC_CONF at the first
+/// allocation. A typo there is bad input like a bad flag (exit status 2, before anything is written),
+/// so the first stream and allocation are made here, and their cached memory given back.
+struct EnvironmentError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+accel::AnyBackend select_backend() {
+  try {
+    return accel::get_accelerator();
+  } catch (const accel::InvalidArgumentError& e) {
+    throw EnvironmentError(e.what());
+  }
+}
+
+template <class B>
+void check_environment(B b) {
+  try {
+    typename B::Stream stream;
+    { accel::Buffer<std::byte, B> probe(1, stream); }
+    stream.synchronize();
+  } catch (const accel::InvalidArgumentError& e) {
+    throw EnvironmentError(e.what());
+  }
+  b.empty_cache();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,12 +79,15 @@ int main(int argc, char** argv) {
     const auto cfg = engine::parse_args(argc, argv);
     if (!cfg) return 0;
     if (!cfg->zero_to_fp32.empty()) return engine::zero_to_fp32(cfg->zero_to_fp32, cfg->zero_to_fp32_out);
-    const accel::AnyBackend backend = accel::get_accelerator();
+    const accel::AnyBackend backend = select_backend();
+    accel::visit(backend, [](auto b) { check_environment(b); });
     if (cfg->dispatch == "any") return engine::train(backend, *cfg);
     return accel::visit(backend, [&](auto b) { return engine::train(b, *cfg); });
   } catch (const engine::UsageError& e) {
     return fail(2, "error", e.what());
   } catch (const accel::BackendUnavailableError& e) {
+    return fail(2, "error", e.what());
+  } catch (const EnvironmentError& e) {
     return fail(2, "error", e.what());
   } catch (const std::exception& e) {
     return fail(1, "failed", e.what());
