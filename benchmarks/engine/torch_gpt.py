@@ -191,11 +191,11 @@ SIZES = {"tiny": (4, 4, 128, 64, 12), "shakespeare": (6, 6, 384, 256, 64), "gpt2
 
 def load_corpus(path):
     # The engine's characters (examples/engine/corpus.hpp): a UTF-8 text's code points while there
-    # are at most 256 of them, else (or for a text that is not UTF-8) its bytes.
+    # are at most 65,536 of them, else (or for a text that is not UTF-8) its bytes.
     data = open(path, "rb").read()
     try:
         text = data.decode("utf-8")
-        units = text if len(set(text)) <= 256 else data
+        units = text if len(set(text)) <= 65536 else data
     except UnicodeDecodeError:
         units = data
     vocab = sorted(set(units))

@@ -2,9 +2,10 @@
 // batches drawn with accel's Philox generator.
 //
 // Characters are what nanoGPT's char-level recipe takes (Python's sorted(set(text))): the code points
-// of a UTF-8 text, sorted — 84 for the Gutenberg plays, which are ASCII, where a character is a byte.
-// A file that is not valid UTF-8 (Latin-1, say), or holds more than 256 distinct characters (a token
-// is a byte in memory: CJK text), is taken byte by byte instead, and the data line says so. The first
+// of a UTF-8 text, sorted — 84 for the Gutenberg plays, which are ASCII, where a character is a byte;
+// thousands for Chinese text, whose tokens then take 16 bits in memory (a byte while there are at most
+// 256). A file that is not valid UTF-8 (Latin-1, say), or holds more than 65,536 distinct characters,
+// is taken byte by byte instead, and the data line says so. The first
 // 90 % of the characters train, the last 10 % validate (nanoGPT's split). A batch of B sequences takes
 // B 32-bit Philox words w from its generator (accel::Generator::reserve_position,
 // accel::rng::fill_bits): the start of sequence b is floor(w_b * (n - T) / 2^32), its input the T
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fcntl.h>
@@ -33,9 +35,26 @@
 
 namespace engine {
 
+/// A split's tokens: a byte each, or 16 bits each for a vocabulary of more than 256 characters.
+class TokenSpan {
+ public:
+  explicit TokenSpan(std::span<const std::uint8_t> bytes) noexcept : narrow_(bytes), size_(bytes.size()) {}
+  explicit TokenSpan(std::span<const std::uint16_t> wide) noexcept : wide_(wide), size_(wide.size()) {}
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::int32_t operator[](std::size_t i) const noexcept {
+    return wide_.empty() ? static_cast<std::int32_t>(narrow_[i]) : static_cast<std::int32_t>(wide_[i]);
+  }
+
+ private:
+  std::span<const std::uint8_t> narrow_;
+  std::span<const std::uint16_t> wide_;
+  std::size_t size_ = 0;
+};
+
 class Corpus {
  public:
-  /// The largest data file the engine reads (the whole text is held in memory, a byte per token, a token per character or byte).
+  /// The largest data file the engine reads (its tokens are held in memory: a byte each, or two for a
+  /// vocabulary of more than 256 characters).
   static constexpr std::uint64_t max_bytes = 4ULL << 30;  // 4 GiB
 
   /// Reads and checks `path`; UsageError (exit status 2) for a file that cannot be read, is not a
@@ -117,26 +136,35 @@ class Corpus {
           ++distinct;
         }
       }
-      if (valid && distinct <= 256) {
+      if (valid && distinct <= max_vocabulary) {
         c.units_ = Units::utf8;
-        std::vector<std::int16_t> stoi(0x110000, -1);
+        std::vector<std::uint16_t> stoi(0x110000, 0);
         for (char32_t cp = 0; cp < 0x110000; ++cp) {
           if (!seen[cp]) continue;
-          stoi[cp] = static_cast<std::int16_t>(c.itos_.size());
+          stoi[cp] = static_cast<std::uint16_t>(c.itos_.size());
           c.itos_.push_back(encode_utf8(cp));
           c.points_.push_back(cp);
         }
-        c.tokens_.reserve(text.size());
-        for (std::size_t i = 0; i < text.size();) {
-          char32_t cp = 0;
-          next_utf8(text, i, cp);
-          c.tokens_.push_back(static_cast<std::uint8_t>(stoi[cp]));
+        const auto fill = [&](auto& tokens) {
+          using Token = typename std::decay_t<decltype(tokens)>::value_type;
+          tokens.reserve(text.size());
+          for (std::size_t i = 0; i < text.size();) {
+            char32_t cp = 0;
+            next_utf8(text, i, cp);
+            tokens.push_back(static_cast<Token>(stoi[cp]));
+          }
+          tokens.shrink_to_fit();
+          c.count_ = tokens.size();
+        };
+        if (distinct <= 256) {
+          fill(c.tokens8_);
+        } else {
+          fill(c.tokens16_);
         }
-        c.tokens_.shrink_to_fit();
-        c.split_ = c.tokens_.size() * 9 / 10;
+        c.split_ = c.count_ * 9 / 10;
         return c;
       }
-      c.units_ = valid ? Units::bytes_over_256 : Units::bytes_not_utf8;
+      c.units_ = valid ? Units::bytes_too_many : Units::bytes_not_utf8;
     }
     std::array<bool, 256> seen{};
     for (const char ch : text) seen[static_cast<unsigned char>(ch)] = true;
@@ -148,15 +176,19 @@ class Corpus {
         c.points_.push_back(static_cast<char32_t>(b));
       }
     }
-    c.tokens_.resize(text.size());
-    for (std::size_t i = 0; i < text.size(); ++i) c.tokens_[i] = static_cast<std::uint8_t>(stoi[static_cast<unsigned char>(text[i])]);
+    c.tokens8_.resize(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) c.tokens8_[i] = static_cast<std::uint8_t>(stoi[static_cast<unsigned char>(text[i])]);
+    c.count_ = text.size();
     c.split_ = text.size() * 9 / 10;
     return c;
   }
 
+  /// The most distinct characters a vocabulary holds (a token is 16 bits at most).
+  static constexpr std::size_t max_vocabulary = 65536;
+
   /// What a token stands for: a character of an ASCII or UTF-8 text, or a byte of a text that is
-  /// not UTF-8 or has more than 256 distinct characters.
-  enum class Units { ascii, utf8, bytes_not_utf8, bytes_over_256 };
+  /// not UTF-8 or has more than max_vocabulary distinct characters.
+  enum class Units { ascii, utf8, bytes_not_utf8, bytes_too_many };
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
   [[nodiscard]] Units units() const noexcept { return units_; }
@@ -169,11 +201,11 @@ class Corpus {
     for (const auto& u : itos_) v += u;
     return v;
   }
-  [[nodiscard]] std::size_t size() const noexcept { return tokens_.size(); }
-  [[nodiscard]] std::span<const std::uint8_t> train() const noexcept { return {tokens_.data(), split_}; }
-  [[nodiscard]] std::span<const std::uint8_t> val() const noexcept {
-    return {tokens_.data() + split_, tokens_.size() - split_};
-  }
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  /// Bytes a token takes in memory: 1, or 2 for a vocabulary of more than 256 characters.
+  [[nodiscard]] int token_bytes() const noexcept { return tokens16_.empty() ? 1 : 2; }
+  [[nodiscard]] TokenSpan train() const noexcept { return span(0, split_); }
+  [[nodiscard]] TokenSpan val() const noexcept { return span(split_, count_ - split_); }
   /// Token i as text: a character's UTF-8 bytes, or one byte.
   [[nodiscard]] const std::string& decode(int token) const { return itos_.at(static_cast<std::size_t>(token)); }
   /// The token of an ASCII character, or -1.
@@ -240,7 +272,14 @@ class Corpus {
   std::string path_;
   Units units_ = Units::ascii;
   std::size_t bytes_ = 0;
-  std::vector<std::uint8_t> tokens_;
+  [[nodiscard]] TokenSpan span(std::size_t first, std::size_t n) const noexcept {
+    return tokens16_.empty() ? TokenSpan(std::span<const std::uint8_t>(tokens8_).subspan(first, n))
+                             : TokenSpan(std::span<const std::uint16_t>(tokens16_).subspan(first, n));
+  }
+
+  std::vector<std::uint8_t> tokens8_;    // one of the two holds the text's tokens
+  std::vector<std::uint16_t> tokens16_;
+  std::size_t count_ = 0;
   std::vector<std::string> itos_;
   std::vector<char32_t> points_;  // token i's code point (or byte), ascending
   std::size_t split_ = 0;
@@ -249,7 +288,7 @@ class Corpus {
 /// Draws batches of `batch` sequences of `block` tokens from a split.
 class BatchSampler {
  public:
-  BatchSampler(std::span<const std::uint8_t> split, int batch, int block)
+  BatchSampler(TokenSpan split, int batch, int block)
       : split_(split), batch_(batch), block_(block) {}
 
   /// Fills inputs and targets ([batch x block] int32 each) with the next batch of `g`.
@@ -268,7 +307,7 @@ class BatchSampler {
   }
 
  private:
-  std::span<const std::uint8_t> split_;
+  TokenSpan split_;
   int batch_;
   int block_;
 };

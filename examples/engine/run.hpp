@@ -483,10 +483,10 @@ class Engine {
       const Units u = corpus.units();
       const std::string how = u == Units::utf8             ? " (UTF-8, " + grouped(corpus.bytes()) + " bytes)"
                               : u == Units::bytes_not_utf8 ? " (not UTF-8: a token a byte)"
-                              : u == Units::bytes_over_256 ? " (more than 256 distinct characters: a token a byte)"
+                              : u == Units::bytes_too_many ? " (more than 65,536 distinct characters: a token a byte)"
                                                            : "";
       std::printf("data: %s, %s %s%s (%s train, %s validation)\n", cfg_.data.c_str(), grouped(corpus.size()).c_str(),
-                  u == Units::bytes_not_utf8 || u == Units::bytes_over_256 ? "bytes" : "characters", how.c_str(),
+                  u == Units::bytes_not_utf8 || u == Units::bytes_too_many ? "bytes" : "characters", how.c_str(),
                   grouped(corpus.train().size()).c_str(), grouped(corpus.val().size()).c_str());
       if (ranks.distributed()) {
         const double whole = static_cast<double>(t.optimizer_bytes()) * ranks.size();

@@ -1226,8 +1226,8 @@ TEST_CASE("engine corpus: characters are a UTF-8 text's code points (nanoGPT's s
   };
   const auto text_of = [](const engine::Corpus& c) {
     std::string t;
-    for (const auto split : {c.train(), c.val()}) {
-      for (const std::uint8_t k : split) t += c.decode(k);
+    for (const auto& split : {c.train(), c.val()}) {
+      for (std::size_t i = 0; i < split.size(); ++i) t += c.decode(split[i]);
     }
     return t;
   };
@@ -1267,13 +1267,29 @@ TEST_CASE("engine corpus: characters are a UTF-8 text's code points (nanoGPT's s
     CHECK(b.size() == t.size());
     CHECK(text_of(b) == t);
   }
-  // More than 256 distinct characters: byte by byte (a token is a byte in memory).
+  CHECK(u.token_bytes() == 1);
+  // More than 256 distinct characters (Chinese text): still characters, 16 bits a token.
   std::string many;
-  for (char32_t cp = 0x4E00; cp < 0x4E00 + 300; ++cp) many += engine::Corpus::encode_utf8(cp);
+  for (int rep = 0; rep < 2; ++rep) {
+    for (char32_t cp = 0x4E00; cp < 0x4E00 + 300; ++cp) many += engine::Corpus::encode_utf8(cp);
+  }
   const engine::Corpus m = load("many.txt", many);
-  CHECK(m.units() == Units::bytes_over_256);
-  CHECK(m.size() == many.size());
+  CHECK(m.units() == Units::utf8);
+  CHECK(m.token_bytes() == 2);
+  CHECK(m.vocab_size() == 300);
+  CHECK(m.size() == 600);
+  CHECK(m.val()[m.val().size() - 1] == 299);
   CHECK(text_of(m) == many);
+  // More than 65,536: byte by byte.
+  std::string too_many;
+  for (char32_t cp = 0x100; cp < 0x100 + engine::Corpus::max_vocabulary + 1 + 0x800; ++cp) {
+    if (cp < 0xD800 || cp > 0xDFFF) too_many += engine::Corpus::encode_utf8(cp);  // 65,537 characters
+  }
+  const engine::Corpus b = load("too-many.txt", too_many);
+  CHECK(b.units() == Units::bytes_too_many);
+  CHECK(b.size() == too_many.size());
+  CHECK(b.token_bytes() == 1);
+  CHECK(text_of(b) == too_many);
   // encode_utf8 and next_utf8 agree at each length's ends.
   for (const char32_t cp : {0x0u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFFFFu, 0x10000u, 0x10FFFFu}) {
     const std::string e = engine::Corpus::encode_utf8(cp);
