@@ -18,10 +18,10 @@
 #endif
 
 #include <cstdio>
-#include <cstddef>
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace {
 
@@ -42,9 +42,10 @@ int fail(int status, const char* kind, const char* what) {
 }
 
 /// accel reads part of its configuration from the environment at first use: ACCEL_BACKEND when the
-/// backend is selected, ACCEL_CPU_SPIN_US at the first CPU stream, ACCEL_ALLOC_CONF at the first
-/// allocation. A typo there is bad input like a bad flag (exit status 2, before anything is written),
-/// so the first stream and allocation are made here, and their cached memory given back.
+/// backend is selected, ACCEL_ALLOC_CONF at a device's first allocation, ACCEL_CPU_SPIN_US at the first
+/// wait on a CPU stream. A typo there is bad input like a bad flag (exit status 2, before anything is
+/// allocated or written), so they are read here first. (No CUDA stream or allocation here: a rank's
+/// device is chosen later, by its communicator, and a context made now would land on device 0.)
 struct EnvironmentError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -58,15 +59,17 @@ accel::AnyBackend select_backend() {
 }
 
 template <class B>
-void check_environment(B b) {
+void check_environment(B) {
   try {
-    typename B::Stream stream;
-    { accel::Buffer<std::byte, B> probe(1, stream); }
-    stream.synchronize();
+    (void)accel::AllocatorConfig::from_env();
+    if constexpr (std::is_same_v<B, accel::CpuBackend>) {
+      typename B::Stream stream;
+      stream.enqueue([] {});
+      stream.synchronize();
+    }
   } catch (const accel::InvalidArgumentError& e) {
     throw EnvironmentError(e.what());
   }
-  b.empty_cache();
 }
 
 }  // namespace
