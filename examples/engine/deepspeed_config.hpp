@@ -23,6 +23,8 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -163,6 +165,14 @@ class ConfigObject {
  public:
   ConfigObject(const Json& j, std::string path) : j_(j), path_(std::move(path)) {
     if (j.kind != Json::Kind::object) throw UsageError("--deepspeed-config: " + where() + " must be an object");
+    // DeepSpeed refuses a key given twice (dict_raise_error_on_duplicate_keys): which one counts is a guess.
+    for (std::size_t i = 0; i < j.members.size(); ++i) {
+      for (std::size_t k = 0; k < i; ++k) {
+        if (j.members[k].key == j.members[i].key) {
+          throw UsageError("--deepspeed-config: duplicate key '" + name(j.members[i].key) + "'");
+        }
+      }
+    }
   }
   [[nodiscard]] const Json* get(const std::string& key) {
     for (const auto& [k, v] : j_.members) {
@@ -178,6 +188,19 @@ class ConfigObject {
     if (v == nullptr || v->kind == Json::Kind::null) return fallback;
     if (v->kind != Json::Kind::number) throw UsageError("--deepspeed-config: " + name(key) + " must be a number");
     return v->num;
+  }
+  /// A number in [lo, hi] (the bounds of the matching command-line flag).
+  double number(const std::string& key, double fallback, double lo, double hi) {
+    const double x = number(key, fallback);
+    check_range(name(key), x, lo, hi);
+    return x;
+  }
+  static void check_range(const std::string& what, double x, double lo, double hi) {
+    if (!(x >= lo && x <= hi)) {
+      char text[96];
+      std::snprintf(text, sizeof text, " must be a number in [%g, %g], got %g", lo, hi, x);
+      throw UsageError("--deepspeed-config: " + what + text);
+    }
   }
   bool boolean(const std::string& key, bool fallback) {
     const Json* v = get(key);
@@ -208,9 +231,17 @@ class ConfigObject {
   std::vector<std::string> used_;
 };
 
-inline std::int64_t whole(const ConfigObject& o, const std::string& key, double v, double lo) {
-  if (v != static_cast<double>(static_cast<std::int64_t>(v)) || v < lo) {
+/// An integer in [lo, hi] (hi: the matching command-line flag's bound); checked before any cast.
+inline std::int64_t whole(const ConfigObject& o, const std::string& key, const Json& j, double lo, double hi = 1099511627776.0) {
+  const double v = j.num;
+  if (j.kind != Json::Kind::number || !(v >= lo) || v != std::floor(v)) {
     throw UsageError("--deepspeed-config: " + o.name(key) + " must be an integer >= " + std::to_string(static_cast<long long>(lo)));
+  }
+  if (v > hi) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", v);
+    throw UsageError("--deepspeed-config: " + o.name(key) + " must be at most " + std::to_string(static_cast<long long>(hi)) +
+                     ", got " + got);
   }
   return static_cast<std::int64_t>(v);
 }
@@ -230,18 +261,18 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
   using detail::whole;
   ConfigObject top(root, "");
   if (const Json* v = top.get("train_batch_size")) {
-    c.global_batch = whole(top, "train_batch_size", v->num, 1);
+    c.global_batch = whole(top, "train_batch_size", *v, 1, 1 << 24);
   }
   if (const Json* v = top.get("train_micro_batch_size_per_gpu")) {
-    c.batch = static_cast<int>(whole(top, "train_micro_batch_size_per_gpu", v->num, 1));
+    c.batch = static_cast<int>(whole(top, "train_micro_batch_size_per_gpu", *v, 1, 1 << 20));
     c.batch_given = true;
   }
   if (const Json* v = top.get("gradient_accumulation_steps")) {
-    c.accum = static_cast<int>(whole(top, "gradient_accumulation_steps", v->num, 1));
+    c.accum = static_cast<int>(whole(top, "gradient_accumulation_steps", *v, 1, 1 << 16));
     c.accum_given = true;
   }
-  c.clip = top.number("gradient_clipping", c.clip);
-  if (const Json* v = top.get("steps_per_print")) c.print_every = whole(top, "steps_per_print", v->num, 1);
+  c.clip = top.number("gradient_clipping", c.clip, 0, 1e9);
+  if (const Json* v = top.get("steps_per_print")) c.print_every = whole(top, "steps_per_print", *v, 1);
   if (const Json* v = top.get("optimizer")) {
     ConfigObject o(*v, "optimizer");
     const std::string type = o.string("type", "");
@@ -250,12 +281,16 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
     }
     if (const Json* p = o.get("params")) {
       ConfigObject q(*p, "optimizer.params");
-      c.lr = q.number("lr", c.lr);
-      c.eps = q.number("eps", c.eps);
-      c.weight_decay = q.number("weight_decay", c.weight_decay);
+      c.lr = q.number("lr", c.lr, 0, 10);
+      c.eps = q.number("eps", c.eps, 0, 1);
+      c.weight_decay = q.number("weight_decay", c.weight_decay, 0, 10);
       if (!q.boolean("adam_w_mode", true)) throw UsageError("--deepspeed-config: optimizer.params.adam_w_mode false (L2-regularised Adam) is not supported");
       if (const Json* b = q.get("betas")) {
         if (b->kind != Json::Kind::array || b->items.size() != 2) throw UsageError("--deepspeed-config: optimizer.params.betas must be [beta1, beta2]");
+        for (const Json& beta : b->items) {
+          if (beta.kind != Json::Kind::number) throw UsageError("--deepspeed-config: optimizer.params.betas must be [beta1, beta2]");
+          ConfigObject::check_range("optimizer.params.betas", beta.num, 0, 0.999999);
+        }
         c.beta1 = b->items[0].num;
         c.beta2 = b->items[1].num;
       }
@@ -276,14 +311,14 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
     if (q.string("warmup_type", "linear") != "linear") throw UsageError("--deepspeed-config: scheduler.params.warmup_type must be linear");
     if (type == "WarmupCosineLR") {
       c.schedule = "cosine";
-      if (const Json* s = q.get("total_num_steps")) c.steps = whole(q, "total_num_steps", s->num, 1);
-      if (const Json* s = q.get("warmup_num_steps")) c.warmup = whole(q, "warmup_num_steps", s->num, 0);
-      c.min_lr = c.lr * q.number("cos_min_ratio", 0.0001);
+      if (const Json* s = q.get("total_num_steps")) c.steps = whole(q, "total_num_steps", *s, 1);
+      if (const Json* s = q.get("warmup_num_steps")) c.warmup = whole(q, "warmup_num_steps", *s, 0);
+      c.min_lr = c.lr * q.number("cos_min_ratio", 0.0001, 0, 1);
       if (q.number("warmup_min_ratio", 0.0) != 0.0) throw UsageError("--deepspeed-config: scheduler.params.warmup_min_ratio other than 0 is not supported");
     } else if (type == "WarmupLR") {
       c.schedule = "constant";
-      c.lr = q.number("warmup_max_lr", c.lr);
-      if (const Json* s = q.get("warmup_num_steps")) c.warmup = whole(q, "warmup_num_steps", s->num, 0);
+      c.lr = q.number("warmup_max_lr", c.lr, 0, 10);
+      if (const Json* s = q.get("warmup_num_steps")) c.warmup = whole(q, "warmup_num_steps", *s, 0);
       if (q.number("warmup_min_lr", 0.0) != 0.0) throw UsageError("--deepspeed-config: scheduler.params.warmup_min_lr other than 0 is not supported");
     } else {
       throw UsageError("--deepspeed-config: scheduler.type '" + type + "' is not supported (WarmupCosineLR, WarmupLR)");
@@ -295,11 +330,15 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
     ConfigObject o(*v, "fp16");
     const bool enabled = o.boolean("enabled", false);
     const double ls = o.number("loss_scale", 0);
-    if (ls < 0) throw UsageError("--deepspeed-config: fp16.loss_scale must be >= 0 (0: dynamic)");
-    c.initial_scale_power = o.number("initial_scale_power", c.initial_scale_power);
-    c.loss_scale_window = static_cast<int>(o.number("loss_scale_window", c.loss_scale_window));
-    c.hysteresis = static_cast<int>(o.number("hysteresis", c.hysteresis));
-    c.min_loss_scale = o.number("min_loss_scale", c.min_loss_scale);
+    if (!(ls >= 0 && ls <= 1e30)) throw UsageError("--deepspeed-config: fp16.loss_scale must be >= 0 (0: dynamic)");
+    c.initial_scale_power = o.number("initial_scale_power", c.initial_scale_power, 0, 64);
+    if (const Json* w = o.get("loss_scale_window"); w != nullptr && w->kind != Json::Kind::null) {
+      c.loss_scale_window = static_cast<int>(whole(o, "loss_scale_window", *w, 1, 1 << 30));
+    }
+    if (const Json* h = o.get("hysteresis"); h != nullptr && h->kind != Json::Kind::null) {
+      c.hysteresis = static_cast<int>(whole(o, "hysteresis", *h, 1, 1 << 20));
+    }
+    c.min_loss_scale = o.number("min_loss_scale", c.min_loss_scale, 1e-30, 1e30);
     if (enabled) {
       c.dtype = "fp16";
       c.loss_scale = ls;  // 0: dynamic
@@ -318,7 +357,9 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
     ConfigObject o(*v, "zero_optimization");
     const double stage = o.number("stage", 1);
     if (stage != 1 && stage != 2) {
-      throw UsageError("--deepspeed-config: zero_optimization.stage " + std::to_string(static_cast<int>(stage)) +
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", stage);
+      throw UsageError("--deepspeed-config: zero_optimization.stage " + std::string(text) +
                        " is not supported (1: optimizer state partitioned, 2: and gradients)");
     }
     c.zero_stage = static_cast<int>(stage);

@@ -226,6 +226,26 @@ TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an un
   engine::apply_deepspeed_config(fixed, write_json(dir, R"({"fp16": {"enabled": true, "loss_scale": 128}})").string());
   CHECK(fixed.dtype == "fp16");
   CHECK(fixed.loss_scale == 128.0);
+  // Values in the command line's bounds, checked before any cast; a key given twice refused (as DeepSpeed does).
+  CHECK(ds_error(dir, R"({"optimizer": {"type": "AdamW", "params": {"lr": -1}}})") ==
+        "--deepspeed-config: optimizer.params.lr must be a number in [0, 10], got -1");
+  CHECK(ds_error(dir, R"({"optimizer": {"type": "AdamW", "params": {"betas": [0.9, 1.5]}}})") ==
+        "--deepspeed-config: optimizer.params.betas must be a number in [0, 0.999999], got 1.5");
+  CHECK(ds_error(dir, R"({"optimizer": {"type": "AdamW", "params": {"betas": ["0.9", 0.99]}}})") ==
+        "--deepspeed-config: optimizer.params.betas must be [beta1, beta2]");
+  CHECK(ds_error(dir, R"({"gradient_clipping": -0.5})") ==
+        "--deepspeed-config: gradient_clipping must be a number in [0, 1e+09], got -0.5");
+  CHECK(ds_error(dir, R"({"train_batch_size": 1e30})") == "--deepspeed-config: train_batch_size must be at most 16777216, got 1e+30");
+  CHECK(ds_error(dir, R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "8"}}})") ==
+        "--deepspeed-config: scheduler.params.warmup_num_steps must be an integer >= 0");
+  CHECK(ds_error(dir, R"({"fp16": {"enabled": true, "hysteresis": 0.5}})") ==
+        "--deepspeed-config: fp16.hysteresis must be an integer >= 1");
+  CHECK(ds_error(dir, R"({"zero_optimization": {"stage": 1e300}})") ==
+        "--deepspeed-config: zero_optimization.stage 1e+300 is not supported (1: optimizer state partitioned, 2: and gradients)");
+  CHECK(ds_error(dir, R"({"train_batch_size": 12, "train_batch_size": 24})") ==
+        "--deepspeed-config: duplicate key 'train_batch_size'");
+  CHECK(ds_error(dir, R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "lr": 1e-4}}})") ==
+        "--deepspeed-config: duplicate key 'optimizer.params.lr'");
   CHECK(ds_error(dir, R"({"train_batch_size": 8.5})") == "--deepspeed-config: train_batch_size must be an integer >= 1");
   CHECK(ds_error(dir, R"({"train_batch_size": "8"})") == "--deepspeed-config: train_batch_size must be an integer >= 1");
   CHECK(ds_error(dir, "{\"train_batch_size\": 8,\n \"steps_per_print\" 1}").find(":2: not valid JSON: expected ':'") !=
