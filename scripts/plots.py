@@ -2,6 +2,9 @@
 """Turns benchmark results (format "accel-bench/1", benchmarks/README.md) into PNGs.
 
   python3 scripts/plots.py [RESULTS_DIR] [PLOTS_DIR]     (defaults: benchmarks/results benchmarks/plots)
+  python3 scripts/plots.py --metrics RUN.csv [RUN2.csv ...] [-o OUT.png]
+      the engine's --metrics CSVs as loss curves: training and validation loss against the step and
+      against training seconds, a line per file (OUT.png defaults to the first file's name, .png)
 
 Each RESULTS_DIR/<family>.json becomes PLOTS_DIR/<family>.png: one panel per group (threads=1,
 touched, ...), one line (or bar set, when there are few x values) per series, the median drawn with
@@ -161,9 +164,71 @@ def draw(doc, spec, path):
     return True
 
 
+METRICS_HEADER = "step,tokens,elapsed_s,train_loss,val_loss"
+
+
+def read_metrics(path):
+    """An engine --metrics CSV as (steps, seconds, train losses, [(step, seconds, val loss)])."""
+    import csv
+
+    with open(path, newline="") as f:
+        first = f.readline()
+        if not first.startswith(METRICS_HEADER):
+            raise SystemExit(f"plots: {path} is not an engine --metrics CSV (its header is not '{METRICS_HEADER},...')")
+        f.seek(0)
+        steps, secs, train, val = [], [], [], []
+        for row in csv.DictReader(f):
+            step, sec = int(row["step"]), float(row["elapsed_s"])
+            steps.append(step)
+            secs.append(sec)
+            train.append(float(row["train_loss"]))
+            if row["val_loss"]:
+                val.append((step, sec, float(row["val_loss"])))
+    if not steps:
+        raise SystemExit(f"plots: {path} has no rows")
+    return steps, secs, train, val
+
+
+def plot_metrics(paths, out):
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.2), sharey=True)
+    for i, path in enumerate(paths):
+        steps, secs, train, val = read_metrics(path)
+        color = f"C{i}"
+        name = os.path.basename(path)
+        for ax, xs, vx in ((axes[0], steps, 0), (axes[1], secs, 1)):
+            ax.plot(xs, train, color=color, lw=1.2, label=f"{name}: train")
+            if val:
+                ax.plot([v[vx] for v in val], [v[2] for v in val], color=color, ls="--", marker="o", ms=3,
+                        label=f"{name}: validation (last {val[-1][2]:.4f})")
+    axes[0].set_xlabel("step")
+    axes[1].set_xlabel("training seconds")
+    axes[0].set_ylabel("loss (cross-entropy, nats)")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    axes[1].legend(fontsize=7)
+    fig.suptitle("engine --metrics: " + ", ".join(os.path.basename(p) for p in paths), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+    print(f"plots: {out}")
+
+
 def main():
     if any(a in ("-h", "--help") for a in sys.argv[1:]):
         print(__doc__.strip())
+        return
+    if sys.argv[1:2] == ["--metrics"]:
+        args = sys.argv[2:]
+        out = None
+        if "-o" in args:
+            at = args.index("-o")
+            if at + 1 >= len(args):
+                raise SystemExit("plots: -o needs a file name")
+            out = args[at + 1]
+            del args[at:at + 2]
+        if not args:
+            raise SystemExit("plots: --metrics needs at least one CSV (engine --metrics FILE)")
+        plot_metrics(args, out or os.path.splitext(args[0])[0] + ".png")
         return
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "benchmarks", "results")

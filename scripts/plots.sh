@@ -3,6 +3,7 @@
 # benchmarks/README.md) as PNGs under benchmarks/plots/. Installs matplotlib when it is missing
 # (Debian's python3-matplotlib for /usr/bin/python3, else pip), then does nothing more on later runs.
 #   scripts/plots.sh [RESULTS_DIR] [PLOTS_DIR]
+#   scripts/plots.sh --metrics RUN.csv [RUN2.csv ...] [-o OUT.png]   (the engine's --metrics as loss curves)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

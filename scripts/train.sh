@@ -12,7 +12,8 @@
 #   ACCEL_BACKEND=cpu scripts/train.sh     the CPU even where a GPU is present
 #   scripts/train.sh --size shakespeare --dtype bf16    on a GPU
 #
-# The progress lines go to the terminal and, as CSV, to build/train-metrics.csv.
+# The progress lines go to the terminal and, as CSV, to build/train-metrics.csv
+# (scripts/plots.sh --metrics build/train-metrics.csv draws it as build/train-metrics.png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
