@@ -86,6 +86,7 @@ struct Config {
   std::int64_t save_every = 0;
   std::string resume;          // a checkpoint directory, or "latest"
   int sample = 0;              // characters to generate at the end
+  std::string prompt;           // --prompt TEXT: the sample continues it (empty: from a newline)
   double temperature = 0.8;
   int top_k = 200;
   std::int64_t print_every = 50;
@@ -188,6 +189,7 @@ output
                        token sees) over the peak: the CPU's FMA loop measured at start-up, a GPU's data sheet
   --metrics FILE.csv   one row per progress line (with --resume: appended to the file)
   --sample N           generate N characters at the end (--temperature X, default 0.8; --top-k N, default 200)
+  --prompt TEXT        the sample continues TEXT (characters of the corpus's vocabulary; default: a newline)
   --dump DIR           write initial weights, batches, losses and step-0 gradients for torch_gpt.py
   --trace FILE.json    a Chrome trace (open it in Perfetto) of the first --trace-steps N steps (default
                        20): host ranges, and each stream's phases (layers, optimizer) at the stream's times
@@ -458,6 +460,9 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.resume = value();
     } else if (a == "--sample") {
       c.sample = static_cast<int>(parse_int(a, value(), 0, 1 << 24));
+    } else if (a == "--prompt") {
+      c.prompt = value();
+      if (c.prompt.empty()) throw UsageError("--prompt expects a text (without it the sample starts from a newline)");
     } else if (a == "--temperature") {
       c.temperature = parse_double(a, value(), 1e-3, 100);
     } else if (a == "--top-k") {

@@ -209,9 +209,34 @@ class Corpus {
   /// Token i as text: a character's UTF-8 bytes, or one byte.
   [[nodiscard]] const std::string& decode(int token) const { return itos_.at(static_cast<std::size_t>(token)); }
   /// The token of an ASCII character, or -1.
-  [[nodiscard]] int encode(char ch) const noexcept {
-    const auto it = std::lower_bound(points_.begin(), points_.end(), static_cast<char32_t>(static_cast<unsigned char>(ch)));
-    return it != points_.end() && *it == static_cast<char32_t>(static_cast<unsigned char>(ch)) ? static_cast<int>(it - points_.begin()) : -1;
+  [[nodiscard]] int encode(char ch) const noexcept { return token_of(static_cast<char32_t>(static_cast<unsigned char>(ch))); }
+
+  /// A text as tokens, split as the corpus is (code points of UTF-8, or bytes); UsageError naming the
+  /// first character the vocabulary lacks (or the first byte that is not UTF-8). `what` names the
+  /// text's source for the message.
+  [[nodiscard]] std::vector<std::int32_t> encode_text(const std::string& text, const std::string& what) const {
+    std::vector<std::int32_t> out;
+    for (std::size_t i = 0; i < text.size();) {
+      const std::size_t at = i;
+      char32_t unit = static_cast<unsigned char>(text[i]);
+      if (units_ == Units::utf8 || units_ == Units::ascii) {
+        if (!next_utf8(text, i, unit)) {
+          throw UsageError(what + ": not valid UTF-8 at byte " + std::to_string(at) + " (the corpus " + path_ + " is UTF-8)");
+        }
+      } else {
+        ++i;
+      }
+      const int t = token_of(unit);
+      if (t < 0) {
+        char code[16];
+        std::snprintf(code, sizeof code, unit < 0x80 || units_ == Units::utf8 || units_ == Units::ascii ? "U+%04X" : "byte 0x%02X",
+                      static_cast<unsigned>(unit));
+        throw UsageError(what + ": '" + text.substr(at, i - at) + "' (" + code + ") is not in the vocabulary of " + path_ +
+                         " (" + std::to_string(itos_.size()) + " characters)");
+      }
+      out.push_back(t);
+    }
+    return out;
   }
 
   /// The code point of the UTF-8 sequence at text[i], advancing i past it; false if it is not valid
@@ -272,6 +297,11 @@ class Corpus {
   std::string path_;
   Units units_ = Units::ascii;
   std::size_t bytes_ = 0;
+  [[nodiscard]] int token_of(char32_t unit) const noexcept {
+    const auto it = std::lower_bound(points_.begin(), points_.end(), unit);
+    return it != points_.end() && *it == unit ? static_cast<int>(it - points_.begin()) : -1;
+  }
+
   [[nodiscard]] TokenSpan span(std::size_t first, std::size_t n) const noexcept {
     return tokens16_.empty() ? TokenSpan(std::span<const std::uint8_t>(tokens8_).subspan(first, n))
                              : TokenSpan(std::span<const std::uint16_t>(tokens16_).subspan(first, n));

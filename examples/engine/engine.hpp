@@ -617,14 +617,17 @@ class Trainer {
     return sum / static_cast<double>(total * Tk);
   }
 
-  /// `count` characters generated after a newline: the model's distribution at `temperature`,
-  /// restricted to the top_k most likely (0: all), drawn with Philox (seeded by the run's seed).
-  std::string sample(int count, double temperature, int top_k) {
+  /// `count` characters generated after `prompt` (tokens; empty: a newline): the model's distribution
+  /// at `temperature`, restricted to the top_k most likely (0: all), drawn with Philox (seeded by the
+  /// run's seed). The prompt's last `block` tokens are the first context.
+  std::string sample(int count, double temperature, int top_k, const std::vector<std::int32_t>& prompt = {}) {
     require_no_step_in_flight("sample");
     const int block = cfg_.shape.block;
-    std::vector<std::int32_t> ctx;
-    const int nl = corpus_.encode('\n');
-    ctx.push_back(nl >= 0 ? nl : 0);
+    std::vector<std::int32_t> ctx = prompt;
+    if (ctx.empty()) {
+      const int nl = corpus_.encode('\n');
+      ctx.push_back(nl >= 0 ? nl : 0);
+    }
     std::string out;
     accel::Generator g(cfg_.seed + 7);
     const std::int64_t Vp = plan_.vocab_padded, V = plan_.vocab;

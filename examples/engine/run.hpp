@@ -184,6 +184,7 @@ class Engine {
     if (!cfg_.resume.empty()) resume_dir = resolve_resume(cfg_.resume, cfg_.save);
     check_outputs(resume_dir);
     const Corpus corpus = Corpus::load(cfg_.data);
+    if (!cfg_.prompt.empty()) prompt_ = corpus.encode_text(cfg_.prompt, "--prompt");
     if (cfg_.streams == 0) cfg_.streams = default_streams();
     if (cfg_.dtype == "fp16" && runtime_backend<B>()) {
       throw UsageError("--dtype fp16 runs on the concrete backends (--dispatch static): --dispatch any is float32 or bf16");
@@ -718,8 +719,8 @@ class Engine {
                   static_cast<long long>(t.step()), cfg_.save.empty() ? "" : (" --save " + cfg_.save).c_str());
     }
     if (cfg_.sample > 0 && stopped_by.empty() && cfg_.rank == 0) {
-      std::printf("\nsample (temperature %.2f, top-k %d):\n%s\n", cfg_.temperature, cfg_.top_k,
-                  t.sample(cfg_.sample, cfg_.temperature, cfg_.top_k).c_str());
+      std::printf("\nsample (temperature %.2f, top-k %d):\n%s%s\n", cfg_.temperature, cfg_.top_k, cfg_.prompt.c_str(),
+                  t.sample(cfg_.sample, cfg_.temperature, cfg_.top_k, prompt_).c_str());
     }
     std::fflush(stdout);
     return 0;
@@ -764,6 +765,7 @@ class Engine {
 
   B b_;
   Config cfg_;
+  std::vector<std::int32_t> prompt_;  // --prompt as tokens (checked against the vocabulary before training)
 };
 
 }  // namespace engine

@@ -483,6 +483,41 @@ TEST_CASE("Engine: two steps in flight (begin_step, begin_step, finish_step, fin
   CHECK(a.values == b.values);  // the generators' states too
 }
 
+TEST_CASE("engine --sample: N characters of the vocabulary, continuing --prompt; the run's seed fixes the text") {
+  auto cfg = small("");
+  cfg.dump.clear();
+  cfg.streams = 1;
+  engine::resolve_batch(cfg, 1);
+  const engine::Corpus corpus = engine::Corpus::load(cfg.data);
+  engine::Plan plan;
+  plan.vocab = corpus.vocab_size();
+  plan.vocab_padded = (plan.vocab + cfg.shape.vocab_multiple - 1) / cfg.shape.vocab_multiple * cfg.shape.vocab_multiple;
+  engine::Ranks<accel::CpuBackend> ranks(accel::CpuBackend{});
+  engine::Trainer<accel::CpuBackend, float> t(accel::CpuBackend{}, cfg, corpus, plan, ranks);
+  t.init_weights();
+  for (int i = 0; i < 8; ++i) (void)t.train_step();
+  const std::string vocabulary = corpus.vocabulary();
+  const std::string a = t.sample(60, 0.8, 200);
+  CHECK(a.size() == 60);  // the corpus is ASCII: a character a byte
+  for (const char ch : a) CHECK(vocabulary.find(ch) != std::string::npos);
+  CHECK(t.sample(60, 0.8, 200) == a);  // the generator is seeded by the run's seed at each call
+  const std::string greedy = t.sample(30, 0.8, 1);
+  CHECK(t.sample(30, 2.0, 1) == greedy);  // top-k 1: the most likely character, whatever the temperature
+  // A prompt longer than the block: its last `block` characters are the context.
+  const std::vector<std::int32_t> prompt = corpus.encode_text(std::string(40, ' ') + "HAMLET:", "--prompt");
+  REQUIRE(prompt.size() == 47);
+  CHECK(prompt.back() == corpus.encode(':'));
+  const std::string b = t.sample(60, 0.8, 200, prompt);
+  CHECK(b.size() == 60);
+  for (const char ch : b) CHECK(vocabulary.find(ch) != std::string::npos);
+  CHECK(t.sample(60, 0.8, 200, prompt) == b);
+  // A prompt the vocabulary cannot spell: named, before anything is allocated (in run(): below).
+  CHECK_THROWS_WITH_AS(corpus.encode_text("HAMLET \xe2\x82\xac", "--prompt"),
+                       doctest::Contains("--prompt: '\xe2\x82\xac' (U+20AC) is not in the vocabulary of "), engine::UsageError);
+  CHECK_THROWS_WITH_AS(corpus.encode_text("\xff", "--prompt"),
+                       doctest::Contains("--prompt: not valid UTF-8 at byte 0"), engine::UsageError);
+}
+
 TEST_CASE("Engine<AnyBackend>: the same code dispatched at run time gives Engine<CpuBackend>'s bits") {
   check_any_bits(run, accel::AnyBackend{accel::CpuBackend{}}, "");
 }
@@ -725,6 +760,9 @@ TEST_CASE("engine: bad input is refused before anything is allocated or written"
   c.shape.heads = 2;
   c.attention = "fused";  // head size 65: the CPU's fused kernels have no loops for it
   refused(c, "--attention fused on the CPU needs a head size (width / heads) of 16, 32, 48, 64, 80, 96 or 128");
+  c = small(dir);
+  c.prompt = "To be, or not to be \xe2\x82\xac";
+  refused(c, "--prompt: '\xe2\x82\xac' (U+20AC) is not in the vocabulary of ");
   fs::remove_all(dir);
 }
 
@@ -770,6 +808,9 @@ TEST_CASE("engine: command-line errors name what is wrong") {
                        "--gelu-fusion on needs an even --width (the MLP's pre-activation rows, 4 x width = 132, must be "
                        "a multiple of 8 elements), got --width 33",
                        engine::UsageError);
+  CHECK_THROWS_WITH_AS(parse({"--prompt", ""}), "--prompt expects a text (without it the sample starts from a newline)",
+                       engine::UsageError);
+  CHECK(parse({"--prompt", "ROMEO:"})->prompt == "ROMEO:");
   CHECK_FALSE(parse({})->force_collectives);
   const auto c = parse({"--size", "shakespeare", "--batch", "8", "--layers", "2"});
   REQUIRE(c.has_value());
