@@ -603,29 +603,18 @@ inline int zero_to_fp32(const std::string& checkpoint, const std::string& out) {
   const fs::path dir = fs::exists(fs::path(checkpoint) / "manifest.txt")
                            ? fs::path(checkpoint)
                            : resolve_resume("latest", checkpoint, "--zero-to-fp32 " + checkpoint);
-  // OUT and OUT.index, before anything is read: files that can be created, not inside the checkpoint.
-  const fs::path out_abs = fs::absolute(out);
-  const fs::path out_dir = out_abs.parent_path();
+  // OUT and OUT.index, before anything is read: files that can be written (each is renamed into place,
+  // so a file must be creatable in OUT's directory), not inside the checkpoint.
   const auto refuse = [&](const std::string& why) { throw UsageError("--zero-to-fp32 " + checkpoint + " " + out + ": " + why); };
-  for (const fs::path& f : {out_abs, fs::path(out_abs.string() + ".index")}) {
-    std::error_code ec;
-    const auto fst = fs::status(f, ec);
-    if (fs::exists(fst) && !fs::is_regular_file(fst)) refuse(f.string() + " exists and is not a regular file");
+  const fs::path out_abs = fs::absolute(out), index_abs = out_abs.string() + ".index";
+  if (const std::string why = output_file_error(out_abs); !why.empty()) refuse(why);
+  if (const std::string why = output_file_error(index_abs); !why.empty()) refuse(index_abs.string() + ": " + why);
+  if (const std::string why = creation_error(out_abs.parent_path(), false); !why.empty()) {
+    refuse("cannot create a file in " + out_abs.parent_path().string() + ": " + why);
   }
-  {
-    std::error_code ec;
-    const auto dst = fs::status(out_dir, ec);
-    if (!fs::exists(dst)) refuse("the directory " + out_dir.string() + " does not exist");
-    if (!fs::is_directory(dst)) refuse(out_dir.string() + " is not a directory");
-    if (const std::string why = creation_error(out_dir, false); !why.empty()) {
-      refuse("cannot create a file in " + out_dir.string() + ": " + why);
-    }
-    const fs::path ck = fs::weakly_canonical(fs::absolute(dir), ec);
-    const fs::path od = fs::weakly_canonical(out_dir, ec);
-    auto c = ck.begin(), o = od.begin();
-    for (; c != ck.end() && o != od.end() && *c == *o; ++c, ++o) {}
-    if (c == ck.end()) refuse("it is inside the checkpoint it reads (" + ck.string() + ")");
-  }
+  std::error_code ec;
+  const fs::path ck = fs::weakly_canonical(fs::absolute(dir), ec);
+  if (path_within(fs::weakly_canonical(out_abs, ec), ck)) refuse("it is inside the checkpoint it reads (" + ck.string() + ")");
   const CheckpointState st = read_checkpoint_manifest(dir);
   const auto it = st.values.find("total");
   if (it == st.values.end()) throw UsageError("checkpoint: " + dir.string() + "'s manifest has no 'total'");

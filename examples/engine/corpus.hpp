@@ -5,12 +5,11 @@
 // of a UTF-8 text, sorted — 84 for the Gutenberg plays, which are ASCII, where a character is a byte;
 // thousands for Chinese text, whose tokens then take 16 bits in memory (a byte while there are at most
 // 256). A file that is not valid UTF-8 (Latin-1, say), or holds more than 65,536 distinct characters,
-// is taken byte by byte instead, and the data line says so. The first
-// 90 % of the characters train, the last 10 % validate (nanoGPT's split). A batch of B sequences takes
-// B 32-bit Philox words w from its generator (accel::Generator::reserve_position,
-// accel::rng::fill_bits): the start of sequence b is floor(w_b * (n - T) / 2^32), its input the T
-// tokens from there and its target the T tokens one further. So (seed, offset) fixes every batch, on
-// every backend.
+// is taken byte by byte instead, and the data line says so. The first 90 % of the characters train,
+// the last 10 % validate (nanoGPT's split). A batch of B sequences takes B 32-bit Philox words w from
+// its generator (accel::Generator::reserve_position, accel::rng::fill_bits): the start of sequence b
+// is floor(w_b * (n - T) / 2^32), its input the T tokens from there and its target the T tokens one
+// further. So (seed, offset) fixes every batch, on every backend.
 #pragma once
 
 #include "config.hpp"
@@ -154,14 +153,13 @@ class Corpus {
             tokens.push_back(static_cast<Token>(stoi[cp]));
           }
           tokens.shrink_to_fit();
-          c.count_ = tokens.size();
         };
         if (distinct <= 256) {
           fill(c.tokens8_);
         } else {
           fill(c.tokens16_);
         }
-        c.split_ = c.count_ * 9 / 10;
+        c.split_ = c.size() * 9 / 10;
         return c;
       }
       c.units_ = valid ? Units::bytes_too_many : Units::bytes_not_utf8;
@@ -178,7 +176,6 @@ class Corpus {
     }
     c.tokens8_.resize(text.size());
     for (std::size_t i = 0; i < text.size(); ++i) c.tokens8_[i] = static_cast<std::uint8_t>(stoi[static_cast<unsigned char>(text[i])]);
-    c.count_ = text.size();
     c.split_ = text.size() * 9 / 10;
     return c;
   }
@@ -201,11 +198,11 @@ class Corpus {
     for (const auto& u : itos_) v += u;
     return v;
   }
-  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  [[nodiscard]] std::size_t size() const noexcept { return tokens16_.empty() ? tokens8_.size() : tokens16_.size(); }
   /// Bytes a token takes in memory: 1, or 2 for a vocabulary of more than 256 characters.
   [[nodiscard]] int token_bytes() const noexcept { return tokens16_.empty() ? 1 : 2; }
   [[nodiscard]] TokenSpan train() const noexcept { return span(0, split_); }
-  [[nodiscard]] TokenSpan val() const noexcept { return span(split_, count_ - split_); }
+  [[nodiscard]] TokenSpan val() const noexcept { return span(split_, size() - split_); }
   /// Token i as text: a character's UTF-8 bytes, or one byte.
   [[nodiscard]] const std::string& decode(int token) const { return itos_.at(static_cast<std::size_t>(token)); }
   /// The token of an ASCII character, or -1.
@@ -294,9 +291,6 @@ class Corpus {
   }
 
  private:
-  std::string path_;
-  Units units_ = Units::ascii;
-  std::size_t bytes_ = 0;
   [[nodiscard]] int token_of(char32_t unit) const noexcept {
     const auto it = std::lower_bound(points_.begin(), points_.end(), unit);
     return it != points_.end() && *it == unit ? static_cast<int>(it - points_.begin()) : -1;
@@ -307,9 +301,11 @@ class Corpus {
                              : TokenSpan(std::span<const std::uint16_t>(tokens16_).subspan(first, n));
   }
 
+  std::string path_;
+  Units units_ = Units::ascii;
+  std::size_t bytes_ = 0;
   std::vector<std::uint8_t> tokens8_;    // one of the two holds the text's tokens
   std::vector<std::uint16_t> tokens16_;
-  std::size_t count_ = 0;
   std::vector<std::string> itos_;
   std::vector<char32_t> points_;  // token i's code point (or byte), ascending
   std::size_t split_ = 0;

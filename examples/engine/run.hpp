@@ -225,39 +225,9 @@ class Engine {
       const fs::path c = fs::weakly_canonical(a, ec);
       return ec ? a.lexically_normal() : c;
     };
-    const auto inside = [](const fs::path& p, const fs::path& dir) {  // p is dir or below it
-      auto d = dir.begin(), q = p.begin();
-      for (; d != dir.end() && q != p.end(); ++d, ++q) {
-        if (*d != *q) return false;
-      }
-      return d == dir.end();
-    };
-    const auto kind = [](fs::file_type t) {
-      switch (t) {
-        case fs::file_type::regular: return "a file";
-        case fs::file_type::directory: return "a directory";
-        case fs::file_type::character: return "a character device";
-        case fs::file_type::block: return "a block device";
-        case fs::file_type::fifo: return "a FIFO";
-        case fs::file_type::socket: return "a socket";
-        default: return "not a regular file";
-      }
-    };
-    const auto check_file = [&](const std::string& flag, const std::string& path) {
-      const fs::path p = fs::absolute(path);
-      std::error_code ec;
-      const auto st = fs::status(p, ec);
-      if (fs::exists(st)) {
-        if (!fs::is_regular_file(st)) throw UsageError(flag + " " + path + ": it is " + kind(st.type()) + ", not a file");
-        if (const std::string why = write_error(p); !why.empty()) throw UsageError(flag + " " + path + ": cannot write it: " + why);
-        return;
-      }
-      const fs::path dir = p.parent_path();
-      const auto ds = fs::status(dir, ec);
-      if (!fs::exists(ds)) throw UsageError(flag + " " + path + ": the directory " + dir.string() + " does not exist");
-      if (!fs::is_directory(ds)) throw UsageError(flag + " " + path + ": " + dir.string() + " is " + kind(ds.type()) + ", not a directory");
-      if (const std::string why = creation_error(dir, false); !why.empty()) {
-        throw UsageError(flag + " " + path + ": cannot create a file in " + dir.string() + ": " + why);
+    const auto check_file = [](const std::string& flag, const std::string& path) {
+      if (const std::string why = output_file_error(fs::absolute(path)); !why.empty()) {
+        throw UsageError(flag + " " + path + ": " + why);
       }
     };
     std::vector<std::pair<std::string, std::string>> outs;  // (flag, path) of what this rank writes
@@ -269,7 +239,7 @@ class Engine {
       std::error_code ec;
       const auto st = fs::status(p, ec);
       if (fs::exists(st)) {
-        if (!fs::is_directory(st)) throw UsageError("--save " + cfg_.save + ": it is " + kind(st.type()) + ", not a directory");
+        if (!fs::is_directory(st)) throw UsageError("--save " + cfg_.save + ": it is " + file_kind(st.type()) + ", not a directory");
         if (const std::string why = creation_error(p, true); !why.empty()) {
           throw UsageError("--save " + cfg_.save + ": cannot write in it: " + why);
         }
@@ -278,7 +248,7 @@ class Engine {
         while (!fs::exists(fs::status(up, ec)) && up != up.parent_path()) up = up.parent_path();
         const auto us = fs::status(up, ec);
         if (!fs::is_directory(us)) {
-          throw UsageError("--save " + cfg_.save + ": cannot create it: " + up.string() + " is " + kind(us.type()) +
+          throw UsageError("--save " + cfg_.save + ": cannot create it: " + up.string() + " is " + file_kind(us.type()) +
                            ", not a directory");
         }
         if (const std::string why = creation_error(up, true); !why.empty()) {
@@ -293,7 +263,7 @@ class Engine {
       const auto& [flag, path] = outs[i];
       const fs::path c = canon(path);
       if (c == data) throw UsageError(flag + " " + path + " is the data file (--data " + cfg_.data + "): it would be overwritten");
-      if (!resumed.empty() && inside(c, resumed)) {
+      if (!resumed.empty() && path_within(c, resumed)) {
         throw UsageError(flag + " " + path + " is inside the checkpoint --resume reads (" + resume_dir.string() + ")");
       }
       for (std::size_t j = 0; j < i; ++j) {

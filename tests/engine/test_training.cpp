@@ -412,16 +412,33 @@ TEST_CASE("engine --run-ahead: the next step enqueued before this one's losses a
   SUBCASE("--dtype bf16") { check_run_ahead_bits(run, "bf16-", [](engine::Config& c) { c.dtype = "bf16"; }); }
 }
 
-TEST_CASE("Engine: two steps in flight (begin_step, begin_step, finish_step, finish_step) give train_step's results; what needs the device idle refuses") {
+namespace {
+
+/// What an in-process Trainer takes: small()'s config on one stream (no dump), its corpus and plan.
+struct TrainerInputs {
+  engine::Config cfg;
+  engine::Corpus corpus;
+  engine::Plan plan;
+};
+
+TrainerInputs trainer_inputs(double dropout) {
   auto cfg = small("");
   cfg.dump.clear();
   cfg.streams = 1;
-  cfg.dropout = 0.1;
+  cfg.dropout = dropout;
   engine::resolve_batch(cfg, 1);
-  const engine::Corpus corpus = engine::Corpus::load(cfg.data);
+  engine::Corpus corpus = engine::Corpus::load(cfg.data);
   engine::Plan plan;
   plan.vocab = corpus.vocab_size();
   plan.vocab_padded = (plan.vocab + cfg.shape.vocab_multiple - 1) / cfg.shape.vocab_multiple * cfg.shape.vocab_multiple;
+  return {std::move(cfg), std::move(corpus), plan};
+}
+
+}  // namespace
+
+TEST_CASE("Engine: two steps in flight (begin_step, begin_step, finish_step, finish_step) give train_step's results; what needs the device idle refuses") {
+  const TrainerInputs in = trainer_inputs(0.1);
+  const auto& [cfg, corpus, plan] = in;
   using Tr = engine::Trainer<accel::CpuBackend, float>;
   // Destroyed with two steps in flight (as when an exception leaves the loop between begin_step and
   // finish_step): the destructor waits for them, so they write neither its freed host slots (ASan
@@ -484,14 +501,8 @@ TEST_CASE("Engine: two steps in flight (begin_step, begin_step, finish_step, fin
 }
 
 TEST_CASE("engine --sample: N characters of the vocabulary, continuing --prompt; the run's seed fixes the text") {
-  auto cfg = small("");
-  cfg.dump.clear();
-  cfg.streams = 1;
-  engine::resolve_batch(cfg, 1);
-  const engine::Corpus corpus = engine::Corpus::load(cfg.data);
-  engine::Plan plan;
-  plan.vocab = corpus.vocab_size();
-  plan.vocab_padded = (plan.vocab + cfg.shape.vocab_multiple - 1) / cfg.shape.vocab_multiple * cfg.shape.vocab_multiple;
+  const TrainerInputs in = trainer_inputs(0.0);
+  const auto& [cfg, corpus, plan] = in;
   engine::Ranks<accel::CpuBackend> ranks(accel::CpuBackend{});
   engine::Trainer<accel::CpuBackend, float> t(accel::CpuBackend{}, cfg, corpus, plan, ranks);
   t.init_weights();
@@ -1136,8 +1147,7 @@ TEST_CASE("engine --zero-to-fp32: the export replaces OUT whole or not at all") 
   refused(ck.string(), out_dir / "no-dir" / "w.f32",
           head + (out_dir / "no-dir" / "w.f32").string() + ": the directory " + (out_dir / "no-dir").string() + " does not exist");
   fs::create_directory(out_dir / "a-dir");
-  refused(ck.string(), out_dir / "a-dir", head + (out_dir / "a-dir").string() + ": " + (out_dir / "a-dir").string() +
-                                              " exists and is not a regular file");
+  refused(ck.string(), out_dir / "a-dir", head + (out_dir / "a-dir").string() + ": it is a directory, not a file");
   refused(ck.string(), "/proc/w.f32", head + "/proc/w.f32: cannot create a file in /proc: ");  // even as root
   const std::string step = fs::canonical(ck / "latest").string();
   const std::string before = file_bytes(fs::path(step) / "params.f32");
