@@ -15,6 +15,7 @@
 #include "engine.hpp"
 #include "layout.hpp"
 #include "report.hpp"
+#include "same_run.hpp"
 #include "writable.hpp"
 
 #include <accel/accel.hpp>
@@ -200,6 +201,8 @@ class Engine {
                        std::to_string(cfg_.batch) + " sequences each of the " + std::to_string(cfg_.ranks) + " ranks runs");
     }
     const Plan plan = make_plan(corpus);
+    // Several ranks are one run: the same settings, data and checkpoint on each, or the same error on each.
+    check_same_run(b_, ranks, shared_settings(cfg_, corpus, resume ? &*resume : nullptr));
     // The checkpoint's tensors (checksummed) are read before the device memory is allocated: a corrupt
     // or short file is bad input, found before anything is allocated or trained.
     if (resume) read_checkpoint_tensors(resume_dir, plan.total, *resume, cfg_.rank, shard_size(plan.total, cfg_.ranks));
@@ -219,12 +222,6 @@ class Engine {
   /// Writability is tried (writable.hpp), not asked of access(), which root passes everywhere.
   void check_outputs(const std::filesystem::path& resume_dir) const {
     namespace fs = std::filesystem;
-    const auto canon = [](const std::string& p) {
-      std::error_code ec;
-      const fs::path a = fs::absolute(p);
-      const fs::path c = fs::weakly_canonical(a, ec);
-      return ec ? a.lexically_normal() : c;
-    };
     const auto check_file = [](const std::string& flag, const std::string& path) {
       if (const std::string why = output_file_error(fs::absolute(path)); !why.empty()) {
         throw UsageError(flag + " " + path + ": " + why);
@@ -257,17 +254,17 @@ class Engine {
       }
       outs.emplace_back("--save", cfg_.save);
     }
-    const fs::path data = canon(cfg_.data);
-    const fs::path resumed = resume_dir.empty() ? fs::path() : canon(resume_dir.string());
+    const fs::path data = canonical_path(cfg_.data);
+    const fs::path resumed = resume_dir.empty() ? fs::path() : canonical_path(resume_dir.string());
     for (std::size_t i = 0; i < outs.size(); ++i) {
       const auto& [flag, path] = outs[i];
-      const fs::path c = canon(path);
+      const fs::path c = canonical_path(path);
       if (c == data) throw UsageError(flag + " " + path + " is the data file (--data " + cfg_.data + "): it would be overwritten");
       if (!resumed.empty() && path_within(c, resumed)) {
         throw UsageError(flag + " " + path + " is inside the checkpoint --resume reads (" + resume_dir.string() + ")");
       }
       for (std::size_t j = 0; j < i; ++j) {
-        if (c == canon(outs[j].second)) {
+        if (c == canonical_path(outs[j].second)) {
           throw UsageError(flag + " " + path + " and " + outs[j].first + " " + outs[j].second + " are the same path");
         }
       }

@@ -17,6 +17,15 @@
 
 namespace engine {
 
+/// The path as the file system resolves it (symbolic links and ".." followed as far as it exists),
+/// so that two spellings of one file compare equal; lexically normalized where that fails.
+inline std::filesystem::path canonical_path(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path a = std::filesystem::absolute(path, ec);
+  const std::filesystem::path c = std::filesystem::weakly_canonical(a, ec);
+  return ec ? a.lexically_normal() : c;
+}
+
 /// Why a file (directory == false) or a directory cannot be created in dir, or "" when one can; the
 /// probe it makes (a name of its own: .engine-probe-<pid>-<n>) is removed.
 inline std::string creation_error(const std::filesystem::path& dir, bool directory) {

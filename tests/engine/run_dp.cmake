@@ -2,7 +2,7 @@
 # on tests/engine/data/hamlet_act1.txt compared by dp_check (tests/engine/dp_check.cpp).
 #   cmake -DSCENARIO=name -DMPIEXEC=... -DOPENMPI=ON|OFF -DENGINE=... -DCHECK=... -DDATA=... -DWORK=dir -P run_dp.cmake
 # Scenarios: deterministic, default, zero2, zero2_streams, resume, rank_death, rank_hang, loss_scale, ds_config,
-# two_machines, force_collectives (see each below).
+# two_machines, force_collectives, mismatch (see each below).
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(ENV{ACCEL_BACKEND} cpu)
@@ -43,6 +43,30 @@ function(engine_plain out)
   message("---- plain launch: engine ${ARGN}\n${o}${e}-- exit status ${status}")
   if(NOT status EQUAL 0)
     message(FATAL_ERROR "expected exit status 0, got ${status}")
+  endif()
+  set(${out} "${o}${e}" PARENT_SCOPE)
+endfunction()
+
+# engine_mpmd(<expected exit> <output var> <np A> <args A...> : <np B> <args B...>): one launch of two
+# app contexts (mpiexec's MPMD syntax), so that ranks get different command lines.
+function(engine_mpmd expect out)
+  list(FIND ARGN ":" colon)
+  list(SUBLIST ARGN 0 ${colon} a)
+  math(EXPR after "${colon} + 1")
+  list(SUBLIST ARGN ${after} -1 b)
+  list(POP_FRONT a na)
+  list(POP_FRONT b nb)
+  string(TIMESTAMP t0 "%s")
+  execute_process(COMMAND ${MPIEXEC} ${mpi_flags} -n ${na} ${ENGINE} ${a} : -n ${nb} ${ENGINE} ${b}
+                  RESULT_VARIABLE status OUTPUT_VARIABLE o ERROR_VARIABLE e)
+  string(TIMESTAMP t1 "%s")
+  math(EXPR s "${t1} - ${t0}")
+  message("---- ${na} rank(s): engine ${a}\n     ${nb} rank(s): engine ${b}\n${o}${e}-- exit status ${status} after ${s} s")
+  if((expect STREQUAL "0" AND NOT status EQUAL 0) OR (expect STREQUAL "2" AND NOT status EQUAL 2))
+    message(FATAL_ERROR "expected exit status ${expect}, got ${status}")
+  endif()
+  if(s GREATER 30)
+    message(FATAL_ERROR "the launch took ${s} s: a rank waited for another")
   endif()
   set(${out} "${o}${e}" PARENT_SCOPE)
 endfunction()
@@ -399,6 +423,32 @@ elseif(SCENARIO STREQUAL "two_machines")
   endif()
   expect_in("${o}${e}" "data parallel: 2 ranks \\(mpi\\)")
   check(losses-equal ${WORK}/one.csv ${WORK}/two.csv)
+elseif(SCENARIO STREQUAL "mismatch")
+  # Ranks given different runs (an MPMD launch, a node's own data file or checkpoint) stop at start-up
+  # with one error naming each differing setting and its value on each rank, exit status 2, within
+  # seconds: unchecked, a different --steps left the other rank waiting in a collective until the
+  # timeout, a different --seed trained on silently, a different --layers failed in the first
+  # reduce-scatter. The same text under another name is the same data.
+  set(err "engine: rank [0-9]: error: the ranks were not given the same run: ")
+  engine_mpmd(2 out 1 ${base} : 1 ${base} --steps 8 --seed 4)
+  expect_in("${out}" "${err}--steps is 6 \\(rank 0\\), 8 \\(rank 1\\); --seed is 1337 \\(rank 0\\), 4 \\(rank 1\\)\\. Every rank needs")
+  engine_mpmd(2 out 2 ${base} : 1 ${base} --layers 2 --lr 3e-3)
+  expect_in("${out}" "${err}--layers is 4 \\(ranks 0, 1\\), 2 \\(rank 2\\); --lr is 0\\.001 \\(ranks 0, 1\\), 0\\.003 \\(rank 2\\)\\.")
+  file(COPY_FILE ${DATA} ${WORK}/same.txt)
+  engine_mpmd(0 out 1 ${base} --save ${WORK}/ck --stop-at 3 : 1 ${base} --data ${WORK}/same.txt --save ${WORK}/ck --stop-at 3)
+  expect_in("${out}" "step 3/6")
+  file(READ ${DATA} text)
+  file(WRITE ${WORK}/edited.txt "${text}One more line.\n")
+  engine_mpmd(2 out 1 ${base} : 1 ${base} --data ${WORK}/edited.txt)
+  expect_in("${out}" "${err}the data file's contents \\(--data\\) is [^ ]*hamlet_act1\\.txt: 27409 bytes, content hash [0-9a-f]+ \\(rank 0\\), [^ ]*edited\\.txt: 27424 bytes, content hash [0-9a-f]+ \\(rank 1\\)\\.")
+  # One rank resumes the step-3 checkpoint, the other starts afresh: refused before either writes.
+  engine_mpmd(2 out 1 ${base} --resume latest --save ${WORK}/ck : 1 ${base} --save ${WORK}/ck)
+  expect_in("${out}" "${err}--resume is the checkpoint of step 3 \\(rank 0\\), \\(none\\) \\(rank 1\\)\\.")
+  file(GLOB left RELATIVE ${WORK}/ck ${WORK}/ck/*)
+  list(SORT left)
+  if(NOT left STREQUAL ".lock;latest;step_00000003")
+    message(FATAL_ERROR "the refused launch changed the checkpoint directory: ${left}")
+  endif()
 elseif(SCENARIO STREQUAL "force_collectives")
   # --force-collectives: one rank runs the data-parallel path (MPI's world of one, every collective
   # launched: ACCEL_COMM_LOG counts them) and changes no bit: --deterministic (its all_to_all and the

@@ -1353,6 +1353,85 @@ TEST_CASE("engine corpus: characters are a UTF-8 text's code points (nanoGPT's s
   fs::remove_all(dir);
 }
 
+TEST_CASE("engine ranks: the settings compared at start-up; a corpus compared by its text, not its name") {
+  const fs::path dir = temp_dir("same-run");
+  const auto load = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return engine::Corpus::load((dir / name).string());
+  };
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "To be, or not to be: that is the question.\n";  // 2,150 bytes: a tail of 6
+  const engine::Corpus base = load("a.txt", text);
+  CHECK(load("b.txt", text).content_hash() == base.content_hash());  // another name, the same data
+  std::set<std::uint64_t> seen{base.content_hash()};
+  for (const std::size_t at : {std::size_t{0}, text.size() / 2, text.size() - 7, text.size() - 2}) {
+    std::string t = text;
+    t[at] = t[at] == 'o' ? 'e' : 'o';  // one character changed: in the first word, in the middle, in the tail
+    CAPTURE(at);
+    CHECK(seen.insert(load("c.txt", t).content_hash()).second);
+  }
+  CHECK(seen.insert(load("d.txt", text + "\n").content_hash()).second);  // one byte longer
+  std::string wide;  // 16-bit tokens
+  for (char32_t cp = 0x4E00; cp < 0x4E00 + 300; ++cp) wide += engine::Corpus::encode_utf8(cp);
+  const engine::Corpus w = load("w.txt", wide);
+  REQUIRE(w.token_bytes() == 2);
+  CHECK(w.content_hash() == load("w2.txt", wide).content_hash());
+  CHECK(seen.insert(w.content_hash()).second);
+
+  // Each setting a rank must share changes exactly its own entry; names are unique.
+  engine::Config cfg;
+  cfg.save = (dir / "ck").string();
+  engine::resolve_batch(cfg, 2);
+  const auto settings = engine::shared_settings(cfg, base, nullptr);
+  std::set<std::string> names;
+  for (const auto& x : settings) CHECK(names.insert(x.name).second);
+  const auto differing = [&](const engine::Config& c, const engine::Corpus& corpus, const engine::CheckpointState* resume) {
+    const auto other = engine::shared_settings(c, corpus, resume);
+    REQUIRE(other.size() == settings.size());
+    std::vector<std::string> d;
+    for (std::size_t i = 0; i < other.size(); ++i) {
+      if (other[i].compared != settings[i].compared) d.push_back(other[i].name);
+    }
+    return d;
+  };
+  using Names = std::vector<std::string>;
+  const std::vector<std::pair<std::function<void(engine::Config&)>, Names>> changes = {
+      {[](engine::Config& c) { c.steps += 1; }, {"--steps"}},
+      {[](engine::Config& c) { c.seed = 7; }, {"--seed"}},
+      {[](engine::Config& c) { c.shape.layers = 2; }, {"--layers"}},
+      {[](engine::Config& c) { c.lr = 1.0000000000000002e-3; }, {"--lr"}},  // the next double: compared exactly
+      {[](engine::Config& c) { c.dtype = "bf16"; }, {"--dtype"}},
+      {[](engine::Config& c) { c.zero_stage = 2; }, {"--zero-stage"}},
+      {[](engine::Config& c) { c.eps = 1e-6; }, {"Adam's eps (--deepspeed-config)"}},
+      {[](engine::Config& c) { c.loss_scale = 0; }, {"--loss-scale"}},
+      {[&](engine::Config& c) { c.save = (dir / "ck" / ".." / "ck").string(); }, {}},  // the same directory
+      {[](engine::Config& c) { c.save.clear(); }, {"--save"}},
+      // What may differ per rank: not compared.
+      {[](engine::Config& c) { c.threads = 1, c.streams = 2, c.dispatch = "any", c.max_seconds = 5, c.stop_at = 3; }, {}},
+      {[](engine::Config& c) { c.eval_every = 10, c.print_every = 1, c.sample = 100, c.metrics = "m.csv", c.trace = "t.json"; }, {}},
+  };
+  for (const auto& [change, expect] : changes) {
+    engine::Config c = cfg;
+    change(c);
+    CHECK(differing(c, base, nullptr) == expect);
+  }
+  CHECK(differing(cfg, load("b.txt", text), nullptr) == Names{});
+  CHECK(differing(cfg, load("e.txt", text + "x"), nullptr) == Names{"the data file's contents (--data)"});
+  engine::CheckpointState ck;
+  ck.step = 10;
+  ck.checksums["params.f32"] = 42;
+  CHECK(differing(cfg, base, &ck) == Names{"--resume"});
+  const auto at10 = engine::shared_settings(cfg, base, &ck);
+  ck.checksums["params.f32"] = 43;  // the same step of another run
+  CHECK(engine::shared_settings(cfg, base, &ck).back().compared != at10.back().compared);
+  CHECK(at10.back().shown == "the checkpoint of step 10");
+
+  CHECK(engine::detail::rank_list({0}) == "0");
+  CHECK(engine::detail::rank_list({0, 1}) == "0, 1");
+  CHECK(engine::detail::rank_list({0, 2, 3, 4, 5, 7, 9, 10}) == "0, 2-5, 7, 9, 10");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("engine --save, --metrics, --trace: refused before anything is allocated when they cannot be written or would overwrite an input") {
   const fs::path dir = temp_dir("outputs");
   const fs::path data = dir / "data.txt";

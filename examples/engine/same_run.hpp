@@ -1,0 +1,244 @@
+// same_run.hpp — the ranks of a data-parallel run must be one run: the same model, data, schedule,
+// checkpoint and collectives. mpirun gives every rank one command line, but a launcher script, an
+// MPMD launch (`-np 1 engine A : -np 1 engine B`), a node's own copy of the data or its own view of
+// --resume latest need not: a different --layers fails in the first collective with counts that do not
+// match, a different --steps leaves the ranks that go on waiting for the one that stopped until the
+// communicator's timeout (10 minutes), and a different --seed or data file trains on silently
+// (torch's DDP checks its parameters' shapes across the ranks at construction for the same reason).
+//
+// shared_settings() lists what must be equal (resolved values: the batch triple as this rank count
+// splits it, --deepspeed-config's values); check_same_run() compares them over the ranks at start-up,
+// before anything is allocated but a few bytes for the exchange: one all-gather of a hash when they
+// agree, and where they do not, the differing settings' values from every rank, so that every rank
+// stops with the same error naming them. Settings that may differ per rank are left out: --threads,
+// --streams (the ranks' collectives are the same whatever their lanes), --dispatch, --run-ahead (off
+// on several ranks), --time and --stop-at (the ranks agree on stopping after every step), what rank 0
+// alone does (--eval-every, --eval-batches, --print-every, --metrics, --sample, --prompt), --trace
+// (one file per rank).
+#pragma once
+
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "corpus.hpp"
+#include "data_parallel.hpp"
+#include "engine.hpp"
+#include "writable.hpp"
+
+#include <accel/accel.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+/// One setting every rank must share: its name as the user knows it (a flag), the text shown for its
+/// value, and the text compared (the shown text unless given: a data file is compared by content).
+struct SharedSetting {
+  std::string name, shown, compared;
+};
+
+namespace detail {
+
+inline std::string shortest(double x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+
+/// "0, 2-5, 7": ranks in ascending order, runs joined.
+inline std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(ranks[i]);
+    if (j > i) s += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return s;
+}
+
+/// Every rank's `mine` (the same byte count on each), in rank order.
+template <class B>
+std::vector<unsigned char> gather_bytes(B b, Ranks<B>& ranks, typename B::Stream& s, const std::vector<unsigned char>& mine) {
+  const std::size_t n = mine.size(), all = n * static_cast<std::size_t>(ranks.size());
+  std::vector<unsigned char> out(all);
+  {
+    accel::Buffer<std::uint8_t, B> buf(all, s);
+    b.copy_async(typename B::StreamRef(s), buf.data() + n * static_cast<std::size_t>(ranks.rank()), mine.data(), n);
+    ranks.all_gather(typename B::StreamRef(s), buf.data() + n * static_cast<std::size_t>(ranks.rank()), buf.data(), n,
+                     accel::Dtype::uint8);
+    b.copy_async(typename B::StreamRef(s), out.data(), buf.data(), all);
+    s.synchronize();
+  }
+  b.empty_cache();  // the exchange's few bytes leave no cached segment in the run's reserved memory
+  return out;
+}
+
+inline std::vector<unsigned char> words_bytes(const std::vector<std::uint64_t>& w) {
+  std::vector<unsigned char> out(w.size() * 8);
+  if (!w.empty()) std::memcpy(out.data(), w.data(), out.size());
+  return out;
+}
+
+inline std::uint64_t word_at(const std::vector<unsigned char>& bytes, std::size_t i) {
+  std::uint64_t w = 0;
+  std::memcpy(&w, bytes.data() + i * 8, 8);
+  return w;
+}
+
+}  // namespace detail
+
+/// What every rank of the run must share, resolved (after resolve_batch and --deepspeed-config).
+/// `resume`: the checkpoint this rank resumes from (its manifest), or null.
+inline std::vector<SharedSetting> shared_settings(const Config& c, const Corpus& corpus, const CheckpointState* resume) {
+  using detail::shortest;
+  const auto on = [](bool v) { return std::string(v ? "on" : "off"); };
+  const auto num = [](std::int64_t v) { return std::to_string(v); };
+  std::vector<SharedSetting> s = {
+      {"--size", c.size, {}},
+      {"--layers", num(c.shape.layers), {}},
+      {"--heads", num(c.shape.heads), {}},
+      {"--width", num(c.shape.width), {}},
+      {"--block", num(c.shape.block), {}},
+      {"--dtype", c.dtype, {}},
+      {"--global-batch", num(c.global_batch), {}},
+      {"--batch (a rank's micro-batch)", num(c.batch), {}},
+      {"--accum", num(c.accum), {}},
+      {"--batch (the sequences the data generator draws at once)", num(c.draw_chunk), {}},
+      {"--zero-stage", num(c.zero_stage), {}},
+      {"--reduce-bucket-size", num(c.reduce_bucket), {}},
+      {"--deterministic", on(c.deterministic), {}},
+      {"--overlap", c.overlap, {}},
+      {"--graph", on(c.graph), {}},
+      {"--attention", c.attention, {}},
+      {"--gelu-fusion", c.gelu_fusion, {}},
+      {"--steps", num(c.steps), {}},
+      {"--lr", shortest(c.lr), {}},
+      {"--min-lr", shortest(c.min_lr), {}},
+      {"--warmup", num(c.warmup), {}},
+      {"--schedule", c.schedule, {}},
+      {"--beta1", shortest(c.beta1), {}},
+      {"--beta2", shortest(c.beta2), {}},
+      {"Adam's eps (--deepspeed-config)", shortest(c.eps), {}},
+      {"--weight-decay", shortest(c.weight_decay), {}},
+      {"--clip", shortest(c.clip), {}},
+      {"--dropout", shortest(c.dropout), {}},
+      {"--seed", std::to_string(c.seed), {}},
+      {"--loss-scale", c.loss_scale == 0 ? std::string("dynamic") : shortest(c.loss_scale), {}},
+      {"--initial-scale-power", shortest(c.initial_scale_power), {}},
+      {"--loss-scale-window", num(c.loss_scale_window), {}},
+      {"--hysteresis", num(c.hysteresis), {}},
+      {"--min-loss-scale", shortest(c.min_loss_scale), {}},
+      {"--save", c.save.empty() ? std::string("(none)") : canonical_path(c.save).string(), {}},
+      {"--save-every", num(c.save_every), {}},
+  };
+  {
+    char hash[24];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(corpus.content_hash()));
+    const std::string id = std::to_string(corpus.bytes()) + " bytes, content hash " + hash;
+    s.push_back({"the data file's contents (--data)", canonical_path(corpus.path()).string() + ": " + id, id});
+  }
+  if (resume == nullptr) {
+    s.push_back({"--resume", "(none)", {}});
+  } else {
+    std::string sums;  // the checkpoint's identity: its step and its tensor files' checksums
+    for (const auto& [file, sum] : resume->checksums) sums += " " + file + "=" + detail::checksum_text(sum);
+    s.push_back({"--resume", "the checkpoint of step " + std::to_string(resume->step), "step " + std::to_string(resume->step) + sums});
+  }
+  for (auto& x : s) {
+    if (x.compared.empty()) x.compared = x.shown;
+  }
+  return s;
+}
+
+/// Collective over the ranks: returns when every rank has the same settings; else UsageError, the same
+/// on every rank, naming each setting that differs and its value on each rank (up to four settings).
+template <class B>
+void check_same_run(B b, Ranks<B>& ranks, const std::vector<SharedSetting>& mine) {
+  if (ranks.size() < 2) return;
+  const auto hash = [](const SharedSetting& x) {
+    const std::string t = x.name + '\0' + x.compared;
+    return detail::fnv1a64(t.data(), t.size());
+  };
+  std::vector<std::uint64_t> each;
+  std::uint64_t whole = detail::fnv1a64(nullptr, 0);
+  for (const auto& x : mine) {
+    each.push_back(hash(x));
+    whole = detail::fnv1a64(&each.back(), 8, whole);
+  }
+  auto s = new_stream(b);
+  const int n = ranks.size();
+  const auto heads = detail::gather_bytes(b, ranks, s, detail::words_bytes({mine.size(), whole}));
+  bool same = true;
+  for (int r = 1; r < n; ++r) {
+    same = same && detail::word_at(heads, 2 * static_cast<std::size_t>(r)) == detail::word_at(heads, 0) &&
+           detail::word_at(heads, 2 * static_cast<std::size_t>(r) + 1) == detail::word_at(heads, 1);
+  }
+  if (same) return;
+  for (int r = 1; r < n; ++r) {
+    if (detail::word_at(heads, 2 * static_cast<std::size_t>(r)) != detail::word_at(heads, 0)) {
+      throw UsageError("the ranks run different builds of the engine (rank 0 shares " +
+                       std::to_string(detail::word_at(heads, 0)) + " settings, rank " + std::to_string(r) + " " +
+                       std::to_string(detail::word_at(heads, 2 * static_cast<std::size_t>(r))) +
+                       "): launch the same binary on every rank");
+    }
+  }
+  const std::size_t k = mine.size();
+  const auto hashes = detail::gather_bytes(b, ranks, s, detail::words_bytes(each));
+  std::vector<std::size_t> differ;  // the same on every rank: they all hold every rank's hashes
+  for (std::size_t f = 0; f < k; ++f) {
+    for (int r = 1; r < n; ++r) {
+      if (detail::word_at(hashes, static_cast<std::size_t>(r) * k + f) != detail::word_at(hashes, f)) {
+        differ.push_back(f);
+        break;
+      }
+    }
+  }
+  if (differ.empty()) return;  // unreachable: the whole hash is made of these
+  constexpr std::size_t named = 4, width = 160;  // settings whose values are exchanged; bytes of a value's text
+  const std::size_t shown = std::min(differ.size(), named);
+  std::vector<unsigned char> texts(shown * width, 0);
+  for (std::size_t i = 0; i < shown; ++i) {
+    std::string v = mine[differ[i]].shown;
+    if (v.size() >= width) v = v.substr(0, width - 4) + "...";
+    std::memcpy(texts.data() + i * width, v.data(), v.size());
+  }
+  const auto all = detail::gather_bytes(b, ranks, s, texts);
+  std::string msg = "the ranks were not given the same run:";
+  for (std::size_t i = 0; i < shown; ++i) {
+    const std::size_t f = differ[i];
+    std::vector<std::pair<std::uint64_t, std::vector<int>>> groups;  // ranks by the setting's value, in first-rank order
+    std::vector<std::string> values;
+    for (int r = 0; r < n; ++r) {
+      const std::uint64_t h = detail::word_at(hashes, static_cast<std::size_t>(r) * k + f);
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == h; });
+      if (g == groups.end()) {
+        groups.push_back({h, {}});
+        g = groups.end() - 1;
+        const char* p = reinterpret_cast<const char*>(all.data() + (static_cast<std::size_t>(r) * shown + i) * width);
+        values.emplace_back(p, strnlen(p, width));
+      }
+      g->second.push_back(r);
+    }
+    msg += std::string(i == 0 ? " " : "; ") + mine[f].name + " is ";
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      msg += (g == 0 ? "" : ", ") + values[g] + " (rank" + (groups[g].second.size() > 1 ? "s " : " ") +
+             detail::rank_list(groups[g].second) + ")";
+    }
+  }
+  if (differ.size() > shown) {
+    msg += "; and " + std::to_string(differ.size() - shown) + " more:";
+    for (std::size_t i = shown; i < differ.size(); ++i) msg += (i == shown ? " " : ", ") + mine[differ[i]].name;
+  }
+  msg += ". Every rank needs the same command line, data and checkpoint (mpirun gives one command line to every rank)";
+  throw UsageError(msg);
+}
+
+}  // namespace engine
