@@ -43,7 +43,8 @@ int fail(int status, const char* kind, const char* what) {
 
 /// accel reads part of its configuration from the environment at first use: ACCEL_BACKEND when the
 /// backend is selected, ACCEL_ALLOC_CONF at a device's first allocation, ACCEL_CPU_SPIN_US at the first
-/// wait on a CPU stream. A typo there is bad input like a bad flag (exit status 2, before anything is
+/// wait on a CPU stream, ACCEL_COMM_* when a communicator is made (the launcher's RANK / WORLD_SIZE at
+/// accel::comm::init). A typo there is bad input like a bad flag (exit status 2, before anything is
 /// allocated or written), so they are read here first. (No CUDA stream or allocation here: a rank's
 /// device is chosen later, by its communicator, and a context made now would land on device 0.)
 struct EnvironmentError : std::runtime_error {
@@ -77,7 +78,12 @@ void check_environment(B) {
 int main(int argc, char** argv) {
   try {
 #if defined(ENGINE_HAS_COMM)
-    accel::comm::init(argc, argv);  // under mpirun: MPI first (it may take its own arguments)
+    try {
+      accel::comm::init(argc, argv);  // under mpirun: MPI first (it may take its own arguments)
+      (void)accel::comm::CommConfig::from_env();  // read at the first communicator, minutes later
+    } catch (const accel::InvalidArgumentError& e) {  // a malformed RANK / WORLD_SIZE or ACCEL_COMM_*
+      throw EnvironmentError(e.what());
+    }
 #endif
     const auto cfg = engine::parse_args(argc, argv);
     if (!cfg) return 0;

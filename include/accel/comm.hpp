@@ -8,11 +8,12 @@
 // communicator offers (comm/communicator.hpp); MpiCommunicator for CpuBackend (comm/mpi.hpp) and
 // NcclCommunicator for CudaBackend (comm/nccl.hpp), where the build has them; AnyCommunicator for
 // AnyBackend (comm/any_communicator.hpp); init / world / finalize (comm/launch.hpp); CommError and the
-// flight recorder. Environment: ACCEL_COMM_TIMEOUT, ACCEL_COMM_TRACE_SIZE, ACCEL_COMM_LOG
-// (comm/detail/config.hpp), ACCEL_COMM_INIT_FILE (comm/nccl.hpp).
+// flight recorder. Environment: ACCEL_COMM_TIMEOUT, ACCEL_COMM_TRACE_SIZE, ACCEL_COMM_LOG, ACCEL_COMM_CHECK
+// (CommConfig::from_env() reads and checks them: comm/comm_config.hpp), ACCEL_COMM_INIT_FILE (comm/nccl.hpp).
 #pragma once
 
 #include <accel/comm/any_communicator.hpp>
+#include <accel/comm/comm_config.hpp>
 #include <accel/comm/comm_error.hpp>
 #include <accel/comm/communicator.hpp>
 #include <accel/comm/flight_recorder.hpp>

@@ -66,6 +66,35 @@ TEST_CASE("ACCEL_COMM_TRACE_SIZE and ACCEL_COMM_LOG are read strictly") {
   }
 }
 
+TEST_CASE("CommConfig::from_env: the four variables at once, defaults when unset; the first malformed one named") {
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TIMEOUT", nullptr}, {"ACCEL_COMM_TRACE_SIZE", nullptr}, {"ACCEL_COMM_LOG", nullptr},
+                        {"ACCEL_COMM_CHECK", nullptr}};
+    const auto c = accel::comm::CommConfig::from_env();
+    CHECK(c.timeout == std::chrono::minutes(10));
+    CHECK(c.trace_size == 256);
+    CHECK(c.log == accel::comm::CommConfig::LogMode::off);
+    CHECK_FALSE(c.check);
+  }
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TIMEOUT", "90s"}, {"ACCEL_COMM_TRACE_SIZE", "16"}, {"ACCEL_COMM_LOG", "1"},
+                        {"ACCEL_COMM_CHECK", "1"}};
+    const auto c = accel::comm::CommConfig::from_env();
+    CHECK(c.timeout == 90s);
+    CHECK(c.trace_size == 16);
+    CHECK(c.log == accel::comm::CommConfig::LogMode::rank0);
+    CHECK(c.check);
+  }
+  for (const auto& [variable, bad] : std::vector<std::pair<const char*, const char*>>{
+           {"ACCEL_COMM_TIMEOUT", "abc"}, {"ACCEL_COMM_TRACE_SIZE", "1e3"}, {"ACCEL_COMM_LOG", "maybe"}, {"ACCEL_COMM_CHECK", "yes"}}) {
+    CAPTURE(variable);
+    const ScopedEnv env{{variable, bad}};
+    const std::string quoted = std::string(variable) + "='" + bad + "'";
+    CHECK_THROWS_WITH_AS((void)accel::comm::CommConfig::from_env(), doctest::Contains(quoted.c_str()),
+                         accel::InvalidArgumentError);
+  }
+}
+
 TEST_CASE("launch detection: mpirun's variables, torchrun's, neither; inconsistent ones are refused") {
   const ScopedEnv clean{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"OMPI_COMM_WORLD_RANK", nullptr},
                         {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr},
