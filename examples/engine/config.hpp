@@ -23,6 +23,12 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A UsageError the ranks found together (they compared their input: same_run.hpp), so every rank
+/// holds the same message: rank 0 prints it and every rank exits with status 2, none aborting the job.
+struct AgreedUsageError : UsageError {
+  using UsageError::UsageError;
+};
+
 /// The model's shape. Vocabulary size comes from the corpus.
 struct ModelShape {
   int layers = 4;

@@ -41,6 +41,17 @@ int fail(int status, const char* kind, const char* what) {
   return status;
 }
 
+/// An error every rank found together (AgreedUsageError): rank 0 prints it, and each rank returns the
+/// status, so that the job ends as the ranks finalize, without an abort's flight recorders.
+int agreed_failure(int status, const char* what) {
+  int rank = 0;
+#if defined(ENGINE_HAS_COMM)
+  if (accel::comm::is_initialized()) rank = accel::comm::launch_info().rank;
+#endif
+  if (rank == 0) std::fprintf(stderr, "engine: error: %s\n", what);
+  return status;
+}
+
 /// accel reads part of its configuration from the environment at first use: ACCEL_BACKEND when the
 /// backend is selected, ACCEL_ALLOC_CONF at a device's first allocation, ACCEL_CPU_SPIN_US at the first
 /// wait on a CPU stream, ACCEL_COMM_* when a communicator is made (the launcher's RANK / WORLD_SIZE at
@@ -92,6 +103,8 @@ int main(int argc, char** argv) {
     accel::visit(backend, [](auto b) { check_environment(b); });
     if (cfg->dispatch == "any") return engine::train(backend, *cfg);
     return accel::visit(backend, [&](auto b) { return engine::train(b, *cfg); });
+  } catch (const engine::AgreedUsageError& e) {
+    return agreed_failure(2, e.what());
   } catch (const engine::UsageError& e) {
     return fail(2, "error", e.what());
   } catch (const accel::BackendUnavailableError& e) {

@@ -10,7 +10,7 @@
 // splits it, --deepspeed-config's values); check_same_run() compares them over the ranks at start-up,
 // before anything is allocated but a few bytes for the exchange: one all-gather of a hash when they
 // agree, and where they do not, the differing settings' values from every rank, so that every rank
-// stops with the same error naming them. Settings that may differ per rank are left out: --threads,
+// stops with the same error naming them (printed once, by rank 0). Settings that may differ per rank are left out: --threads,
 // --streams (the ranks' collectives are the same whatever their lanes), --dispatch, --run-ahead (off
 // on several ranks), --time and --stop-at (the ranks agree on stopping after every step), what rank 0
 // alone does (--eval-every, --eval-batches, --print-every, --metrics, --sample, --prompt), --trace
@@ -158,8 +158,8 @@ inline std::vector<SharedSetting> shared_settings(const Config& c, const Corpus&
   return s;
 }
 
-/// Collective over the ranks: returns when every rank has the same settings; else UsageError, the same
-/// on every rank, naming each setting that differs and its value on each rank (up to four settings).
+/// Collective over the ranks: returns when every rank has the same settings; else AgreedUsageError, the
+/// same on every rank, naming each setting that differs and its value on each rank (up to four settings).
 template <class B>
 void check_same_run(B b, Ranks<B>& ranks, const std::vector<SharedSetting>& mine) {
   if (ranks.size() < 2) return;
@@ -184,7 +184,7 @@ void check_same_run(B b, Ranks<B>& ranks, const std::vector<SharedSetting>& mine
   if (same) return;
   for (int r = 1; r < n; ++r) {
     if (detail::word_at(heads, 2 * static_cast<std::size_t>(r)) != detail::word_at(heads, 0)) {
-      throw UsageError("the ranks run different builds of the engine (rank 0 shares " +
+      throw AgreedUsageError("the ranks run different builds of the engine (rank 0 shares " +
                        std::to_string(detail::word_at(heads, 0)) + " settings, rank " + std::to_string(r) + " " +
                        std::to_string(detail::word_at(heads, 2 * static_cast<std::size_t>(r))) +
                        "): launch the same binary on every rank");
@@ -238,7 +238,7 @@ void check_same_run(B b, Ranks<B>& ranks, const std::vector<SharedSetting>& mine
     for (std::size_t i = shown; i < differ.size(); ++i) msg += (i == shown ? " " : ", ") + mine[differ[i]].name;
   }
   msg += ". Every rank needs the same command line, data and checkpoint (mpirun gives one command line to every rank)";
-  throw UsageError(msg);
+  throw AgreedUsageError(msg);
 }
 
 }  // namespace engine

@@ -85,8 +85,10 @@ TEST_CASE("CommConfig::from_env: the four variables at once, defaults when unset
     CHECK(c.log == accel::comm::CommConfig::LogMode::rank0);
     CHECK(c.check);
   }
-  for (const auto& [variable, bad] : std::vector<std::pair<const char*, const char*>>{
+  for (const auto& entry : std::vector<std::pair<const char*, const char*>>{
            {"ACCEL_COMM_TIMEOUT", "abc"}, {"ACCEL_COMM_TRACE_SIZE", "1e3"}, {"ACCEL_COMM_LOG", "maybe"}, {"ACCEL_COMM_CHECK", "yes"}}) {
+    const char* variable = entry.first;  // not a structured binding: doctest's macros capture it in lambdas
+    const char* bad = entry.second;
     CAPTURE(variable);
     const ScopedEnv env{{variable, bad}};
     const std::string quoted = std::string(variable) + "='" + bad + "'";
