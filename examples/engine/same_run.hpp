@@ -15,6 +15,9 @@
 // on several ranks), --time and --stop-at (the ranks agree on stopping after every step), what rank 0
 // alone does (--eval-every, --eval-batches, --print-every, --metrics, --sample, --prompt), --trace
 // (one file per rank).
+//
+// check_shared_save() then makes sure --save is one directory for every rank (a checkpoint holds each
+// rank's shard in the directory rank 0 publishes), found at start-up rather than at the first save.
 #pragma once
 
 #include "checkpoint.hpp"
@@ -27,11 +30,16 @@
 #include <accel/accel.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace engine {
@@ -239,6 +247,61 @@ void check_same_run(B b, Ranks<B>& ranks, const std::vector<SharedSetting>& mine
   }
   msg += ". Every rank needs the same command line, data and checkpoint (mpirun gives one command line to every rank)";
   throw AgreedUsageError(msg);
+}
+
+/// Collective: --save must be one directory that every rank sees, since a checkpoint is one directory
+/// holding every rank's shard (rank 0 creates it and publishes it once each rank has written there). On
+/// machines without a shared file system a node-local --save is found only at the first save, after
+/// --save-every steps or the whole run: so rank 0 makes a probe file in the directory (or in its nearest
+/// existing ancestor, before the directory is made) and the other ranks look for it, up to 2 s (a
+/// network file system's caches). AgreedUsageError naming the ranks that do not see it.
+template <class B>
+void check_shared_save(B b, Ranks<B>& ranks, const std::string& save) {
+  namespace fs = std::filesystem;
+  if (ranks.size() < 2 || save.empty()) return;
+  fs::path dir = canonical_path(save);
+  std::error_code ec;
+  while (!fs::is_directory(dir, ec) && dir != dir.parent_path()) dir = dir.parent_path();
+  constexpr std::size_t width = 256;
+  std::vector<unsigned char> mine(width, 0);  // rank 0: "+" and the probe's name, or "-" and why it failed
+  fs::path probe;
+  std::string text;
+  if (ranks.rank() == 0) {
+    const auto token = detail::unique_token();
+    char name[64];
+    std::snprintf(name, sizeof name, ".engine-shared-probe.%d.%08x", token[0], static_cast<unsigned>(token[1]));
+    probe = dir / name;
+    std::ofstream out(probe, std::ios::binary | std::ios::trunc);
+    out << name;
+    out.close();
+    text = out ? std::string("+") + name : "-cannot write " + probe.string() + ": " + std::strerror(errno);
+    if (text.size() >= width) text.resize(width - 1);
+    std::memcpy(mine.data(), text.data(), text.size());
+  }
+  auto s = new_stream(b);
+  const auto names = detail::gather_bytes(b, ranks, s, mine);
+  const std::string from0(reinterpret_cast<const char*>(names.data()), strnlen(reinterpret_cast<const char*>(names.data()), width));
+  if (from0.empty() || from0[0] != '+') throw AgreedUsageError("--save " + save + ": rank 0 " + from0.substr(1));
+  const std::string name = from0.substr(1);
+  bool seen = ranks.rank() == 0;
+  for (int tries = 0; !seen && tries < 100; ++tries) {  // 2 s
+    std::ifstream in(dir / name, std::ios::binary);
+    std::string got;
+    seen = in && std::getline(in, got) && got == name;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto flags = detail::gather_bytes(b, ranks, s, std::vector<unsigned char>{static_cast<unsigned char>(seen ? 1 : 0)});
+  if (ranks.rank() == 0) fs::remove(probe, ec);
+  std::vector<int> blind;
+  for (int r = 0; r < ranks.size(); ++r) {
+    if (flags[static_cast<std::size_t>(r)] == 0) blind.push_back(r);
+  }
+  if (!blind.empty()) {
+    throw AgreedUsageError("--save " + save + ": rank" + (blind.size() > 1 ? "s " : " ") + detail::rank_list(blind) +
+                           " of " + std::to_string(ranks.size()) + " cannot see the file rank 0 wrote in " + dir.string() +
+                           ": a checkpoint is one directory holding every rank's shard, so --save must be on a file "
+                           "system every rank shares (NFS, Lustre, GPFS), not a node's own disk");
+  }
 }
 
 }  // namespace engine

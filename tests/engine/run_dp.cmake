@@ -457,6 +457,31 @@ elseif(SCENARIO STREQUAL "mismatch")
   if(NOT left STREQUAL ".lock;latest;step_00000003")
     message(FATAL_ERROR "the refused launch changed the checkpoint directory: ${left}")
   endif()
+  # --save on a node's own disk: rank 1 in a mount namespace of its own with a tmpfs over WORK/shared (a
+  # second machine's local disk there). Refused at start-up naming rank 1, not at the first save.
+  find_program(UNSHARE unshare PATHS /usr/bin /bin)
+  if(uid STREQUAL "0" AND UNSHARE AND OPENMPI)
+    file(MAKE_DIRECTORY ${WORK}/shared)
+    file(WRITE ${WORK}/own_disk.sh "mount -t tmpfs tmpfs \"$1\" || exit 99\nshift\nexec \"$@\"\n")
+    execute_process(COMMAND ${MPIEXEC} ${mpi_flags} -n 1 ${ENGINE} ${base} --save ${WORK}/shared/ck
+                            : -n 1 ${UNSHARE} -m sh ${WORK}/own_disk.sh ${WORK}/shared ${ENGINE} ${base} --save ${WORK}/shared/ck
+                    RESULT_VARIABLE status OUTPUT_VARIABLE o ERROR_VARIABLE e TIMEOUT 60)
+    message("---- rank 1 with its own disk at ${WORK}/shared:\n${o}${e}-- exit status ${status}")
+    if(status EQUAL 99 OR "${o}${e}" MATCHES "mount: ")
+      message("(this machine cannot mount a tmpfs in a mount namespace: the --save check is not run)")
+    else()
+      if(NOT status EQUAL 2)
+        message(FATAL_ERROR "expected exit status 2, got ${status}")
+      endif()
+      expect_in("${o}${e}" "engine: error: --save [^ ]*shared/ck: rank 1 of 2 cannot see the file rank 0 wrote in [^ ]*shared: a checkpoint is one directory holding every rank's shard")
+      file(GLOB left ${WORK}/shared/* ${WORK}/shared/.*)
+      if(left)
+        message(FATAL_ERROR "the refused launch left files behind: ${left}")
+      endif()
+    endif()
+  else()
+    message("(a mount namespace needs root, unshare and Open MPI: the --save check is not run)")
+  endif()
 elseif(SCENARIO STREQUAL "force_collectives")
   # --force-collectives: one rank runs the data-parallel path (MPI's world of one, every collective
   # launched: ACCEL_COMM_LOG counts them) and changes no bit: --deterministic (its all_to_all and the
