@@ -201,9 +201,12 @@ class Engine {
                        std::to_string(cfg_.batch) + " sequences each of the " + std::to_string(cfg_.ranks) + " ranks runs");
     }
     const Plan plan = make_plan(corpus);
-    // Several ranks are one run: the same settings, data and checkpoint on each, or the same error on each.
-    check_same_run(b_, ranks, shared_settings(cfg_, corpus, resume ? &*resume : nullptr));
-    check_shared_save(b_, ranks, cfg_.save);
+    // Several ranks are one run: the same settings, data and checkpoint on each, and one --save
+    // directory, or the same error on each.
+    if (ranks.size() > 1) {
+      check_same_run(b_, ranks, shared_settings(cfg_, corpus, resume ? &*resume : nullptr));
+      check_shared_save(b_, ranks, cfg_.save);
+    }
     // The checkpoint's tensors (checksummed) are read before the device memory is allocated: a corrupt
     // or short file is bad input, found before anything is allocated or trained.
     if (resume) read_checkpoint_tensors(resume_dir, plan.total, *resume, cfg_.rank, shard_size(plan.total, cfg_.ranks));
