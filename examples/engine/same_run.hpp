@@ -193,9 +193,9 @@ void check_same_run(B b, Ranks<B>& ranks, const std::vector<SharedSetting>& mine
   for (int r = 1; r < n; ++r) {
     if (detail::word_at(heads, 2 * static_cast<std::size_t>(r)) != detail::word_at(heads, 0)) {
       throw AgreedUsageError("the ranks run different builds of the engine (rank 0 shares " +
-                       std::to_string(detail::word_at(heads, 0)) + " settings, rank " + std::to_string(r) + " " +
-                       std::to_string(detail::word_at(heads, 2 * static_cast<std::size_t>(r))) +
-                       "): launch the same binary on every rank");
+                             std::to_string(detail::word_at(heads, 0)) + " settings, rank " + std::to_string(r) + " " +
+                             std::to_string(detail::word_at(heads, 2 * static_cast<std::size_t>(r))) +
+                             "): launch the same binary on every rank");
     }
   }
   const std::size_t k = mine.size();
