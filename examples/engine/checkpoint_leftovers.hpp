@@ -120,7 +120,8 @@ inline std::string bytes_text(std::uintmax_t bytes) {
 /// Removes from `save` the temporary directories of saves whose writer is gone: each `.tmp.step_*`
 /// whose lock file nobody holds, and each `.old.step_*` aside directory whose step exists complete
 /// under its own name (else it may be the only copy of that step: kept); and each `.latest.*` link
-/// (`latest`'s replacement, which a writer killed before renaming it leaves). A directory without a lock
+/// (`latest`'s replacement, which a writer killed before renaming it leaves), and each `.pruned.step_*`
+/// directory (a step --keep-last removed, its removal cut short). A directory without a lock
 /// file was written by an engine before lock files, and its writer may still be at work: kept. Says on
 /// stderr, in one line, what it removed (and how much), and names what it keeps once per process.
 /// Other entries that are symbolic links are not touched; nothing is followed out of `save`. Never throws: a
@@ -133,7 +134,7 @@ inline void remove_leftovers(const std::filesystem::path& save) noexcept {
       bool tmp = false, old = false, lock = false;
     };
     std::map<std::string, Found> found;  // by suffix: "step_N.<pid>.<random>"
-    std::vector<fs::path> latest_links;
+    std::vector<fs::path> latest_links, pruned;
     std::error_code ec;
     for (fs::directory_iterator it(save, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string n = it->path().filename().string();
@@ -143,6 +144,13 @@ inline void remove_leftovers(const std::filesystem::path& save) noexcept {
         // name is not the engine's: kept).
         std::error_code e;
         if (fs::is_symlink(it->symlink_status(e))) latest_links.push_back(it->path());
+        continue;
+      }
+      if (n.rfind(".pruned.step_", 0) == 0) {
+        // A step --keep-last removed (checkpoint_space.hpp): renamed under SaveLock, then deleted under
+        // it, so one still here was cut short. Nobody reads or writes it.
+        std::error_code e;
+        if (fs::is_directory(it->symlink_status(e))) pruned.push_back(it->path());
         continue;
       }
       const bool tmp = n.rfind(".tmp.step_", 0) == 0, old = n.rfind(".old.step_", 0) == 0;
@@ -188,6 +196,7 @@ inline void remove_leftovers(const std::filesystem::path& save) noexcept {
         removed.push_back(link.filename().string() + " (a link to " + target.string() + ")");
       }
     }
+    for (const fs::path& dir : pruned) remove_dir(dir);
     for (const auto& entry : found) {
       const std::string& key = entry.first;
       const Found& f = entry.second;

@@ -90,6 +90,7 @@ struct Config {
   std::string dispatch = "static";  // static: Engine<CpuBackend|CudaBackend> via accel::visit; any: Engine<AnyBackend>
   std::string save;            // checkpoint directory ("" : none, except on a signal)
   std::int64_t save_every = 0;
+  std::int64_t keep_last = 0;  // > 0: after each save, only the newest N step directories of --save stay
   std::string resume;          // a checkpoint directory, or "latest"
   int sample = 0;              // characters to generate at the end
   std::string prompt;           // --prompt TEXT: the sample continues it (empty: from a newline)
@@ -189,6 +190,8 @@ training
 checkpoints
   --save DIR           write checkpoints to DIR (at the end, every --save-every N steps, on SIGINT/SIGTERM)
   --resume DIR|latest  continue from a checkpoint (latest: the newest in --save's DIR, default checkpoints)
+  --keep-last N        after each save keep only the N newest checkpoints in --save's DIR (by step;
+                       default: all); the one just written and the one `latest` names always stay
 output
   --print-every N --eval-every N --eval-batches N    progress lines, validation loss (mean of N batches);
                        MFU is the FLOPs of the step's matrix products (causal attention: the keys each
@@ -462,6 +465,8 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.save = value();
     } else if (a == "--save-every") {
       c.save_every = parse_int(a, value(), 1, 1LL << 40);
+    } else if (a == "--keep-last") {
+      c.keep_last = parse_int(a, value(), 1, 1LL << 40);
     } else if (a == "--resume") {
       c.resume = value();
     } else if (a == "--sample") {

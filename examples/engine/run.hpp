@@ -8,6 +8,7 @@
 
 #include "buckets.hpp"
 #include "checkpoint.hpp"
+#include "checkpoint_space.hpp"
 #include "config.hpp"
 #include "corpus.hpp"
 #include "data_parallel.hpp"
@@ -29,6 +30,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -207,6 +209,7 @@ class Engine {
       check_same_run(b_, ranks, shared_settings(cfg_, corpus, resume ? &*resume : nullptr));
       check_shared_save(b_, ranks, cfg_.save);
     }
+    check_save_space(plan, resume ? resume->step : 0, ranks);
     // The checkpoint's tensors (checksummed) are read before the device memory is allocated: a corrupt
     // or short file is bad input, found before anything is allocated or trained.
     if (resume) read_checkpoint_tensors(resume_dir, plan.total, *resume, cfg_.rank, shard_size(plan.total, cfg_.ranks));
@@ -369,6 +372,41 @@ class Engine {
     }
   }
 
+  /// --save's file system holds a checkpoint of this model (else UsageError, before anything is
+  /// allocated: unchecked, the run trained up to its first save and failed there); a warning where the
+  /// run's checkpoints, all kept, would not fit. Several ranks go by rank 0's figure (one directory:
+  /// check_shared_save), so they agree.
+  void check_save_space(const Plan& plan, std::int64_t from, Ranks<B>& ranks) {
+    if (cfg_.save.empty()) return;
+    const std::uint64_t need = checkpoint_bytes(ParamLayout(cfg_.shape, plan.vocab_padded), cfg_.ranks,
+                                                shard_size(plan.total, cfg_.ranks));
+    std::optional<std::uint64_t> free = cfg_.rank == 0 ? free_bytes(cfg_.save) : std::nullopt;
+    if (ranks.size() > 1) {
+      std::vector<unsigned char> mine(9, 0);
+      if (free) {
+        mine[0] = 1;
+        std::memcpy(mine.data() + 1, &*free, 8);
+      }
+      auto s = new_stream(b_);
+      const auto all = detail::gather_bytes(b_, ranks, s, mine);  // rank 0's first
+      free.reset();
+      if (all[0] == 1) {
+        std::uint64_t f = 0;
+        std::memcpy(&f, all.data() + 1, 8);
+        free = f;
+      }
+    }
+    if (const std::string why = save_space_error(cfg_.save, need, free); !why.empty()) {
+      if (ranks.size() > 1) throw AgreedUsageError(why);
+      throw UsageError(why);
+    }
+    if (cfg_.rank != 0) return;
+    const std::int64_t last = cfg_.stop_at > 0 ? std::min(cfg_.stop_at, cfg_.steps) : cfg_.steps;
+    const std::string warning = save_space_warning(cfg_.save, need, checkpoints_written(from, last, cfg_.save_every),
+                                                   cfg_.keep_last, free, checkpoints_bytes_in(cfg_.save));
+    if (!warning.empty()) std::fprintf(stderr, "engine: warning: %s\n", warning.c_str());
+  }
+
   Plan make_plan(const Corpus& corpus) const {
     Plan p;
     const ModelShape& s = cfg_.shape;
@@ -519,6 +557,15 @@ class Engine {
       const CheckpointState st = t.save_state(&full);
       const auto path = write_checkpoint(dir, t.layout(), st, full, barrier, share);
       if (!cfg_.quiet) std::printf("checkpoint: %s\n", path.string().c_str());
+      if (cfg_.rank == 0 && cfg_.keep_last > 0) {  // published: every rank's shard is in it
+        const PruneReport pruned = prune_checkpoints(dir, cfg_.keep_last, path);
+        for (const auto& w : pruned.warnings) std::fprintf(stderr, "checkpoint: warning: %s\n", w.c_str());
+        if (!pruned.removed.empty() && !cfg_.quiet) {
+          std::string line;
+          for (const auto& r : pruned.removed) line += (line.empty() ? "" : ", ") + r;
+          std::printf("checkpoint: --keep-last %lld removed %s\n", static_cast<long long>(cfg_.keep_last), line.c_str());
+        }
+      }
       return path;
     };
     // --run-ahead: step k + 1 is enqueued before step k's losses are read, so the device goes from one

@@ -146,6 +146,7 @@ inline std::vector<SharedSetting> shared_settings(const Config& c, const Corpus&
       {"--min-loss-scale", shortest(c.min_loss_scale), {}},
       {"--save", c.save.empty() ? std::string("(none)") : canonical_path(c.save).string(), {}},
       {"--save-every", num(c.save_every), {}},
+      {"--keep-last", c.keep_last > 0 ? num(c.keep_last) : std::string("(all)"), {}},
   };
   {
     char hash[24];

@@ -479,8 +479,26 @@ elseif(SCENARIO STREQUAL "mismatch")
         message(FATAL_ERROR "the refused launch left files behind: ${left}")
       endif()
     endif()
+    # --save on a file system too small for one checkpoint (every rank in one mount namespace, a 1 MiB
+    # tmpfs): the ranks go by rank 0's figure and stop together at start-up, one message, exit status 2.
+    execute_process(COMMAND ${UNSHARE} -m sh ${SMALL_DISK} 1m ${WORK}/shared ${MPIEXEC} ${mpi_flags} -n 2 ${ENGINE} ${base}
+                            --save ${WORK}/shared/ck
+                    RESULT_VARIABLE status OUTPUT_VARIABLE o ERROR_VARIABLE e TIMEOUT 60)
+    message("---- 2 ranks, --save on a 1 MiB file system:\n${o}${e}-- exit status ${status}")
+    if(NOT status EQUAL 99)
+      if(NOT status EQUAL 2)
+        message(FATAL_ERROR "expected exit status 2, got ${status}")
+      endif()
+      set(msg "engine: error: --save [^ ]*shared/ck: a checkpoint of this model takes [0-9.]+ MiB and the file system there has 1\\.0 MiB free")
+      expect_in("${o}${e}" "${msg}")
+      string(REGEX MATCHALL "${msg}" said "${o}${e}")
+      list(LENGTH said times)
+      if(NOT times EQUAL 1 OR "${o}${e}" MATCHES "left: |MPI_Abort|step 1/")
+        message(FATAL_ERROR "expected the message once, no abort, no step and nothing written")
+      endif()
+    endif()
   else()
-    message("(a mount namespace needs root, unshare and Open MPI: the --save check is not run)")
+    message("(a mount namespace needs root, unshare and Open MPI: the --save checks are not run)")
   endif()
 elseif(SCENARIO STREQUAL "force_collectives")
   # --force-collectives: one rank runs the data-parallel path (MPI's world of one, every collective

@@ -4,6 +4,7 @@
 // engine without lock files, nor an aside directory that may be the only copy of its step; nothing is
 // followed out of the save directory. Each save's stderr is read back: what it says it removed.
 #include "checkpoint.hpp"
+#include "checkpoint_test_support.hpp"
 #include "engine_test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -32,15 +33,7 @@ const engine::ModelShape shape{1, 1, 16, 8, 1};
 const engine::ParamLayout layout(shape, 8);
 
 /// One rank's state of `step`, every value `v`.
-engine::CheckpointState state(std::int64_t step, float v) {
-  engine::CheckpointState st;
-  st.step = step;
-  st.shard = layout.total;
-  st.params.assign(static_cast<std::size_t>(layout.total), v);
-  st.exp_avg = st.params;
-  st.exp_avg_sq = st.params;
-  return st;
-}
+engine::CheckpointState state(std::int64_t step, float v) { return engine_test::uniform_state(layout, step, v); }
 
 std::string file_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -61,26 +54,15 @@ std::vector<std::string> entries_with(const fs::path& dir, const std::string& pr
 
 /// write_checkpoint(save, state(step, v)) with its stderr captured: returns what it wrote there.
 std::string save_logged(const fs::path& save, std::int64_t step, float v) {
-  const fs::path log = save.parent_path() / (save.filename().string() + ".stderr");
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  REQUIRE(saved >= 0);
-  REQUIRE(fd >= 0);
-  ::dup2(fd, 2);
-  ::close(fd);
   std::string failure;
-  try {
-    const auto st = state(step, v);
-    (void)engine::write_checkpoint(save, layout, st, st.params);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  const std::string text = file_bytes(log);
-  fs::remove(log);
+  const std::string text = engine_test::stderr_of(save.parent_path() / (save.filename().string() + ".stderr"), [&] {
+    try {
+      const auto st = state(step, v);
+      (void)engine::write_checkpoint(save, layout, st, st.params);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
   REQUIRE(failure == "");  // a save never fails over its leftovers
   return text;
 }

@@ -1406,6 +1406,7 @@ TEST_CASE("engine ranks: the settings compared at start-up; a corpus compared by
       {[](engine::Config& c) { c.loss_scale = 0; }, {"--loss-scale"}},
       {[&](engine::Config& c) { c.save = (dir / "ck" / ".." / "ck").string(); }, {}},  // the same directory
       {[](engine::Config& c) { c.save.clear(); }, {"--save"}},
+      {[](engine::Config& c) { c.keep_last = 2; }, {"--keep-last"}},
       // What may differ per rank: not compared.
       {[](engine::Config& c) { c.threads = 1, c.streams = 2, c.dispatch = "any", c.max_seconds = 5, c.stop_at = 3; }, {}},
       {[](engine::Config& c) { c.eval_every = 10, c.print_every = 1, c.sample = 100, c.metrics = "m.csv", c.trace = "t.json"; }, {}},
