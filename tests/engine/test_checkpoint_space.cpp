@@ -26,13 +26,14 @@ namespace fs = std::filesystem;
 
 using engine_test::temp_dir;
 
-const engine::ModelShape shape{2, 2, 32, 16, 1};
-const engine::ParamLayout layout(shape, 40);
+// Names apart from test_checkpoint_leftovers.cpp's: a unity build compiles the two as one file.
+const engine::ModelShape model_shape{2, 2, 32, 16, 1};
+const engine::ParamLayout model(model_shape, 40);
 
 fs::path save_step(const fs::path& ck, std::int64_t step) {
-  auto st = engine_test::uniform_state(layout, step, static_cast<float>(step));
+  auto st = engine_test::uniform_state(model, step, static_cast<float>(step));
   st.values["vocabulary"] = std::string(200, 'a');  // a manifest of some size
-  return engine::write_checkpoint(ck, layout, st, st.params);
+  return engine::write_checkpoint(ck, model, st, st.params);
 }
 
 std::uintmax_t bytes_under(const fs::path& dir) {
@@ -57,17 +58,17 @@ TEST_CASE("engine checkpoints: the bytes a checkpoint needs bound what a save wr
   const fs::path ck = temp_dir("space-bytes");
   const fs::path dir = save_step(ck, 1);
   const std::uintmax_t written = bytes_under(dir);
-  const std::uint64_t tensors = static_cast<std::uint64_t>(layout.total) * 4 * 4;  // params.f32 and the shard's three
+  const std::uint64_t tensors = static_cast<std::uint64_t>(model.total) * 4 * 4;  // params.f32 and the shard's three
   CHECK(written > tensors);
   CHECK(written < tensors + 4096);  // the manifest of this small model
-  const std::uint64_t need = engine::checkpoint_bytes(layout, 1, layout.total);
+  const std::uint64_t need = engine::checkpoint_bytes(model, 1, model.total);
   CHECK(need >= written);
-  CHECK(need == tensors + 4 * 4096 + (1u << 20) + layout.views.size() * 256);
+  CHECK(need == tensors + 4 * 4096 + (1u << 20) + model.views.size() * 256);
   // Several ranks: the consolidated weights once, each rank's padded shard.
-  const std::int64_t shard = (layout.total + 2) / 3;
-  CHECK(engine::checkpoint_bytes(layout, 3, shard) ==
-        static_cast<std::uint64_t>(layout.total) * 4 + 3 * static_cast<std::uint64_t>(shard) * 12 + 8 * 4096 + (1u << 20) +
-            layout.views.size() * 256);
+  const std::int64_t shard = (model.total + 2) / 3;
+  CHECK(engine::checkpoint_bytes(model, 3, shard) ==
+        static_cast<std::uint64_t>(model.total) * 4 + 3 * static_cast<std::uint64_t>(shard) * 12 + 8 * 4096 + (1u << 20) +
+            model.views.size() * 256);
   fs::remove_all(ck);
 }
 
