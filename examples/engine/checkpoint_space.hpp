@@ -92,6 +92,17 @@ inline std::string save_space_warning(const std::string& save, std::uint64_t nee
   return text;
 }
 
+/// What a save that ran out of space adds to its error: what a checkpoint takes, what is free, what the
+/// checkpoints already in --save take, and (without --keep-last) the flag that would have made room.
+inline std::string out_of_space_hint(std::uint64_t need, std::optional<std::uint64_t> free, std::uint64_t in_save,
+                                     std::int64_t keep_last) {
+  std::string text = " (a checkpoint takes " + detail::bytes_text(need);
+  if (free) text += "; the file system has " + detail::bytes_text(*free) + " free";
+  if (in_save > 0) text += ", the checkpoints already there take " + detail::bytes_text(in_save);
+  if (keep_last == 0) text += "; --keep-last N keeps only the newest N";
+  return text + ")";
+}
+
 namespace detail {
 
 /// The step of a step directory's name ("step_00000042": 42), or nullopt for any other name.

@@ -22,6 +22,7 @@
 #include <accel/accel.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -555,7 +556,15 @@ class Engine {
     const auto save = [&](const std::string& dir) {
       std::vector<float> full;
       const CheckpointState st = t.save_state(&full);
-      const auto path = write_checkpoint(dir, t.layout(), st, full, barrier, share);
+      std::filesystem::path path;
+      try {
+        path = write_checkpoint(dir, t.layout(), st, full, barrier, share);
+      } catch (const std::runtime_error& e) {  // out of space: say how much it takes and what would make room
+        const std::string what = e.what();
+        if (what.find(std::strerror(ENOSPC)) == std::string::npos && what.find(std::strerror(EDQUOT)) == std::string::npos) throw;
+        const std::uint64_t need = checkpoint_bytes(t.layout(), cfg_.ranks, st.shard);
+        throw std::runtime_error(what + out_of_space_hint(need, free_bytes(dir), checkpoints_bytes_in(dir), cfg_.keep_last));
+      }
       if (!cfg_.quiet) std::printf("checkpoint: %s\n", path.string().c_str());
       if (cfg_.rank == 0 && cfg_.keep_last > 0) {  // published: every rank's shard is in it
         const PruneReport pruned = prune_checkpoints(dir, cfg_.keep_last, path);

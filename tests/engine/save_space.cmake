@@ -53,7 +53,7 @@ expect_not_in("${out}" "step 1/|left: ")
 small_disk(32m 1 out ${run} --steps 4 --save-every 1)
 expect_in("${out}" "engine: warning: --save [^ ]*disk/ck: this run writes 4 checkpoints of ${size} \\(${size}\\) and the file system there has 32\\.0 MiB free; --keep-last N keeps only the newest N")
 expect_in("${out}" "checkpoint: [^ ]*step_00000002\n")
-expect_in("${out}" "No space left on device")
+expect_in("${out}" "engine: failed: checkpoint: cannot write [^ ]*: No space left on device \\(a checkpoint takes ${size}; the file system has [0-9.]+ [KM]iB free, the checkpoints already there take ${size}; --keep-last N keeps only the newest N\\)")
 # The failed save left nothing of its own; the two before it stand, latest at the second.
 expect_in("${out}" "\nleft: ck\nleft: ck/.lock\nleft: ck/latest -> step_00000002\nleft: ck/step_00000001\nleft: ck/step_00000002\n\n--stderr")
 

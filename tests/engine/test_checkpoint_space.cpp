@@ -133,6 +133,16 @@ TEST_CASE("engine checkpoints: --save refused where one checkpoint does not fit;
   CHECK(engine::save_space_warning("ck", 13 * mib, 4, 0, 30 * mib, 100 * mib) != "");  // without --keep-last none go
 }
 
+TEST_CASE("engine checkpoints: a save out of space says what a checkpoint takes, what is free and what would make room") {
+  const std::uint64_t mib = 1u << 20;
+  CHECK(engine::out_of_space_hint(13 * mib, 5 * mib, 26 * mib, 0) ==
+        " (a checkpoint takes 13.0 MiB; the file system has 5.0 MiB free, the checkpoints already there take 26.0 MiB; "
+        "--keep-last N keeps only the newest N)");
+  CHECK(engine::out_of_space_hint(13 * mib, std::nullopt, 0, 2) == " (a checkpoint takes 13.0 MiB)");
+  CHECK(engine::out_of_space_hint(13 * mib, 0, 0, 0) ==
+        " (a checkpoint takes 13.0 MiB; the file system has 0 B free; --keep-last N keeps only the newest N)");
+}
+
 TEST_CASE("engine checkpoints: --keep-last removes the complete steps beyond the newest N, never the one just written or latest's") {
   const fs::path ck = temp_dir("space-keep");
   for (int s = 1; s <= 5; ++s) save_step(ck, s);
