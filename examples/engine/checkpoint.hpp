@@ -31,6 +31,7 @@
 #include "layout.hpp"
 #include "writable.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cerrno>
@@ -42,6 +43,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -237,6 +239,22 @@ inline std::vector<float> read_floats(const std::filesystem::path& path, std::in
 }  // namespace detail
 
 /// The checkpoint directory name of a step.
+namespace detail {
+
+/// The step of a step directory's name ("step_00000042": 42), or nullopt for any other name.
+inline std::optional<std::int64_t> step_of_dir_name(const std::string& name) {
+  if (name.size() < 6 || name.rfind("step_", 0) != 0) return std::nullopt;
+  std::int64_t step = 0;
+  const char* first = name.data() + 5;
+  const char* last = name.data() + name.size();
+  if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  const auto [ptr, ec] = std::from_chars(first, last, step);
+  if (ec != std::errc() || ptr != last) return std::nullopt;
+  return step;
+}
+
+}  // namespace detail
+
 inline std::string step_dir_name(std::int64_t step) {
   char name[32];
   std::snprintf(name, sizeof name, "step_%08lld", static_cast<long long>(step));
@@ -400,11 +418,13 @@ inline std::filesystem::path write_checkpoint(const std::filesystem::path& save,
 inline std::filesystem::path newest_complete_checkpoint(const std::filesystem::path& base) {
   namespace fs = std::filesystem;
   fs::path best;
+  std::int64_t best_step = -1;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(base, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step_", 0) == 0 && fs::exists(e.path() / "manifest.txt") && (best.empty() || n > best.filename().string())) {
+    const auto step = detail::step_of_dir_name(e.path().filename().string());  // by number: step_100000000 > step_99999999
+    if (step && *step > best_step && fs::exists(e.path() / "manifest.txt")) {
       best = e.path();
+      best_step = *step;
     }
   }
   return best;

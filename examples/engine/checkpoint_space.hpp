@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -103,21 +102,16 @@ inline std::string out_of_space_hint(std::uint64_t need, std::optional<std::uint
   return text + ")";
 }
 
-namespace detail {
-
-/// The step of a step directory's name ("step_00000042": 42), or nullopt for any other name.
-inline std::optional<std::int64_t> step_of_dir_name(const std::string& name) {
-  if (name.size() < 6 || name.rfind("step_", 0) != 0) return std::nullopt;
-  std::int64_t step = 0;
-  const char* first = name.data() + 5;
-  const char* last = name.data() + name.size();
-  if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  const auto [ptr, ec] = std::from_chars(first, last, step);
-  if (ec != std::errc() || ptr != last) return std::nullopt;
-  return step;
+/// "" or a warning: a run that starts afresh (no --resume) in a --save that holds checkpoints already,
+/// up to `newest` (a restart that forgot --resume latest, or another run's directory): its checkpoints go
+/// beside them, and `latest` will name this run's.
+inline std::string fresh_run_warning(const std::string& save, std::optional<std::int64_t> newest) {
+  if (!newest) return {};
+  const std::string n = std::to_string(*newest);
+  return "--save " + save + " holds checkpoints up to step " + n + " and this run starts afresh (no --resume): its " +
+         "checkpoints go beside them, replacing any of the same step, and latest will name this run's; --resume latest " +
+         "continues from step " + n;
 }
-
-}  // namespace detail
 
 /// The bytes of the complete step directories already in `save` (0 where it does not exist).
 inline std::uint64_t checkpoints_bytes_in(const std::filesystem::path& save) {

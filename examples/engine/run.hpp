@@ -210,7 +210,7 @@ class Engine {
       check_same_run(b_, ranks, shared_settings(cfg_, corpus, resume ? &*resume : nullptr));
       check_shared_save(b_, ranks, cfg_.save);
     }
-    check_save_space(plan, resume ? resume->step : 0, ranks);
+    check_save_space(plan, resume ? std::optional<std::int64_t>(resume->step) : std::nullopt, ranks);
     // The checkpoint's tensors (checksummed) are read before the device memory is allocated: a corrupt
     // or short file is bad input, found before anything is allocated or trained.
     if (resume) read_checkpoint_tensors(resume_dir, plan.total, *resume, cfg_.rank, shard_size(plan.total, cfg_.ranks));
@@ -375,9 +375,10 @@ class Engine {
 
   /// --save's file system holds a checkpoint of this model (else UsageError, before anything is
   /// allocated: unchecked, the run trained up to its first save and failed there); a warning where the
-  /// run's checkpoints, all kept, would not fit. Several ranks go by rank 0's figure (one directory:
+  /// run's checkpoints, all kept, would not fit, and where a run not resumed (`resumed_at` empty) starts
+  /// beside checkpoints already there. Several ranks go by rank 0's figure (one directory:
   /// check_shared_save), so they agree.
-  void check_save_space(const Plan& plan, std::int64_t from, Ranks<B>& ranks) {
+  void check_save_space(const Plan& plan, std::optional<std::int64_t> resumed_at, Ranks<B>& ranks) {
     if (cfg_.save.empty()) return;
     const std::uint64_t need = checkpoint_bytes(ParamLayout(cfg_.shape, plan.vocab_padded), cfg_.ranks,
                                                 shard_size(plan.total, cfg_.ranks));
@@ -403,9 +404,15 @@ class Engine {
     }
     if (cfg_.rank != 0) return;
     const std::int64_t last = cfg_.stop_at > 0 ? std::min(cfg_.stop_at, cfg_.steps) : cfg_.steps;
-    const std::string warning = save_space_warning(cfg_.save, need, checkpoints_written(from, last, cfg_.save_every),
-                                                   cfg_.keep_last, free, checkpoints_bytes_in(cfg_.save));
-    if (!warning.empty()) std::fprintf(stderr, "engine: warning: %s\n", warning.c_str());
+    const std::string space = save_space_warning(cfg_.save, need, checkpoints_written(resumed_at.value_or(0), last, cfg_.save_every),
+                                                 cfg_.keep_last, free, checkpoints_bytes_in(cfg_.save));
+    std::optional<std::int64_t> newest;
+    if (!resumed_at) {
+      if (const auto dir = newest_complete_checkpoint(cfg_.save); !dir.empty()) newest = detail::step_of_dir_name(dir.filename().string());
+    }
+    for (const std::string& warning : {space, fresh_run_warning(cfg_.save, newest)}) {
+      if (!warning.empty()) std::fprintf(stderr, "engine: warning: %s\n", warning.c_str());
+    }
   }
 
   Plan make_plan(const Corpus& corpus) const {

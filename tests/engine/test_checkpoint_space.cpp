@@ -133,6 +133,26 @@ TEST_CASE("engine checkpoints: --save refused where one checkpoint does not fit;
   CHECK(engine::save_space_warning("ck", 13 * mib, 4, 0, 30 * mib, 100 * mib) != "");  // without --keep-last none go
 }
 
+TEST_CASE("engine checkpoints: a run started afresh in a --save holding checkpoints is warned; the newest is by step number") {
+  CHECK(engine::fresh_run_warning("ck", std::nullopt) == "");
+  CHECK(engine::fresh_run_warning("ck", 2000) ==
+        "--save ck holds checkpoints up to step 2000 and this run starts afresh (no --resume): its checkpoints go beside "
+        "them, replacing any of the same step, and latest will name this run's; --resume latest continues from step 2000");
+  const fs::path ck = temp_dir("space-newest");
+  CHECK(engine::newest_complete_checkpoint(ck).empty());
+  save_step(ck, 99999999);
+  save_step(ck, 100000000);  // a ninth digit: after step_99999999 by number, before it by name
+  fs::create_directory(ck / "step_200000000");  // no manifest: not complete
+  CHECK(engine::newest_complete_checkpoint(ck) == ck / "step_100000000");
+  CHECK(engine::detail::step_of_dir_name("step_00000042") == 42);
+  CHECK(!engine::detail::step_of_dir_name("step_"));
+  CHECK(!engine::detail::step_of_dir_name("step_12a"));
+  CHECK(!engine::detail::step_of_dir_name("step_-1"));
+  CHECK(!engine::detail::step_of_dir_name("step_99999999999999999999"));  // beyond int64
+  CHECK(!engine::detail::step_of_dir_name(".tmp.step_00000001.1.2"));
+  fs::remove_all(ck);
+}
+
 TEST_CASE("engine checkpoints: a save out of space says what a checkpoint takes, what is free and what would make room") {
   const std::uint64_t mib = 1u << 20;
   CHECK(engine::out_of_space_hint(13 * mib, 5 * mib, 26 * mib, 0) ==
