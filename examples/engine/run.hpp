@@ -701,7 +701,18 @@ class Engine {
     const double wall = std::chrono::duration<double>(clock::now() - start).count();
     std::string saved;
     if (!cfg_.save.empty() || stopped_by == "SIGINT" || stopped_by == "SIGTERM") {
-      saved = save(cfg_.save.empty() ? std::string("checkpoints") : cfg_.save).string();
+      const std::string dir = cfg_.save.empty() ? std::string("checkpoints") : cfg_.save;
+      // No step since the checkpoint was read from this directory (sampling a saved model: --resume
+      // --save DIR --steps N --sample K): writing it again would only cost the disk's time and, for an
+      // older step than `latest`'s, move `latest` back to it. Into another directory it is a copy. The
+      // ranks agree (a save is collective): any rank that would write makes every rank write.
+      const bool same = steps_done == 0 && resume && canonical_path(resume_dir.parent_path().string()) == canonical_path(dir);
+      if (t.agree_max({same ? 0 : 1, 0})[0] == 0) {
+        saved = resume_dir.string() + " (unchanged: no step trained since it was read)";
+        if (!cfg_.quiet) std::printf("checkpoint: %s\n", saved.c_str());
+      } else {
+        saved = save(dir).string();
+      }
     }
     // The summary.
     const double median_ms = median(step_ms);

@@ -311,6 +311,43 @@ TEST_CASE("engine: the same seed gives the same bits; 4 steps + resume + 4 steps
   check_same_seed_and_resume(run, "");
 }
 
+TEST_CASE("engine: sampling a saved model (--resume, its --save, no step to train) leaves the checkpoint and latest alone") {
+  const fs::path ck = temp_dir("sample-saved"), d = temp_dir("sample-saved-dump"), other = temp_dir("sample-saved-copy");
+  auto c = small(d);
+  c.steps = 4;
+  c.save = ck.string();
+  c.save_every = 2;
+  REQUIRE(run(c) == 0);
+  REQUIRE(fs::read_symlink(ck / "latest") == "step_00000004");
+  const auto inode = [](const fs::path& p) {
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st.st_ino;
+  };
+  const auto step2 = inode(ck / "step_00000002" / "manifest.txt"), step4 = inode(ck / "step_00000004" / "manifest.txt");
+  auto again = small(d);
+  again.dump.clear();
+  again.save = ck.string();
+  again.resume = (ck / "step_00000002").string();  // an older step than latest's
+  again.steps = 2;
+  again.sample = 20;
+  REQUIRE(run(again) == 0);
+  CHECK(fs::read_symlink(ck / "latest") == "step_00000004");  // it was moved back to step 2 before
+  CHECK(inode(ck / "step_00000002" / "manifest.txt") == step2);  // not written again
+  CHECK(inode(ck / "step_00000004" / "manifest.txt") == step4);
+  again.resume = "latest";
+  again.steps = 4;
+  REQUIRE(run(again) == 0);
+  CHECK(inode(ck / "step_00000004" / "manifest.txt") == step4);
+  // Into another directory it is a copy.
+  again.save = other.string();
+  again.resume = (ck / "step_00000004").string();
+  REQUIRE(run(again) == 0);
+  CHECK(fs::read_symlink(other / "latest") == "step_00000004");
+  CHECK(fs::exists(other / "step_00000004" / "manifest.txt"));
+  for (const auto& dir : {ck, d, other}) fs::remove_all(dir);
+}
+
 TEST_CASE("engine: SIGTERM finishes the step, writes a checkpoint and returns 0; --resume latest goes on") {
   const fs::path ck = temp_dir("signal"), d = temp_dir("signal-dump");
   auto c = small(d);
@@ -1042,16 +1079,18 @@ TEST_CASE("engine checkpoints: re-saving the step latest points to never leaves 
   auto first = small(d);
   first.stop_at = 4;
   first.save = ck.string();
+  first.save_every = 2;
   REQUIRE(run(first) == 0);
   const fs::path step4 = ck / "step_00000004";
   const std::string shard = file_bytes(step4 / "zero_rank_00000.f32"), manifest = file_bytes(step4 / "manifest.txt");
   REQUIRE(shard.size() > 0);
-  // A run resumed at step 4 with --steps 4 trains nothing and saves step 4 again.
+  // A run resumed at step 2 that stops at 4 saves step 4 again, the same bits (resuming is exact). (One
+  // resumed at step 4 that trains nothing leaves it alone: the test above.)
   const auto resave = [&] {
     auto c = small(d);
     c.dump.clear();  // --dump writes a checkpoint of its own: only --save's is under test
-    c.steps = 4;
-    c.resume = "latest";
+    c.stop_at = 4;
+    c.resume = (ck / "step_00000002").string();
     c.save = ck.string();
     return run(c);
   };
