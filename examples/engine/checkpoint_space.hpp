@@ -113,18 +113,33 @@ inline std::string fresh_run_warning(const std::string& save, std::optional<std:
          "continues from step " + n;
 }
 
-/// The bytes of the complete step directories already in `save` (0 where it does not exist).
-inline std::uint64_t checkpoints_bytes_in(const std::filesystem::path& save) {
+namespace detail {
+
+/// The complete step directories of `save` (step_<digits>, not a link, holding a manifest) as (step,
+/// name), newest first; `ec` set where `save` cannot be listed (empty where it does not exist).
+inline std::vector<std::pair<std::int64_t, std::string>> complete_steps(const std::filesystem::path& save, std::error_code& ec) {
   namespace fs = std::filesystem;
-  std::uint64_t bytes = 0;
-  std::error_code ec;
+  std::vector<std::pair<std::int64_t, std::string>> steps;
   for (fs::directory_iterator it(save, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    const auto step = step_of_dir_name(n);
     std::error_code e;
-    if (detail::step_of_dir_name(it->path().filename().string()) && fs::is_directory(it->symlink_status(e)) &&
-        fs::is_regular_file(fs::symlink_status(it->path() / "manifest.txt", e))) {
-      bytes += detail::tree_bytes(it->path());
+    if (step && fs::is_directory(it->symlink_status(e)) && fs::is_regular_file(fs::symlink_status(it->path() / "manifest.txt", e))) {
+      steps.emplace_back(*step, n);
     }
   }
+  if (ec == std::errc::no_such_file_or_directory) ec.clear();
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return steps;
+}
+
+}  // namespace detail
+
+/// The bytes of the complete step directories already in `save` (0 where it does not exist).
+inline std::uint64_t checkpoints_bytes_in(const std::filesystem::path& save) {
+  std::error_code ec;
+  std::uint64_t bytes = 0;
+  for (const auto& step : detail::complete_steps(save, ec)) bytes += detail::tree_bytes(save / step.second);
   return bytes;
 }
 
@@ -151,21 +166,11 @@ inline PruneReport prune_checkpoints(const std::filesystem::path& save, std::int
     std::error_code ec;
     const fs::path latest = fs::read_symlink(save / "latest", ec);
     const std::string latest_name = ec ? std::string() : latest.filename().string();
-    std::vector<std::pair<std::int64_t, std::string>> steps;  // complete step directories, by step
-    for (fs::directory_iterator it(save, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string n = it->path().filename().string();
-      const auto step = detail::step_of_dir_name(n);
-      std::error_code e;
-      if (!step || !fs::is_directory(it->symlink_status(e)) || !fs::is_regular_file(fs::symlink_status(it->path() / "manifest.txt", e))) {
-        continue;
-      }
-      steps.emplace_back(*step, n);
-    }
+    const auto steps = detail::complete_steps(save, ec);
     if (ec) {
       report.warnings.push_back("cannot list " + save.string() + " for --keep-last: " + ec.message());
       return report;
     }
-    std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     const std::string kept = keep.filename().string();
     for (std::size_t i = static_cast<std::size_t>(std::min<std::int64_t>(keep_last, static_cast<std::int64_t>(steps.size())));
          i < steps.size(); ++i) {

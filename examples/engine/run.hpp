@@ -405,7 +405,7 @@ class Engine {
     if (cfg_.rank != 0) return;
     const std::int64_t last = cfg_.stop_at > 0 ? std::min(cfg_.stop_at, cfg_.steps) : cfg_.steps;
     const std::string space = save_space_warning(cfg_.save, need, checkpoints_written(resumed_at.value_or(0), last, cfg_.save_every),
-                                                 cfg_.keep_last, free, checkpoints_bytes_in(cfg_.save));
+                                                 cfg_.keep_last, free, cfg_.keep_last > 0 ? checkpoints_bytes_in(cfg_.save) : 0);
     std::optional<std::int64_t> newest;
     if (!resumed_at) {
       if (const auto dir = newest_complete_checkpoint(cfg_.save); !dir.empty()) newest = detail::step_of_dir_name(dir.filename().string());
