@@ -238,7 +238,6 @@ inline std::vector<float> read_floats(const std::filesystem::path& path, std::in
 
 }  // namespace detail
 
-/// The checkpoint directory name of a step.
 namespace detail {
 
 /// The step of a step directory's name ("step_00000042": 42), or nullopt for any other name.
@@ -255,6 +254,7 @@ inline std::optional<std::int64_t> step_of_dir_name(const std::string& name) {
 
 }  // namespace detail
 
+/// The checkpoint directory name of a step.
 inline std::string step_dir_name(std::int64_t step) {
   char name[32];
   std::snprintf(name, sizeof name, "step_%08lld", static_cast<long long>(step));
