@@ -5,7 +5,9 @@ device, the date and the command that produced it.
 
   python3 scripts/results_table.py [RESULTS_DIR]          (default benchmarks/results)
 
-Which ratios become rows: ROWS below (family, filter on name/baseline/group/x, the row's label).
+Which ratios become rows: ROWS below (family, filter on name/baseline/group/x, the row's label). A family's
+rows come from RESULTS_DIR/FAMILY.json; the engine's CPU rows from the dated runs that RESULTS.md quotes for the
+summary's CPU (ENGINE_CPU_RUNS: its section on the Zen 4 a week later, 2026-12-04).
 """
 import json
 import os
@@ -33,8 +35,30 @@ def engine_gpu_label(r):
             f"PyTorch eager {dtype} (SDPA, fused AdamW)")
 
 
-# family, predicate(ratio) -> bool, label(ratio) -> (benchmark text, baseline text)
+def engine_cpu_label(r):
+    """compare.py's ratio "engine [DTYPE]" / "torch eager|torch.compile [DTYPE]" in group "SIZE, threads N"."""
+    size, threads = r["group"].split(", ")
+    dtype = r["name"].split()[-1] if r["name"] != "engine" else "fp32"
+    torch_way = r["baseline"].replace(" " + dtype, "")
+    base = ("PyTorch " + torch_way.replace("torch ", "") + (" (CPU autocast)" if dtype == "bf16" else "")).replace(
+        "PyTorch torch.compile", "PyTorch, torch.compile")
+    return (f"`Engine<CpuBackend>` {size} {dtype}, {threads}, tokens/s", base)
+
+
+def engine_dispatch_label(r):
+    """bench_engine_dispatch's ratio raw / static or raw / AnyBackend (1: the raw calls' speed)."""
+    way = "Engine<CpuBackend>" if r["name"] == "static" else "Engine<AnyBackend>"
+    return (f"`{way}` tiny step, 1 thread, process CPU time", "the same step in raw calls")
+
+
+# The engine's CPU runs the summary quotes (RESULTS.md, "Zen 4 on another day: the engine a week later").
+ENGINE_CPU_RUNS = ["epyc/engine_compare_tiny_2026-12-04.json", "epyc/engine_compare_shakespeare_bf16_2026-12-04_run2.json"]
+ENGINE_DISPATCH_RUN = "epyc/engine_dispatch_2026-12-04_run2.json"
+
+# family (or paths under RESULTS_DIR), predicate(ratio) -> bool, label(ratio) -> (benchmark text, baseline text)
 ROWS = [
+    (ENGINE_CPU_RUNS, lambda r: True, engine_cpu_label),
+    ([ENGINE_DISPATCH_RUN], lambda r: r["baseline"] == "raw", engine_dispatch_label),
     ("cpu_adam", lambda r: r["name"] == "accel" and r["baseline"] in ("DeepSpeedCPUAdam", "torch fused"),
      lambda r: (f"CPU AdamW fp32, {pow2(r['x'])} params, {r['group'].replace('=', ' ')}", r["baseline"])),
     ("cpu_adam_kernels", lambda r: False, None),
@@ -72,20 +96,25 @@ def main():
     print("| benchmark | baseline | ratio: median (min–max) | device | date, load | command |")
     print("|---|---|---|---|---|---|")
     for family, keep, label in ROWS:
-        path = os.path.join(src, family + ".json")
-        if not os.path.exists(path) or label is None:
+        paths = family if isinstance(family, list) else [family + ".json"]
+        for path in paths:
+            print_rows(os.path.join(src, path), keep, label)
+
+
+def print_rows(path, keep, label):
+    if not os.path.exists(path) or label is None:
+        return
+    doc = json.load(open(path))
+    # "AMD EPYC (family 25, model 17: Zen 4; 2 CPUs)" -> "AMD EPYC, family 25 model 17 (Zen 4), 2 CPUs"
+    m = re.match(r"(.*) \(family (\d+), model (\d+)(?:: ([^;]+))?; (\d+) CPUs\)$", doc["device"])
+    dev = (f"{m[1]}, family {m[2]} model {m[3]}" + (f" ({m[4]})" if m[4] else "") + f", {m[5]} CPUs") if m \
+        else doc["device"]
+    for r in doc["ratios"]:
+        if not keep(r):
             continue
-        doc = json.load(open(path))
-        # "AMD EPYC (family 25, model 17: Zen 4; 2 CPUs)" -> "AMD EPYC, family 25 model 17 (Zen 4), 2 CPUs"
-        m = re.match(r"(.*) \(family (\d+), model (\d+)(?:: ([^;]+))?; (\d+) CPUs\)$", doc["device"])
-        dev = (f"{m[1]}, family {m[2]} model {m[3]}" + (f" ({m[4]})" if m[4] else "") + f", {m[5]} CPUs") if m \
-            else doc["device"]
-        for r in doc["ratios"]:
-            if not keep(r):
-                continue
-            bench, base = label(r)
-            print(f"| {bench} | {base} | **{r['median']:.2f}×** ({r['min']:.2f}–{r['max']:.2f}), "
-                  f"{r['n']} rounds | {dev} | {doc['date']}, {doc['load_start']:.2f} | `{doc['command']}` |")
+        bench, base = label(r)
+        print(f"| {bench} | {base} | **{r['median']:.2f}×** ({r['min']:.2f}–{r['max']:.2f}), "
+              f"{r['n']} rounds | {dev} | {doc['date']}, {doc['load_start']:.2f} | `{doc['command']}` |")
 
 
 if __name__ == "__main__":
