@@ -81,7 +81,7 @@ struct Config {
   std::uint64_t seed = 1337;
   std::string data;  // empty: the default corpus (scripts/fetch-data.sh)
   std::string dtype = "fp32";  // fp32 | bf16 | fp16 (16-bit weights and activations, fp32 master weights)
-  int threads = 0;             // CPU threads for kernels and BLAS (0: all cores)
+  int threads = 0;             // CPU threads for kernels and BLAS (0: resolved at start-up, cpu_threads.hpp)
   int streams = 0;             // lanes: streams that each run a slice of the batch's rows (0: auto)
   bool graph = false;
   std::string attention = "auto";  // fused | gemm | flash | auto (fused on the CPU; flash on CUDA where it fits, else gemm)
@@ -165,7 +165,9 @@ training
   --dtype fp32|bf16|fp16  bf16 / fp16: 16-bit weights, activations and gradients, fp32 master weights
                        and Adam state (any backend; kernels compute in fp32); fp16 turns on the dynamic
                        loss scaler unless --loss-scale is given (DeepSpeed's fp16 default)
-  --threads N          CPU threads for the kernels and the BLAS (default: all cores)
+  --threads N          CPU threads for the kernels and the BLAS (default: OMP_NUM_THREADS, else the CPUs
+                       this process may run on (taskset, cpusets, mpirun's binding), shared among the
+                       ranks on this machine that may run on them too)
   --streams N          split each batch's rows over N streams, each with its own activations and
                        gradients (summed before the optimizer; stage 2: its own buckets, summed before
                        each reduction) and threads / N threads; default on the CPU: one per thread (no

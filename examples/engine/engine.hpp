@@ -19,6 +19,7 @@
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "corpus.hpp"
+#include "cpu_threads.hpp"
 #include "data_parallel.hpp"
 #include "gpt_kernels.hpp"
 #include "host_staging.hpp"
@@ -128,7 +129,7 @@ class Trainer {
         scaler_(cfg) {
     // Threads: the lanes share the cores (each lane's kernels and GEMMs get threads / lanes); the
     // optimizer's ops run alone on lane 0 and get them all.
-    const int all = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int all = cfg.threads > 0 ? cfg.threads : detail::usable_cpus();
     const int per_lane = std::max(1, all / cfg.streams);
     if (cfg.threads > 0 || cfg.streams > 1) {
       nn_.set_num_threads(per_lane);

@@ -11,6 +11,7 @@
 #include "checkpoint_space.hpp"
 #include "config.hpp"
 #include "corpus.hpp"
+#include "cpu_threads.hpp"
 #include "data_parallel.hpp"
 #include "deepspeed_config.hpp"
 #include "engine.hpp"
@@ -189,6 +190,7 @@ class Engine {
     check_outputs(resume_dir);
     const Corpus corpus = Corpus::load(cfg_.data);
     if (!cfg_.prompt.empty()) prompt_ = corpus.encode_text(cfg_.prompt, "--prompt");
+    resolve_threads(ranks);
     if (cfg_.streams == 0) cfg_.streams = default_streams();
     if (cfg_.dtype == "fp16" && runtime_backend<B>()) {
       throw UsageError("--dtype fp16 runs on the concrete backends (--dispatch static): --dispatch any is float32 or bf16");
@@ -341,6 +343,31 @@ class Engine {
     return s;
   }
 
+  /// --threads by default on the CPU (cpu_threads.hpp): OMP_NUM_THREADS, else the CPUs this process
+  /// may run on, shared by the ranks on its machine that may run on them too. Collective on several
+  /// ranks: each exchanges its machine and CPUs, whatever its own --threads (which may differ per rank).
+  void resolve_threads(Ranks<B>& ranks) {
+    if (b_.device_type() != accel::DeviceType::cpu) return;
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    if (cfg_.threads > 0) {
+      threads_why_ = "--threads";
+    } else if (omp != nullptr && *omp != '\0') {
+      cfg_.threads = detail::parse_omp_num_threads(omp);
+      threads_why_ = std::string("OMP_NUM_THREADS=") + omp;
+    }
+    std::vector<std::uint64_t> placements = detail::placement_words();
+    if (ranks.size() > 1) {
+      auto s = new_stream(b_);
+      const auto bytes = detail::gather_bytes(b_, ranks, s, detail::words_bytes(placements));
+      placements.assign(bytes.size() / 8, 0);
+      std::memcpy(placements.data(), bytes.data(), bytes.size());
+    }
+    if (cfg_.threads > 0) return;
+    const CpuThreads t = detail::threads_from_placements(placements, ranks.size(), ranks.rank(), detail::usable_cpus());
+    cfg_.threads = t.count;
+    threads_why_ = t.why;
+  }
+
   /// --streams by default: on the CPU one lane per thread (the largest count up to the threads that
   /// divides the batch; 1 with --graph, --deterministic, and stage 2, whose lanes wait for each other
   /// at every bucket: on a loaded or oversubscribed CPU that costs more than the lanes gain), elsewhere 1.
@@ -349,7 +376,7 @@ class Engine {
         b_.device_type() != accel::DeviceType::cpu) {
       return 1;  // one stream: what these need (--overlap on: the communication stream follows one)
     }
-    int n = cfg_.threads > 0 ? cfg_.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int n = cfg_.threads > 0 ? cfg_.threads : detail::usable_cpus();
     n = std::min(n, cfg_.batch);
     while (n > 1 && cfg_.batch % n != 0) --n;
     return n;
@@ -521,8 +548,11 @@ class Engine {
                   cfg_.streams > 1 ? "s" : "", cfg_.lr, cfg_.schedule.c_str(),
                   static_cast<long long>(cfg_.warmup), cfg_.beta1, cfg_.beta2, cfg_.weight_decay, cfg_.clip, cfg_.dropout,
                   static_cast<unsigned long long>(cfg_.seed), cfg_.graph ? ", graph" : "");
-      std::printf("peak: %s GFLOP/s (%s)%s\n", peak > 0 ? fmt("%.1f", peak / 1e9).c_str() : "unknown",
-                  cpu ? (cfg_.dtype == "fp32" ? "measured FMA loop" : "measured float32 FMA loop") : "data sheet", resume ? (", resumed at step " + std::to_string(t.step()) + " from " + resume_dir.string()).c_str() : "");
+      const std::string peak_how = !cpu ? "data sheet"
+                                   : std::string(cfg_.dtype == "fp32" ? "measured FMA loop" : "measured float32 FMA loop") +
+                                         " on " + std::to_string(cfg_.threads) + " thread" + (cfg_.threads > 1 ? "s" : "") +
+                                         ": " + threads_why_;
+      std::printf("peak: %s GFLOP/s (%s)%s\n", peak > 0 ? fmt("%.1f", peak / 1e9).c_str() : "unknown", peak_how.c_str(), resume ? (", resumed at step " + std::to_string(t.step()) + " from " + resume_dir.string()).c_str() : "");
       std::fflush(stdout);
     }
     install_signal_handlers();
@@ -810,6 +840,7 @@ class Engine {
 
   B b_;
   Config cfg_;
+  std::string threads_why_;          // where the CPU's thread count came from (printed with the peak)
   std::vector<std::int32_t> prompt_;  // --prompt as tokens (checked against the vocabulary before training)
 };
 

@@ -172,6 +172,11 @@ elseif(SCENARIO STREQUAL "default")
   engine_run(2 0 out2o ${base} --overlap on --threads 3 --metrics ${WORK}/m2o.csv)
   expect_in("${out2o}" "ZeRO stage 1, overlapped \\(buckets on a communication stream\\)")
   check(losses-close ${WORK}/m2o.csv ${WORK}/m1.csv 1e-5)
+  # Without --threads: ranks launched unbound on one machine (--bind-to none) share the CPUs they may
+  # all run on (each took every CPU before: twice the threads of the cores, the MFU's peak counted twice)
+  engine_run(2 0 out2d --data ${DATA} --block 32 --steps 2 --warmup 2 --eval-every 0 --print-every 1 --batch 3
+             --global-batch 12)
+  expect_in("${out2d}" "FMA loop on [0-9]+ threads?: the [0-9]+ CPUs? this rank may run on, shared by 2 ranks on this machine\\)")
 elseif(SCENARIO STREQUAL "zero2")
   # ZeRO stage 2: a rank's gradient memory is its shard (1/N of the one-rank run's, exactly) plus the
   # buckets (a layer's by default, or --reduce-bucket-size's; two with --overlap; and the embeddings');
