@@ -82,7 +82,7 @@ def main():
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=0, help="steps per run (default by device and size: cpu tiny 100)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: the engine's, all cores)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: the engine's: OMP_NUM_THREADS, else its share of the CPUs it may run on)")
     p.add_argument("--launch", choices=["plain", "mpirun"], default="plain")
     p.add_argument("--engine", default=os.path.join(ROOT, "build", "default", "examples", "engine", "engine"))
     p.add_argument("engine_args", nargs="*", help="after --: more engine flags for both runs")
