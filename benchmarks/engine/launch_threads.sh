@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Two engine builds, A and B, under the launches that restrict or share the CPUs, with no --threads (each
 # build chooses its own count): taskset to one CPU, OMP_NUM_THREADS=1, mpirun -np 2 with Open MPI's default
-# binding (a core a rank) and with --bind-to none. Each round runs every launch with A, then with B; the
+# binding (a core a rank) and with --bind-to none, and a cgroup with a CPU quota of one CPU (as root, where a
+# cgroup can be made: tests/engine/cpu_quota.sh). Each round runs every launch with A, then with B; the
 # engine's summary gives tokens/s and the MFU it printed; the medians and B ÷ A round by round at the end.
-#   benchmarks/engine/launch_threads.sh ENGINE_A ENGINE_B [ROUNDS (5)] [STEPS (300)]
+#   benchmarks/engine/launch_threads.sh ENGINE_A ENGINE_B [ROUNDS (5)] [STEPS (300)] [FORM...]
+# FORMs: taskset omp1 mpirun_core mpirun_none quota1 (default: all).
 # Needs the corpus (scripts/fetch-data.sh, or ENGINE_DATA), taskset (util-linux), Open MPI's mpirun.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 a=$1 b=$2 rounds=${3:-5} steps=${4:-300}
+shift 4 2>/dev/null || shift $#
+forms=("$@")
+((${#forms[@]})) || forms=(taskset omp1 mpirun_core mpirun_none quota1)
 export ENGINE_DATA=${ENGINE_DATA:-$PWD/data/shakespeare/shakespeare.txt} ACCEL_BACKEND=cpu
 args=(--size tiny --steps "$steps" --eval-every 0 --print-every "$steps" --dropout 0)
 mpi=(mpirun --oversubscribe -np 2)
@@ -18,9 +23,9 @@ launch() {  # launch FORM ENGINE
     omp1) OMP_NUM_THREADS=1 "$2" "${args[@]}" ;;
     mpirun_core) "${mpi[@]}" "$2" "${args[@]}" ;;
     mpirun_none) "${mpi[@]}" --bind-to none "$2" "${args[@]}" ;;
+    quota1) sh tests/engine/cpu_quota.sh 100000 "$2" "${args[@]}" ;;
   esac
 }
-forms=(taskset omp1 mpirun_core mpirun_none)
 echo "# $(lscpu | awk -F: '/Model name/{gsub(/^ +/,"",$2); print $2}'), family $(lscpu | awk '/CPU family/{print $3}') model $(lscpu | awk '/^Model:/{print $2}'), $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg); $(date -u)"
 echo "# A = $a, B = $b; $rounds rounds of: ${forms[*]}; ${args[*]}"
 log=$(mktemp)
@@ -43,7 +48,7 @@ for line in open(sys.argv[1]):
     m = re.match(r"round (\d+) (\S+) ([AB]) tokens/s (\d+) MFU (\S+)%", line)
     if m:
         d[(m[2], int(m[1]))][m[3]] = (int(m[4]), float(m[5]))
-for f in ("taskset", "omp1", "mpirun_core", "mpirun_none"):
+for f in ("taskset", "omp1", "mpirun_core", "mpirun_none", "quota1"):
     rows = [v for (g, _), v in sorted(d.items()) if g == f and len(v) == 2]
     if not rows:
         continue

@@ -167,7 +167,8 @@ training
                        loss scaler unless --loss-scale is given (DeepSpeed's fp16 default)
   --threads N          CPU threads for the kernels and the BLAS (default: OMP_NUM_THREADS, else the CPUs
                        this process may run on (taskset, cpusets, mpirun's binding), shared among the
-                       ranks on this machine that may run on them too)
+                       ranks on this machine that may run on them too, and at most its cgroup's CPU
+                       quota (a container's CPU limit), shared among the ranks in that cgroup)
   --streams N          split each batch's rows over N streams, each with its own activations and
                        gradients (summed before the optimizer; stage 2: its own buckets, summed before
                        each reduction) and threads / N threads; default on the CPU: one per thread (no

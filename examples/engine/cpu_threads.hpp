@@ -7,18 +7,25 @@
 // counts cores that are not there. So, as torch and OpenMP do, OMP_NUM_THREADS first (torchrun sets 1
 // per process, DeepSpeed's --bind_cores_to_rank the cores of each); else the CPUs of this process's
 // affinity mask, shared by the ranks on this machine whose masks overlap it (`mpirun --bind-to none
-// -np 2` on 16 CPUs: 8 each; bound to disjoint cores: each its own).
+// -np 2` on 16 CPUs: 8 each; bound to disjoint cores: each its own), and no more than its cgroup's CPU
+// quota allows (a Kubernetes CPU limit, `docker run --cpus 4`: the mask still shows every CPU of the
+// node, but the kernel throttles the group beyond the quota), shared by the ranks in that cgroup.
 #pragma once
 
 #include "config.hpp"
 
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -92,42 +99,184 @@ inline std::uint64_t machine_key() {
   return h;
 }
 
-/// One rank's machine and CPUs, as the ranks exchange them: words[0] the machine key, then the mask.
+/// A cgroup's CPU limit, in CPUs: cgroup v2's cpu.max ("150000 100000"; "max 100000": none), or v1's
+/// cpu.cfs_quota_us and cpu.cfs_period_us (-1: none). nullopt where there is none or the text is not one.
+inline std::optional<double> parse_cpu_max(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  std::string quota;
+  long long period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return std::nullopt;
+  long long q = 0;
+  const auto [end, ec] = std::from_chars(quota.data(), quota.data() + quota.size(), q);
+  if (ec != std::errc{} || end != quota.data() + quota.size() || q <= 0) return std::nullopt;
+  return static_cast<double>(q) / static_cast<double>(period);
+}
+inline std::optional<double> parse_cfs_quota(std::string_view quota_us, std::string_view period_us) {
+  return parse_cpu_max(std::string(quota_us) + " " + std::string(period_us));
+}
+
+/// The directories whose CPU limits bind this process, leaf first, up to the hierarchy's mount point:
+/// from /proc/self/cgroup ("0::/a/b" for cgroup v2, "4:cpu,cpuacct:/a/b" for v1's cpu controller) and
+/// /proc/self/mountinfo (where each hierarchy is mounted, and from which of its directories: a
+/// container's mount may show its own cgroup as the root). v1's are tagged with version 1.
+struct CgroupDir {
+  int version;
+  std::string path;
+};
+inline std::vector<CgroupDir> cpu_cgroup_dirs(std::string_view proc_cgroup, std::string_view mountinfo) {
+  std::vector<CgroupDir> dirs;
+  const auto lines = [](std::string_view text) {
+    std::vector<std::string> out;
+    std::istringstream in{std::string(text)};
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const auto has_token = [](std::string_view list, std::string_view token) {
+    for (std::size_t at = 0; at <= list.size();) {
+      const std::size_t comma = std::min(list.find(',', at), list.size());
+      if (list.substr(at, comma - at) == token) return true;
+      at = comma + 1;
+    }
+    return false;
+  };
+  for (const std::string& entry : lines(proc_cgroup)) {
+    const std::size_t c1 = entry.find(':'), c2 = c1 == std::string::npos ? c1 : entry.find(':', c1 + 1);
+    if (c2 == std::string::npos) continue;
+    const std::string_view controllers = std::string_view(entry).substr(c1 + 1, c2 - c1 - 1);
+    const std::string path = entry.substr(c2 + 1);
+    const int version = entry.compare(0, c1, "0") == 0 && controllers.empty() ? 2 : 1;
+    if (version == 1 && !has_token(controllers, "cpu")) continue;
+    for (const std::string& m : lines(mountinfo)) {
+      // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
+      std::istringstream f(m);
+      std::string id, parent, dev, root, point, word;
+      if (!(f >> id >> parent >> dev >> root >> point)) continue;
+      while (f >> word && word != "-") {
+      }
+      std::string fstype, source, super;
+      if (!(f >> fstype >> source >> super)) continue;
+      if (version == 2 ? fstype != "cgroup2" : (fstype != "cgroup" || !has_token(super, "cpu"))) continue;
+      std::string rel;
+      if (root == "/") {
+        rel = path;
+      } else if (path.compare(0, root.size(), root) == 0 && (path.size() == root.size() || path[root.size()] == '/')) {
+        rel = path.substr(root.size());
+      } else {
+        continue;  // this mount does not show the process's cgroup
+      }
+      std::string dir = point + (rel == "/" ? "" : rel);
+      while (true) {
+        dirs.push_back({version, dir});
+        if (dir.size() <= point.size()) break;
+        dir = dir.substr(0, dir.rfind('/'));
+        if (dir.size() < point.size()) break;
+      }
+      break;
+    }
+  }
+  return dirs;
+}
+
+/// This process's CPU quota: the smallest limit of the cgroups it is in (and their ancestors), and an
+/// id of the cgroup that sets it (its directory's inode), so that ranks in one cgroup share it.
+struct CpuQuota {
+  double cpus = 0;
+  std::uint64_t group = 0;
+};
+inline std::optional<CpuQuota> cpu_quota(const std::vector<CgroupDir>& dirs) {
+  const auto slurp = [](const std::string& file) -> std::optional<std::string> {
+    std::ifstream in(file);
+    std::string text;
+    if (!in || !std::getline(in, text)) return std::nullopt;
+    return text;
+  };
+  std::optional<CpuQuota> best;
+  for (const CgroupDir& d : dirs) {
+    std::optional<double> cpus;
+    if (d.version == 2) {
+      if (const auto t = slurp(d.path + "/cpu.max")) cpus = parse_cpu_max(*t);
+    } else {
+      const auto q = slurp(d.path + "/cpu.cfs_quota_us"), p = slurp(d.path + "/cpu.cfs_period_us");
+      if (q && p) cpus = parse_cfs_quota(*q, *p);
+    }
+    if (!cpus || (best && best->cpus <= *cpus)) continue;
+    struct stat st {};
+    best = CpuQuota{*cpus, stat(d.path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0};
+  }
+  return best;
+}
+
+inline std::optional<CpuQuota> cpu_quota() {
+  const auto slurp_all = [](const char* file) {
+    std::ifstream in(file);
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+  };
+  return cpu_quota(cpu_cgroup_dirs(slurp_all("/proc/self/cgroup"), slurp_all("/proc/self/mountinfo")));
+}
+
+/// One rank's machine and CPUs, as the ranks exchange them: the machine key, the CPU quota (in
+/// millionths of a CPU; 0: none) and the id of the cgroup that sets it, then the affinity mask.
+inline constexpr std::size_t placement_header = 3;
 inline std::vector<std::uint64_t> placement_words() {
-  std::vector<std::uint64_t> w(1 + CPU_SETSIZE / 64, 0);
+  std::vector<std::uint64_t> w(placement_header + CPU_SETSIZE / 64, 0);
   w[0] = machine_key();
+  if (const auto q = cpu_quota()) {
+    w[1] = static_cast<std::uint64_t>(std::llround(q->cpus * 1e6));
+    w[2] = q->group;
+  }
   const std::vector<std::uint64_t> mask = affinity_mask();
-  std::copy(mask.begin(), mask.end(), w.begin() + 1);
+  std::copy(mask.begin(), mask.end(), w.begin() + placement_header);
   return w;
 }
 
+/// "1.5 CPUs", "2 CPUs", "1 CPU".
+inline std::string format_cpus(double cpus) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", cpus);
+  return std::string(text) + (cpus == 1.0 ? " CPU" : " CPUs");
+}
+
 /// The threads for rank `me` from every rank's placement_words() (concatenated, in rank order): its
-/// CPUs divided among the ranks on its machine whose CPUs overlap them (itself included), at least 1.
-/// A rank whose mask could not be read counts as overlapping every rank of its machine.
+/// CPUs divided among the ranks on its machine whose CPUs overlap them (itself included), and no more
+/// than its cgroup's quota divided among the ranks in that cgroup; at least 1. A rank whose mask could
+/// not be read counts as overlapping every rank of its machine.
 inline CpuThreads threads_from_placements(const std::vector<std::uint64_t>& all, int ranks, int me, int fallback_cpus) {
-  const std::size_t n = all.size() / static_cast<std::size_t>(ranks);
+  const std::size_t n = all.size() / static_cast<std::size_t>(ranks), h = placement_header;
   const auto at = [&](int r, std::size_t i) { return all[static_cast<std::size_t>(r) * n + i]; };
   int mine = 0;
-  for (std::size_t i = 1; i < n; ++i) mine += __builtin_popcountll(at(me, i));
+  for (std::size_t i = h; i < n; ++i) mine += __builtin_popcountll(at(me, i));
   const bool known = mine > 0;
   if (!known) mine = fallback_cpus;
-  int sharing = 0;
+  int sharing = 0, in_group = 0;
   for (int r = 0; r < ranks; ++r) {
     if (at(r, 0) != at(me, 0)) continue;
     bool overlap = !known;
     std::uint64_t theirs = 0;
-    for (std::size_t i = 1; i < n; ++i) {
+    for (std::size_t i = h; i < n; ++i) {
       theirs |= at(r, i);
       overlap = overlap || (at(r, i) & at(me, i)) != 0;
     }
     if (overlap || theirs == 0) ++sharing;
+    if (at(r, 1) == at(me, 1) && at(r, 2) == at(me, 2)) ++in_group;
   }
   sharing = std::max(sharing, 1);
+  const std::string cpus = "the " + std::to_string(mine) + (mine > 1 ? " CPUs" : " CPU");
   CpuThreads t;
   t.count = std::max(1, mine / sharing);
-  const std::string cpus = "the " + std::to_string(mine) + (mine > 1 ? " CPUs" : " CPU");
   t.why = sharing > 1 ? cpus + " this rank may run on, shared by " + std::to_string(sharing) + " ranks on this machine"
                       : cpus + " this process may run on";
+  if (at(me, 1) > 0) {  // a CPU quota: its share, rounded up (the group's threads may use the whole quota)
+    const double quota = static_cast<double>(at(me, 1)) / 1e6;
+    const int share = std::max(1, static_cast<int>(std::ceil(quota / std::max(in_group, 1) - 1e-9)));
+    if (share < t.count) {
+      t.count = share;
+      t.why = "its cgroup's CPU quota of " + format_cpus(quota) +
+              (in_group > 1 ? ", shared by " + std::to_string(in_group) + " ranks" : std::string()) + " (" + cpus +
+              " this process may run on)";
+    }
+  }
   return t;
 }
 
