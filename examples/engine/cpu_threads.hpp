@@ -280,6 +280,16 @@ inline CpuThreads threads_from_placements(const std::vector<std::uint64_t>& all,
   return t;
 }
 
+/// Where a thread count the user gave (`given`: "--threads 4", "OMP_NUM_THREADS=4") is more than
+/// this rank's share of the CPUs: a warning saying so (the threads then take turns on the cores, and
+/// the measured peak counts no more cores than there are); else "".
+inline std::string oversubscription_warning(const std::string& given, int threads, const CpuThreads& share) {
+  if (threads <= share.count) return "";
+  return given + " runs " + std::to_string(threads) + " threads where this rank has " + std::to_string(share.count) +
+         " CPU" + (share.count > 1 ? "s" : "") + " (" + share.why +
+         "): they will take turns on the cores; leave it out to run one per CPU";
+}
+
 }  // namespace detail
 
 }  // namespace engine

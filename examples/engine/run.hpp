@@ -362,10 +362,16 @@ class Engine {
       placements.assign(bytes.size() / 8, 0);
       std::memcpy(placements.data(), bytes.data(), bytes.size());
     }
-    if (cfg_.threads > 0) return;
-    const CpuThreads t = detail::threads_from_placements(placements, ranks.size(), ranks.rank(), detail::usable_cpus());
-    cfg_.threads = t.count;
-    threads_why_ = t.why;
+    const CpuThreads share = detail::threads_from_placements(placements, ranks.size(), ranks.rank(), detail::usable_cpus());
+    if (cfg_.threads == 0) {
+      cfg_.threads = share.count;
+      threads_why_ = share.why;
+    } else if (cfg_.rank == 0) {
+      const std::string given = threads_why_ == "--threads" ? "--threads " + std::to_string(cfg_.threads) : threads_why_;
+      if (const std::string w = detail::oversubscription_warning(given, cfg_.threads, share); !w.empty()) {
+        std::fprintf(stderr, "engine: warning: %s\n", w.c_str());
+      }
+    }
   }
 
   /// --streams by default: on the CPU one lane per thread (the largest count up to the threads that

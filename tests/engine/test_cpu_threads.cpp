@@ -223,3 +223,17 @@ TEST_CASE("engine threads: cgroup CPU limits as the kernel writes them") {
     fs::remove_all(root);
   }
 }
+
+TEST_CASE("engine threads: more threads than the rank's share of the CPUs is warned, naming both") {
+  using engine::detail::oversubscription_warning;
+  const auto alone = threads_of({placed(7, 0, 2)}, 0);
+  CHECK(oversubscription_warning("--threads 2", 2, alone).empty());
+  CHECK(oversubscription_warning("--threads 1", 1, alone).empty());
+  CHECK(oversubscription_warning("--threads 4", 4, alone) ==
+        "--threads 4 runs 4 threads where this rank has 2 CPUs (the 2 CPUs this process may run on): they will take "
+        "turns on the cores; leave it out to run one per CPU");
+  const auto shared = threads_of(std::vector<std::vector<std::uint64_t>>(2, placed(7, 0, 2)), 1);
+  CHECK(oversubscription_warning("OMP_NUM_THREADS=2", 2, shared) ==
+        "OMP_NUM_THREADS=2 runs 2 threads where this rank has 1 CPU (the 2 CPUs this rank may run on, shared by 2 ranks "
+        "on this machine): they will take turns on the cores; leave it out to run one per CPU");
+}
