@@ -2,7 +2,7 @@
 # Two engine builds, A and B, under the launches that restrict or share the CPUs, with no --threads (each
 # build chooses its own count): taskset to one CPU, OMP_NUM_THREADS=1, mpirun -np 2 with Open MPI's default
 # binding (a core a rank) and with --bind-to none, and a cgroup with a CPU quota of one CPU (as root, where a
-# cgroup can be made: tests/engine/cpu_quota.sh). Each round runs every launch with A, then with B; the
+# cgroup can be made: tests/engine/cgroup_run.sh). Each round runs every launch with A, then with B; the
 # engine's summary gives tokens/s and the MFU it printed; the medians and B ÷ A round by round at the end.
 #   benchmarks/engine/launch_threads.sh ENGINE_A ENGINE_B [ROUNDS (5)] [STEPS (300)] [FORM...]
 # FORMs: taskset omp1 mpirun_core mpirun_none quota1 (default: all).
@@ -23,7 +23,7 @@ launch() {  # launch FORM ENGINE
     omp1) OMP_NUM_THREADS=1 "$2" "${args[@]}" ;;
     mpirun_core) "${mpi[@]}" "$2" "${args[@]}" ;;
     mpirun_none) "${mpi[@]}" --bind-to none "$2" "${args[@]}" ;;
-    quota1) sh tests/engine/cpu_quota.sh 100000 "$2" "${args[@]}" ;;
+    quota1) sh tests/engine/cgroup_run.sh cpu 100000 "$2" "${args[@]}" ;;
   esac
 }
 echo "# $(lscpu | awk -F: '/Model name/{gsub(/^ +/,"",$2); print $2}'), family $(lscpu | awk '/CPU family/{print $3}') model $(lscpu | awk '/^Model:/{print $2}'), $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg); $(date -u)"

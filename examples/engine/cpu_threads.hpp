@@ -14,8 +14,9 @@
 
 #include "config.hpp"
 
+#include <accel/cpu/detail/cgroup.hpp>
+
 #include <sched.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,8 +25,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -99,130 +98,13 @@ inline std::uint64_t machine_key() {
   return h;
 }
 
-/// A cgroup's CPU limit, in CPUs: cgroup v2's cpu.max ("150000 100000"; "max 100000": none), or v1's
-/// cpu.cfs_quota_us and cpu.cfs_period_us (-1: none). nullopt where there is none or the text is not one.
-inline std::optional<double> parse_cpu_max(std::string_view text) {
-  std::istringstream in{std::string(text)};
-  std::string quota;
-  long long period = 0;
-  if (!(in >> quota >> period) || quota == "max" || period <= 0) return std::nullopt;
-  long long q = 0;
-  const auto [end, ec] = std::from_chars(quota.data(), quota.data() + quota.size(), q);
-  if (ec != std::errc{} || end != quota.data() + quota.size() || q <= 0) return std::nullopt;
-  return static_cast<double>(q) / static_cast<double>(period);
-}
-inline std::optional<double> parse_cfs_quota(std::string_view quota_us, std::string_view period_us) {
-  return parse_cpu_max(std::string(quota_us) + " " + std::string(period_us));
-}
-
-/// The directories whose CPU limits bind this process, leaf first, up to the hierarchy's mount point:
-/// from /proc/self/cgroup ("0::/a/b" for cgroup v2, "4:cpu,cpuacct:/a/b" for v1's cpu controller) and
-/// /proc/self/mountinfo (where each hierarchy is mounted, and from which of its directories: a
-/// container's mount may show its own cgroup as the root). v1's are tagged with version 1.
-struct CgroupDir {
-  int version;
-  std::string path;
-};
-inline std::vector<CgroupDir> cpu_cgroup_dirs(std::string_view proc_cgroup, std::string_view mountinfo) {
-  std::vector<CgroupDir> dirs;
-  const auto lines = [](std::string_view text) {
-    std::vector<std::string> out;
-    std::istringstream in{std::string(text)};
-    for (std::string line; std::getline(in, line);) out.push_back(line);
-    return out;
-  };
-  const auto has_token = [](std::string_view list, std::string_view token) {
-    for (std::size_t at = 0; at <= list.size();) {
-      const std::size_t comma = std::min(list.find(',', at), list.size());
-      if (list.substr(at, comma - at) == token) return true;
-      at = comma + 1;
-    }
-    return false;
-  };
-  for (const std::string& entry : lines(proc_cgroup)) {
-    const std::size_t c1 = entry.find(':'), c2 = c1 == std::string::npos ? c1 : entry.find(':', c1 + 1);
-    if (c2 == std::string::npos) continue;
-    const std::string_view controllers = std::string_view(entry).substr(c1 + 1, c2 - c1 - 1);
-    const std::string path = entry.substr(c2 + 1);
-    const int version = entry.compare(0, c1, "0") == 0 && controllers.empty() ? 2 : 1;
-    if (version == 1 && !has_token(controllers, "cpu")) continue;
-    for (const std::string& m : lines(mountinfo)) {
-      // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
-      std::istringstream f(m);
-      std::string id, parent, dev, root, point, word;
-      if (!(f >> id >> parent >> dev >> root >> point)) continue;
-      while (f >> word && word != "-") {
-      }
-      std::string fstype, source, super;
-      if (!(f >> fstype >> source >> super)) continue;
-      if (version == 2 ? fstype != "cgroup2" : (fstype != "cgroup" || !has_token(super, "cpu"))) continue;
-      std::string rel;
-      if (root == "/") {
-        rel = path;
-      } else if (path.compare(0, root.size(), root) == 0 && (path.size() == root.size() || path[root.size()] == '/')) {
-        rel = path.substr(root.size());
-      } else {
-        continue;  // this mount does not show the process's cgroup
-      }
-      std::string dir = point + (rel == "/" ? "" : rel);
-      while (true) {
-        dirs.push_back({version, dir});
-        if (dir.size() <= point.size()) break;
-        dir = dir.substr(0, dir.rfind('/'));
-        if (dir.size() < point.size()) break;
-      }
-      break;
-    }
-  }
-  return dirs;
-}
-
-/// This process's CPU quota: the smallest limit of the cgroups it is in (and their ancestors), and an
-/// id of the cgroup that sets it (its directory's inode), so that ranks in one cgroup share it.
-struct CpuQuota {
-  double cpus = 0;
-  std::uint64_t group = 0;
-};
-inline std::optional<CpuQuota> cpu_quota(const std::vector<CgroupDir>& dirs) {
-  const auto slurp = [](const std::string& file) -> std::optional<std::string> {
-    std::ifstream in(file);
-    std::string text;
-    if (!in || !std::getline(in, text)) return std::nullopt;
-    return text;
-  };
-  std::optional<CpuQuota> best;
-  for (const CgroupDir& d : dirs) {
-    std::optional<double> cpus;
-    if (d.version == 2) {
-      if (const auto t = slurp(d.path + "/cpu.max")) cpus = parse_cpu_max(*t);
-    } else {
-      const auto q = slurp(d.path + "/cpu.cfs_quota_us"), p = slurp(d.path + "/cpu.cfs_period_us");
-      if (q && p) cpus = parse_cfs_quota(*q, *p);
-    }
-    if (!cpus || (best && best->cpus <= *cpus)) continue;
-    struct stat st {};
-    best = CpuQuota{*cpus, stat(d.path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0};
-  }
-  return best;
-}
-
-inline std::optional<CpuQuota> cpu_quota() {
-  const auto slurp_all = [](const char* file) {
-    std::ifstream in(file);
-    std::ostringstream out;
-    out << in.rdbuf();
-    return out.str();
-  };
-  return cpu_quota(cpu_cgroup_dirs(slurp_all("/proc/self/cgroup"), slurp_all("/proc/self/mountinfo")));
-}
-
 /// One rank's machine and CPUs, as the ranks exchange them: the machine key, the CPU quota (in
 /// millionths of a CPU; 0: none) and the id of the cgroup that sets it, then the affinity mask.
 inline constexpr std::size_t placement_header = 3;
 inline std::vector<std::uint64_t> placement_words() {
   std::vector<std::uint64_t> w(placement_header + CPU_SETSIZE / 64, 0);
   w[0] = machine_key();
-  if (const auto q = cpu_quota()) {
+  if (const auto q = accel::cpu::detail::cpu_quota()) {
     w[1] = static_cast<std::uint64_t>(std::llround(q->cpus * 1e6));
     w[2] = q->group;
   }

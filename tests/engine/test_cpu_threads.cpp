@@ -1,18 +1,14 @@
 // The engine's CPU thread count when --threads is not given (examples/engine/cpu_threads.hpp):
 // OMP_NUM_THREADS as OpenMP reads it, the CPUs of the affinity mask, their sharing among the ranks of
-// one machine, and a cgroup's CPU quota (cgroup v1 and v2, as /proc/self/cgroup and mountinfo show them).
+// one machine, and a cgroup's CPU quota (read by accel's cpu/detail/cgroup.hpp: tests/cpu/test_cgroup.cpp).
 #include "config.hpp"
 #include "cpu_threads.hpp"
 
 #include <doctest/doctest.h>
 
 #include <sched.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -152,75 +148,6 @@ TEST_CASE("engine threads: no more than the cgroup's CPU quota, shared by the ra
     const std::vector<std::vector<std::uint64_t>> pods = {placed(7, 0, 64, 8.0, 11), placed(7, 0, 64, 8.0, 12),
                                                           placed(7, 0, 64, 8.0, 13), placed(7, 0, 64, 8.0, 14)};
     CHECK(threads_of(pods, 2).count == 8);  // the node's 64 CPUs shared by 4: 16, the pod's quota: 8
-  }
-}
-
-TEST_CASE("engine threads: cgroup CPU limits as the kernel writes them") {
-  using engine::detail::parse_cfs_quota;
-  using engine::detail::parse_cpu_max;
-  CHECK(parse_cpu_max("max 100000") == std::nullopt);
-  CHECK(parse_cpu_max("150000 100000").value() == doctest::Approx(1.5));
-  CHECK(parse_cpu_max("400000 100000\n").value() == doctest::Approx(4.0));
-  CHECK(parse_cpu_max("") == std::nullopt);
-  CHECK(parse_cpu_max("abc 100000") == std::nullopt);
-  CHECK(parse_cpu_max("100000 0") == std::nullopt);
-  CHECK(parse_cfs_quota("-1", "100000") == std::nullopt);
-  CHECK(parse_cfs_quota("50000", "100000").value() == doctest::Approx(0.5));
-
-  using engine::detail::cpu_cgroup_dirs;
-  const auto paths = [](const std::vector<engine::detail::CgroupDir>& dirs) {
-    std::vector<std::string> out;
-    for (const auto& d : dirs) out.push_back(std::to_string(d.version) + " " + d.path);
-    return out;
-  };
-  SUBCASE("cgroup v2: the process's directory and its ancestors up to the mount") {
-    const auto dirs = cpu_cgroup_dirs("0::/kubepods/pod1/c1\n",
-                                      "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n");
-    CHECK(paths(dirs) == std::vector<std::string>{"2 /sys/fs/cgroup/kubepods/pod1/c1", "2 /sys/fs/cgroup/kubepods/pod1",
-                                                  "2 /sys/fs/cgroup/kubepods", "2 /sys/fs/cgroup"});
-  }
-  SUBCASE("cgroup v2 in a container's namespace: its own cgroup is the mount's root") {
-    CHECK(paths(cpu_cgroup_dirs("0::/\n", "700 600 0:26 / /sys/fs/cgroup ro - cgroup2 cgroup rw\n")) ==
-          std::vector<std::string>{"2 /sys/fs/cgroup"});
-  }
-  SUBCASE("cgroup v1: the cpu controller's hierarchy (joined with cpuacct or alone), other controllers skipped") {
-    const char* mounts =
-        "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
-        "34 31 0:31 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n";
-    CHECK(paths(cpu_cgroup_dirs("5:cpuset:/\n4:cpu,cpuacct:/docker/abc\n0::/\n", mounts)) ==
-          std::vector<std::string>{"1 /sys/fs/cgroup/cpu,cpuacct/docker/abc", "1 /sys/fs/cgroup/cpu,cpuacct/docker",
-                                   "1 /sys/fs/cgroup/cpu,cpuacct"});
-    // a mount of the hierarchy from the container's own directory
-    CHECK(paths(cpu_cgroup_dirs("4:cpu,cpuacct:/docker/abc\n",
-                                "40 39 0:29 /docker/abc /sys/fs/cgroup/cpu ro - cgroup cgroup rw,cpu,cpuacct\n")) ==
-          std::vector<std::string>{"1 /sys/fs/cgroup/cpu"});
-    // "cpuacct" alone is not the cpu controller; a mount that does not show the cgroup is no directory
-    CHECK(cpu_cgroup_dirs("3:cpuacct:/a\n", "33 31 0:30 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n").empty());
-    CHECK(cpu_cgroup_dirs("4:cpu:/a\n", "40 39 0:29 /other /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n").empty());
-  }
-  SUBCASE("the smallest limit of the directories, and the directory that sets it") {
-    namespace fs = std::filesystem;
-    const fs::path root = fs::temp_directory_path() / ("accel_cpu_quota_" + std::to_string(::getpid()));
-    fs::create_directories(root / "a" / "b");
-    std::ofstream(root / "a" / "cpu.max") << "200000 100000\n";
-    std::ofstream(root / "a" / "b" / "cpu.max") << "max 100000\n";
-    std::ofstream(root / "cpu.max") << "800000 100000\n";
-    const std::string r = root.string();
-    const auto q = engine::detail::cpu_quota({{2, r + "/a/b"}, {2, r + "/a"}, {2, r}});
-    struct stat a {};
-    REQUIRE(stat((r + "/a").c_str(), &a) == 0);
-    REQUIRE(q.has_value());
-    CHECK(q->cpus == doctest::Approx(2.0));
-    CHECK(q->group == static_cast<std::uint64_t>(a.st_ino));
-    std::ofstream(root / "a" / "cpu.cfs_quota_us") << "-1\n";
-    std::ofstream(root / "a" / "cpu.cfs_period_us") << "100000\n";
-    std::ofstream(root / "cpu.cfs_quota_us") << "300000\n";
-    std::ofstream(root / "cpu.cfs_period_us") << "100000\n";
-    const auto v1 = engine::detail::cpu_quota({{1, r + "/a"}, {1, r}});
-    REQUIRE(v1.has_value());
-    CHECK(v1->cpus == doctest::Approx(3.0));
-    CHECK(engine::detail::cpu_quota({{2, r + "/a/b"}}) == std::nullopt);
-    fs::remove_all(root);
   }
 }
 

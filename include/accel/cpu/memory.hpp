@@ -10,8 +10,9 @@
 // Each logical CPU device (cpu/device.hpp) has its own CachingAllocator<HostMemory>, created on first
 // use and never destroyed (it outlives static destruction). Statistics count these allocators' blocks,
 // not the process RSS that DeepSpeed's CPU accelerator reports. Every device reports the host's
-// physical memory as total_memory; available_memory is /proc/meminfo's MemAvailable, capped by the
-// device's memory fraction minus what it has reserved.
+// physical memory as total_memory (or the process's cgroup memory limit, a container's, where smaller);
+// available_memory is /proc/meminfo's MemAvailable (at most the room left under that limit), capped by
+// the device's memory fraction minus what it has reserved.
 //
 // Pinned memory: pin_memory(p, n) page-locks [p, p+n) with mlock and tracks the range (overlapping an
 // already pinned range is an InvalidArgumentError, as cudaHostRegister refuses it); unpin_memory(p)
@@ -329,14 +330,16 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices>,
 
   // ---- device memory --------------------------------------------------------------------------
 
-  /// Physical RAM of the host; every logical CPU device reports it.
+  /// Physical RAM of the host, or the process's cgroup memory limit where smaller; every logical CPU
+  /// device reports it.
   [[nodiscard]] static std::size_t total_memory() { return total_memory(Devices::current_device()); }
   [[nodiscard]] static std::size_t total_memory(int dev) {
     Devices::check_device(dev);
     return detail::physical_memory();
   }
 
-  /// MemAvailable, capped by the device's memory fraction minus what its allocator has reserved.
+  /// MemAvailable (within the cgroup memory limit), capped by the device's memory fraction minus what
+  /// its allocator has reserved.
   [[nodiscard]] static std::size_t available_memory() { return available_memory(Devices::current_device()); }
   [[nodiscard]] static std::size_t available_memory(int dev) {
     Devices::check_device(dev);
@@ -349,7 +352,7 @@ struct BasicMemory : AllocatorStatistics<BasicMemory<Unused>, Devices>,
     return available;
   }
 
-  /// (free, total) like torch.cuda.mem_get_info: MemAvailable and the physical RAM.
+  /// (free, total) like torch.cuda.mem_get_info: available_memory's host figure and total_memory.
   [[nodiscard]] static MemoryInfo get_memory_info() { return get_memory_info(Devices::current_device()); }
   [[nodiscard]] static MemoryInfo get_memory_info(int dev) {
     Devices::check_device(dev);

@@ -1,11 +1,12 @@
 // accel/cpu/detail/host_pages.hpp — the CPU backend's raw host memory: pages and their release.
 //
 // What the raw policies of cpu/memory.hpp stand on: the page size, the host's physical and available
-// memory (/proc/meminfo), anonymous mappings (2 MiB aligned and THP-advised from 2 MiB up), the mlock
+// memory (/proc/meminfo, within the process's cgroup memory limit: cpu/detail/cgroup.hpp), anonymous mappings (2 MiB aligned and THP-advised from 2 MiB up), the mlock
 // error and its RLIMIT_MEMLOCK hint, and the deferred release of segments that queued stream work may
 // still use (release_segment).
 #pragma once
 
+#include <accel/cpu/detail/cgroup.hpp>
 #include <accel/cpu/detail/stream_registry.hpp>
 #include <accel/cpu/detail/stream_state.hpp>
 #include <accel/detail/min_max.hpp>
@@ -55,20 +56,24 @@ inline std::size_t meminfo_bytes(const char* field) noexcept {
   return bytes;
 }
 
-/// Physical RAM of the host (sysconf, else /proc/meminfo's MemTotal).
+/// Physical RAM of the host (sysconf, else /proc/meminfo's MemTotal), or the process's cgroup memory
+/// limit where that is smaller (a container's: the kernel kills past it). Read once.
 inline std::size_t physical_memory() noexcept {
   static const std::size_t total = [] {
     const long pages = ::sysconf(_SC_PHYS_PAGES);
-    if (pages > 0) return static_cast<std::size_t>(pages) * host_page_size();
-    return meminfo_bytes("MemTotal");
+    std::size_t ram = pages > 0 ? static_cast<std::size_t>(pages) * host_page_size() : meminfo_bytes("MemTotal");
+    if (const auto cgroup = memory_limit()) ram = accel::detail::min_of(ram, static_cast<std::size_t>(cgroup->limit));
+    return ram;
   }();
   return total;
 }
 
-/// MemAvailable (MemFree on kernels without it), at most the physical total.
+/// MemAvailable (MemFree on kernels without it), at most the physical total and the room left under
+/// the process's cgroup memory limits.
 inline std::size_t available_host_memory() noexcept {
   std::size_t free = meminfo_bytes("MemAvailable");
   if (free == 0) free = meminfo_bytes("MemFree");
+  if (const auto cgroup = memory_limit()) free = accel::detail::min_of(free, static_cast<std::size_t>(cgroup->room));
   return accel::detail::min_of(free, physical_memory());
 }
 
