@@ -382,8 +382,7 @@ class Engine {
         b_.device_type() != accel::DeviceType::cpu) {
       return 1;  // one stream: what these need (--overlap on: the communication stream follows one)
     }
-    int n = cfg_.threads > 0 ? cfg_.threads : detail::usable_cpus();
-    n = std::min(n, cfg_.batch);
+    int n = std::max(1, std::min(cfg_.threads, cfg_.batch));  // cfg_.threads: resolved by resolve_threads, which runs first
     while (n > 1 && cfg_.batch % n != 0) --n;
     return n;
   }
