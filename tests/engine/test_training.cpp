@@ -658,6 +658,31 @@ TEST_CASE("engine --streams 2: the batch's rows on two streams, gradients summed
   for (const auto& d : {one, two, again}) fs::remove_all(d);
 }
 
+/// A file's bytes ("" when it cannot be read).
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST_CASE("engine --dtype bf16 --streams 2: the same seed gives the same bits (both lanes' products at once)") {
+  // Both lanes run the same bf16 products at the same time: through oneDNN's matmul where the CPU has
+  // AVX512-BF16 or AMX, whose library scratchpad two threads shared (every run's losses differed).
+  const fs::path a = temp_dir("bf16-lanes-a"), b = temp_dir("bf16-lanes-b");
+  auto x = small(a);
+  x.dtype = "bf16";
+  x.streams = 2;
+  x.threads = 2;
+  x.steps = 4;
+  x.dropout = 0.1;
+  auto y = x;
+  y.dump = b.string();
+  REQUIRE(run(x) == 0);
+  REQUIRE(run(y) == 0);
+  check_same_losses(a, b, 4);
+  CHECK(read_bytes(a / "grads0.f32") == read_bytes(b / "grads0.f32"));
+  for (const auto& d : {a, b}) fs::remove_all(d);
+}
+
 /// The spans of the layers' forward and backward ("layer N", "layer N backward") in a trace written by
 /// the engine: (tid, start, end) in microseconds. (Not "gradient sum": it spans lane 0's wait for the
 /// other lanes, so it overlaps them however they ran.)

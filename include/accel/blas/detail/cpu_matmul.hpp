@@ -30,7 +30,9 @@
 #include <algorithm>
 #include <bit>
 #include <iterator>
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,10 +40,12 @@
 
 namespace accel::blas::detail {
 
-/// One cached problem: the primitive and the memory descriptors its arguments are bound with.
+/// One cached problem: the primitive and the memory descriptors its arguments are bound with, and its
+/// scratchpad's (the caller's: see run_bfloat_matmul).
 struct BfloatMatmul {
   dnnl_primitive_t primitive = nullptr;
-  dnnl_memory_desc_t a{}, b{}, c{};
+  dnnl_memory_desc_t a{}, b{}, c{}, scratchpad{};
+  std::size_t scratchpad_bytes = 0;
 };
 
 class BfloatMatmuls {
@@ -157,6 +161,10 @@ class BfloatMatmuls {
     };
     try {
       check(call, dnnl_primitive_attr_create(&attr), "dnnl_primitive_attr_create");
+      // The caller's scratchpad, not the library's: Debian's oneDNN (built without
+      // DNNL_ENABLE_CONCURRENT_EXEC) gives every primitive one global scratchpad, so two streams running
+      // a bf16 product at once wrote into each other's (wrong results: 570 of 600 products in a test).
+      check(call, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode");
       if (g.alpha != 1.0f) check(call, dnnl_primitive_attr_set_output_scales(attr, 1, 0, &g.alpha), "output scales");
       if (g.beta != 0.0f) {
         check(call, dnnl_post_ops_create(&post_ops), "dnnl_post_ops_create");
@@ -164,6 +172,10 @@ class BfloatMatmuls {
         check(call, dnnl_primitive_attr_set_post_ops(attr, post_ops), "dnnl_primitive_attr_set_post_ops");
       }
       check(call, dnnl_primitive_desc_create(&pd, &desc, attr, engine_, nullptr), "dnnl_primitive_desc_create");
+      if (const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) {
+        out->scratchpad = *md;
+        out->scratchpad_bytes = dnnl_memory_desc_get_size(md);
+      }
       check(call, dnnl_primitive_create(&out->primitive, pd), "dnnl_primitive_create");
     } catch (...) {
       release();
@@ -233,20 +245,42 @@ inline void scale_c(const GemmArgs<bfloat16>& g, std::int64_t i) noexcept {
   }
 }
 
-/// Runs in the task: binds the pointers to the cached primitive and executes it on this thread.
+/// This thread's scratchpad for oneDNN's primitives, at least `bytes` (64-byte aligned, grown as
+/// needed, kept for the thread's life). A primitive runs to completion on the thread that calls it
+/// (dnnl_stream_wait), so one buffer a thread is never used by two products at once.
+inline void* matmul_scratchpad(std::size_t bytes) {
+  struct Aligned {
+    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  thread_local std::unique_ptr<std::byte[], Aligned> buffer;
+  thread_local std::size_t capacity = 0;
+  if (bytes > capacity) {
+    buffer.reset();
+    capacity = 0;
+    buffer.reset(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64})));
+    capacity = bytes;
+  }
+  return buffer.get();
+}
+
+/// Runs in the task: binds the pointers (and this thread's scratchpad) to the cached primitive and
+/// executes it on this thread.
 inline void run_bfloat_matmul(dnnl_engine_t engine, const BfloatMatmul& mm, const GemmArgs<bfloat16>& g) {
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, scratch = nullptr;
   dnnl_stream_t stream = nullptr;
   dnnl_status_t status = dnnl_memory_create(&a, &mm.a, engine, const_cast<bfloat16*>(g.a));
   if (status == dnnl_success) status = dnnl_memory_create(&b, &mm.b, engine, const_cast<bfloat16*>(g.b));
   if (status == dnnl_success) status = dnnl_memory_create(&c, &mm.c, engine, g.c);
+  if (status == dnnl_success && mm.scratchpad_bytes > 0) {
+    status = dnnl_memory_create(&scratch, &mm.scratchpad, engine, matmul_scratchpad(mm.scratchpad_bytes));
+  }
   if (status == dnnl_success) status = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
   if (status == dnnl_success) {
-    const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
-    status = dnnl_primitive_execute(mm.primitive, stream, 3, args);
+    const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    status = dnnl_primitive_execute(mm.primitive, stream, scratch != nullptr ? 4 : 3, args);
     if (status == dnnl_success) status = dnnl_stream_wait(stream);
   }
-  for (dnnl_memory_t m : {a, b, c}) {
+  for (dnnl_memory_t m : {a, b, c, scratch}) {
     if (m != nullptr) dnnl_memory_destroy(m);
   }
   if (stream != nullptr) dnnl_stream_destroy(stream);
