@@ -84,6 +84,7 @@ struct Config {
   int threads = 0;             // CPU threads for kernels and BLAS (0: resolved at start-up, cpu_threads.hpp)
   int streams = 0;             // lanes: streams that each run a slice of the batch's rows (0: auto)
   bool graph = false;
+  bool activation_checkpointing = false;  // keep each layer's input only; recompute the rest in backward
   std::string attention = "auto";  // fused | gemm | flash | auto (fused on the CPU; flash on CUDA where it fits, else gemm)
   std::string gelu_fusion = "auto";  // on | off | auto (on with CUDA): the MLP's GELU and its gradient inside its GEMMs
   std::string run_ahead = "on";  // on | off: step k + 1 enqueued before step k's losses are read
@@ -175,6 +176,11 @@ training
                        thread waits for another inside a kernel; 1 with --graph, --deterministic or
                        --zero-stage 2, whose lanes meet at every bucket), else 1
   --graph              capture the step once and replay it (CUDA graphs; recorded tasks on the CPU)
+  --activation-checkpointing   keep each layer's output only (the residual stream, and the dropout's
+                       bits) and compute the rest again from it before the layer's backward (DeepSpeed's
+                       activation checkpointing, a checkpoint a block): one layer's activations instead
+                       of every layer's, for a forward's products more (the MLP's output projection
+                       excepted); the same losses, bit for bit; MFU still counts the model's FLOPs only
   --attention auto|fused|gemm|flash   fused: one kernel per direction (CPU: head size 16, 32, 48,
                        64, 80, 96 or 128; CUDA: --block up to 12288); gemm: the products as
                        strided-batched GEMMs around softmax kernels (any shape); flash: tensor-core
@@ -462,6 +468,8 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       c.run_ahead = v;
     } else if (a == "--streams") {
       c.streams = static_cast<int>(parse_int(a, value(), 1, 256));
+    } else if (a == "--activation-checkpointing") {
+      c.activation_checkpointing = true;
     } else if (a == "--graph") {
       c.graph = true;
     } else if (a == "--save") {

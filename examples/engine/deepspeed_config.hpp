@@ -16,6 +16,11 @@
 //   zero_optimization {stage: 1 | 2, reduce_scatter: true, contiguous_gradients,
 //                      overlap_comm (--overlap on | off; absent: auto),
 //                      reduce_bucket_size (stage 2's layer buckets, elements; buckets.hpp)}
+//   activation_checkpointing {partition_activations: false, cpu_checkpointing: false,
+//                      contiguous_memory_optimization, number_checkpoints: null,
+//                      synchronize_checkpoint_boundary: false, profile: false}
+//        (--activation-checkpointing: in DeepSpeed the section configures the checkpoints a model's
+//        code makes; the engine is that code, and makes one a block when the section is there)
 // Command-line flags override its values, wherever they stand (the config is read before them).
 #pragma once
 
@@ -371,6 +376,25 @@ inline void apply_deepspeed_config(Config& c, const std::string& path) {
       throw UsageError("--deepspeed-config: zero_optimization.reduce_bucket_size must be an integer >= 0");
     }
     c.reduce_bucket = static_cast<std::int64_t>(bucket);
+    o.finish();
+  }
+  if (const Json* v = top.get("activation_checkpointing")) {
+    ConfigObject o(*v, "activation_checkpointing");
+    const auto refuse_true = [&](const char* key, const char* why) {
+      if (o.boolean(key, false)) {
+        throw UsageError(std::string("--deepspeed-config: activation_checkpointing.") + key + " true is not supported (" + why + ")");
+      }
+    };
+    refuse_true("partition_activations", "it splits checkpoints over model-parallel ranks; the engine has none");
+    refuse_true("cpu_checkpointing", "the checkpoints stay in the device's memory");
+    refuse_true("synchronize_checkpoint_boundary", "the engine's stream orders the recomputation");
+    refuse_true("profile", "--trace shows each layer's recomputation as a span");
+    (void)o.boolean("contiguous_memory_optimization", false);  // the kept outputs are one buffer either way
+    if (const Json* n = o.get("number_checkpoints"); n != nullptr && n->kind != Json::Kind::null) {
+      throw UsageError("--deepspeed-config: activation_checkpointing.number_checkpoints is not supported (null: the "
+                       "engine keeps one checkpoint a block)");
+    }
+    c.activation_checkpointing = true;
     o.finish();
   }
   top.finish();

@@ -119,7 +119,8 @@ class Trainer {
         stream_(new_stream(b)),
         lane_batch_(cfg.batch / cfg.streams),
         P_(cfg.shape, plan.vocab_padded),
-        A_(cfg.shape, cfg.batch / cfg.streams, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.attention),
+        A_(cfg.shape, cfg.batch / cfg.streams, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.attention,
+           cfg.activation_checkpointing),
         nn_(b, act_dtype),
         attn_(b, act_dtype, cfg.shape.width / cfg.shape.heads),
         ops_(b),
@@ -857,9 +858,53 @@ class Trainer {
     attn_.permute(cs(), dv, 3, dqkv, true, Bn, Tn, C, NH);
   }
 
+  /// Layer l's forward over Bn x Tn tokens of the current lane. `again` (--activation-checkpointing,
+  /// before the layer's backward): its forward once more from its input, kept in L.res_in, into the
+  /// working set: the LayerNorm reads that input (the sum the fused add stored, so the same statistics),
+  /// the dropout reuses the bits drawn the first time, and the MLP's output projection, which backward
+  /// does not read, is skipped.
+  void layer_forward(std::size_t l, bool drop, bool again, std::int64_t Bn, std::int64_t Tn) {
+    const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, N = Bn * Tn;
+    const auto& L = A_.layers[l];
+    const auto& W = P_.layers[l];
+    std::optional<Phase> op(std::in_place, *this, "layernorm", cs());
+    if (l == 0 || again) {
+      nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(L.res_in), w(W.ln1_w),
+                            w(W.ln1_b), N, C);
+    } else {  // the previous block's MLP residual add, fused
+      const auto& prev = A_.layers[l - 1];
+      nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(prev.res2), w(W.ln1_w),
+                            w(W.ln1_b), N, C, 1e-5f, act(prev.fcproj), act(prev.res_out));
+    }
+    op.reset();
+    gemm(Trans::no, Trans::yes, N, 3 * C, C, act(L.ln1), C, w(W.qkv_w), C, 0.0f, act(L.qkv), 3 * C);
+    if (drop && !again) {
+      const Phase bits_op(*this, "dropout", cs());
+      b_.fill_bits(cs(), bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
+    }
+    attention_forward(L, drop, Bn, Tn);
+    gemm(Trans::no, Trans::yes, N, C, C, act(L.atty), C, w(W.proj_w), C, 0.0f, act(L.attproj), C);
+    if (drop) dropout(act(L.attproj), act(L.attproj), L.bits_proj, N * C, !again);
+    op.emplace(*this, "layernorm", cs());
+    nn_.layernorm_forward(cs(), act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
+                          w(W.ln2_b), N, C, 1e-5f, act(L.attproj), act(L.res2));
+    op.reset();
+    if (gelu_fusion_) {
+      gemm_gelu(N, 4 * C, C, act(L.ln2), w(W.fc_w), act(L.gelu), act(L.fch));
+    } else {
+      gemm(Trans::no, Trans::yes, N, 4 * C, C, act(L.ln2), C, w(W.fc_w), C, 0.0f, act(L.fch), 4 * C);
+      op.emplace(*this, "gelu", cs());
+      nn_.gelu_forward(cs(), act(L.gelu), act(L.fch), N * 4 * C);
+      op.reset();
+    }
+    if (again) return;
+    gemm(Trans::no, Trans::yes, N, C, 4 * C, act(L.gelu), 4 * C, w(W.fcproj_w), 4 * C, 0.0f, act(L.fcproj), C);
+    if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true);
+  }
+
   /// Forward pass of micro-batch m (inputs/targets slice m) over Bn sequences of Tn tokens.
   void forward(int m, bool train, std::int64_t Bn, std::int64_t Tn, bool loss = true) {
-    const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, N = Bn * Tn, Vp = plan_.vocab_padded;
+    const std::int64_t C = cfg_.shape.width, N = Bn * Tn, Vp = plan_.vocab_padded;
     const bool drop = train && cfg_.dropout > 0;
     const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
     const std::int32_t* tg = cur_->targets.data() + static_cast<std::int64_t>(m) * N;
@@ -869,41 +914,8 @@ class Trainer {
       if (drop) dropout(act(A_.encoded), act(A_.encoded), A_.bits_emb, N * C, true);
     }
     for (std::size_t l = 0; l < A_.layers.size(); ++l) {
-      const auto& L = A_.layers[l];
-      const auto& W = P_.layers[l];
       const Phase phase(*this, fwd_names_[l], cs());
-      std::optional<Phase> op(std::in_place, *this, "layernorm", cs());
-      if (l == 0) {
-        nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(L.res_in), w(W.ln1_w),
-                              w(W.ln1_b), N, C);
-      } else {  // the previous block's MLP residual add, fused
-        const auto& prev = A_.layers[l - 1];
-        nn_.layernorm_forward(cs(), act(L.ln1), f32(L.ln1_mean), f32(L.ln1_rstd), act(prev.res2), w(W.ln1_w),
-                              w(W.ln1_b), N, C, 1e-5f, act(prev.fcproj), act(prev.res_out));
-      }
-      op.reset();
-      gemm(Trans::no, Trans::yes, N, 3 * C, C, act(L.ln1), C, w(W.qkv_w), C, 0.0f, act(L.qkv), 3 * C);
-      if (drop) {
-        const Phase bits_op(*this, "dropout", cs());
-        b_.fill_bits(cs(), bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
-      }
-      attention_forward(L, drop, Bn, Tn);
-      gemm(Trans::no, Trans::yes, N, C, C, act(L.atty), C, w(W.proj_w), C, 0.0f, act(L.attproj), C);
-      if (drop) dropout(act(L.attproj), act(L.attproj), L.bits_proj, N * C, true);
-      op.emplace(*this, "layernorm", cs());
-      nn_.layernorm_forward(cs(), act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
-                            w(W.ln2_b), N, C, 1e-5f, act(L.attproj), act(L.res2));
-      op.reset();
-      if (gelu_fusion_) {
-        gemm_gelu(N, 4 * C, C, act(L.ln2), w(W.fc_w), act(L.gelu), act(L.fch));
-      } else {
-        gemm(Trans::no, Trans::yes, N, 4 * C, C, act(L.ln2), C, w(W.fc_w), C, 0.0f, act(L.fch), 4 * C);
-        op.emplace(*this, "gelu", cs());
-        nn_.gelu_forward(cs(), act(L.gelu), act(L.fch), N * 4 * C);
-        op.reset();
-      }
-      gemm(Trans::no, Trans::yes, N, C, 4 * C, act(L.gelu), 4 * C, w(W.fcproj_w), 4 * C, 0.0f, act(L.fcproj), C);
-      if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true);
+      layer_forward(l, drop, false, Bn, Tn);
     }
     const auto& last = A_.layers.back();
     const Phase phase(*this, "head + loss", cs());
@@ -955,6 +967,8 @@ class Trainer {
     close();
     for (std::size_t li = A_.layers.size(); li-- > 0;) {
       each([&](std::size_t i) { spans[i].emplace(*this, bwd_names_[li], cs()); });
+      // --activation-checkpointing: the layer's activations again (the last layer's are still there).
+      if (A_.recompute && li + 1 < A_.layers.size()) each([&](std::size_t) { recompute_layer(li); });
       for (int k = 0; k < BucketPlan::units_per_layer; ++k) {
         each([&](std::size_t) { backward_unit(li, k); });
         bucket_complete(BucketPlan::unit_index(cfg_.shape.layers, static_cast<int>(li), k));
@@ -978,6 +992,13 @@ class Trainer {
     }
     close();
     cur_ = work.front().lane;
+  }
+
+  /// --activation-checkpointing: the current lane's layer li forward again, from its input, before its
+  /// backward (layer_forward's `again`).
+  void recompute_layer(std::size_t li) {
+    const Phase phase(*this, "recompute", cs());
+    layer_forward(li, cfg_.dropout > 0, true, lane_batch_, cfg_.shape.block);
   }
 
   /// The current lane's backward through the LM head and ln_f (after bucket_begin(-1)); the head's

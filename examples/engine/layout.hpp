@@ -113,6 +113,11 @@ inline std::int64_t train_flops_per_token(const ModelShape& s, std::int64_t voca
 enum class AttentionPath { fused, gemm, flash };
 
 /// Offsets (in elements) of the activations of one micro-batch of N = batch x block tokens.
+///
+/// With `recompute` (--activation-checkpointing): each layer keeps only its output (the residual
+/// stream: the next layer's input) and its dropout bits; everything else a layer computes lies in one
+/// working set that every layer's Layer names, rewritten by each layer's forward and, before its
+/// backward, by the layer's forward again from its input (Trainer::recompute_layer).
 struct ActLayout {
   struct Layer {
     std::int64_t res_in, ln1, qkv, atty, attproj, res2, ln2, fch, gelu, fcproj, res_out;  // activation dtype
@@ -123,18 +128,17 @@ struct ActLayout {
   /// path gemm: P in the activation dtype, [B x NH x T x T], and the heads' scratch; flash: the rows'
   /// log-sum-exp and dy . y ([B x NH x T] floats); fused: float32 tiles ([B x NH x Tp x Tp]).
   ActLayout(const ModelShape& s, std::int64_t batch, std::int64_t vocab_padded, int accum, bool dropout,
-            AttentionPath path = AttentionPath::fused)
-      : gemm(path == AttentionPath::gemm), flash(path == AttentionPath::flash) {
+            AttentionPath path = AttentionPath::fused, bool recompute = false)
+      : gemm(path == AttentionPath::gemm), flash(path == AttentionPath::flash), recompute(recompute) {
     const std::int64_t T = s.block, C = s.width, NH = s.heads, N = batch * T, Tp = (T + 15) / 16 * 16;
     const auto a = [&](std::int64_t n) { return take(act, n); };
     const auto f = [&](std::int64_t n) { return take(f32, n); };
     const auto u = [&](std::int64_t n) { return dropout ? take(bits, n) : std::int64_t{-1}; };
     encoded = a(N * C);
     bits_emb = u(N * C);
-    std::int64_t prev = encoded;
-    layers.resize(static_cast<std::size_t>(s.layers));
-    for (auto& L : layers) {
-      L.res_in = prev;
+    // What a layer computes from its input; and its output, in the same order as ever without
+    // recompute (the same addresses, so the same bits from a BLAS that looks at them).
+    const auto inner = [&](Layer& L, bool with_output) {
       L.ln1 = a(N * C);
       L.qkv = a(N * 3 * C);
       L.atty = a(N * C);
@@ -144,13 +148,26 @@ struct ActLayout {
       L.fch = a(N * 4 * C);
       L.gelu = a(N * 4 * C);
       L.fcproj = a(N * C);
-      L.res_out = a(N * C);
+      if (with_output) L.res_out = a(N * C);
       L.ln1_mean = f(N);
       L.ln1_rstd = f(N);
       L.ln2_mean = f(N);
       L.ln2_rstd = f(N);
       // P (kernels/attention.h), or the flash kernels' log-sum-exp (kernels/flash_attention.cuh)
       L.att = gemm ? a(batch * NH * T * T) : flash ? f(batch * NH * T) : f(batch * NH * Tp * Tp);
+    };
+    Layer working{};
+    if (recompute) inner(working, false);
+    std::int64_t prev = encoded;
+    layers.resize(static_cast<std::size_t>(s.layers));
+    for (auto& L : layers) {
+      if (recompute) {
+        L = working;
+        L.res_out = a(N * C);
+      } else {
+        inner(L, true);
+      }
+      L.res_in = prev;
       L.bits_att = u(batch * NH * T * T);
       L.bits_proj = u(N * C);
       L.bits_fc = u(N * C);
@@ -183,6 +200,7 @@ struct ActLayout {
   }
 
   bool gemm = false, flash = false;
+  bool recompute = false;  // --activation-checkpointing: the layers share one working set
   std::int64_t heads = 0, dheads = 0, vacc = 0, datt = 0, pd = -1;
 
   std::vector<Layer> layers;

@@ -461,7 +461,8 @@ class Engine {
     }
     p.attention = attention_path(b_.device_type(), cfg_);
     const ParamLayout P(s, p.vocab_padded);
-    const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.attention);
+    const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.attention,
+                      cfg_.activation_checkpointing);
     p.params = P.count();
     p.total = P.total;
     p.flops_per_step = train_flops_per_token(s, p.vocab_padded) * s.block * cfg_.batch * cfg_.accum;
@@ -493,7 +494,8 @@ class Engine {
     if (p.bytes + p.bytes / 20 > available) {  // 5 % for the BLAS's and the allocator's own
       throw UsageError("the model does not fit: it needs " + mib(p.bytes) + " MiB (" + p.bytes_breakdown + ") and " +
                        std::string(b_.name()) + ":" + std::to_string(b_.current_device()) + " has " + mib(available) +
-                       " MiB available; try a smaller --batch, --block or --size");
+                       " MiB available; try " + (cfg_.activation_checkpointing ? "" : "--activation-checkpointing, ") +
+                       "a smaller --batch, --block or --size");
     }
     return p;
   }
@@ -552,7 +554,8 @@ class Engine {
                   static_cast<long long>(cfg_.steps), cfg_.accum * ranks.size(), cfg_.batch, cfg_.shape.block, cfg_.streams,
                   cfg_.streams > 1 ? "s" : "", cfg_.lr, cfg_.schedule.c_str(),
                   static_cast<long long>(cfg_.warmup), cfg_.beta1, cfg_.beta2, cfg_.weight_decay, cfg_.clip, cfg_.dropout,
-                  static_cast<unsigned long long>(cfg_.seed), cfg_.graph ? ", graph" : "");
+                  static_cast<unsigned long long>(cfg_.seed),
+                  (std::string(cfg_.graph ? ", graph" : "") + (cfg_.activation_checkpointing ? ", activation checkpointing" : "")).c_str());
       const std::string peak_how = !cpu ? "data sheet"
                                    : std::string(cfg_.dtype == "fp32" ? "measured FMA loop" : "measured float32 FMA loop") +
                                          " on " + std::to_string(cfg_.threads) + " thread" + (cfg_.threads > 1 ? "s" : "") +

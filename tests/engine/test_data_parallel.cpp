@@ -207,6 +207,25 @@ TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an un
   CHECK(ds_error(dir, R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1}})") ==
         "--deepspeed-config: zero_optimization.reduce_bucket_size must be an integer >= 0");
 
+  // activation_checkpointing: the section turns --activation-checkpointing on; what the engine cannot do is named.
+  engine::Config ac;
+  CHECK_FALSE(ac.activation_checkpointing);
+  engine::apply_deepspeed_config(ac, write_json(dir, R"({"activation_checkpointing": {"partition_activations": false,
+      "contiguous_memory_optimization": true, "number_checkpoints": null, "cpu_checkpointing": false}})").string());
+  CHECK(ac.activation_checkpointing);
+  CHECK(ds_error(dir, R"({"activation_checkpointing": {"partition_activations": true}})") ==
+        "--deepspeed-config: activation_checkpointing.partition_activations true is not supported (it splits "
+        "checkpoints over model-parallel ranks; the engine has none)");
+  CHECK(ds_error(dir, R"({"activation_checkpointing": {"cpu_checkpointing": true}})") ==
+        "--deepspeed-config: activation_checkpointing.cpu_checkpointing true is not supported (the checkpoints stay in "
+        "the device's memory)");
+  CHECK(ds_error(dir, R"({"activation_checkpointing": {"number_checkpoints": 12}})") ==
+        "--deepspeed-config: activation_checkpointing.number_checkpoints is not supported (null: the engine keeps one "
+        "checkpoint a block)");
+  CHECK(ds_error(dir, R"({"activation_checkpointing": {"partition_activation": false}})") ==
+        "--deepspeed-config: unsupported key 'activation_checkpointing.partition_activation' (see "
+        "examples/engine/deepspeed_config.hpp)");
+
   CHECK(ds_error(dir, R"({"train_batch_size": 8, "wall_clock_breakdown": true})") ==
         "--deepspeed-config: unsupported key 'wall_clock_breakdown' (see examples/engine/deepspeed_config.hpp)");
   CHECK(ds_error(dir, R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": true}}})") ==

@@ -683,6 +683,93 @@ TEST_CASE("engine --dtype bf16 --streams 2: the same seed gives the same bits (b
   for (const auto& d : {a, b}) fs::remove_all(d);
 }
 
+/// The dump's whole losses.txt (step, loss, learning rate and gradient norm, 17 digits each).
+std::string loss_lines(const fs::path& dump) { return read_bytes(dump / "losses.txt"); }
+
+TEST_CASE("engine --activation-checkpointing: each layer's forward again before its backward gives the stored activations' bits") {
+  // The recomputed forward reads the layer's kept input (the sum the fused add stored, so the same
+  // LayerNorm statistics) and reuses the dropout's bits: losses, gradient norms and step 0's gradients
+  // to the bit, on every path that changes what a layer computes or where.
+  const auto check = [](const std::string& tag, const std::function<void(engine::Config&)>& adjust) {
+    const fs::path kept = temp_dir(tag + "kept"), again = temp_dir(tag + "again");
+    auto a = small(kept);
+    a.steps = 5;
+    a.dropout = 0.2;
+    a.eval_every = 2;  // evaluations (forward only, into the working set) between the steps
+    a.eval_batches = 2;
+    adjust(a);
+    auto b = a;
+    b.dump = again.string();
+    b.activation_checkpointing = true;
+    REQUIRE(run(a) == 0);
+    REQUIRE(run(b) == 0);
+    check_same_losses(kept, again, a.steps);
+    CHECK(loss_lines(kept) == loss_lines(again));
+    const std::string g = read_bytes(kept / "grads0.f32");
+    CHECK(g.size() > 3'000'000);
+    CHECK(g == read_bytes(again / "grads0.f32"));
+    for (const auto& d : {kept, again}) fs::remove_all(d);
+  };
+  SUBCASE("fused attention") { check("ac-fused-", [](engine::Config&) {}); }
+  SUBCASE("--attention gemm") { check("ac-gemm-", [](engine::Config& c) { c.attention = "gemm"; }); }
+  SUBCASE("no dropout, --gelu-fusion on") {
+    check("ac-gelu-", [](engine::Config& c) {
+      c.dropout = 0;
+      c.gelu_fusion = "on";
+    });
+  }
+  SUBCASE("--streams 2, --accum 2") {
+    check("ac-lanes-", [](engine::Config& c) {
+      c.streams = 2;
+      c.threads = 2;
+      c.accum = 2;
+    });
+  }
+  SUBCASE("--graph") { check("ac-graph-", [](engine::Config& c) { c.graph = true; }); }
+  SUBCASE("--dtype bf16") { check("ac-bf16-", [](engine::Config& c) { c.dtype = "bf16"; }); }
+  SUBCASE("--zero-stage 2 --streams 2") {
+    check("ac-stage2-", [](engine::Config& c) {
+      c.zero_stage = 2;
+      c.streams = 2;
+      c.threads = 2;
+    });
+  }
+}
+
+TEST_CASE("engine --activation-checkpointing: the activations are one layer's working set plus each layer's output") {
+  engine::ModelShape s;
+  s.layers = 6;
+  s.heads = 6;
+  s.width = 384;
+  s.block = 256;
+  const std::int64_t batch = 64, vocab = 128, N = batch * s.block, C = s.width, Tp = 256;
+  for (const auto path : {engine::AttentionPath::fused, engine::AttentionPath::gemm, engine::AttentionPath::flash}) {
+    for (const bool dropout : {false, true}) {
+      CAPTURE(int(path));
+      CAPTURE(dropout);
+      const engine::ActLayout all(s, batch, vocab, 1, dropout, path), once(s, batch, vocab, 1, dropout, path, true);
+      CHECK_FALSE(all.recompute);
+      CHECK(once.recompute);
+      // A layer's own activations (in elements): the LayerNorms' outputs 2 C, qkv 3 C, y C, projection C, res2 C,
+      // MLP 8 C, fcproj C a token (17 C), and attention's P (or the flash kernels' log-sum-exp).
+      const std::int64_t inner_act = N * 17 * C + (path == engine::AttentionPath::gemm ? batch * s.heads * s.block * s.block : 0);
+      const std::int64_t inner_f32 = 4 * N + (path == engine::AttentionPath::gemm    ? 0
+                                              : path == engine::AttentionPath::flash ? batch * s.heads * s.block
+                                                                                     : batch * s.heads * Tp * Tp);
+      CHECK(all.act - once.act == (s.layers - 1) * inner_act);
+      CHECK(all.f32 - once.f32 == (s.layers - 1) * inner_f32);
+      CHECK(all.bits == once.bits);  // the dropout's bits stay per layer
+      for (std::size_t l = 0; l < once.layers.size(); ++l) {
+        const auto& L = once.layers[l];
+        CHECK(L.qkv == once.layers[0].qkv);  // one working set
+        CHECK(L.att == once.layers[0].att);
+        CHECK(L.res_in == (l == 0 ? once.encoded : once.layers[l - 1].res_out));
+        if (l > 0) CHECK(L.res_out != once.layers[l - 1].res_out);  // each layer's output kept
+      }
+    }
+  }
+}
+
 /// The spans of the layers' forward and backward ("layer N", "layer N backward") in a trace written by
 /// the engine: (tid, start, end) in microseconds. (Not "gradient sum": it spans lane 0's wait for the
 /// other lanes, so it overlaps them however they ran.)
@@ -873,6 +960,8 @@ TEST_CASE("engine: command-line errors name what is wrong") {
   CHECK(parse({"--zero-stage", "2", "--streams", "2"})->streams == 2);  // a bucket set per stream
   CHECK(parse({"--zero-stage", "2", "--reduce-bucket-size", "500000"})->reduce_bucket == 500000);
   CHECK(parse({"--force-collectives"})->force_collectives);
+  CHECK(parse({"--activation-checkpointing"})->activation_checkpointing);
+  CHECK_FALSE(parse({})->activation_checkpointing);
   CHECK(parse({"--gelu-fusion", "on"})->gelu_fusion == "on");
   CHECK(parse({"--gelu-fusion", "off"})->gelu_fusion == "off");
   CHECK(parse({})->gelu_fusion == "auto");
