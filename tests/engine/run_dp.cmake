@@ -1,7 +1,7 @@
 # The data-parallel engine under mpiexec: one scenario per CTest test, each a few runs of a tiny model
 # on tests/engine/data/hamlet_act1.txt compared by dp_check (tests/engine/dp_check.cpp).
 #   cmake -DSCENARIO=name -DMPIEXEC=... -DOPENMPI=ON|OFF -DENGINE=... -DCHECK=... -DDATA=... -DWORK=dir -P run_dp.cmake
-# Scenarios: deterministic, default, zero2, zero2_streams, resume, rank_death, rank_hang, loss_scale, ds_config,
+# Scenarios: deterministic, default, zero2 (and activation checkpointing), zero2_streams, resume, rank_death, rank_hang, loss_scale, ds_config,
 # two_machines, force_collectives, mismatch (see each below).
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -196,6 +196,12 @@ elseif(SCENARIO STREQUAL "zero2")
   # --graph: the bucketed step with its reduces recorded once and replayed gives the eager bits
   engine_run(2 0 z2g ${base} --zero-stage 2 --graph --metrics ${WORK}/z2g.csv)
   check(losses-equal ${WORK}/z2.csv ${WORK}/z2g.csv)
+  # --activation-checkpointing: each layer's forward again while the buckets before it are reduced on the
+  # communication stream gives the stored activations' bits
+  engine_run(2 0 z2oa ${base} --zero-stage 2 --overlap on --reduce-bucket-size 65536 --activation-checkpointing
+             --metrics ${WORK}/z2oa.csv)
+  expect_in("${z2oa}" "activation checkpointing")
+  check(losses-equal ${WORK}/z2o.csv ${WORK}/z2oa.csv)
   if(NOT one MATCHES "gradients +[0-9.]+ MiB \\(([0-9]+) B: the whole model's\\)")
     message(FATAL_ERROR "no gradient bytes in the one-rank run's summary")
   endif()
