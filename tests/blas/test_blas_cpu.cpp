@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -648,6 +649,67 @@ TEST_CASE("gemm on the CPU: bfloat16 products on two streams at once give the bi
     CHECK(wrong == 0);
   }
   d::bfloat_gemm_choice().store(saved);
+  accel::blas::set_num_threads(saved_threads);
+}
+
+// The other CPU kernels from two streams at once: oneDNN's sgemm (both forms the engine uses), OpenBLAS's
+// OpenMP build for the 'T','N' products (CPUs without AVX-512; forced here where it loads), and half's
+// widened products. Each stream's products must be its own, as one at a time.
+TEST_CASE("gemm on the CPU: float and half products on two streams at once give the bits of one at a time") {
+  namespace d = accel::blas::detail;
+  const int saved_threads = accel::blas::num_threads();
+  const d::TransposedABlas saved_tn = d::transposed_a_blas().load();
+  accel::blas::set_num_threads(1);
+  const accel::CpuBackend be;
+  accel::cpu::Stream s1, s2;
+  const i64 m = 384, n = 256, k = 128;
+  const auto check = [&](auto zero, Trans ta, const char* what) {
+    using T = decltype(zero);
+    CAPTURE(what);
+    // op(A) is m x k: stored k x m when transposed (the weight gradient's dY^T X).
+    const i64 lda = ta == Trans::yes ? m : k;
+    std::vector<T> a1(std::size_t(m * k)), b1(std::size_t(n * k)), a2(a1.size()), b2(b1.size());
+    for (std::size_t i = 0; i < a1.size(); ++i) {
+      a1[i] = T(fraction(i64(i), 1));
+      a2[i] = T(fraction(i64(i) + 3 * m * k, 1));
+    }
+    for (std::size_t i = 0; i < b1.size(); ++i) {
+      b1[i] = T(fraction(i64(i) + m * k, 1));
+      b2[i] = T(fraction(i64(i) + 2 * m * k, 1));
+    }
+    const auto product = [&](const accel::cpu::StreamRef& s, const std::vector<T>& a, const std::vector<T>& b, std::vector<T>& c) {
+      accel::blas::gemm(be, s, ta, Trans::yes, m, n, k, 1.0f, a.data(), lda, b.data(), k, 0.0f, c.data(), n);
+    };
+    std::vector<T> want1(std::size_t(m * n)), want2(want1.size());
+    product(s1, a1, b1, want1);
+    product(s1, a2, b2, want2);
+    s1.synchronize();
+    const int rounds = 30;
+    std::vector<std::vector<T>> c1(rounds, std::vector<T>(want1.size(), zero)), c2(c1);
+    for (int r = 0; r < rounds; ++r) {
+      product(s1, a1, b1, c1[std::size_t(r)]);
+      product(s2, a2, b2, c2[std::size_t(r)]);
+    }
+    s1.synchronize();
+    s2.synchronize();
+    const auto same = [](const std::vector<T>& x, const std::vector<T>& y) {
+      return std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
+    };
+    int wrong = 0;
+    for (int r = 0; r < rounds; ++r) wrong += !same(c1[std::size_t(r)], want1) + !same(c2[std::size_t(r)], want2);
+    CHECK(wrong == 0);
+  };
+  d::transposed_a_blas().store(d::TransposedABlas::onednn);
+  check(0.0f, Trans::no, "float, oneDNN, x W^T");
+  check(0.0f, Trans::yes, "float, oneDNN, dY^T X");
+  if (d::openblas().loaded()) {
+    d::transposed_a_blas().store(d::TransposedABlas::openblas);
+    check(0.0f, Trans::yes, "float, OpenBLAS, dY^T X");
+  } else {
+    MESSAGE("OpenBLAS's OpenMP build did not load: " << d::openblas().error);
+  }
+  d::transposed_a_blas().store(saved_tn);
+  check(accel::half(0.0f), Trans::no, "half, widened");
   accel::blas::set_num_threads(saved_threads);
 }
 
