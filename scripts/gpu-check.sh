@@ -199,13 +199,18 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
       pack
     done
     # llm.c's configuration per GPU (its MFU anchor: 8 x H100, a micro-batch of 64 x 1024 tokens a rank, one
-    # a step): --batch 64, eager, 60 steps (~63 GB of bf16 activations). The optimizer's and the step
-    # boundary's fixed costs (~1.5 ms at batch 8) are spread over 8 times the tokens.
+    # a step): --batch 64, eager, 60 steps (21.8 GB of bf16 activations with the flash kernels). The
+    # optimizer's and the step boundary's fixed costs (~1.5 ms at batch 8) are spread over 8 times the
+    # tokens. Then the same with --activation-checkpointing (3.8 GB of activations): what recomputing
+    # each block's forward costs a step on the GPU.
     for batch in ${STEADY_BATCHES:-64}; do
-      timeout 150 bash benchmarks/engine/explore/gpu_clocks.sh "$RES/steady_clocks_batch$batch.csv" env ACCEL_BACKEND=cuda \
-        "$engine" --size gpt2 --dtype bf16 --batch "$batch" --steps 60 --eval-every 0 --metrics "$RES/steady_batch$batch.csv" \
-        > "$RES/steady_batch$batch.log" 2>&1
-      pack
+      for ac in "" --activation-checkpointing; do
+        tag=batch$batch${ac:+_ac}
+        timeout 150 bash benchmarks/engine/explore/gpu_clocks.sh "$RES/steady_clocks_$tag.csv" env ACCEL_BACKEND=cuda \
+          "$engine" --size gpt2 --dtype bf16 --batch "$batch" --steps 60 --eval-every 0 $ac --metrics "$RES/steady_$tag.csv" \
+          > "$RES/steady_$tag.log" 2>&1
+        pack
+      done
     done
   fi
   # The communication path's cost on one GPU: the plain single-rank engine against --force-collectives

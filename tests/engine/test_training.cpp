@@ -686,49 +686,51 @@ TEST_CASE("engine --dtype bf16 --streams 2: the same seed gives the same bits (b
 /// The dump's whole losses.txt (step, loss, learning rate and gradient norm, 17 digits each).
 std::string loss_lines(const fs::path& dump) { return read_bytes(dump / "losses.txt"); }
 
+/// --activation-checkpointing gives the stored activations' bits: the recomputed forward reads the
+/// layer's kept input (the sum the fused add stored, so the same LayerNorm statistics) and reuses the
+/// dropout's bits; losses, gradient norms and step 0's gradients, with `adjust` applied to both runs.
+void check_recompute_bits(Run run, const std::string& tag, const std::function<void(engine::Config&)>& adjust) {
+  const fs::path kept = temp_dir(tag + "kept"), again = temp_dir(tag + "again");
+  auto a = small(kept);
+  a.steps = 5;
+  a.dropout = 0.2;
+  a.eval_every = 2;  // evaluations (forward only, into the working set) between the steps
+  a.eval_batches = 2;
+  adjust(a);
+  auto b = a;
+  b.dump = again.string();
+  b.activation_checkpointing = true;
+  REQUIRE(run(a) == 0);
+  REQUIRE(run(b) == 0);
+  check_same_losses(kept, again, a.steps);
+  CHECK(loss_lines(kept) == loss_lines(again));
+  const std::string g = read_bytes(kept / "grads0.f32");
+  CHECK(g.size() > 3'000'000);
+  CHECK(g == read_bytes(again / "grads0.f32"));
+  for (const auto& d : {kept, again}) fs::remove_all(d);
+}
+
 TEST_CASE("engine --activation-checkpointing: each layer's forward again before its backward gives the stored activations' bits") {
-  // The recomputed forward reads the layer's kept input (the sum the fused add stored, so the same
-  // LayerNorm statistics) and reuses the dropout's bits: losses, gradient norms and step 0's gradients
-  // to the bit, on every path that changes what a layer computes or where.
-  const auto check = [](const std::string& tag, const std::function<void(engine::Config&)>& adjust) {
-    const fs::path kept = temp_dir(tag + "kept"), again = temp_dir(tag + "again");
-    auto a = small(kept);
-    a.steps = 5;
-    a.dropout = 0.2;
-    a.eval_every = 2;  // evaluations (forward only, into the working set) between the steps
-    a.eval_batches = 2;
-    adjust(a);
-    auto b = a;
-    b.dump = again.string();
-    b.activation_checkpointing = true;
-    REQUIRE(run(a) == 0);
-    REQUIRE(run(b) == 0);
-    check_same_losses(kept, again, a.steps);
-    CHECK(loss_lines(kept) == loss_lines(again));
-    const std::string g = read_bytes(kept / "grads0.f32");
-    CHECK(g.size() > 3'000'000);
-    CHECK(g == read_bytes(again / "grads0.f32"));
-    for (const auto& d : {kept, again}) fs::remove_all(d);
-  };
-  SUBCASE("fused attention") { check("ac-fused-", [](engine::Config&) {}); }
-  SUBCASE("--attention gemm") { check("ac-gemm-", [](engine::Config& c) { c.attention = "gemm"; }); }
+  // On every path that changes what a layer computes or where.
+  SUBCASE("fused attention") { check_recompute_bits(run, "ac-fused-", [](engine::Config&) {}); }
+  SUBCASE("--attention gemm") { check_recompute_bits(run, "ac-gemm-", [](engine::Config& c) { c.attention = "gemm"; }); }
   SUBCASE("no dropout, --gelu-fusion on") {
-    check("ac-gelu-", [](engine::Config& c) {
+    check_recompute_bits(run, "ac-gelu-", [](engine::Config& c) {
       c.dropout = 0;
       c.gelu_fusion = "on";
     });
   }
   SUBCASE("--streams 2, --accum 2") {
-    check("ac-lanes-", [](engine::Config& c) {
+    check_recompute_bits(run, "ac-lanes-", [](engine::Config& c) {
       c.streams = 2;
       c.threads = 2;
       c.accum = 2;
     });
   }
-  SUBCASE("--graph") { check("ac-graph-", [](engine::Config& c) { c.graph = true; }); }
-  SUBCASE("--dtype bf16") { check("ac-bf16-", [](engine::Config& c) { c.dtype = "bf16"; }); }
+  SUBCASE("--graph") { check_recompute_bits(run, "ac-graph-", [](engine::Config& c) { c.graph = true; }); }
+  SUBCASE("--dtype bf16") { check_recompute_bits(run, "ac-bf16-", [](engine::Config& c) { c.dtype = "bf16"; }); }
   SUBCASE("--zero-stage 2 --streams 2") {
-    check("ac-stage2-", [](engine::Config& c) {
+    check_recompute_bits(run, "ac-stage2-", [](engine::Config& c) {
       c.zero_stage = 2;
       c.streams = 2;
       c.threads = 2;
@@ -1127,6 +1129,14 @@ TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --gr
   }
   SUBCASE("bf16 --gelu-fusion on: within 1 % of the separate kernels (the epilogue rounds once less)") {
     check_gelu_fusion(run_cuda, "cuda-bf16-", 1e-2, "bf16");
+  }
+  SUBCASE("--activation-checkpointing gives the stored activations' bits: fp32, bf16 with the flash kernels, and --graph") {
+    check_recompute_bits(run_cuda, "cuda-ac-", [](engine::Config&) {});
+    check_recompute_bits(run_cuda, "cuda-ac-bf16-", [](engine::Config& c) { c.dtype = "bf16"; });
+    check_recompute_bits(run_cuda, "cuda-ac-bf16-graph-", [](engine::Config& c) {
+      c.dtype = "bf16";
+      c.graph = true;
+    });
   }
   SUBCASE("bf16 --graph with the flash kernels gives the eager step's bits, dropout on") {
     check_graph_bits(run_cuda, "cuda-bf16-", "bf16");
