@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -90,6 +91,32 @@ TEST_CASE_TEMPLATE_DEFINE("graph: capture records without running; each replay r
   b.replay_graph(g, other);  // another stream of the same device
   typename B::StreamRef(other).synchronize();
   CHECK(log.take() == std::vector<int>{1, 2, 3});
+
+  // Moved, the recording and its pool go along; the moved-from graph is empty and refuses a replay.
+  const auto pool = g.pool().id;
+  auto moved = std::move(g);
+  CHECK(moved.captured());
+  CHECK(moved.pool().id == pool);
+  CHECK_FALSE(g.captured());  // NOLINT(bugprone-use-after-move): a moved-from graph is empty
+  CHECK(g.pool().id == 0);
+  CHECK_THROWS_AS(b.replay_graph(g, s), accel::InvalidStateError);
+  // Assigned over a graph holding another recording: that one is released, this one replays.
+  auto assigned = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(assigned, s);
+    typename B::StreamRef(s).enqueue([&log] { log.add(9); });
+    capture.end();
+  }
+  CHECK(assigned.pool().id != pool);
+  assigned = std::move(moved);
+  CHECK(assigned.captured());
+  CHECK(assigned.pool().id == pool);
+  CHECK_FALSE(moved.captured());  // NOLINT(bugprone-use-after-move)
+  b.replay_graph(assigned, s);
+  typename B::StreamRef(s).synchronize();
+  CHECK(log.take() == std::vector<int>{1, 2, 3});
+  g = std::move(assigned);  // back into the moved-from graph, which takes it as a fresh one
+  CHECK(g.captured());
 
   g.reset();
   CHECK_FALSE(g.captured());
