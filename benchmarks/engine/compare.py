@@ -3,7 +3,7 @@
 
   benchmarks/engine/compare.py [--size tiny|shakespeare|gpt2] [--threads 1,2] [--rounds 5] [--steps N]
                                [--compile] [--dtype fp32[,bf16]] [--device cpu|cuda] [--graph]
-                               [--engine build/default/examples/engine/engine]
+                               [--activation-checkpointing] [--engine build/default/examples/engine/engine]
 
 Each round runs the engine (`--steps N`, no evaluation) and then torch_gpt.py bench (eager, and with
 --compile also torch.compile) on the same corpus, batch and thread count; the engine's figure is its
@@ -15,6 +15,8 @@ ratio engine / torch taken round by round (median, min-max). The CPU is named as
 under torch.autocast("cpu", bfloat16)), and adds the ratio engine bf16 / engine fp32.
 --device cuda: Engine<CudaBackend> against PyTorch eager on the GPU (SDPA attention, fused AdamW;
 bf16 under torch.autocast("cuda")), --graph adds the engine with its step replayed as a CUDA graph.
+--activation-checkpointing: both sides recompute each block in backward (the engine's flag; PyTorch's
+torch.utils.checkpoint around each block, use_reentrant=False).
 PyTorch is needed (pip install torch); it is never a dependency of accel.
 """
 import argparse
@@ -44,10 +46,12 @@ def gpu_name():
 MFU = {}  # the engine's last MFU line per configuration (on a GPU: of the data sheet's peak)
 
 
-def run_engine(exe, size, threads, steps, dtype="fp32", device="cpu", graph=False):
+def run_engine(exe, size, threads, steps, dtype="fp32", device="cpu", graph=False, ac=False):
     env = dict(os.environ, ACCEL_BACKEND=device, OMP_NUM_THREADS=str(threads))
     cmd = [exe, "--size", size, "--steps", str(steps), "--eval-every", "0", "--quiet", "--dropout", "0",
            "--dtype", dtype]
+    if ac:
+        cmd.append("--activation-checkpointing")
     if device == "cpu":
         cmd += ["--threads", str(threads)]
     if graph:
@@ -60,12 +64,14 @@ def run_engine(exe, size, threads, steps, dtype="fp32", device="cpu", graph=Fals
     return BATCH[size] * BLOCK[size] / (ms / 1e3)
 
 
-def run_torch(size, threads, steps, compile_, dtype="fp32", device="cpu"):
+def run_torch(size, threads, steps, compile_, dtype="fp32", device="cpu", ac=False):
     warmup = "10" if size == "tiny" or device == "cuda" else "2"
     cmd = [sys.executable, os.path.join(HERE, "torch_gpt.py"), "bench", "--size", size, "--threads", str(threads),
            "--steps", str(steps), "--warmup", warmup, "--dtype", dtype, "--device", device]
     if compile_:
         cmd.append("--compile")
+    if ac:
+        cmd.append("--checkpoint")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = bs.run_checked(cmd, env).stdout
     return float(re.search(r": ([0-9.]+) tokens/s", out).group(1))
@@ -88,6 +94,9 @@ def main():
                    help="cuda: the engine on CudaBackend, PyTorch on the GPU (SDPA attention, fused AdamW); "
                         "--threads is then ignored")
     p.add_argument("--graph", action="store_true", help="also the engine with --graph (the step replayed)")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="both sides recompute each block in backward: the engine's --activation-checkpointing, "
+                        "torch.utils.checkpoint around each block")
     p.add_argument("--json", default="", metavar="FILE",
                    help="also write the tokens/s and the round-by-round ratios as accel-bench/1 JSON (family "
                         "engine_compare on the CPU, engine_compare_gpu on a GPU; scripts/results_table.py reads them)")
@@ -111,17 +120,18 @@ def main():
         for _ in range(args.rounds):
             for dt in dtypes:
                 tag = "" if dtypes == ["fp32"] else f" {dt}"
+                ac = args.activation_checkpointing
                 rows.setdefault("engine" + tag, []).append(
-                    run_engine(args.engine, args.size, threads, steps, dt, args.device))
+                    run_engine(args.engine, args.size, threads, steps, dt, args.device, ac=ac))
                 if args.graph:
                     rows.setdefault("engine graph" + tag, []).append(
-                        run_engine(args.engine, args.size, threads, steps, dt, args.device, graph=True))
+                        run_engine(args.engine, args.size, threads, steps, dt, args.device, graph=True, ac=ac))
                 torch_steps = max(4, steps // 2)
                 rows.setdefault("torch eager" + tag, []).append(
-                    run_torch(args.size, threads, torch_steps, False, dt, args.device))
+                    run_torch(args.size, threads, torch_steps, False, dt, args.device, ac=ac))
                 if args.compile:
                     rows.setdefault("torch.compile" + tag, []).append(
-                        run_torch(args.size, threads, torch_steps, True, dt, args.device))
+                        run_torch(args.size, threads, torch_steps, True, dt, args.device, ac=ac))
         print(f"{threads} thread{'s' if threads > 1 else ''}:" if args.device == "cpu" else "cuda:")
         group = f"{args.size}, {'cuda' if args.device == 'cuda' else f'threads {threads}'}"
         for name, vals in rows.items():

@@ -80,6 +80,7 @@ class GPT(nn.Module):
         self.transformer.ln_f = nn.LayerNorm(C)
         self.V = V
         self.sdpa = sdpa
+        self.checkpoint = False  # bench --checkpoint: torch.utils.checkpoint around each block
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 std = 0.02 / math.sqrt(2 * L) if name.endswith("c_proj.weight") else 0.02
@@ -90,7 +91,10 @@ class GPT(nn.Module):
         pos = torch.arange(T, device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
-            x = block(x, self.sdpa)
+            if self.checkpoint and torch.is_grad_enabled():
+                x = torch.utils.checkpoint.checkpoint(block, x, self.sdpa, use_reentrant=False)
+            else:
+                x = block(x, self.sdpa)
         x = self.transformer.ln_f(x)
         logits = x @ self.transformer.wte.weight.t()
         logits = logits[..., : self.V]
@@ -249,6 +253,7 @@ def bench(args):
     on_gpu = args.device == "cuda"
     # On a GPU the fastest eager PyTorch: SDPA attention (flash) and the fused AdamW kernel.
     model = GPT(L, NH, C, T, Vp, V, sdpa=on_gpu).to(args.device)
+    model.checkpoint = args.checkpoint
     opt = optimizer(model, 1e-3, (0.9, 0.99), 0.1, fused=on_gpu)
     step_fn = model
     if args.compile:
@@ -258,7 +263,8 @@ def bench(args):
     times = timed_steps(step_fn, model, opt, train, B, T, gen, args.warmup, args.steps, autocast, args.device)
     med = times[len(times) // 2]
     where = torch.cuda.get_device_name() if on_gpu else f"threads {args.threads}"
-    print(f"torch {torch.__version__} {'compile' if args.compile else 'eager'}{' autocast bf16' if autocast else ''} "
+    print(f"torch {torch.__version__} {'compile' if args.compile else 'eager'}{' autocast bf16' if autocast else ''}"
+          f"{' checkpointed blocks' if args.checkpoint else ''} "
           f"{args.size} batch {B} {where}: "
           f"{B * T / med:.0f} tokens/s ({med * 1e3:.1f} ms/step median of {len(times)}, "
           f"min {times[0] * 1e3:.1f}, max {times[-1] * 1e3:.1f})")
@@ -355,6 +361,8 @@ def main():
     b.add_argument("--steps", type=int, default=50)
     b.add_argument("--warmup", type=int, default=10)
     b.add_argument("--compile", action="store_true")
+    b.add_argument("--checkpoint", action="store_true",
+                   help="torch.utils.checkpoint around each block (the engine's --activation-checkpointing)")
     b.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="bf16: torch.autocast on the device")
     b.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: the model on the GPU, SDPA attention, fused AdamW")
