@@ -24,7 +24,8 @@
 #               collectives (test_comm_units; test_comm_mpi_np2/np3: every operation under mpirun),
 #               the engine built with CUDA off under clang++ (examples on in this build only): its
 #               refusals (engine_exit2_*), a 16-step fp16 run (engine_fp16_loss_scale), --run-ahead on
-#               against off (engine_run_ahead), ZeRO over MPI
+#               against off (engine_run_ahead), --activation-checkpointing against without
+#               (engine_activation_checkpointing), ZeRO over MPI
 #               (engine_dp_default, engine_dp_resume: checkpoints written and read back), the
 #               removal of interrupted saves' leftovers and --keep-last (test_engine_checkpoint: forked
 #               writers), --save on a file system too small (engine_save_space), the thread count from
@@ -88,7 +89,7 @@ asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cp
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
               test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas test_comm_units
               test_comm_mpi engine dp_check test_engine_checkpoint readme_example test_cpu_cgroup)
-asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_allocator_mutex|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23]|engine_exit2_.*|engine_threads_.*|test_cpu_cgroup|engine_fp16_loss_scale|engine_run_ahead|engine_save_space|engine_dp_(default|resume)|test_engine_checkpoint|readme_example)$'
+asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_allocator_mutex|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23]|engine_exit2_.*|engine_threads_.*|test_cpu_cgroup|engine_fp16_loss_scale|engine_run_ahead|engine_activation_checkpointing|engine_save_space|engine_dp_(default|resume)|test_engine_checkpoint|readme_example)$'
 tsan_targets=(test_cpu_stream test_allocator_mutex test_cpu_memory test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator
               test_stress_streams test_stress_events test_jit_reliability test_comm_mpi)
 tsan_tests='^(test_cpu_stream(_2dev)?|test_allocator_mutex|test_cpu_memory(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
