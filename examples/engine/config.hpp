@@ -84,7 +84,7 @@ struct Config {
   int threads = 0;             // CPU threads for kernels and BLAS (0: resolved at start-up, cpu_threads.hpp)
   int streams = 0;             // lanes: streams that each run a slice of the batch's rows (0: auto)
   bool graph = false;
-  bool activation_checkpointing = false;  // keep each layer's input only; recompute the rest in backward
+  bool activation_checkpointing = false;  // keep each layer's output (the next one's input); recompute the rest
   std::string attention = "auto";  // fused | gemm | flash | auto (fused on the CPU; flash on CUDA where it fits, else gemm)
   std::string gelu_fusion = "auto";  // on | off | auto (on with CUDA): the MLP's GELU and its gradient inside its GEMMs
   std::string run_ahead = "on";  // on | off: step k + 1 enqueued before step k's losses are read

@@ -163,7 +163,8 @@ class BfloatMatmuls {
       check(call, dnnl_primitive_attr_create(&attr), "dnnl_primitive_attr_create");
       // The caller's scratchpad, not the library's: Debian's oneDNN (built without
       // DNNL_ENABLE_CONCURRENT_EXEC) gives every primitive one global scratchpad, so two streams running
-      // a bf16 product at once wrote into each other's (wrong results: 570 of 600 products in a test).
+      // a bf16 product at once wrote into each other's (570-594 of 600 products wrong:
+      // benchmarks/blas/explore/onednn_scratchpad.cpp).
       check(call, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode");
       if (g.alpha != 1.0f) check(call, dnnl_primitive_attr_set_output_scales(attr, 1, 0, &g.alpha), "output scales");
       if (g.beta != 0.0f) {
