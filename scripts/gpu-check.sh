@@ -24,7 +24,7 @@
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py; off: none), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
-# against AnyBackend), TRACE=on|off (the traced gpt2 run), STEADY=on|off (400 gpt2 steps under gpu_clocks.sh, then 60 at each batch of STEADY_BATCHES, default 64: llm.c's micro-batch), RUN_AHEAD=on|off (--run-ahead on against off, eager and --graph, engine_ab.sh) narrow a visit; GELU=on
+# against AnyBackend), TRACE=on|off (the traced gpt2 run), STEADY=on|off (400 gpt2 steps under gpu_clocks.sh, then 60 at each batch of STEADY_BATCHES, default 64: llm.c's micro-batch), RUN_AHEAD=on|off (--run-ahead on against off, eager and --graph, engine_ab.sh), FLASH_BACKWARD=on|off (--flash-backward fused against split, engine_ab.sh) narrow a visit; GELU=on
 # (--gelu-fusion on against off, measured in GPU run 8: off by default) widens it; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps and every section of one step's flash kernels.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
@@ -186,6 +186,15 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
       pack
     done
   fi
+  # --flash-backward fused (one kernel per key tile computing dq too: 5 products of a tile pair instead
+  # of 7) against split (the two kernels), gpt2 bf16 eager, alternating (FLASH_BACKWARD=off skips it).
+  if [[ ${FLASH_BACKWARD:-on} == on ]]; then
+    OLD_ARGS="--flash-backward split" NEW_ARGS="--flash-backward fused" OUT="$RES/flash_backward_ab" ACCEL_BACKEND=cuda \
+      timeout 240 bash benchmarks/engine/explore/engine_ab.sh "$engine" "$engine" 3 --size gpt2 --dtype bf16 --steps 40 \
+      > "$RES/flash_backward_ab.log" 2>&1
+    echo "exit status $?" >> "$RES/flash_backward_ab.log"
+    pack
+  fi
   # The steady state the MFU target is about: 400 gpt2 bf16 steps, eager and --graph (--run-ahead on, the
   # default), while nvidia-smi samples the clocks every 50 ms (GPU run 8's card slowed under its power cap
   # after the first second); the summary's MFU is at the median step (STEADY=off skips it).
@@ -246,6 +255,14 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
         --metrics gpu__time_duration.sum --csv --log-file "$RES/ncu_gpt2_$n.csv" "$engine" --size gpt2 --dtype bf16 --steps $n --eval-every 0 --quiet > "$RES/ncu_gpt2_$n.log" 2>&1
     done
     python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2_4.csv" 4 "$RES/ncu_gpt2_1.csv" 1 > "$RES/kernel_times_gpt2.txt" 2>&1
+    # The same with the one-kernel flash backward (--flash-backward fused)
+    for n in 4 1; do
+      ACCEL_BACKEND=cuda timeout 150 ncu --target-processes application-only --clock-control none --cache-control none \
+        --metrics gpu__time_duration.sum --csv --log-file "$RES/ncu_gpt2_fused_$n.csv" "$engine" --size gpt2 --dtype bf16 \
+        --flash-backward fused --steps $n --eval-every 0 --quiet > "$RES/ncu_gpt2_fused_$n.log" 2>&1
+    done
+    python3 benchmarks/engine/kernel_times.py "$RES/ncu_gpt2_fused_4.csv" 4 "$RES/ncu_gpt2_fused_1.csv" 1 \
+      > "$RES/kernel_times_gpt2_fused.txt" 2>&1
     # Why the flash kernels run at ~200 TFLOP/s: every section (warp stall reasons, scheduler issue,
     # pipe utilisation, occupancy, shared memory) of the last layer's forward, dq and dk/dv of one step
     # (the 12th matching launch on). The .ncu-rep opens in Nsight Compute; the CSV is its details page.

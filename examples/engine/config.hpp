@@ -87,6 +87,7 @@ struct Config {
   bool activation_checkpointing = false;  // keep each layer's output (the next one's input); recompute the rest
   std::string attention = "auto";  // fused | gemm | flash | auto (fused on the CPU; flash on CUDA where it fits, else gemm)
   std::string gelu_fusion = "auto";  // on | off | auto (on with CUDA): the MLP's GELU and its gradient inside its GEMMs
+  std::string flash_backward = "split";  // split | fused: the flash attention backward in two kernels or one
   std::string run_ahead = "on";  // on | off: step k + 1 enqueued before step k's losses are read
   std::string dispatch = "static";  // static: Engine<CpuBackend|CudaBackend> via accel::visit; any: Engine<AnyBackend>
   std::string save;            // checkpoint directory ("" : none, except on a signal)
@@ -186,6 +187,10 @@ training
                        strided-batched GEMMs around softmax kernels (any shape); flash: tensor-core
                        kernels keeping the scores on chip (CUDA, bf16/fp16, head size 32 or 64); auto
                        (default): fused on the CPU and flash on CUDA where they apply, else gemm
+  --flash-backward split|fused   the flash kernels' backward: split (default): two kernels, dq
+                       per query tile and dk, dv per key tile, each recomputing the scores; fused: one
+                       kernel per key tile computing dq too (5 products of a tile pair instead of 7),
+                       its dq sums added across key tiles in a fixed order (the same bits run to run)
   --gelu-fusion on|off|auto  on: the MLP's GELU applied inside its first GEMM and the GELU's gradient
                        inside the backward's (accel::blas::gemm_gelu / gemm_dgelu: cuBLASLt's epilogues
                        on CUDA, a pass in the GEMM's task on the CPU) instead of separate kernels; auto
@@ -456,6 +461,10 @@ inline std::optional<Config> parse_args(int argc, char** argv) {
       if (c.attention != "fused" && c.attention != "gemm" && c.attention != "flash" && c.attention != "auto") {
         throw UsageError("--attention expects fused, gemm, flash or auto, got '" + c.attention + "'");
       }
+    } else if (a == "--flash-backward") {
+      const std::string v = value();
+      if (v != "split" && v != "fused") throw UsageError("--flash-backward expects split or fused, got '" + v + "'");
+      c.flash_backward = v;
     } else if (a == "--gelu-fusion") {
       const std::string v = value();
       if (v != "on" && v != "off" && v != "auto") {

@@ -76,6 +76,7 @@ struct Plan {
   std::int64_t flops_per_step = 0;  // the products' FLOPs (train_flops_per_token, layout.hpp)
   std::size_t bytes = 0;            // device memory the run allocates
   AttentionPath attention = AttentionPath::fused;  // --attention (auto resolved)
+  FlashBackward flash_backward = FlashBackward::split;  // --flash-backward (with the flash path)
   std::string bytes_breakdown;
 };
 
@@ -120,9 +121,9 @@ class Trainer {
         lane_batch_(cfg.batch / cfg.streams),
         P_(cfg.shape, plan.vocab_padded),
         A_(cfg.shape, cfg.batch / cfg.streams, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.attention,
-           cfg.activation_checkpointing),
+           cfg.activation_checkpointing, plan.flash_backward == FlashBackward::fused),
         nn_(b, act_dtype),
-        attn_(b, act_dtype, cfg.shape.width / cfg.shape.heads),
+        attn_(b, act_dtype, cfg.shape.width / cfg.shape.heads, plan.flash_backward),
         ops_(b),
         train_sampler_(corpus.train(), cfg.draw_chunk, cfg.shape.block),
         val_sampler_(corpus.val(), cfg.eval_rows, cfg.shape.block),

@@ -56,7 +56,8 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
                           "gpt_head_permute", "gpt_softmax_forward", "gpt_softmax_backward"}) {
       for (const char* d : {"_f32", "_bf16", "_f16"}) s.entry_points.push_back(std::string(k) + d);
     }
-    for (const char* k : {"gpt_flash_forward", "gpt_flash_backward_dq", "gpt_flash_backward_dkv"}) {
+    for (const char* k : {"gpt_flash_forward", "gpt_flash_backward_dq", "gpt_flash_backward_dkv", "gpt_flash_backward_prep",
+                          "gpt_flash_backward_fused"}) {
       for (const char* d : {"_bf16", "_f16"}) {
         for (const char* hs : {"_32", "_64"}) s.entry_points.push_back(std::string(k) + d + hs);
       }
@@ -65,6 +66,17 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
   }
   s.headers.insert(s.headers.begin(), {"attention.h", "peak.h"});
   return s;
+}
+
+/// How the flash kernels' backward runs (--flash-backward): two kernels (dq per query tile; dk, dv per
+/// key tile) or one per key tile that computes dq too, its sums added across key tiles in a fixed order.
+enum class FlashBackward { split, fused };
+
+/// The floats of scratch flash_backward takes (kernels/attention.h): the rows' D, and with the one-kernel
+/// backward dq's partial sums and the counters that order them.
+inline std::int64_t flash_backward_scratch_floats(FlashBackward how, std::int64_t batch, std::int64_t T, std::int64_t NH,
+                                                  std::int64_t head_size) {
+  return how == FlashBackward::fused ? GPT_FLASH_FUSED_SCRATCH_FLOATS(batch, NH, T, head_size) : batch * NH * T;
 }
 
 /// Whether the flash kernels (kernels/flash_attention.cuh) serve this attention: CUDA, 16-bit
@@ -92,8 +104,10 @@ class GptKernels {
  public:
   using StreamRef = typename B::StreamRef;
 
-  /// head_size: the flash kernels of that size are resolved too when flash_attention_fits.
-  GptKernels(B b, accel::Dtype dtype, std::int64_t head_size = 0) : b_(b) {
+  /// head_size: the flash kernels of that size are resolved too when flash_attention_fits; flash_backward:
+  /// which backward flash_backward runs.
+  GptKernels(B b, accel::Dtype dtype, std::int64_t head_size = 0, FlashBackward flash_backward = FlashBackward::split)
+      : b_(b), flash_backward_(flash_backward) {
     auto builder = b.create_op_builder(gpt_kernels_spec(b.device_type()));
     builder.set_kernel_dir(engine_kernel_dir());
     accel::ops::LoadedOp op = builder.load();
@@ -110,6 +124,8 @@ class GptKernels {
         flash_forward_ = accel::ops::Kernel(op, "gpt_flash_forward" + tail);
         flash_dq_ = accel::ops::Kernel(op, "gpt_flash_backward_dq" + tail);
         flash_dkv_ = accel::ops::Kernel(op, "gpt_flash_backward_dkv" + tail);
+        flash_prep_ = accel::ops::Kernel(op, "gpt_flash_backward_prep" + tail);
+        flash_fused_ = accel::ops::Kernel(op, "gpt_flash_backward_fused" + tail);
         flash_head_size_ = head_size;
       }
     } else {
@@ -144,14 +160,22 @@ class GptKernels {
     check_flash("flash_forward", {y, qkv}, batch, T, C, NH);
     b_.launch_kernel(s, flash_forward_, flash_shape(batch, T, NH), args(y, nullptr, lse, nullptr, qkv, nullptr, bits, p, batch, T, C, NH));
   }
-  /// dqkv (overwritten) from dy, the forward's y and lse, and qkv; dsum: [B x NH x T] floats of scratch.
-  void flash_backward(StreamRef s, void* dqkv, float* dsum, const void* dy, const void* y, const float* lse,
+  /// Which backward flash_backward runs.
+  [[nodiscard]] FlashBackward flash_backward_kind() const noexcept { return flash_backward_; }
+  /// dqkv (overwritten) from dy, the forward's y and lse, and qkv; scratch: flash_backward_scratch_floats
+  /// floats (for this object's FlashBackward), 16-byte aligned.
+  void flash_backward(StreamRef s, void* dqkv, float* scratch, const void* dy, const void* y, const float* lse,
                       const void* qkv, const std::uint32_t* bits, float p, std::int64_t batch, std::int64_t T,
                       std::int64_t C, std::int64_t NH) const {
-    check_flash("flash_backward", {dqkv, dy, y, qkv}, batch, T, C, NH);
+    check_flash("flash_backward", {dqkv, dy, y, qkv, scratch}, batch, T, C, NH);
     const gpt_attention_args a =
-        args(const_cast<void*>(y), dqkv, const_cast<float*>(lse), dsum, qkv, dy, bits, p, batch, T, C, NH);
-    b_.launch_kernel(s, flash_dq_, flash_shape(batch, T, NH), a);  // writes dsum, which flash_dkv_ reads
+        args(const_cast<void*>(y), dqkv, const_cast<float*>(lse), scratch, qkv, dy, bits, p, batch, T, C, NH);
+    if (flash_backward_ == FlashBackward::fused) {
+      b_.launch_kernel(s, flash_prep_, flash_shape(batch, T, NH), a);  // D, and the counters and ticket zeroed
+      b_.launch_kernel(s, flash_fused_, flash_shape(batch, T, NH), a);
+      return;
+    }
+    b_.launch_kernel(s, flash_dq_, flash_shape(batch, T, NH), a);  // writes D, which flash_dkv_ reads
     b_.launch_kernel(s, flash_dkv_, flash_shape(batch, T, NH), a);
   }
 
@@ -288,8 +312,9 @@ class GptKernels {
   B b_;
   int threads_ = 0;
   accel::ops::Kernel forward_, backward_, backward_kv_, permute_, softmax_forward_, softmax_backward_, peak_, amx_;
-  accel::ops::Kernel flash_forward_, flash_dq_, flash_dkv_;
+  accel::ops::Kernel flash_forward_, flash_dq_, flash_dkv_, flash_prep_, flash_fused_;
   std::int64_t flash_head_size_ = 0;
+  FlashBackward flash_backward_ = FlashBackward::split;
 };
 
 }  // namespace engine

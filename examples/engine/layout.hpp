@@ -12,6 +12,7 @@
 #pragma once
 
 #include "config.hpp"
+#include "kernels/attention.h"
 
 #include <cstdint>
 #include <string>
@@ -126,9 +127,10 @@ struct ActLayout {
   };
 
   /// path gemm: P in the activation dtype, [B x NH x T x T], and the heads' scratch; flash: the rows'
-  /// log-sum-exp and dy . y ([B x NH x T] floats); fused: float32 tiles ([B x NH x Tp x Tp]).
+  /// log-sum-exp and dy . y ([B x NH x T] floats; flash_fused_backward: and dq's partial sums,
+  /// GPT_FLASH_FUSED_SCRATCH_FLOATS); fused: float32 tiles ([B x NH x Tp x Tp]).
   ActLayout(const ModelShape& s, std::int64_t batch, std::int64_t vocab_padded, int accum, bool dropout,
-            AttentionPath path = AttentionPath::fused, bool recompute = false)
+            AttentionPath path = AttentionPath::fused, bool recompute = false, bool flash_fused_backward = false)
       : gemm(path == AttentionPath::gemm), flash(path == AttentionPath::flash), recompute(recompute) {
     const std::int64_t T = s.block, C = s.width, NH = s.heads, N = batch * T, Tp = (T + 15) / 16 * 16;
     const auto a = [&](std::int64_t n) { return take(act, n); };
@@ -193,7 +195,8 @@ struct ActLayout {
       datt = a(batch * NH * T * T);
       if (dropout) pd = a(batch * NH * T * T);
     } else if (flash) {
-      att_scratch = f(batch * NH * T);  // the rows' dy . y
+      // the rows' dy . y; the one-kernel backward's dq partial sums and counters (kernels/attention.h)
+      att_scratch = f(flash_fused_backward ? GPT_FLASH_FUSED_SCRATCH_FLOATS(batch, NH, T, C / NH) : batch * NH * T);
     } else {
       att_scratch = f(batch * NH * Tp * Tp);  // the CUDA fused kernels' backward (dS)
     }

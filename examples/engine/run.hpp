@@ -460,9 +460,17 @@ class Engine {
                        " (validation)");
     }
     p.attention = attention_path(b_.device_type(), cfg_);
+    if (cfg_.flash_backward == "fused") {
+      if (p.attention != AttentionPath::flash) {
+        throw UsageError("--flash-backward fused is a backward of the flash kernels, and this run's attention is " +
+                         std::string(p.attention == AttentionPath::gemm ? "gemm" : "fused") +
+                         " (--attention flash: CUDA, --dtype bf16 or fp16, head size 32 or 64)");
+      }
+      p.flash_backward = FlashBackward::fused;
+    }
     const ParamLayout P(s, p.vocab_padded);
     const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.attention,
-                      cfg_.activation_checkpointing);
+                      cfg_.activation_checkpointing, p.flash_backward == FlashBackward::fused);
     p.params = P.count();
     p.total = P.total;
     p.flops_per_step = train_flops_per_token(s, p.vocab_padded) * s.block * cfg_.batch * cfg_.accum;
@@ -762,7 +770,8 @@ class Engine {
     std::vector<std::pair<std::string, std::string>> rows = {
         {"backend", std::string(b_.name()) + " (" + product_name(b_) + ")"},
         {"model", cfg_.size + ": " + grouped(plan.params) + " parameters, " + cfg_.dtype + ", attention " +
-                      (plan.attention == AttentionPath::flash  ? "flash"
+                      (plan.attention == AttentionPath::flash
+                           ? (plan.flash_backward == FlashBackward::fused ? "flash, one-kernel backward" : "flash")
                        : plan.attention == AttentionPath::gemm ? "gemm"
                                                                : attention_amx ? "fused, AMX tiles"
                                                                                : "fused") +

@@ -127,6 +127,7 @@ inline std::vector<SharedSetting> shared_settings(const Config& c, const Corpus&
       {"--graph", on(c.graph), {}},
       {"--attention", c.attention, {}},
       {"--gelu-fusion", c.gelu_fusion, {}},
+      {"--flash-backward", c.flash_backward, {}},
       {"--steps", num(c.steps), {}},
       {"--lr", shortest(c.lr), {}},
       {"--min-lr", shortest(c.min_lr), {}},

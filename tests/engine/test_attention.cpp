@@ -483,6 +483,37 @@ void check_flash(const Shape& s, float p, double tolerance) {
   run(y2, dq2);
   CHECK(test16::bits16(y2) == test16::bits16(y));
   CHECK(test16::bits16(dq2) == test16::bits16(dq));
+
+  // The one-kernel backward (--flash-backward fused): the same values within the tolerance, dv's bits
+  // (the same products in the same order), and its own bits run to run (its dq sums wait for each other
+  // in a fixed order: no atomics on them). Its scratch starts as garbage: the counters are its prep's.
+  engine::GptKernels<accel::CudaBackend> gf(cuda, test16::dtype_of<H>, s.C / s.NH, engine::FlashBackward::fused);
+  REQUIRE(gf.flash_backward_kind() == engine::FlashBackward::fused);
+  accel::Buffer<float, accel::CudaBackend> dScratch(
+      static_cast<std::size_t>(engine::flash_backward_scratch_floats(engine::FlashBackward::fused, s.B, s.T, s.NH, s.C / s.NH)), st);
+  const std::vector<std::uint32_t> garbage(dScratch.size(), 0xFFFFFFFFu);
+  cuda.copy_async(st, dScratch.data(), garbage.data(), garbage.size() * sizeof(float));
+  const auto run_fused = [&](std::vector<H>& out) {
+    gf.flash_backward(st, dDq.data(), dScratch.data(), dDy.data(), dY.data(), dLse.data(), dQkv.data(), gmask, p, s.B,
+                      s.T, s.C, s.NH);
+    out.resize(dqkv32.size());
+    cuda.copy_async(st, out.data(), dDq.data(), out.size() * sizeof(H));
+    st.synchronize();
+  };
+  std::vector<H> fq, fq2;
+  run_fused(fq);
+  const double fq_rel = rel(fq, dqkv32, 0, C, 3 * C), fk_rel = rel(fq, dqkv32, C, C, 3 * C), fv_rel = rel(fq, dqkv32, 2 * C, C, 3 * C);
+  MESSAGE("one-kernel backward vs the float32 kernel: dq " << fq_rel << ", dk " << fk_rel << ", dv " << fv_rel);
+  CHECK(fq_rel < tolerance);
+  CHECK(fk_rel < tolerance);
+  CHECK(fv_rel < tolerance);
+  std::size_t dv_differ = 0;
+  for (std::size_t i = 0; i < fq.size(); ++i) {
+    if (i % (3 * C) >= 2 * C && fq[i].bits() != dq[i].bits()) ++dv_differ;
+  }
+  CHECK(dv_differ == 0);
+  run_fused(fq2);
+  CHECK(test16::bits16(fq2) == test16::bits16(fq));
 }
 
 TEST_CASE("flash attention on CUDA (bf16, fp16): the float32 kernel's values, tiles past T, dropout, same bits twice") {

@@ -770,6 +770,16 @@ TEST_CASE("engine --activation-checkpointing: the activations are one layer's wo
       }
     }
   }
+  // --flash-backward fused: the flash path's scratch also holds dq's float32 partial sums ([B x NH x
+  // tiles][hs][64]) and a counter a query tile, plus the ticket (kernels/attention.h)
+  const engine::ActLayout split(s, batch, vocab, 1, false, engine::AttentionPath::flash),
+      fused(s, batch, vocab, 1, false, engine::AttentionPath::flash, false, true);
+  const std::int64_t hs = C / s.heads, tiles = (s.block + 63) / 64, heads = batch * s.heads;
+  CHECK(engine::flash_backward_scratch_floats(engine::FlashBackward::fused, batch, s.block, s.heads, hs) ==
+        heads * s.block + heads * tiles * 64 * hs + heads * tiles + 1);
+  const auto padded = [](std::int64_t n) { return (n + 15) / 16 * 16; };  // ActLayout's 16-element alignment
+  CHECK(fused.f32 - split.f32 == padded(heads * s.block + heads * tiles * (64 * hs + 1) + 1) - padded(heads * s.block));
+  CHECK(fused.act == split.act);
 }
 
 /// The spans of the layers' forward and backward ("layer N", "layer N backward") in a trace written by
@@ -917,6 +927,9 @@ TEST_CASE("engine: bad input is refused before anything is allocated or written"
   c.attention = "flash";  // the CPU, fp32: the flash kernels are CUDA's, for 16-bit activations
   refused(c, "--attention flash needs a CUDA device, --dtype bf16 or fp16, and a head size of 32 or 64 "
              "(width / heads, width a multiple of 8); this run has no CUDA device, --dtype fp32, head size 32");
+  c = small(dir);
+  c.flash_backward = "fused";  // the CPU's attention is the fused kernel: no flash backward to choose
+  refused(c, "--flash-backward fused is a backward of the flash kernels, and this run's attention is fused");
   c = small(dir);
   c.shape.width = 130;
   c.shape.heads = 2;
@@ -1140,6 +1153,30 @@ TEST_CASE("Engine<CudaBackend>: the recorded trajectory, same-seed, resume, --gr
   }
   SUBCASE("bf16 --graph with the flash kernels gives the eager step's bits, dropout on") {
     check_graph_bits(run_cuda, "cuda-bf16-", "bf16");
+  }
+  SUBCASE("--flash-backward fused (one kernel, dq summed in a fixed order) trains as split does; its bits run to run, "
+          "in a graph and under --activation-checkpointing") {
+    for (const double dropout : {0.0, 0.2}) {
+      CAPTURE(dropout);
+      const auto with = [dropout](const char* how) {
+        return [dropout, how](engine::Config& c) {
+          c.dtype = "bf16";
+          c.attention = "flash";
+          c.dropout = dropout;
+          c.flash_backward = how;
+        };
+      };
+      (void)check_trains_alike(run_cuda, "cuda-flash-backward-", 1e-2, with("split"), with("fused"));
+    }
+    const auto fused = [](engine::Config& c) {
+      c.attention = "flash";
+      c.flash_backward = "fused";
+    };
+    check_graph_bits(run_cuda, "cuda-bf16-fused-", "bf16", fused);  // eager and replayed: two runs, one set of bits
+    check_recompute_bits(run_cuda, "cuda-ac-bf16-fused-", [&](engine::Config& c) {
+      c.dtype = "bf16";
+      fused(c);
+    });
   }
 }
 #endif  // ACCEL_HAS_CUDA

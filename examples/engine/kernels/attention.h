@@ -21,11 +21,20 @@
 /* The row stride (and row count) of an attention tile: T rounded up to 16. */
 #define GPT_ATT_TP(T) ((((T) + 15) / 16) * 16)
 
+/* The flash kernels' backward scratch (kernels/flash_attention.cuh), in floats: the rows' D = dy . y,
+ * [B x NH x T] (rounded up to 4 floats); the one-kernel backward (gpt_flash_backward_prep_* then
+ * gpt_flash_backward_fused_*) adds dq's partial sums, [B x NH x tiles][HS][64] floats, and
+ * B x NH x tiles + 1 counters (tiles of 64 rows). */
+#define GPT_FLASH_TILES(T) (((T) + 63) / 64)
+#define GPT_FLASH_DSUM_FLOATS(B, NH, T) (((B) * (NH) * (T) + 3) / 4 * 4)
+#define GPT_FLASH_FUSED_SCRATCH_FLOATS(B, NH, T, HS) \
+  (GPT_FLASH_DSUM_FLOATS(B, NH, T) + (B) * (NH) * GPT_FLASH_TILES(T) * (64 * (HS) + 1) + 1)
+
 typedef struct gpt_attention_args {
   void* y;                  /* forward: out [B x T x C] */
   void* dqkv;               /* backward: out [B x T x 3C] */
   float* att;               /* [B x NH x Tp x Tp]: written forward, read backward */
-  float* scratch;           /* CUDA backward: [B x NH x Tp x Tp] floats (dS) */
+  float* scratch;           /* CUDA backward: [B x NH x Tp x Tp] floats (dS); flash: see above */
   const void* qkv;          /* [B x T x 3C] */
   const void* dy;           /* backward: [B x T x C] */
   const unsigned int* bits; /* attention dropout's random words [B x NH x T x T], or null */

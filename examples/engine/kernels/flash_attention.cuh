@@ -11,6 +11,9 @@
 // both recomputing P from the log-sum-exp: per query tile dq (and D); per key tile dk and dv, walking
 // the query tiles from the diagonal down, each tile in halves of 32. No atomics: each output element
 // is written once, its sums taken in a fixed order, so results do not depend on the schedule.
+// --flash-backward fused: one kernel per key tile instead (backward_fused, below), dq too, its float32
+// sums across key tiles added in a fixed order. tests/engine/test_flash_host.cpp runs all of these on
+// the CPU through an emulation of the PTX they use (tests/engine/flash_host.hpp), against float64.
 // Attention dropout: the same random words and rule as the other kernels (attention.h).
 //
 // Speed (an H200, Nsight Compute, gpt2 bf16, us per call): these kernels were limited by instruction
@@ -35,9 +38,17 @@ constexpr int tile = 64;       // queries (and keys) per tile
 constexpr int threads = 128;   // 4 warps x 16 rows
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
-struct bf16_tag {};
-struct f16_tag {};
+struct bf16_tag {
+  static constexpr bool bf16 = true;
+};
+struct f16_tag {
+  static constexpr bool bf16 = false;
+};
 
+// The PTX primitives. With GPT_FLASH_HOST defined (the CPU tests, tests/engine/flash_host.hpp), the
+// same calls come from an emulation of a block's warps on the host instead, so that the kernels below
+// are checked without a GPU.
+#ifndef GPT_FLASH_HOST
 __device__ __forceinline__ void mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1, bf16_tag) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -68,10 +79,6 @@ __device__ __forceinline__ float widen(unsigned short v, f16_tag) {
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
   return f;
 }
-__device__ __forceinline__ float lo_of(unsigned v, bf16_tag t) { return widen((unsigned short)(v & 0xFFFFu), t); }
-__device__ __forceinline__ float hi_of(unsigned v, bf16_tag t) { return widen((unsigned short)(v >> 16), t); }
-__device__ __forceinline__ float lo_of(unsigned v, f16_tag t) { return widen((unsigned short)(v & 0xFFFFu), t); }
-__device__ __forceinline__ float hi_of(unsigned v, f16_tag t) { return widen((unsigned short)(v >> 16), t); }
 
 __device__ __forceinline__ float fast_exp2(float x) {
   float r;
@@ -79,15 +86,8 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return r;
 }
 
-__device__ __forceinline__ unsigned ld32(const unsigned short* p) { return *reinterpret_cast<const unsigned*>(p); }
-// Two 16-bit values from two rows of a shared tile (the k-pairs of a B fragment read across rows).
-__device__ __forceinline__ unsigned ld_pair(const unsigned short* p, int stride) {
-  return (unsigned)p[0] | ((unsigned)p[stride] << 16);
-}
-
-// Rows [r0, r0 + 64) of a [rows x ld] 16-bit matrix, columns [0, HS), into a shared [64][HS + 8] tile
-// by cp.async (16 bytes a copy, asynchronous: cp_async_commit() closes the group, cp_async_wait<N>()
-// waits until at most N groups are in flight); rows at or past `rows` are zero-filled.
+// Global -> shared copies of 16 or 4 bytes by cp.async, zero-filled when !valid (asynchronous:
+// cp_async_commit() closes the group, cp_async_wait<N>() waits until at most N groups are in flight).
 __device__ __forceinline__ void cp_async16(unsigned short* dst, const unsigned short* src, bool valid) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
@@ -101,6 +101,68 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+
+// Four 8 x 8 matrices of 16-bit values from shared memory in one instruction (ldmatrix): lane L
+// gives the address of row L % 8 of matrix L / 8; r[m] is this lane's part of matrix m, in the
+// layout of an mma fragment register (.trans: of the transposed matrix).
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const unsigned short* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const unsigned short* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// float2 loads and stores at L2 (.cg): another SM wrote the partial sums, and this SM's L1 may hold an
+// older copy of the line.
+__device__ __forceinline__ float2 ld_cg2(const float* p) {
+  float2 v;
+  asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_cg2(float* p, float2 v) {
+  asm volatile("st.global.cg.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(v.x), "f"(v.y) : "memory");
+}
+__device__ __forceinline__ unsigned short narrow(float x, bf16_tag) {
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ unsigned short narrow(float x, f16_tag) {
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+  return r;
+}
+#else
+using namespace ::flash_host::primitives;
+#endif  // GPT_FLASH_HOST
+
+__device__ __forceinline__ float lo_of(unsigned v, bf16_tag t) { return widen((unsigned short)(v & 0xFFFFu), t); }
+__device__ __forceinline__ float hi_of(unsigned v, bf16_tag t) { return widen((unsigned short)(v >> 16), t); }
+__device__ __forceinline__ float lo_of(unsigned v, f16_tag t) { return widen((unsigned short)(v & 0xFFFFu), t); }
+__device__ __forceinline__ float hi_of(unsigned v, f16_tag t) { return widen((unsigned short)(v >> 16), t); }
+
+__device__ __forceinline__ unsigned ld32(const unsigned short* p) { return *reinterpret_cast<const unsigned*>(p); }
+// Two 16-bit values from two rows of a shared tile (the k-pairs of a B fragment read across rows).
+__device__ __forceinline__ unsigned ld_pair(const unsigned short* p, int stride) {
+  return (unsigned)p[0] | ((unsigned)p[stride] << 16);
+}
+
+// Rows [r0, r0 + 64) of a [rows x ld] 16-bit matrix, columns [0, HS), into a shared [64][HS + 8] tile
+// by cp.async; rows at or past `rows` are zero-filled.
 template <int HS>
 __device__ __forceinline__ void load_tile(unsigned short* dst, const unsigned short* src, long long ld, int r0,
                                           int rows) {
@@ -134,21 +196,6 @@ __device__ __forceinline__ void load_a(unsigned (&f)[HS / 16][4], const unsigned
   }
 }
 
-// Four 8 x 8 matrices of 16-bit values from shared memory in one instruction (ldmatrix): lane L
-// gives the address of row L % 8 of matrix L / 8; r[m] is this lane's part of matrix m, in the
-// layout of an mma fragment register (.trans: of the transposed matrix).
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const unsigned short* row) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const unsigned short* row) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
 
 // acc[n] (16 x 8 tiles n = 0..NT-1, a 16 x 8NT block) += A (16 x HS) x tile^T, the shared tile
 // [8NT][HS + 8] holding the columns' rows (B[k][n] = tile[n][k]). One ldmatrix gives the B fragments
@@ -552,8 +599,268 @@ __device__ void backward_dkv(const gpt_attention_args& a, Smem<HS>& sm) {
   }
 }
 
+// ---- The one-kernel backward (--flash-backward fused; attention.h, GPT_FLASH_FUSED_SCRATCH_FLOATS) ----
+// The two kernels above compute S and dP twice, once per query tile (for dq) and once per key tile (for
+// dk, dv): 7 products of a tile pair where 5 would do. This kernel is the key-tile kernel plus dq:
+// dq^T (head dims x queries) += K^T dS^T's transpose, i.e. dq^T = K^T dS, from dS rounded to 16 bits in
+// shared memory ([key][query]) and K^T's A fragments held in registers. Its dq tile goes to a float32
+// partial sum in global memory; a query tile's partial sums are added in a fixed order — key tiles from
+// the diagonal down (kt = qt, qt - 1, ..., 0), the order in which the blocks reach the tile when they
+// start together — each block waiting for a per-(b, h, query tile) counter, so the bits do not depend on
+// the schedule (no atomics on the sums). The last (kt = 0) writes dq, scaled and rounded, into dqkv.
+// Blocks take their tile from a ticket counter in the order the dependencies point (a group's key tiles
+// from the last), so a block only ever waits for a block that is already running: no deadlock at any
+// occupancy. backward_prep (launched first on the stream) computes D and zeroes the counters.
+// Its loop over a tile pair repeats backward_dkv's, plus the dS store, rather than sharing a helper:
+// factored out, backward_dkv's SASS changed (3,144 -> 3,120 instructions, other spills), and that kernel's
+// schedule is the one timed on an H200; this one's is not yet.
+
+
+// Where the one-kernel backward's scratch puts its parts (attention.h).
+struct FusedScratch {
+  float* dsum;        // [B x NH x T]: D = dy . y per row
+  float* partial;     // [B x NH x tiles][HS][64]: dq^T partial sums of each query tile
+  unsigned* counters; // [B x NH x tiles]: the key tiles added to each query tile's sum; then the ticket
+  unsigned* ticket;
+};
+__device__ __forceinline__ FusedScratch fused_scratch(const gpt_attention_args& a, int HS) {
+  const long long bhs = a.B * a.NH, tiles = GPT_FLASH_TILES(a.T);
+  FusedScratch f;
+  f.dsum = a.scratch;
+  f.partial = a.scratch + GPT_FLASH_DSUM_FLOATS(a.B, a.NH, a.T);
+  f.counters = reinterpret_cast<unsigned*>(f.partial + bhs * tiles * 64 * HS);
+  f.ticket = f.counters + bhs * tiles;
+  return f;
+}
+
+// Block (query tile, head, batch) of 128 threads, two a row: D = dy . y of the tile's rows; the tile's
+// counter (and, in block 0, the ticket) to zero.
+template <class D, int HS>
+__device__ void backward_prep(const gpt_attention_args& a) {
+  const int T = (int)a.T;
+  const long long C = a.C;
+  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const long long bh = (long long)b * a.NH + h;
+  const FusedScratch f = fused_scratch(a, HS);
+  const int r = threadIdx.x / 2, part = threadIdx.x % 2;
+  const long long row = (long long)qt * tile + r;
+  float acc = 0.0f;
+  if (row < T) {
+    const long long at = ((long long)b * T + row) * C + h * HS + part * (HS / 2);
+    const uint4* dy = reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(a.dy) + at);
+    const uint4* y = reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(a.y) + at);
+#pragma unroll
+    for (int k = 0; k < HS / 16; ++k) {  // 8 values a load
+      const uint4 u = dy[k], v = y[k];
+      const unsigned uw[4] = {u.x, u.y, u.z, u.w}, vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        acc = __fmaf_rn(lo_of(uw[e], D()), lo_of(vw[e], D()), acc);
+        acc = __fmaf_rn(hi_of(uw[e], D()), hi_of(vw[e], D()), acc);
+      }
+    }
+  }
+  acc = __fadd_rn(acc, __shfl_xor_sync(0xFFFFFFFFu, acc, 1));
+  if (row < T && part == 0) f.dsum[bh * T + row] = acc;
+  if (threadIdx.x == 0) f.counters[bh * gridDim.x + qt] = 0u;
+  if (threadIdx.x == 0 && qt == 0 && h == 0 && b == 0) *f.ticket = 0u;
+}
+
+template <int HS>
+struct SmemFused : Smem<HS> {
+  static constexpr int ds_stride = tile + 8;
+  unsigned short ds[tile * ds_stride];  // dS of the query tile, [key][query]; at the start, the K tile
+  unsigned ticket;
+};
+
+template <class D, int HS, bool Dropout>
+__device__ void backward_fused(const gpt_attention_args& a, SmemFused<HS>& sm) {
+  constexpr int words = tile * (HS + 8), ds_stride = SmemFused<HS>::ds_stride;
+  // dq^T's split over the warps: HS / 16 groups of head dims, the 64 queries shared by the rest
+  constexpr int hs_groups = HS / 16, q_parts = 4 / hs_groups, QN = tile / 8 / q_parts;
+  static_assert(4 % hs_groups == 0 && QN % 2 == 0, "flash: dq^T's tiles split evenly over the 4 warps");
+  unsigned short* qs_buf = sm.a;
+  unsigned short* dys_buf = sm.b;
+  float* lse_buf = sm.lse;
+  float* dsum_buf = sm.dsum;
+  const int T = (int)a.T;
+  const long long C = a.C, ld3 = 3 * C;
+  const int tiles = (int)((T + tile - 1) / tile);
+  const FusedScratch f = fused_scratch(a, HS);
+  if (threadIdx.x == 0) sm.ticket = atomicAdd(f.ticket, 1u);
+  __syncthreads();
+  const int ticket = (int)sm.ticket, group = ticket / tiles;
+  const int kt = tiles - 1 - ticket % tiles, h = group % (int)a.NH, b = group / (int)a.NH;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+  const int hg = warp % hs_groups, q0 = (warp / hs_groups) * QN * 8;  // this warp's dq^T: head dims 16 hg.., queries q0..
+  const long long bh = (long long)b * a.NH + h;
+  const unsigned short* qkv = static_cast<const unsigned short*>(a.qkv) + (long long)b * T * ld3 + h * HS;
+  const unsigned short* dy = static_cast<const unsigned short*>(a.dy) + (long long)b * T * C + h * HS;
+  const int k0 = kt * tile + warp * 16;
+  const float sl2 = 1.4426950408889634f * rsqrtf((float)HS);
+
+  const auto stage = [&](int qt) {
+    const int st = qt & 1;
+    load_tile<HS>(qs_buf + st * words, qkv, ld3, qt * tile, T);
+    load_tile<HS>(dys_buf + st * words, dy, C, qt * tile, T);
+    const int i = threadIdx.x, r = i % tile, row = qt * tile + r;
+    const bool valid = row < T;
+    const float* src = (i < tile ? a.att : f.dsum) + (valid ? bh * T + row : 0);
+    cp_async4((i < tile ? lse_buf : dsum_buf) + st * tile + r, src, valid);
+  };
+  stage(kt);
+  load_tile<HS>(sm.ds, qkv + C, ld3, kt * tile, T);  // K, for K^T's fragments
+  cp_async_commit();
+  unsigned kf[HS / 16][4], vf[HS / 16][4], kT[tile / 16][4];
+  load_a<HS>(kf, qkv + C, ld3, k0, T);
+  load_a<HS>(vf, qkv + 2 * C, ld3, k0, T);
+  cp_async_wait<0>();
+  __syncthreads();
+  {  // K^T (head dims 16 hg.. x the tile's 64 keys) as A fragments: transposed 8 x 8 loads of K
+    const int m = lane / 8;
+    const unsigned short* base = sm.ds + ((m / 2) * 8 + lane % 8) * (HS + 8) + 16 * hg + (m % 2) * 8;
+#pragma unroll
+    for (int s = 0; s < tile / 16; ++s) ldsm_x4_trans(kT[s], base + s * 16 * (HS + 8));
+  }
+  float dk[HS / 8][4], dv[HS / 8][4];
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+  }
+  const float scale = rsqrtf((float)HS);
+  unsigned short* dqkv = static_cast<unsigned short*>(a.dqkv) + (long long)b * T * ld3 + h * HS;
+
+  for (int qt = kt; qt < tiles; ++qt) {
+    if (qt + 1 < tiles) stage(qt + 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // tile qt landed; every warp has read K (first pass) and the last dS (later passes)
+    const unsigned short* qs = qs_buf + (qt & 1) * words;
+    const unsigned short* ds_tile = dys_buf + (qt & 1) * words;
+    const float* lse_s = lse_buf + (qt & 1) * tile;
+    const float* dsum_s = dsum_buf + (qt & 1) * tile;
+    const bool masked = qt == kt || (qt + 1) * tile > T;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float s[4][4], dp[4][4];
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+      }
+      mma_abt<HS, 4, D>(s, kf, qs + half * 32 * (HS + 8));
+      mma_abt<HS, 4, D>(dp, vf, ds_tile + half * 32 * (HS + 8));
+      if (masked) {
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + g + (e >> 1) * 8, row = qt * tile + half * 32 + n * 8 + q * 2 + (e & 1);
+            if (!(key <= row && row < T)) s[n][e] = neg_inf();
+          }
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const int c0 = half * 32 + n * 8 + q * 2;
+        const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + c0);
+        const float2 dsum2 = *reinterpret_cast<const float2*>(dsum_s + c0);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float lse = (e & 1) ? lse2.y : lse2.x, dsum = (e & 1) ? dsum2.y : dsum2.x;
+          const float p = fast_exp2(__fmaf_rn(s[n][e], sl2, -lse));
+          float pdv = p, d = dp[n][e];
+          if constexpr (Dropout) {
+            const int key = k0 + g + (e >> 1) * 8, row = qt * tile + c0 + (e & 1);
+            const float kv = key <= row && row < T ? keep(a, (bh * T + row) * T + key) : 0.0f;
+            pdv = __fmul_rn(p, kv);
+            d = __fmul_rn(d, kv);
+          }
+          s[n][e] = pdv;
+          dp[n][e] = __fmul_rn(p, __fsub_rn(d, dsum));
+        }
+        // dS rounded to 16 bits (as the dk product takes it) into [key][query] for dq
+        unsigned short* at = sm.ds + (warp * 16 + g) * ds_stride + c0;
+        *reinterpret_cast<unsigned*>(at) = pack(dp[n][0], dp[n][1], D());
+        *reinterpret_cast<unsigned*>(at + 8 * ds_stride) = pack(dp[n][2], dp[n][3], D());
+      }
+      mma_pt<HS, 2, D>(dv, s, ds_tile + half * 32 * (HS + 8));
+      mma_pt<HS, 2, D>(dk, dp, qs + half * 32 * (HS + 8));
+    }
+    __syncthreads();  // dS complete (and this stage read)
+
+    // dq^T of this key tile: head dims [16 hg, 16 hg + 16) x queries [q0, q0 + 8 QN), over the 64 keys
+    float dq[QN][4];
+#pragma unroll
+    for (int n = 0; n < QN; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    {
+      const int m = lane / 8;
+      const unsigned short* base = sm.ds + ((m % 2) * 8 + lane % 8) * ds_stride + (m / 2) * 8 + q0;
+#pragma unroll
+      for (int s = 0; s < tile / 16; ++s) {
+#pragma unroll
+        for (int n = 0; n < QN; n += 2) {
+          unsigned bfr[4];
+          ldsm_x4_trans(bfr, base + s * 16 * ds_stride + n * 8);
+          mma(dq[n], kT[s], bfr[0], bfr[1], D());
+          mma(dq[n + 1], kT[s], bfr[2], bfr[3], D());
+        }
+      }
+    }
+    // Added to the query tile's sum after the key tiles (qt, qt - 1, ..., kt + 1) that come before
+    unsigned* counter = f.counters + bh * tiles + qt;
+    if (qt > kt) {
+      if (threadIdx.x == 0) {
+        while (ld_acquire(counter) != (unsigned)(qt - kt)) __nanosleep(32);
+        __threadfence();  // as cooperative groups' grid sync: the block's reads below come after the signal
+      }
+      __syncthreads();
+    }
+    float* part = f.partial + (bh * tiles + qt) * (long long)(HS * tile);
+#pragma unroll
+    for (int n = 0; n < QN; ++n) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int d = 16 * hg + g + 8 * r, col = q0 + n * 8 + q * 2;  // head dim; query in the tile
+        float2 v = make_float2(dq[n][2 * r], dq[n][2 * r + 1]);
+        if (qt > kt) {
+          const float2 before = ld_cg2(part + d * tile + col);
+          v = make_float2(__fadd_rn(before.x, v.x), __fadd_rn(before.y, v.y));
+        }
+        if (kt > 0) {
+          st_cg2(part + d * tile + col, v);
+        } else {  // the last key tile: dq = scale x the sum, into dqkv
+          const long long row = (long long)qt * tile + col;
+          if (row < T) dqkv[row * ld3 + d] = narrow(__fmul_rn(v.x, scale), D());
+          if (row + 1 < T) dqkv[(row + 1) * ld3 + d] = narrow(__fmul_rn(v.y, scale), D());
+        }
+      }
+    }
+    if (kt > 0) {
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) st_release(counter, (unsigned)(qt - kt + 1));
+    }
+  }
+
+  unsigned short* out = dqkv;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const long long key = k0 + g + r * 8;
+    if (key >= T) continue;
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      *reinterpret_cast<unsigned*>(out + key * ld3 + C + n * 8 + q * 2) =
+          pack(__fmul_rn(dk[n][2 * r], scale), __fmul_rn(dk[n][2 * r + 1], scale), D());
+      *reinterpret_cast<unsigned*>(out + key * ld3 + 2 * C + n * 8 + q * 2) = pack(dv[n][2 * r], dv[n][2 * r + 1], D());
+    }
+  }
+}
+
 }  // namespace flash
 
+#ifndef GPT_FLASH_HOST
 // Resident blocks per SM the register allocation aims at (measured on an H200: see the header).
 #ifndef GPT_FLASH_FORWARD_BLOCKS
 #define GPT_FLASH_FORWARD_BLOCKS 4
@@ -563,6 +870,9 @@ __device__ void backward_dkv(const gpt_attention_args& a, Smem<HS>& sm) {
 #endif
 #ifndef GPT_FLASH_DKV_BLOCKS
 #define GPT_FLASH_DKV_BLOCKS 3
+#endif
+#ifndef GPT_FLASH_FUSED_BLOCKS
+#define GPT_FLASH_FUSED_BLOCKS 2
 #endif
 
 // Entry points gpt_flash_{forward,backward_dq,backward_dkv}_{bf16,f16}_{32,64}: grid (ceil(T / 64),
@@ -574,14 +884,29 @@ __device__ void backward_dkv(const gpt_attention_args& a, Smem<HS>& sm) {
     if (a.bits == nullptr) flash::fn<flash::D, HS, false>(a, sm);      \
     else flash::fn<flash::D, HS, true>(a, sm);                         \
   }
+// The one-kernel backward: gpt_flash_backward_prep_* then gpt_flash_backward_fused_*, the same grid.
+#define GPT_FLASH_FUSED_ENTRIES(D, name, HS)                                                            \
+  extern "C" __global__ void __launch_bounds__(flash::threads)                                          \
+      gpt_flash_backward_prep_##name##_##HS(const gpt_attention_args a) {                               \
+    flash::backward_prep<flash::D, HS>(a);                                                              \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(flash::threads, GPT_FLASH_FUSED_BLOCKS)                  \
+      gpt_flash_backward_fused_##name##_##HS(const gpt_attention_args a) {                              \
+    __shared__ __align__(16) flash::SmemFused<HS> sm;                                                   \
+    if (a.bits == nullptr) flash::backward_fused<flash::D, HS, false>(a, sm);                           \
+    else flash::backward_fused<flash::D, HS, true>(a, sm);                                              \
+  }
 #define GPT_FLASH_ENTRIES(D, name, HS)                                  \
   GPT_FLASH_ENTRY(forward, GPT_FLASH_FORWARD_BLOCKS, D, name, HS)       \
   GPT_FLASH_ENTRY(backward_dq, GPT_FLASH_DQ_BLOCKS, D, name, HS)        \
-  GPT_FLASH_ENTRY(backward_dkv, GPT_FLASH_DKV_BLOCKS, D, name, HS)
+  GPT_FLASH_ENTRY(backward_dkv, GPT_FLASH_DKV_BLOCKS, D, name, HS)      \
+  GPT_FLASH_FUSED_ENTRIES(D, name, HS)
 
 GPT_FLASH_ENTRIES(bf16_tag, bf16, 32)
 GPT_FLASH_ENTRIES(bf16_tag, bf16, 64)
 GPT_FLASH_ENTRIES(f16_tag, f16, 32)
 GPT_FLASH_ENTRIES(f16_tag, f16, 64)
+
+#endif  // GPT_FLASH_HOST
 
 #endif  // GPT_FLASH_ATTENTION_CUH
