@@ -128,6 +128,8 @@ if [[ " $PHASES " == *" checks "* ]]; then
       if [[ $SANITIZE == quick ]]; then  # the flash kernels (tiny bf16: head size 32) and the allocator
         san memcheck_engine_bf16_graph memcheck "$engine" --size tiny --steps 3 --eval-every 0 --quiet --dtype bf16 --graph
         san racecheck_test_engine racecheck "$(find_bin test_engine)" -tc='flash attention on CUDA*'
+        san memcheck_engine_bf16_fused memcheck "$engine" --size tiny --steps 3 --eval-every 0 --quiet --dtype bf16 \
+          --flash-backward fused --dropout 0.1
         san memcheck_test_conformance memcheck "$(find_bin test_conformance)"
         exit 0
       fi
@@ -135,6 +137,9 @@ if [[ " $PHASES " == *" checks "* ]]; then
       san memcheck_engine_bf16_graph memcheck "$engine" --size tiny --steps 3 --eval-every 0 --quiet --dtype bf16 --graph
       san memcheck_test_engine memcheck "$(find_bin test_engine)" -tc='*CUDA*,*Cuda*'
       san racecheck_test_engine racecheck "$(find_bin test_engine)" -tc='*attention on CUDA*'
+      san memcheck_engine_bf16_fused memcheck "$engine" --size tiny --steps 3 --eval-every 0 --quiet --dtype bf16 \
+        --flash-backward fused --dropout 0.1
+      san synccheck_test_engine synccheck "$(find_bin test_engine)" -tc='flash attention on CUDA*'
       [[ $SANITIZE == engine ]] && exit 0  # the engine's runs only
       san memcheck_test_blas memcheck "$(find_bin test_blas)" -tc='*CUDA*,*cuda*,*Cuda*'
       san memcheck_test_ops memcheck "$(find_bin test_ops)" -tc='cuda*'

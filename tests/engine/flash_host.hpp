@@ -5,11 +5,13 @@
 // semantics the PTX ISA gives them: the mma.sync m16n8k16 fragment layouts, ldmatrix's 8 x 8 matrices
 // (plain and .trans), cvt's round to nearest even, cp.async's zero fill. A warp-wide instruction is
 // resolved once every lane of the warp has reached it, by the last to arrive, for all 32 lanes at once,
-// as the hardware does. Blocks run one after another in grid order.
+// as the hardware does. Blocks run one after another in grid order, or several at once (`resident`),
+// their fibers interleaved, so that blocks that wait for each other do.
 //
 // What this checks: the kernels' indexing, fragment layouts, masks, tile walks and the order of their
-// sums (against a float64 reference). What it cannot: timing, races between blocks, or the memory
-// model (a block finishes before the next starts). The GPU runs of the CUDA test suite check those.
+// sums (against a float64 reference), and that blocks waiting on each other neither deadlock nor change
+// the bits at any number of resident blocks. What it cannot: timing, or the memory model (a fiber's
+// stores are seen at once). The GPU runs of the CUDA test suite check those.
 //
 // Include it, define GPT_FLASH_HOST, then include the kernels (with -Wno-unknown-pragmas: #pragma unroll).
 #pragma once
@@ -25,6 +27,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
+#include <vector>
 
 #define __device__ inline
 #define __forceinline__
@@ -56,7 +60,7 @@ struct Dim {
 };
 
 constexpr int kThreads = 128;
-constexpr std::size_t kStack = 256 * 1024;
+constexpr std::size_t kStack = 128 * 1024;
 
 struct Lane {
   ucontext_t ctx{};
@@ -98,13 +102,12 @@ inline void lane_main() {
   self().done = true;  // then uc_link: back to the scheduler
 }
 
-/// Runs one block of `grid`: body() on each of 128 fibers until every one returns.
-inline void run_block(Dim index, Dim grid, std::function<void()> body) {
+/// A block of `grid` about to run body() on each of its 128 fibers.
+inline std::unique_ptr<Block> make_block(Dim index, Dim grid, std::function<void()> body) {
   auto b = std::make_unique<Block>();
   b->index = index;
   b->grid = grid;
   b->body = std::move(body);
-  running() = b.get();
   for (int i = 0; i < kThreads; ++i) {
     Lane& l = b->lanes[static_cast<std::size_t>(i)];
     l.thread.x = static_cast<unsigned>(i);
@@ -115,29 +118,64 @@ inline void run_block(Dim index, Dim grid, std::function<void()> body) {
     l.ctx.uc_link = &b->scheduler;
     makecontext(&l.ctx, lane_main, 0);
   }
-  int live = kThreads;
-  while (live > 0) {
-    for (int i = 0; i < kThreads; ++i) {
-      Lane& l = b->lanes[static_cast<std::size_t>(i)];
-      if (l.done) continue;
-      b->current = i;
-      swapcontext(&b->scheduler, &l.ctx);
-      if (l.done) --live;
-    }
-  }
-  running() = nullptr;
+  return b;
 }
 
-/// A launch: the blocks of `grid` in order (x fastest), each with a fresh shared-memory object of type
-/// Shared filled with 0xFF bytes (NaN in 16 and 32 bits: a read of what no thread wrote shows).
+/// Resumes each unfinished fiber of b once; whether all have finished.
+inline bool step_block(Block& b) {
+  bool all_done = true;
+  for (int i = 0; i < kThreads; ++i) {
+    Lane& l = b.lanes[static_cast<std::size_t>(i)];
+    if (l.done) continue;
+    running() = &b;
+    b.current = i;
+    swapcontext(&b.scheduler, &l.ctx);
+    all_done = all_done && l.done;
+  }
+  running() = nullptr;
+  return all_done;
+}
+
+/// A launch: the blocks of `grid` in order (x fastest), at most `resident` of them at once — a block
+/// starts when one finishes, as an SM takes the next block — their fibers interleaved (each block
+/// one collective step at a time). Each block gets a fresh shared-memory object of type Shared filled
+/// with 0xFF bytes (NaN in 16 and 32 bits: a read of what no thread wrote shows). resident = 1 runs
+/// the blocks one after another. jitter != 0 seeds uneven speeds: each block moves every 1st to 4th
+/// round (drawn when it starts), so that a block falls behind one that started after it (as on an SM
+/// shared with other work) and waits between blocks are exercised.
 template <class Shared, class Body>
-void launch(Dim grid, Body&& body) {
-  for (unsigned z = 0; z < grid.z; ++z) {
-    for (unsigned y = 0; y < grid.y; ++y) {
-      for (unsigned x = 0; x < grid.x; ++x) {
-        auto shared = std::make_unique<Shared>();
-        std::memset(static_cast<void*>(shared.get()), 0xFF, sizeof(Shared));
-        run_block(Dim{x, y, z}, grid, [&] { body(*shared); });
+void launch(Dim grid, Body&& body, unsigned resident = 1, unsigned jitter = 0) {
+  std::mt19937 speed(jitter);
+  struct Live {
+    std::unique_ptr<Shared> shared;
+    std::unique_ptr<Block> block;
+    unsigned every = 1;  // rounds a step
+  };
+  unsigned round = 0;
+  std::vector<Live> live;
+  const unsigned total = grid.x * grid.y * grid.z;
+  unsigned next = 0;
+  while (next < total || !live.empty()) {
+    while (live.size() < resident && next < total) {
+      const unsigned n = next++;
+      Live l;
+      l.shared = std::make_unique<Shared>();
+      std::memset(static_cast<void*>(l.shared.get()), 0xFF, sizeof(Shared));
+      Shared* sh = l.shared.get();
+      l.block = make_block(Dim{n % grid.x, n / grid.x % grid.y, n / (grid.x * grid.y)}, grid, [&body, sh] { body(*sh); });
+      l.every = jitter == 0 ? 1u : 1u + speed() % 4u;
+      live.push_back(std::move(l));
+    }
+    ++round;
+    for (std::size_t i = 0; i < live.size();) {
+      if (round % live[i].every != 0) {
+        ++i;
+        continue;
+      }
+      if (step_block(*live[i].block)) {
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
       }
     }
   }
@@ -299,8 +337,8 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) {
   *p = old + v;
   return old;
 }
-// A wait that never ends here would be a kernel waiting for a block that came before it in the grid and
-// never signalled: fail instead of spinning forever.
+// A wait that never ends here (no block that could signal is running or to come): fail instead of
+// spinning forever.
 inline void __nanosleep(unsigned) {
   if (++::flash_host::self().spins > 100000) {
     std::fprintf(stderr, "flash_host: a thread waited 100000 times for a counter that never came (a missed signal)\n");

@@ -179,19 +179,34 @@ Outputs run_kernels(const Case& c, Inputs& in) {
   flash_host::launch<flash::Smem<HS>>(grid, [&](flash::Smem<HS>& sm) { flash::backward_dq<Tag, HS, Dropout>(a, sm); });
   flash_host::launch<flash::Smem<HS>>(grid, [&](flash::Smem<HS>& sm) { flash::backward_dkv<Tag, HS, Dropout>(a, sm); });
 
-  a.dqkv = out.fused.data();
-  a.scratch = scratch.data();
-  flash_host::launch<Empty>(grid, [&](Empty&) { flash::backward_prep<Tag, HS>(a); });
-  flash_host::launch<flash::SmemFused<HS>>(grid,
-                                           [&](flash::SmemFused<HS>& sm) { flash::backward_fused<Tag, HS, Dropout>(a, sm); });
-  // The counters end where the sums' order left them: each query tile's at tiles - 1 - ... (the last
-  // signal, from key tile 1, is qt; query tile 0 has only key tile 0's sum, which signals nothing).
-  const auto* counters = reinterpret_cast<const unsigned*>(scratch.data() + GPT_FLASH_DSUM_FLOATS(c.B, c.NH, c.T) +
-                                                           c.B * c.NH * tiles * 64 * HS);
-  for (long long bh = 0; bh < c.B * c.NH; ++bh) {
-    for (long long qt = 0; qt < tiles; ++qt) CHECK(counters[bh * tiles + qt] == static_cast<unsigned>(qt));
+  // The one-kernel backward with its blocks one after another, then 3 at a time and all at once at uneven
+  // speeds (a block overtaken by one that started after it must wait for its sum): the same bits each
+  // way (the sums' order is fixed).
+  const unsigned blocks = grid.x * grid.y * grid.z;
+  for (const unsigned resident : {1u, 3u, blocks}) {
+    CAPTURE(resident);
+    const unsigned jitter = resident == 1 ? 0u : 7u + resident;
+    std::vector<unsigned short> dqkv(out.split.size(), 0xFFFFu);
+    std::memset(scratch.data(), 0xFF, scratch.size() * sizeof(float));  // counters too: prep must zero them
+    a.dqkv = dqkv.data();
+    a.scratch = scratch.data();
+    flash_host::launch<Empty>(grid, [&](Empty&) { flash::backward_prep<Tag, HS>(a); }, resident, jitter);
+    flash_host::launch<flash::SmemFused<HS>>(
+        grid, [&](flash::SmemFused<HS>& sm) { flash::backward_fused<Tag, HS, Dropout>(a, sm); }, resident, jitter);
+    // The counters end where the sums' order left them: query tile qt's last signal is key tile 1's, qt
+    // (key tile 0 adds last and signals nothing); the ticket at the grid's size.
+    const auto* counters = reinterpret_cast<const unsigned*>(scratch.data() + GPT_FLASH_DSUM_FLOATS(c.B, c.NH, c.T) +
+                                                             c.B * c.NH * tiles * 64 * HS);
+    std::size_t wrong = 0;
+    for (long long i = 0; i < c.B * c.NH * tiles; ++i) wrong += counters[i] != static_cast<unsigned>(i % tiles);
+    CHECK(wrong == 0);
+    CHECK(counters[c.B * c.NH * tiles] == blocks);  // every block took a ticket
+    if (resident == 1) {
+      out.fused = dqkv;
+    } else {
+      CHECK(dqkv == out.fused);
+    }
   }
-  CHECK(counters[c.B * c.NH * tiles] == static_cast<unsigned>(c.B * c.NH * tiles));  // every block took a ticket
   return out;
 }
 

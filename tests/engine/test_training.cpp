@@ -977,6 +977,10 @@ TEST_CASE("engine: command-line errors name what is wrong") {
   CHECK(parse({"--force-collectives"})->force_collectives);
   CHECK(parse({"--activation-checkpointing"})->activation_checkpointing);
   CHECK_FALSE(parse({})->activation_checkpointing);
+  CHECK(engine::Config{}.flash_backward == "split");
+  CHECK(parse({"--flash-backward", "fused"})->flash_backward == "fused");
+  CHECK_THROWS_WITH_AS(parse({"--flash-backward", "both"}), "--flash-backward expects split or fused, got 'both'",
+                       engine::UsageError);
   CHECK(parse({"--gelu-fusion", "on"})->gelu_fusion == "on");
   CHECK(parse({"--gelu-fusion", "off"})->gelu_fusion == "off");
   CHECK(parse({})->gelu_fusion == "auto");
