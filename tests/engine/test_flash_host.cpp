@@ -255,4 +255,5 @@ TEST_CASE("flash attention kernels, emulated on the CPU: forward and both backwa
     check<flash::bf16_tag, 32>(Case{2, 130, 64, 2, p}, 3e-2);   // head size 32, three tiles, the last partial
   }
   check<flash::f16_tag, 64>(Case{1, 128, 128, 2, 0.0f}, 5e-3);  // float16, two whole tiles
+  check<flash::f16_tag, 32>(Case{1, 257, 64, 2, 0.25f}, 5e-3);  // float16, head size 32, five tiles, dropout
 }
