@@ -31,7 +31,7 @@
 #               writers), --save on a file system too small (engine_save_space), the thread count from
 #               OMP_NUM_THREADS, taskset and a cgroup's CPU quota (engine_threads_*); the cgroup
 #               limits' parsing (test_cpu_cgroup), and the CUDA flash attention kernels run on the CPU
-#               through an emulation of their PTX (test_flash_host: ~35 s here; a read past a tensor's
+#               through an emulation of their PTX (test_flash_host: ~20 s here; a read past a tensor's
 #               end in a tile load is an ASan report — what compute-sanitizer's memcheck sees on a GPU)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
