@@ -1,6 +1,6 @@
 // The engine's flash attention kernels (examples/engine/kernels/flash_attention.cuh) on the CPU, through
 // flash_host.hpp's emulation of a block's warps, against a float64 reference: the forward, the
-// two-kernel backward and the one-kernel backward (ENGINE_FLASH_BACKWARD=fused), bfloat16 and float16,
+// two-kernel backward and the one-kernel backward (--flash-backward fused), bfloat16 and float16,
 // head sizes 64 and 32, T a multiple of the 64-row tile and not, with and without attention dropout.
 // CI has no GPU: this is where the kernels' indexing, fragment layouts, masks and tile walks are checked
 // on every commit; the CUDA suite (test_engine's flash cases) checks them on the device.
