@@ -121,7 +121,7 @@ class Trainer {
         lane_batch_(cfg.batch / cfg.streams),
         P_(cfg.shape, plan.vocab_padded),
         A_(cfg.shape, cfg.batch / cfg.streams, plan.vocab_padded, cfg.accum, cfg.dropout > 0, plan.attention,
-           cfg.activation_checkpointing, plan.flash_backward == FlashBackward::fused),
+           cfg.activation_checkpointing, plan.flash_backward),
         nn_(b, act_dtype),
         attn_(b, act_dtype, cfg.shape.width / cfg.shape.heads, plan.flash_backward),
         ops_(b),

@@ -8,6 +8,7 @@
 #include <accel/ops.hpp>
 
 #include "kernels/attention.h"
+#include "layout.hpp"  // FlashBackward, flash_backward_scratch_floats
 #include "kernels/peak.h"
 
 #include <cstdint>
@@ -66,17 +67,6 @@ inline accel::ops::OpSpec gpt_kernels_spec(accel::DeviceType type) {
   }
   s.headers.insert(s.headers.begin(), {"attention.h", "peak.h"});
   return s;
-}
-
-/// How the flash kernels' backward runs (--flash-backward): two kernels (dq per query tile; dk, dv per
-/// key tile) or one per key tile that computes dq too, its sums added across key tiles in a fixed order.
-enum class FlashBackward { split, fused };
-
-/// The floats of scratch flash_backward takes (kernels/attention.h): the rows' D, and with the one-kernel
-/// backward dq's partial sums and the counters that order them.
-inline std::int64_t flash_backward_scratch_floats(FlashBackward how, std::int64_t batch, std::int64_t T, std::int64_t NH,
-                                                  std::int64_t head_size) {
-  return how == FlashBackward::fused ? GPT_FLASH_FUSED_SCRATCH_FLOATS(batch, NH, T, head_size) : batch * NH * T;
 }
 
 /// Whether the flash kernels (kernels/flash_attention.cuh) serve this attention: CUDA, 16-bit

@@ -113,6 +113,17 @@ inline std::int64_t train_flops_per_token(const ModelShape& s, std::int64_t voca
 /// (CUDA, 16-bit: only each row's log-sum-exp is kept).
 enum class AttentionPath { fused, gemm, flash };
 
+/// How the flash kernels' backward runs (--flash-backward): two kernels (dq per query tile; dk, dv per
+/// key tile) or one per key tile that computes dq too, its sums added across key tiles in a fixed order.
+enum class FlashBackward { split, fused };
+
+/// The floats of scratch flash_backward takes (kernels/attention.h): the rows' D, and with the one-kernel
+/// backward dq's partial sums and the counters that order them.
+inline std::int64_t flash_backward_scratch_floats(FlashBackward how, std::int64_t batch, std::int64_t T, std::int64_t NH,
+                                                  std::int64_t head_size) {
+  return how == FlashBackward::fused ? GPT_FLASH_FUSED_SCRATCH_FLOATS(batch, NH, T, head_size) : batch * NH * T;
+}
+
 /// Offsets (in elements) of the activations of one micro-batch of N = batch x block tokens.
 ///
 /// With `recompute` (--activation-checkpointing): each layer keeps only its output (the residual
@@ -127,10 +138,11 @@ struct ActLayout {
   };
 
   /// path gemm: P in the activation dtype, [B x NH x T x T], and the heads' scratch; flash: the rows'
-  /// log-sum-exp and dy . y ([B x NH x T] floats; flash_fused_backward: and dq's partial sums,
-  /// GPT_FLASH_FUSED_SCRATCH_FLOATS); fused: float32 tiles ([B x NH x Tp x Tp]).
+  /// log-sum-exp and dy . y ([B x NH x T] floats), and the flash backward's scratch
+  /// (flash_backward_scratch_floats); fused: float32 tiles ([B x NH x Tp x Tp]).
   ActLayout(const ModelShape& s, std::int64_t batch, std::int64_t vocab_padded, int accum, bool dropout,
-            AttentionPath path = AttentionPath::fused, bool recompute = false, bool flash_fused_backward = false)
+            AttentionPath path = AttentionPath::fused, bool recompute = false,
+            FlashBackward flash_backward = FlashBackward::split)
       : gemm(path == AttentionPath::gemm), flash(path == AttentionPath::flash), recompute(recompute) {
     const std::int64_t T = s.block, C = s.width, NH = s.heads, N = batch * T, Tp = (T + 15) / 16 * 16;
     const auto a = [&](std::int64_t n) { return take(act, n); };
@@ -195,8 +207,7 @@ struct ActLayout {
       datt = a(batch * NH * T * T);
       if (dropout) pd = a(batch * NH * T * T);
     } else if (flash) {
-      // the rows' dy . y; the one-kernel backward's dq partial sums and counters (kernels/attention.h)
-      att_scratch = f(flash_fused_backward ? GPT_FLASH_FUSED_SCRATCH_FLOATS(batch, NH, T, C / NH) : batch * NH * T);
+      att_scratch = f(flash_backward_scratch_floats(flash_backward, batch, T, NH, C / NH));
     } else {
       att_scratch = f(batch * NH * Tp * Tp);  // the CUDA fused kernels' backward (dS)
     }

@@ -470,7 +470,7 @@ class Engine {
     }
     const ParamLayout P(s, p.vocab_padded);
     const ActLayout A(s, cfg_.batch / cfg_.streams, p.vocab_padded, cfg_.accum, cfg_.dropout > 0, p.attention,
-                      cfg_.activation_checkpointing, p.flash_backward == FlashBackward::fused);
+                      cfg_.activation_checkpointing, p.flash_backward);
     p.params = P.count();
     p.total = P.total;
     p.flops_per_step = train_flops_per_token(s, p.vocab_padded) * s.block * cfg_.batch * cfg_.accum;

@@ -16,6 +16,9 @@
 // Include it, define GPT_FLASH_HOST, then include the kernels (with -Wno-unknown-pragmas: #pragma unroll).
 #pragma once
 
+#include <accel/core/bfloat16.hpp>
+#include <accel/core/half.hpp>
+
 #include <ucontext.h>
 
 #include <array>
@@ -212,36 +215,11 @@ inline void syncthreads() {
   }
 }
 
-// 16-bit floats: bfloat16 and IEEE half, round to nearest even.
-inline unsigned short to_bf16(float x) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
-  return static_cast<unsigned short>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-inline float from_bf16(unsigned short v) { return std::bit_cast<float>(static_cast<std::uint32_t>(v) << 16); }
-// (by hand: clang has no _Float16 on every x86 target)
-inline unsigned short to_f16(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
-  if (ax >= 0x7F800000u) return static_cast<unsigned short>(sign | (ax > 0x7F800000u ? 0x7E00u : 0x7C00u));
-  if (ax >= 0x477FF000u) return static_cast<unsigned short>(sign | 0x7C00u);  // 65520 and up round to infinity
-  if (ax < 0x38800000u) {  // under 2^-14: a subnormal, in units of 2^-24 (scaling by 2^24 is exact)
-    const float units = std::bit_cast<float>(ax) * 16777216.0f;
-    return static_cast<unsigned short>(sign | static_cast<std::uint32_t>(std::nearbyint(units)));
-  }
-  std::uint32_t h = (ax - 0x38000000u) >> 13;  // exponent rebiased, 10 bits of mantissa
-  const std::uint32_t rest = ax & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0)) ++h;  // a carry moves into the exponent
-  return static_cast<unsigned short>(sign | h);
-}
-inline float from_f16(unsigned short v) {
-  const std::uint32_t sign = (static_cast<std::uint32_t>(v) & 0x8000u) << 16, e = (v >> 10) & 0x1Fu, m = v & 0x3FFu;
-  if (e == 0) {
-    const float f = std::ldexp(static_cast<float>(m), -24);
-    return sign != 0 ? -f : f;
-  }
-  if (e == 31) return std::bit_cast<float>(sign | 0x7F800000u | (m << 13));
-  return std::bit_cast<float>(sign | ((e + 112) << 23) | (m << 13));
-}
+// 16-bit floats, round to nearest even: accel's own conversions (accel/core/half.hpp, bfloat16.hpp).
+inline unsigned short to_bf16(float x) { return accel::bfloat16(x).bits(); }
+inline float from_bf16(unsigned short v) { return static_cast<float>(accel::bfloat16::from_bits(v)); }
+inline unsigned short to_f16(float x) { return accel::half(x).bits(); }
+inline float from_f16(unsigned short v) { return static_cast<float>(accel::half::from_bits(v)); }
 
 namespace primitives {
 

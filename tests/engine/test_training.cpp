@@ -773,7 +773,7 @@ TEST_CASE("engine --activation-checkpointing: the activations are one layer's wo
   // --flash-backward fused: the flash path's scratch also holds dq's float32 partial sums ([B x NH x
   // tiles][hs][64]) and a counter a query tile, plus the ticket (kernels/attention.h)
   const engine::ActLayout split(s, batch, vocab, 1, false, engine::AttentionPath::flash),
-      fused(s, batch, vocab, 1, false, engine::AttentionPath::flash, false, true);
+      fused(s, batch, vocab, 1, false, engine::AttentionPath::flash, false, engine::FlashBackward::fused);
   const std::int64_t hs = C / s.heads, tiles = (s.block + 63) / 64, heads = batch * s.heads;
   CHECK(engine::flash_backward_scratch_floats(engine::FlashBackward::fused, batch, s.block, s.heads, hs) ==
         heads * s.block + heads * tiles * 64 * hs + heads * tiles + 1);

@@ -844,16 +844,15 @@ __device__ void backward_fused(const gpt_attention_args& a, SmemFused<HS>& sm) {
     }
   }
 
-  unsigned short* out = dqkv;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const long long key = k0 + g + r * 8;
     if (key >= T) continue;
 #pragma unroll
     for (int n = 0; n < HS / 8; ++n) {
-      *reinterpret_cast<unsigned*>(out + key * ld3 + C + n * 8 + q * 2) =
+      *reinterpret_cast<unsigned*>(dqkv + key * ld3 + C + n * 8 + q * 2) =
           pack(__fmul_rn(dk[n][2 * r], scale), __fmul_rn(dk[n][2 * r + 1], scale), D());
-      *reinterpret_cast<unsigned*>(out + key * ld3 + 2 * C + n * 8 + q * 2) = pack(dv[n][2 * r], dv[n][2 * r + 1], D());
+      *reinterpret_cast<unsigned*>(dqkv + key * ld3 + 2 * C + n * 8 + q * 2) = pack(dv[n][2 * r], dv[n][2 * r + 1], D());
     }
   }
 }
