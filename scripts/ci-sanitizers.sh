@@ -32,7 +32,8 @@
 #               OMP_NUM_THREADS, taskset and a cgroup's CPU quota (engine_threads_*); the cgroup
 #               limits' parsing (test_cpu_cgroup), and the CUDA flash attention kernels run on the CPU
 #               through an emulation of their PTX (test_flash_host: ~20 s here; a read past a tensor's
-#               end in a tile load is an ASan report — what compute-sanitizer's memcheck sees on a GPU)
+#               end in a tile load is an ASan report — what compute-sanitizer's memcheck sees on a GPU),
+#               and accel's CUDA nn_ops kernels the same way (test_nn_ops_cuda_host: ~20 s here)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
 #               header hygiene (accel_header_check, test_odr, test_concepts and the readable-error
@@ -90,8 +91,8 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cpu_memory test_allocator_mutex test_conformance test_dispatch
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
               test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas test_comm_units
-              test_comm_mpi engine dp_check test_engine_checkpoint test_flash_host readme_example test_cpu_cgroup)
-asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_allocator_mutex|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23]|engine_exit2_.*|engine_threads_.*|test_cpu_cgroup|engine_fp16_loss_scale|engine_run_ahead|engine_activation_checkpointing|engine_save_space|engine_dp_(default|resume)|test_engine_checkpoint|test_flash_host|readme_example)$'
+              test_comm_mpi engine dp_check test_engine_checkpoint test_flash_host test_nn_ops_cuda_host readme_example test_cpu_cgroup)
+asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_allocator_mutex|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23]|engine_exit2_.*|engine_threads_.*|test_cpu_cgroup|engine_fp16_loss_scale|engine_run_ahead|engine_activation_checkpointing|engine_save_space|engine_dp_(default|resume)|test_engine_checkpoint|test_flash_host|test_nn_ops_cuda_host|readme_example)$'
 tsan_targets=(test_cpu_stream test_allocator_mutex test_cpu_memory test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator
               test_stress_streams test_stress_events test_jit_reliability test_comm_mpi)
 tsan_tests='^(test_cpu_stream(_2dev)?|test_allocator_mutex|test_cpu_memory(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'

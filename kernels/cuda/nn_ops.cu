@@ -801,6 +801,7 @@ __device__ __forceinline__ float gelu_grad(float x) {
 // reciprocal — a few float32 ulps, far below the 16-bit rounding that follows (float32 keeps tanhf) —
 // in about a third of tanhf's instructions, which left these bandwidth-bound kernels waiting on
 // arithmetic. No cancellation: the tails give 2^z = inf, so 1 / inf = 0 (GELU(-x) -> -0) and 1 - r = 1.
+#ifndef ACCEL_CUDA_ON_HOST
 __device__ __forceinline__ float ex2_approx(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
@@ -811,6 +812,10 @@ __device__ __forceinline__ float rcp_approx(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
+#else  // the kernels run on the CPU (tests/support/cuda_host.hpp): the exact values, within 2 ulps of these
+__device__ __forceinline__ float ex2_approx(float x) { return exp2f(x); }
+__device__ __forceinline__ float rcp_approx(float x) { return 1.0f / x; }
+#endif
 constexpr float gelu_a = -2.0f * 1.4426950408889634f * gelu_k;  // 2u = -(x + c x^3) gelu_a / log2(e)
 __device__ __forceinline__ float gelu_sigmoid(float x) {
   const float z = __fmul_rn(x, __fmaf_rn(gelu_a * gelu_c, __fmul_rn(x, x), gelu_a));

@@ -3,6 +3,7 @@
 // backward passes — through NnKernels<CpuBackend> on a stream; the same bits for 1 and 2 threads.
 // On a GPU, the CUDA kernels (float32 and bfloat16) against the CPU kernels; without one, NVRTC and
 // nvcc compile them (test_nvrtc.cpp, CMakeLists.txt) and the GPU case skips, saying so.
+#include "nn_ops_device_match.hpp"
 #include "ops_test_support.hpp"
 
 #include <accel/accel.hpp>
@@ -505,151 +506,44 @@ TEST_CASE("nn_ops on CUDA: float32 and bfloat16 kernels against the CPU kernels"
 
 namespace {
 
-// Every nn_ops kernel but cross-entropy, CUDA against the CPU kernels at storage S (float or bfloat16),
-// for N rows of C with the device pointers `offset` elements past their allocation (offset 0: 16-byte
-// aligned, so the 16-byte paths run where C % 8 == 0; 1: the one-element fallbacks). Elementwise
-// kernels run on N * C - 3 elements (a tail after the groups of 8). Exact where both backends round the
-// same float32 value once (add, dropout, the embedding forward, the residual sum); else within tol of
-// the largest magnitude (summation orders differ).
-template <class S>
-void cuda_matches_cpu(const accel::CudaBackend& cuda, long long N, long long C, long long offset, double tol) {
-  CAPTURE(N);
-  CAPTURE(C);
-  CAPTURE(offset);
-  constexpr bool f32 = std::is_same_v<S, float>;
-  CAPTURE(f32);
-  const accel::Dtype dt = f32 ? accel::Dtype::float32 : accel::Dtype::bfloat16;
-  NnKernels<Cpu> hk(Cpu{}, dt);
-  NnKernels<accel::CudaBackend> gk(cuda, dt);
-  accel::cuda::Stream s;
-  accel::cpu::Stream hs;
-  const auto conv = [](const std::vector<float>& v) {
-    std::vector<S> o(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) o[i] = S(v[i]);
-    return o;
-  };
-  const auto wide = [](const std::vector<S>& v) {
-    std::vector<float> o(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) o[i] = static_cast<float>(v[i]);
-    return o;
-  };
-  std::list<accel::Buffer<S, accel::CudaBackend>> keep;
-  const auto up = [&](const std::vector<S>& h) {
-    S* p = keep.emplace_back(h.size() + static_cast<std::size_t>(offset), s).data() + offset;
-    cuda.copy_async(s, p, h.data(), h.size() * sizeof(S));
+// The GPU as nn_ops_device_match.hpp's device side: CUDA buffers on one stream.
+class CudaDevice {
+ public:
+  using Backend = accel::CudaBackend;
+  explicit CudaDevice(const Backend& cuda) : cuda_(cuda) {}
+  [[nodiscard]] NnKernels<Backend> kernels(accel::Dtype dt) const { return NnKernels<Backend>(cuda_, dt); }
+  [[nodiscard]] Backend::StreamRef stream() { return s_; }
+  template <class T>
+  T* up(const std::vector<T>& h, long long offset) {
+    auto& buf = keep_.emplace_back((h.size() + static_cast<std::size_t>(offset)) * sizeof(T), s_);
+    T* p = reinterpret_cast<T*>(buf.data()) + offset;
+    cuda_.copy_async(s_, p, h.data(), h.size() * sizeof(T));
     return p;
-  };
-  const auto down = [&](const S* p, std::size_t n) {
-    std::vector<S> h(n);
-    cuda.copy_async(s, h.data(), p, n * sizeof(S));
-    s.synchronize();
-    return wide(h);
-  };
-  const auto close = [](const std::vector<float>& a, const std::vector<float>& b, double t) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
-      den = std::max(den, std::fabs(static_cast<double>(b[i])));
-    }
-    return num / std::max(den, 1e-30) < t;
-  };
-  const auto nc = static_cast<std::size_t>(N * C), c = static_cast<std::size_t>(C);
-  // LayerNorm with the residual add, and its backward into a non-zero dinp, dweight and dbias.
-  auto x = conv(randv(nc, 40, -2, 2)), r = conv(randv(nc, 41)), w = conv(randv(c, 42, 0.5f, 1.5f)),
-       b = conv(randv(c, 43)), dy = conv(randv(nc, 44)), dx = conv(randv(nc, 45)), dw = conv(randv(c, 46)),
-       db = conv(randv(c, 47));
-  std::vector<S> out(nc), xs(nc);
-  std::vector<float> mean(static_cast<std::size_t>(N)), rstd(static_cast<std::size_t>(N));
-  std::vector<float> scratch(static_cast<std::size_t>(NnKernels<Cpu>::layernorm_scratch_floats(N, C)));
-  S *gX = up(x), *gR = up(r), *gW = up(w), *gB = up(b), *gDy = up(dy), *gDx = up(dx), *gDw = up(dw), *gDb = up(db),
-    *gOut = up(out), *gXs = up(xs);
-  hk.layernorm_forward(hs, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, r.data(),
-                       xs.data());
-  hk.layernorm_backward(hs, dx.data(), dw.data(), db.data(), scratch.data(), dy.data(), xs.data(), w.data(),
-                        mean.data(), rstd.data(), N, C);
-  hs.synchronize();
-  accel::Buffer<float, accel::CudaBackend> gMean(mean.size(), s), gRstd(rstd.size(), s), gScratch(scratch.size(), s);
-  gk.layernorm_forward(s, gOut, gMean.data(), gRstd.data(), gX, gW, gB, N, C, 1e-5f, gR, gXs);
-  gk.layernorm_backward(s, gDx, gDw, gDb, gScratch.data(), gDy, gXs, gW, gMean.data(), gRstd.data(), N, C);
-  CHECK(down(gXs, nc) == wide(xs));
-  CHECK(close(down(gOut, nc), wide(out), tol));
-  std::vector<float> gm(mean.size()), gr(rstd.size());
-  cuda.copy_async(s, gm.data(), gMean.data(), gm.size() * 4);
-  cuda.copy_async(s, gr.data(), gRstd.data(), gr.size() * 4);
-  s.synchronize();
-  CHECK(close(gm, mean, 1e-5));
-  CHECK(close(gr, rstd, 1e-5));
-  CHECK(close(down(gDx, nc), wide(dx), tol));
-  CHECK(close(down(gDw, c), wide(dw), tol));
-  CHECK(close(down(gDb, c), wide(db), tol));
-  // Elementwise: GELU forward and backward, the add, dropout (p = 0.25) and clipping.
-  const auto n = static_cast<std::int64_t>(nc) - 3;
-  std::vector<S> gy(nc), gdx(nc), sum(nc), drop(nc), clipped = x;
-  std::vector<std::uint32_t> bits(nc);
-  for (std::size_t i = 0; i < nc; ++i) bits[i] = static_cast<std::uint32_t>(i * 2654435761u);
-  S *gGy = up(gy), *gGdx = up(gdx), *gSum = up(sum), *gDrop = up(drop), *gClip = up(clipped);
-  accel::Buffer<std::uint32_t, accel::CudaBackend> gBitsBuf(nc + static_cast<std::size_t>(offset), s);
-  std::uint32_t* gBits = gBitsBuf.data() + offset;
-  cuda.copy_async(s, gBits, bits.data(), nc * 4);
-  accel::Buffer<float, accel::CudaBackend> gNorm(1, s);
-  const float norm = 4.0f;
-  cuda.copy_async(s, gNorm.data(), &norm, 4);
-  hk.gelu_forward(hs, gy.data(), x.data(), n);
-  hk.gelu_backward(hs, gdx.data(), x.data(), dy.data(), n);
-  hk.add(hs, sum.data(), x.data(), r.data(), n);
-  hk.dropout(hs, drop.data(), x.data(), bits.data(), n, 0.25f);
-  hk.clip(hs, clipped.data(), n, &norm, 1.0f);
-  hs.synchronize();
-  gk.gelu_forward(s, gGy, gX, n);
-  gk.gelu_backward(s, gGdx, gX, gDy, n);
-  gk.add(s, gSum, gX, gR, n);
-  gk.dropout(s, gDrop, gX, gBits, n, 0.25f);
-  gk.clip(s, gClip, n, gNorm.data(), 1.0f);
-  CHECK(close(down(gGy, nc), wide(gy), f32 ? 1e-6 : tol));
-  CHECK(close(down(gGdx, nc), wide(gdx), f32 ? 1e-6 : tol));
-  CHECK(down(gSum, nc) == wide(sum));
-  CHECK(down(gDrop, nc) == wide(drop));
-  CHECK(down(gClip, nc) == wide(clipped));
-  // Embedding forward and backward (V = 84, T = 100; N not a multiple of 4: the token scan's tail).
-  constexpr long long V = 84, T = 100;
-  std::vector<std::int32_t> tok(static_cast<std::size_t>(N));
-  for (long long i = 0; i < N; ++i) tok[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 13 + i / 7) % V);
-  auto wte = conv(randv(static_cast<std::size_t>(V * C), 48)), wpe = conv(randv(static_cast<std::size_t>(T * C), 49)),
-       gte = conv(randv(static_cast<std::size_t>(V * C), 50)), gpe = conv(randv(static_cast<std::size_t>(T * C), 51));
-  std::vector<S> emb(nc);
-  S *gWte = up(wte), *gWpe = up(wpe), *gGte = up(gte), *gGpe = up(gpe), *gEmb = up(emb);
-  accel::Buffer<std::int32_t, accel::CudaBackend> gTokBuf(tok.size() + static_cast<std::size_t>(offset), s);
-  std::int32_t* gTok = gTokBuf.data() + offset;
-  cuda.copy_async(s, gTok, tok.data(), tok.size() * 4);
-  hk.embedding_forward(hs, emb.data(), tok.data(), wte.data(), wpe.data(), N, T, C, V);
-  hk.embedding_backward(hs, gte.data(), gpe.data(), dy.data(), tok.data(), N, T, C, V);
-  hs.synchronize();
-  gk.embedding_forward(s, gEmb, gTok, gWte, gWpe, N, T, C, V);
-  gk.embedding_backward(s, gGte, gGpe, gDy, gTok, N, T, C, V);
-  CHECK(down(gEmb, nc) == wide(emb));
-  CHECK(close(down(gGte, static_cast<std::size_t>(V * C)), wide(gte), tol));
-  CHECK(close(down(gGpe, static_cast<std::size_t>(T * C)), wide(gpe), tol));
-}
+  }
+  template <class T>
+  std::vector<T> down(const T* p, std::size_t n) {
+    std::vector<T> h(n);
+    cuda_.copy_async(s_, h.data(), p, n * sizeof(T));
+    s_.synchronize();
+    return h;
+  }
+
+ private:
+  Backend cuda_;
+  accel::cuda::Stream s_;
+  std::list<accel::Buffer<std::byte, Backend>> keep_;
+};
 
 }  // namespace
 
-TEST_CASE("nn_ops on CUDA: the 16-byte and the one-element paths, float32 and bfloat16, against the CPU kernels") {
+TEST_CASE("nn_ops on CUDA: the 16-byte and the one-element paths, float32, bfloat16 and float16, against the CPU kernels") {
   const accel::CudaBackend cuda;
   if (cuda.device_count() == 0) {
     MESSAGE("skipped: no CUDA device (the CUDA kernels are compiled by NVRTC and nvcc in test_nvrtc/test_ops_nvcc)");
     return;
   }
   (void)ops_test::cache_dir();
-  // GPT-2's width (3 groups of 8 per lane), a partial last group per lane (1000), the widest row held in
-  // registers (1024), past it (1088: the one-element LayerNorm), an odd width, unaligned pointers.
-  cuda_matches_cpu<float>(cuda, 1503, 768, 0, 1e-5);
-  cuda_matches_cpu<float>(cuda, 200, 1000, 0, 1e-5);
-  cuda_matches_cpu<float>(cuda, 130, 1024, 0, 1e-5);
-  cuda_matches_cpu<float>(cuda, 70, 1088, 0, 1e-5);
-  cuda_matches_cpu<float>(cuda, 300, 77, 0, 1e-5);
-  cuda_matches_cpu<float>(cuda, 300, 96, 1, 1e-5);
-  // bfloat16: the results differ from the CPU's where a sum order flips a rounding (one unit: 2^-8).
-  cuda_matches_cpu<accel::bfloat16>(cuda, 1503, 768, 0, 1e-2);
-  cuda_matches_cpu<accel::bfloat16>(cuda, 300, 77, 1, 1e-2);
+  CudaDevice dev(cuda);
+  nn_match::matches_cpu_every_path(dev, true);
 }
 #endif
