@@ -30,10 +30,12 @@
 #               removal of interrupted saves' leftovers and --keep-last (test_engine_checkpoint: forked
 #               writers), --save on a file system too small (engine_save_space), the thread count from
 #               OMP_NUM_THREADS, taskset and a cgroup's CPU quota (engine_threads_*); the cgroup
-#               limits' parsing (test_cpu_cgroup), and the CUDA flash attention kernels run on the CPU
-#               through an emulation of their PTX (test_flash_host: ~20 s here; a read past a tensor's
-#               end in a tile load is an ASan report — what compute-sanitizer's memcheck sees on a GPU),
-#               and accel's CUDA nn_ops kernels the same way (test_nn_ops_cuda_host: ~20 s here)
+#               limits' parsing (test_cpu_cgroup), and the CUDA attention kernels run on the CPU
+#               through an emulation of a block's threads and their PTX, directly and as the engine
+#               launches them (test_flash_host: ~30 s here; a read past a tensor's end in a tile load,
+#               or a scratch one float short, is an ASan report — what compute-sanitizer's memcheck
+#               sees on a GPU), and accel's CUDA nn_ops kernels through NnKernels the same way
+#               (test_nn_ops_cuda_host: ~20 s here)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
 #               header hygiene (accel_header_check, test_odr, test_concepts and the readable-error

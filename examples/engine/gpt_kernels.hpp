@@ -4,8 +4,11 @@
 // (host compiler on the CPU, NVRTC on CUDA; JIT-cached), b.launch_kernel(s, kernel, shape, args).
 #pragma once
 
-#include <accel/accel.hpp>
-#include <accel/ops.hpp>
+#include <accel/core/device.hpp>
+#include <accel/core/dtype.hpp>
+#include <accel/core/error.hpp>
+#include <accel/ops/launch.hpp>
+#include <accel/ops/op_builder.hpp>
 
 #include "kernels/attention.h"
 #include "layout.hpp"  // FlashBackward, flash_backward_scratch_floats

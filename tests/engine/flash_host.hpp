@@ -11,13 +11,15 @@
 // the bits at any number of resident blocks. What it cannot: timing, or the memory model (a fiber's
 // stores are seen at once). The GPU runs of the CUDA test suite check those.
 //
-// Include it, define GPT_FLASH_HOST, then include the kernels (with -Wno-unknown-pragmas: #pragma unroll).
+// Include it, define GPT_FLASH_HOST, then include the kernels (with -Wno-unknown-pragmas: #pragma unroll):
+// flash_attention.cuh for the flash kernels' functions; attention.cu with GPT_FLASH_HOST_ENTRIES too for
+// every entry point of the op (its row kernels' scores in the launch's dynamic shared memory).
 #pragma once
 
 #include <accel/core/bfloat16.hpp>
 #include <accel/core/half.hpp>
 
-#include "../support/cuda_host.hpp"
+#include "../support/emulated_cuda.hpp"  // (and cuda_host.hpp; accel's op launchers before its macros)
 
 namespace flash_host {
 

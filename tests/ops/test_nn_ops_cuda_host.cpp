@@ -5,48 +5,24 @@
 // this cannot check (timing, the memory model, the device's own math functions) the GPU runs do.
 #include "nn_ops_device_match.hpp"
 
-#include <accel/ops/launch.hpp>
-#include <accel/ops/op_builder.hpp>
-
 #include <doctest/doctest.h>
 
 #include <cstddef>
 #include <cstring>
 #include <list>
-#include <map>
 #include <memory>
 #include <new>
-#include <string>
-#include <string_view>
 #include <vector>
 
-#include "../support/cuda_host.hpp"
+#include "../support/emulated_cuda.hpp"
 #define ACCEL_CUDA_ON_HOST 1
 #include "nn_ops.cu"
 
 namespace {
 
-using accel::ops::LaunchShape;
 using accel::ops::NnKernels;
-
-// An emulated kernel: the launch's shape, its argument bytes and their size.
-using EntryFn = void(const LaunchShape&, const void* args, std::size_t bytes);
-
-unsigned long long& launches() {
-  static unsigned long long n = 0;
-  return n;
-}
-
-template <auto Entry, class Args>
-void run_entry(const LaunchShape& s, const void* args, std::size_t bytes) {
-  REQUIRE(bytes == sizeof(Args));  // NnKernels' argument struct is the kernel's, byte for byte
-  REQUIRE(s.shared_bytes == 0);    // nn_ops declares its shared memory statically
-  Args a;
-  std::memcpy(&a, args, sizeof a);
-  ++launches();
-  cuda_host::launch(cuda_host::Dim{s.grid[0], s.grid[1], s.grid[2]}, cuda_host::Dim{s.block[0], s.block[1], s.block[2]},
-                    [&a] { Entry(a); });
-}
+using cuda_host::EmulatedCuda;
+using cuda_host::run_entry;
 
 #define ACCEL_EMULATED(name, args)                                              \
   {"accel_nn_" #name "_f32", &run_entry<&accel_nn_##name##_f32, args>},         \
@@ -54,8 +30,8 @@ void run_entry(const LaunchShape& s, const void* args, std::size_t bytes) {
     "accel_nn_" #name "_f16", &run_entry<&accel_nn_##name##_f16, args>          \
   }
 
-const std::map<std::string, EntryFn*, std::less<>>& entries() {
-  static const std::map<std::string, EntryFn*, std::less<>> table = {
+const cuda_host::EntryTable& nn_ops_entries() {
+  static const cuda_host::EntryTable table = {
       ACCEL_EMULATED(embedding_forward, accel_nn_embedding_forward_args),
       ACCEL_EMULATED(embedding_backward, accel_nn_embedding_backward_args),
       ACCEL_EMULATED(layernorm_forward, accel_nn_layernorm_forward_args),
@@ -71,34 +47,14 @@ const std::map<std::string, EntryFn*, std::less<>>& entries() {
   return table;
 }
 
-void* lookup(void*, const char* name) {
-  const auto it = entries().find(std::string_view(name));
-  return it == entries().end() ? nullptr : reinterpret_cast<void*>(it->second);
-}
-
-// The backend NnKernels launches on: a cuda op whose kernels run on the calling thread.
-class EmulatedCuda {
- public:
-  struct StreamRef {};
-  [[nodiscard]] static std::string_view name() { return "cuda (nn_ops.cu on the CPU)"; }
-  template <class Args>
-  void launch_kernel(StreamRef, const accel::ops::Kernel& k, const LaunchShape& shape, const Args& a) const {
-    REQUIRE(k.kind() == accel::ops::OpKind::cuda);
-    reinterpret_cast<EntryFn*>(k.address())(shape, &a, sizeof a);
-  }
-};
-
 // nn_ops_device_match.hpp's device side: host memory, 256-byte aligned as CUDA's allocations are, filled
 // with 0xFF bytes (NaN) where nothing was copied.
 class EmulatedDevice {
  public:
   using Backend = EmulatedCuda;
   [[nodiscard]] NnKernels<Backend> kernels(accel::Dtype dt) const {
-    static int module = 0;  // the op's "handle": the kernels are in this executable
-    accel::ops::LoadedOp op("nn_ops", accel::ops::OpKind::cuda, accel::ops::LoadSource::compiled,
-                            "kernels/cuda/nn_ops.cu (compiled for the CPU)", std::shared_ptr<void>(&module, [](void*) {}),
-                            lookup, 0.0);
-    return NnKernels<Backend>(Backend{}, op, dt);
+    cuda_host::register_op("nn_ops", nn_ops_entries());
+    return NnKernels<Backend>(Backend{}, cuda_host::loaded_op("nn_ops"), dt);
   }
   [[nodiscard]] Backend::StreamRef stream() { return {}; }
   template <class T>
@@ -126,8 +82,8 @@ class EmulatedDevice {
 
 TEST_CASE("nn_ops.cu on the CPU: the CUDA kernels against the CPU kernels, float32, bfloat16 and float16") {
   EmulatedDevice dev;
-  const unsigned long long before = launches();
+  const unsigned long long before = cuda_host::launches();
   // The GPU case's shapes (test_nn_ops.cpp) with fewer rows.
   nn_match::matches_cpu_every_path(dev, false);
-  CHECK(launches() - before == nn_match::every_path_launches);  // every call ran its kernels here
+  CHECK(cuda_host::launches() - before == nn_match::every_path_launches);  // every call ran its kernels here
 }

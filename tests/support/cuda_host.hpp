@@ -98,6 +98,19 @@ struct Dim {
 };
 
 constexpr unsigned kMaxThreads = 1024;
+// Bytes of 0xFF past a block's dynamic shared memory, checked when the block ends: a write past the launch's
+// size is reported (a read gives NaN). Under AddressSanitizer none, so that ASan sees both at the exact end.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t kSharedGuard = 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr std::size_t kSharedGuard = 0;
+#else
+constexpr std::size_t kSharedGuard = 256;
+#endif
+#else
+constexpr std::size_t kSharedGuard = 256;
+#endif
 constexpr std::size_t kStack = 128 * 1024;
 
 [[noreturn]] inline void fail(const char* what) {
@@ -151,6 +164,8 @@ struct Block {
   unsigned block_arrivals_result = 0;          // and the threads that arrived
   std::vector<unsigned> warp_generation, warp_arrived, warp_exited;
   std::vector<std::array<Slot, 2>> slots;
+  std::unique_ptr<std::byte[]> dynamic_shared;  // the launch's dynamic shared memory (extern __shared__)
+  std::size_t dynamic_bytes = 0;
   std::function<void()> body;
 
   Block() = default;
@@ -195,9 +210,16 @@ inline void lane_main() {
   release_barrier_if_complete(b);
 }
 
-/// A block of `grid` with `dim` threads about to run body() on each of them.
-inline std::unique_ptr<Block> make_block(Dim index, Dim grid, Dim dim, std::function<void()> body) {
+/// A block of `grid` with `dim` threads about to run body() on each of them, with `dynamic_bytes` of
+/// dynamic shared memory (0xFF bytes: NaN where no thread wrote).
+inline std::unique_ptr<Block> make_block(Dim index, Dim grid, Dim dim, std::function<void()> body,
+                                         std::size_t dynamic_bytes = 0) {
   auto b = std::make_unique<Block>();
+  if (dynamic_bytes > 0) {
+    b->dynamic_shared = std::make_unique<std::byte[]>(dynamic_bytes + kSharedGuard);  // 16-byte aligned, as the GPU's
+    std::memset(b->dynamic_shared.get(), 0xFF, dynamic_bytes + kSharedGuard);
+    b->dynamic_bytes = dynamic_bytes;
+  }
   b->index = index;
   b->grid = grid;
   b->dim = dim;
@@ -249,10 +271,12 @@ inline void check_shape(Dim grid, Dim block) {
 /// Shared filled with 0xFF bytes (NaN in 16 and 32 bits: a read of what no thread wrote shows), passed
 /// to body. resident = 1 runs the blocks one after another. jitter != 0 seeds uneven speeds: each block
 /// moves every 1st to 4th round (drawn when it starts), so that a block falls behind one that started
-/// after it (as on an SM shared with other work) and waits between blocks are exercised.
+/// after it (as on an SM shared with other work) and waits between blocks are exercised. dynamic_bytes:
+/// each block's dynamic shared memory (dynamic_shared<T>()).
 template <class Shared, class Body>
-void launch(Dim grid, Dim block, Body&& body, unsigned resident = 1, unsigned jitter = 0) {
+void launch(Dim grid, Dim block, Body&& body, unsigned resident = 1, unsigned jitter = 0, std::size_t dynamic_bytes = 0) {
   check_shape(grid, block);
+  if (dynamic_bytes > 48 * 1024) fail("more dynamic shared memory than a launch gets without opting in (48 KiB)");
   std::mt19937 speed(jitter);
   struct Live {
     std::unique_ptr<Shared> shared;
@@ -271,7 +295,7 @@ void launch(Dim grid, Dim block, Body&& body, unsigned resident = 1, unsigned ji
       std::memset(static_cast<void*>(l.shared.get()), 0xFF, sizeof(Shared));
       Shared* sh = l.shared.get();
       l.block = make_block(Dim{n % grid.x, n / grid.x % grid.y, n / (grid.x * grid.y)}, grid, block,
-                           [&body, sh] { body(*sh); });
+                           [&body, sh] { body(*sh); }, dynamic_bytes);
       l.every = jitter == 0 ? 1u : 1u + speed() % 4u;
       live.push_back(std::move(l));
     }
@@ -283,6 +307,10 @@ void launch(Dim grid, Dim block, Body&& body, unsigned resident = 1, unsigned ji
         continue;
       }
       if (step_block(*live[i].block)) {
+        const Block& done = *live[i].block;
+        for (std::size_t g = 0; g < kSharedGuard && done.dynamic_bytes > 0; ++g) {
+          if (done.dynamic_shared[done.dynamic_bytes + g] != std::byte{0xFF}) fail("a write past the launch's dynamic shared memory");
+        }
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
       } else {
         ++i;
@@ -298,9 +326,17 @@ void launch(Dim grid, Dim block, Body&& body, unsigned resident = 1, unsigned ji
 /// The same for kernels without a shared-memory object (their __shared__ variables are statics: the
 /// blocks run one after another).
 template <class Body>
-void launch(Dim grid, Dim block, Body&& body) {
+void launch(Dim grid, Dim block, Body&& body, std::size_t dynamic_bytes = 0) {
   struct None {};
-  launch<None>(grid, block, [&body](None&) { body(); });
+  launch<None>(grid, block, [&body](None&) { body(); }, 1, 0, dynamic_bytes);
+}
+
+/// The running block's dynamic shared memory, as T (what `extern __shared__ T name[]` names on a GPU).
+template <class T>
+T* dynamic_shared() {
+  Block& b = *running();
+  if (b.dynamic_bytes == 0) fail("dynamic shared memory that the launch did not give");
+  return reinterpret_cast<T*>(b.dynamic_shared.get());
 }
 
 /// A warp-wide step: this lane posts n_in words; the last lane of its warp to arrive runs

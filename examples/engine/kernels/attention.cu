@@ -18,7 +18,9 @@ __device__ __forceinline__ float ld(const void* p, long long i, f32) { return st
 __device__ __forceinline__ float ld(const void* p, long long i, bf16) {
   return __uint_as_float(((unsigned int)static_cast<const unsigned short*>(p)[i]) << 16);
 }
-// float16: the PTX conversions (exact widening; narrowing rounds to nearest even, subnormals kept).
+// float16: the PTX conversions (exact widening; narrowing rounds to nearest even, subnormals kept). On the
+// CPU (GPT_FLASH_HOST: tests/engine/flash_host.hpp) accel's conversions, which round the same way.
+#ifndef GPT_FLASH_HOST
 __device__ __forceinline__ float ld(const void* p, long long i, f16) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<const unsigned short*>(p)[i]));
@@ -29,6 +31,17 @@ __device__ __forceinline__ void st(void* p, long long i, float x, f16) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
   static_cast<unsigned short*>(p)[i] = h;
 }
+// A row's scores: the launch's dynamic shared memory (T floats).
+#define GPT_ROW_SCORES(name) extern __shared__ float name[]
+#else
+__device__ __forceinline__ float ld(const void* p, long long i, f16) {
+  return ::flash_host::from_f16(static_cast<const unsigned short*>(p)[i]);
+}
+__device__ __forceinline__ void st(void* p, long long i, float x, f16) {
+  static_cast<unsigned short*>(p)[i] = ::flash_host::to_f16(x);
+}
+#define GPT_ROW_SCORES(name) float* name = ::cuda_host::dynamic_shared<float>()
+#endif
 __device__ __forceinline__ void st(void* p, long long i, float x, f32) { static_cast<float*>(p)[i] = x; }
 __device__ __forceinline__ void st(void* p, long long i, float x, bf16) {
   const unsigned int u = __float_as_uint(x);
@@ -59,7 +72,7 @@ __device__ __forceinline__ float mask(const gpt_attention_args& a, long long idx
 
 template <class D>
 __device__ void forward(const gpt_attention_args& a) {
-  extern __shared__ float s[];
+  GPT_ROW_SCORES(s);
   const long long i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const long long T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
   const long long qi = (b * T + i) * ld3 + h * hs;
@@ -104,7 +117,7 @@ __device__ void forward(const gpt_attention_args& a) {
 // Per query row i: dS[i][j] = P (dP - sum_j P dP) into scratch, and dq_i.
 template <class D>
 __device__ void backward_rows(const gpt_attention_args& a) {
-  extern __shared__ float s[];
+  GPT_ROW_SCORES(s);
   const long long i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const long long T = a.T, C = a.C, hs = C / a.NH, ld3 = 3 * C;
   const long long bh = b * a.NH + h;
