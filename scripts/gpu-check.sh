@@ -24,7 +24,8 @@
 # Environment: TESTS (the test binaries), SANITIZE=on|engine|quick|off (quick: memcheck over bf16 engine
 # steps and the conformance suite, racecheck over the flash attention test; SAN_TIMEOUT s each), COMPARE ("SIZE ARGS;SIZE ARGS" for
 # compare.py; off: none), TRAIN=on|off, BLAS=on|off, FORCE=on|off (force_collectives.py), DISPATCH=on|off (static
-# against AnyBackend), TRACE=on|off (the traced gpt2 run), STEADY=on|off (400 gpt2 steps under gpu_clocks.sh, then 60 at each batch of STEADY_BATCHES, default 64: llm.c's micro-batch), RUN_AHEAD=on|off (--run-ahead on against off, eager and --graph, engine_ab.sh), FLASH_BACKWARD=on|off (--flash-backward fused against split, engine_ab.sh) narrow a visit; GELU=on
+# against AnyBackend), TRACE=on|off (the traced gpt2 run), STEADY=on|off (400 gpt2 steps under gpu_clocks.sh, then 60 at each batch of STEADY_BATCHES, default 64: llm.c's micro-batch), RUN_AHEAD=on|off (--run-ahead on against off, eager and --graph, engine_ab.sh), FLASH_BACKWARD=on|off (--flash-backward fused against split, engine_ab.sh; STEADY_FLASH_BACKWARD=auto|split|fused:
+# the steady runs' backward, auto the A/B's winner) narrow a visit, FOCUS=mfu to those two alone; GELU=on
 # (--gelu-fusion on against off, measured in GPU run 8: off by default) widens it; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps and every section of one step's flash kernels.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
@@ -38,6 +39,13 @@ fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=$(cd "$1" && pwd)
 RES=${2:-$PWD/gpu-results}
+# FOCUS=mfu: the open MFU target's measurements first and alone — the flash backward's A/B, then the steady
+# gpt2 runs (batch 8 eager and --graph, batch 64) with the faster backward — a few minutes of a lent GPU's
+# time; every other part off unless set.
+if [[ ${FOCUS:-} == mfu ]]; then
+  PHASES=${PHASES:-compare} COMPARE=${COMPARE:-off} BLAS=${BLAS:-off} RUN_AHEAD=${RUN_AHEAD:-off} FORCE=${FORCE:-off}
+  TRACE=${TRACE:-off} DISPATCH=${DISPATCH:-off} TRAIN=${TRAIN:-off}
+fi
 PHASES=${PHASES:-checks compare bench}
 [[ -n ${VARIANTS:-} && " $PHASES " != *" variants "* ]] && PHASES="variants $PHASES"
 mkdir -p "$RES"
@@ -200,15 +208,26 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
     echo "exit status $?" >> "$RES/flash_backward_ab.log"
     pack
   fi
+  # The flash backward the steady runs below use (STEADY_FLASH_BACKWARD=auto|split|fused; auto: fused where
+  # the A/B above had it faster in every pair, else split, the default), written to steady_flash_backward.txt.
+  steady_flash=${STEADY_FLASH_BACKWARD:-auto}
+  if [[ $steady_flash == auto ]]; then
+    steady_flash=split
+    if grep -qE 'old / new: median [0-9.]+, range 1\.[0-9]*[1-9][0-9]*-' "$RES/flash_backward_ab.log" 2> /dev/null; then
+      steady_flash=fused
+    fi
+  fi
+  echo "--flash-backward $steady_flash (STEADY_FLASH_BACKWARD=${STEADY_FLASH_BACKWARD:-auto})" > "$RES/steady_flash_backward.txt"
   # The steady state the MFU target is about: 400 gpt2 bf16 steps, eager and --graph (--run-ahead on, the
-  # default), while nvidia-smi samples the clocks every 50 ms (GPU run 8's card slowed under its power cap
+  # default; the flash backward chosen above), while nvidia-smi samples the clocks every 50 ms (GPU run 8's card slowed under its power cap
   # after the first second); the summary's MFU is at the median step (STEADY=off skips it).
   if [[ ${STEADY:-on} == on ]]; then
     for mode in eager graph; do
       extra=()
       [[ $mode == graph ]] && extra=(--graph)
       timeout 150 bash benchmarks/engine/explore/gpu_clocks.sh "$RES/steady_clocks_$mode.csv" env ACCEL_BACKEND=cuda \
-        "$engine" --size gpt2 --dtype bf16 --steps 400 --eval-every 0 "${extra[@]}" --metrics "$RES/steady_$mode.csv" \
+        "$engine" --size gpt2 --dtype bf16 --steps 400 --eval-every 0 "${extra[@]}" --flash-backward "$steady_flash" \
+        --metrics "$RES/steady_$mode.csv" \
         > "$RES/steady_$mode.log" 2>&1
       pack
     done
@@ -221,7 +240,8 @@ if [[ " $PHASES " == *" compare "* && -n $engine ]]; then
       for ac in "" --activation-checkpointing; do
         tag=batch$batch${ac:+_ac}
         timeout 150 bash benchmarks/engine/explore/gpu_clocks.sh "$RES/steady_clocks_$tag.csv" env ACCEL_BACKEND=cuda \
-          "$engine" --size gpt2 --dtype bf16 --batch "$batch" --steps 60 --eval-every 0 $ac --metrics "$RES/steady_$tag.csv" \
+          "$engine" --size gpt2 --dtype bf16 --batch "$batch" --steps 60 --eval-every 0 $ac --flash-backward "$steady_flash" \
+          --metrics "$RES/steady_$tag.csv" \
           > "$RES/steady_$tag.log" 2>&1
         pack
       done
@@ -321,6 +341,8 @@ for f in "$RES"/compare_*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; 
 [[ -f $RES/trace_gpt2.txt ]] && { echo "--- trace_gpt2"; cat "$RES/trace_gpt2.txt"; }
 [[ -f $RES/gelu_fusion_ab.log ]] && { echo "--- --gelu-fusion (gpt2 bf16 eager; old: off, new: on)"; cat "$RES/gelu_fusion_ab.log"; }
 for f in "$RES"/run_ahead_ab_*.log; do [[ -f $f ]] && { echo "--- --run-ahead, gpt2 bf16 $(basename "$f" .log | sed 's/run_ahead_ab_//') (old: off, new: on)"; tail -4 "$f"; }; done
+[[ -f $RES/flash_backward_ab.log ]] && { echo "--- --flash-backward, gpt2 bf16 eager (old: split, new: fused)"; tail -4 "$RES/flash_backward_ab.log"; }
+[[ -f $RES/steady_flash_backward.txt ]] && { echo "--- the steady runs' flash backward"; cat "$RES/steady_flash_backward.txt"; }
 for f in "$RES"/steady_*.log; do [[ -f $f ]] && { echo "--- gpt2 bf16 steady state, $(basename "$f" .log | sed 's/steady_//')"; grep -E "^  (ms/step|MFU|tokens/s) " "$f"; tail -8 "$f" | grep -vE "^  "; }; done
 [[ -f $RES/dispatch.log ]] && { echo "--- dispatch (gpt2 bf16, static against AnyBackend)"; cat "$RES/dispatch.log"; }
 [[ -f $RES/kernel_times_gpt2.txt ]] && { echo "--- kernel_times_gpt2"; head -30 "$RES/kernel_times_gpt2.txt"; }
