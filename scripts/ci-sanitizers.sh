@@ -34,8 +34,9 @@
 #               through an emulation of a block's threads and their PTX, directly and as the engine
 #               launches them (test_flash_host: ~30 s here; a read past a tensor's end in a tile load,
 #               or a scratch one float short, is an ASan report — what compute-sanitizer's memcheck
-#               sees on a GPU), and accel's CUDA nn_ops kernels through NnKernels the same way
-#               (test_nn_ops_cuda_host: ~20 s here)
+#               sees on a GPU), and accel's CUDA kernels the same way: nn_ops through NnKernels
+#               (test_nn_ops_cuda_host: ~20 s here), fused Adam, the tensor ops and the Philox fills
+#               (test_ops_cuda_host: ~15 s)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
 #               header hygiene (accel_header_check, test_odr, test_concepts and the readable-error
@@ -93,8 +94,8 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 asan_targets=(test_core test_dtype test_lazy_init test_caching_allocator test_cpu_memory test_allocator_mutex test_conformance test_dispatch
               test_stress_allocator test_stress_streams test_stress_events test_stress_first_call test_failure
               test_cpu_graph test_jit_reliability accel_header_check test_odr test_concepts test_blas test_comm_units
-              test_comm_mpi engine dp_check test_engine_checkpoint test_flash_host test_nn_ops_cuda_host readme_example test_cpu_cgroup)
-asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_allocator_mutex|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23]|engine_exit2_.*|engine_threads_.*|test_cpu_cgroup|engine_fp16_loss_scale|engine_run_ahead|engine_activation_checkpointing|engine_save_space|engine_dp_(default|resume)|test_engine_checkpoint|test_flash_host|test_nn_ops_cuda_host|readme_example)$'
+              test_comm_mpi engine dp_check test_engine_checkpoint test_flash_host test_nn_ops_cuda_host test_ops_cuda_host readme_example test_cpu_cgroup)
+asan_tests='^(test_blas(_2dev)?|test_core|test_dtype|test_lazy_init|test_caching_allocator|test_cpu_memory(_2dev)?|test_allocator_mutex|test_conformance(_4_cpu_devices)?|test_dispatch(_env_cpu)?|test_stress_.*|test_failure.*|test_cpu_graph|test_jit_reliability|test_odr|test_concepts|concept_error_is_readable|op_builder_opt_in_error_is_readable|cuda_op_builder_opt_in_error_is_readable|old_backend_error_names_what_to_add|test_comm_units|test_comm_mpi_np[23]|engine_exit2_.*|engine_threads_.*|test_cpu_cgroup|engine_fp16_loss_scale|engine_run_ahead|engine_activation_checkpointing|engine_save_space|engine_dp_(default|resume)|test_engine_checkpoint|test_flash_host|test_nn_ops_cuda_host|test_ops_cuda_host|readme_example)$'
 tsan_targets=(test_cpu_stream test_allocator_mutex test_cpu_memory test_cpu_graph test_failure test_lazy_init test_conformance test_stress_allocator
               test_stress_streams test_stress_events test_jit_reliability test_comm_mpi)
 tsan_tests='^(test_cpu_stream(_2dev)?|test_allocator_mutex|test_cpu_memory(_2dev)?|test_lazy_init|test_cpu_graph|test_failure_fork_(allocator|streams)|test_conformance|test_stress_(allocator|streams|events)|test_jit_reliability|test_comm_mpi_np2)$'
