@@ -6,7 +6,8 @@
 // call the driver directly, so the launches here repeat theirs — the same tensor lists of at most
 // mt_max_tensors tensors and 16384-element chunks, 512- and 256-thread blocks — with grids from one block to
 // one a chunk: the kernels stride over their work, so every grid must give the same bits. test_nn_ops_cuda_host
-// and test_flash_host run nn_ops.cu and the engine's attention.cu through their launchers.
+// and test_flash_host run nn_ops.cu and the engine's attention.cu through their launchers. Last, the
+// emulation's own semantics: shuffles, votes, barriers, 3-D blocks, and the mistakes it stops on.
 #include "ops_test_support.hpp"
 
 #include <accel/core/bfloat16.hpp>
@@ -31,6 +32,10 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../support/cuda_host.hpp"
 #include "fused_adam.cu"
@@ -379,4 +384,144 @@ TEST_CASE("random_fill.cu on the CPU: the host's Philox fills, any length, offse
   auto* got = static_cast<float*>(arena.take(400));
   run(1, 512, [&] { accel_random_uniform_f32(got, 100, 1, 2, state, 8); });
   CHECK(std::memcmp(got, want.data(), 400) == 0);
+}
+
+// ---- The emulation's own semantics (tests/support/cuda_host.hpp) ----
+
+TEST_CASE("cuda_host: shuffles and votes as CUDA defines them, by lane, width and warp") {
+  std::vector<int> up(64), down(64), xr(64), idx(64), up8(64), any(64), all(64);
+  std::vector<double> dd(64);
+  std::vector<unsigned> bal(64);
+  run(1, 64, [&] {
+    const int t = static_cast<int>(threadIdx.x);
+    const auto u = static_cast<std::size_t>(t);
+    up[u] = __shfl_up_sync(~0u, t, 3);
+    down[u] = __shfl_down_sync(~0u, t, 5);
+    xr[u] = __shfl_xor_sync(~0u, t, 6);
+    idx[u] = __shfl_sync(~0u, t, 7);
+    up8[u] = __shfl_up_sync(~0u, t, 3, 8);                 // segments of 8 lanes
+    dd[u] = __shfl_down_sync(~0u, 0.5 + t, 1, 16);         // 8-byte values, segments of 16
+    bal[u] = __ballot_sync(~0u, t % 32 % 3 == 0);
+    any[u] = __any_sync(~0u, t == 40);
+    all[u] = __all_sync(~0u, t < 60);
+  });
+  int wrong = 0;
+  for (int t = 0; t < 64; ++t) {
+    const auto u = static_cast<std::size_t>(t);
+    const int lane = t % 32, base = t - lane;
+    wrong += up[u] != (lane >= 3 ? t - 3 : t);
+    wrong += down[u] != (lane + 5 < 32 ? t + 5 : t);
+    wrong += xr[u] != (t ^ 6);
+    wrong += idx[u] != base + 7;
+    wrong += up8[u] != (lane % 8 >= 3 ? t - 3 : t);
+    wrong += dd[u] != (lane % 16 + 1 < 16 ? 1.5 + t : 0.5 + t);
+    wrong += bal[u] != 0x49249249u;
+    wrong += any[u] != (t >= 32 ? 1 : 0);
+    wrong += all[u] != (t < 32 ? 1 : 0);
+  }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("cuda_host: 3-D blocks, barriers counting the threads still running, dynamic shared memory") {
+  // Blocks of 4 x 3 x 2; the threads with x == 3 exit at once, the 18 others vote across barriers and read
+  // what the others wrote to dynamic shared memory before them.
+  std::vector<int> count(48, -1), any(48, -1), every(48, -1), seen(48, -1);
+  cuda_host::launch(cuda_host::Dim{2, 1, 1}, cuda_host::Dim{4, 3, 2}, [&] {
+    const unsigned t = threadIdx.x + 4 * (threadIdx.y + 3 * threadIdx.z), at = 24 * blockIdx.x + t;
+    if (threadIdx.x == 3) return;
+    float* s = cuda_host::dynamic_shared<float>();
+    s[t] = static_cast<float>(at);
+    count[at] = __syncthreads_count(threadIdx.y == 1);
+    any[at] = __syncthreads_or(threadIdx.z == 1 && threadIdx.y == 2 && threadIdx.x == 0);
+    every[at] = __syncthreads_and(threadIdx.x < 3);
+    seen[at] = static_cast<int>(s[(threadIdx.x + 1) % 3 + 4 * (threadIdx.y + 3 * threadIdx.z)]);
+  }, 24 * sizeof(float));
+  int wrong = 0;
+  for (int at = 0; at < 48; ++at) {
+    const auto u = static_cast<std::size_t>(at);
+    const int x = at % 4;
+    if (x == 3) {
+      wrong += count[u] != -1;  // exited before the barriers
+      continue;
+    }
+    wrong += count[u] != 6 || any[u] != 1 || every[u] != 1;
+    wrong += seen[u] != at - x + (x + 1) % 3;
+  }
+  CHECK(wrong == 0);
+}
+
+namespace {
+
+// What a child process printed before it ended, and whether it ended by abort().
+struct Death {
+  bool aborted = false;
+  std::string message;
+};
+template <class F>
+Death in_child(F&& f) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::signal(SIGABRT, SIG_DFL);  // not the test framework's crash report
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    f();
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  Death d;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) d.message.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  d.aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("cuda_host: what would hang or be undefined on a GPU stops with a message") {
+  const auto check = [](const Death& d, const char* expected) {
+    CAPTURE(d.message);
+    CHECK(d.aborted);
+    CHECK(d.message.find(expected) != std::string::npos);
+  };
+  // Lane 0 of warp 0 waits at a barrier while its warp's other lanes wait at a shuffle: neither completes.
+  check(in_child([] {
+          run(1, 64, [] {
+            if (threadIdx.x == 0) {
+              __syncthreads();
+            } else if (threadIdx.x < 32) {
+              (void)__shfl_xor_sync(~0u, 1, 1);
+            } else {
+              __syncthreads();
+            }
+          });
+        }),
+        "no thread can move");
+  check(in_child([] { run(1, 1025, [] {}); }), "a block of 0 or more than 1024 threads");
+  check(in_child([] {
+          run(1, 32, [] {
+            if (threadIdx.x == 5) return;
+            (void)__shfl_xor_sync(~0u, 1, 1);
+          });
+        }),
+        "a warp-wide instruction after a lane of the warp exited");
+  check(in_child([] {
+          run(1, 32, [] {
+            static unsigned flag = 0;  // never set: a wait for a signal no block will give
+            while (flag == 0) __nanosleep(32);
+          });
+        }),
+        "no thread can move");
+  if (cuda_host::kSharedGuard > 0) {  // under ASan the write is its report instead
+    check(in_child([] {
+            cuda_host::launch(cuda_host::Dim{1, 1, 1}, cuda_host::Dim{32, 1, 1},
+                              [] { cuda_host::dynamic_shared<float>()[threadIdx.x] = 1.0f; }, 16);
+          }),
+          "a write past the launch's dynamic shared memory");
+  }
 }

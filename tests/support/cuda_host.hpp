@@ -327,7 +327,7 @@ void launch(Dim grid, Dim block, Body&& body, unsigned resident = 1, unsigned ji
     // Every live block stepped at least once in 4 rounds: nothing moved in 8 means nothing will (a
     // counter wait that yields through __nanosleep reports itself sooner).
     still = progress() == before ? still + 1 : 0;
-    if (still > 8) fail("every thread waits at a barrier or warp-wide instruction that the others will not reach");
+    if (still > 8) fail("no thread can move: each waits at a barrier, a warp-wide instruction or a counter that no other will reach or set");
   }
 }
 
