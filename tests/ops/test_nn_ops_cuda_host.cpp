@@ -9,9 +9,6 @@
 
 #include <cstddef>
 #include <cstring>
-#include <list>
-#include <memory>
-#include <new>
 #include <vector>
 
 #include "../support/emulated_cuda.hpp"
@@ -47,8 +44,7 @@ const cuda_host::EntryTable& nn_ops_entries() {
   return table;
 }
 
-// nn_ops_device_match.hpp's device side: host memory, 256-byte aligned as CUDA's allocations are, filled
-// with 0xFF bytes (NaN) where nothing was copied.
+// nn_ops_device_match.hpp's device side: host memory as a GPU's (cuda_host::Arena).
 class EmulatedDevice {
  public:
   using Backend = EmulatedCuda;
@@ -59,10 +55,7 @@ class EmulatedDevice {
   [[nodiscard]] Backend::StreamRef stream() { return {}; }
   template <class T>
   T* up(const std::vector<T>& h, long long offset) {
-    const std::size_t bytes = (h.size() + static_cast<std::size_t>(offset)) * sizeof(T);
-    auto& block = keep_.emplace_back(static_cast<std::byte*>(::operator new(bytes, std::align_val_t{256})));
-    std::memset(block.get(), 0xFF, bytes);
-    T* p = reinterpret_cast<T*>(block.get()) + offset;
+    T* p = static_cast<T*>(arena_.take(h.size() * sizeof(T), static_cast<std::size_t>(offset) * sizeof(T)));
     std::memcpy(p, h.data(), h.size() * sizeof(T));
     return p;
   }
@@ -72,10 +65,7 @@ class EmulatedDevice {
   }
 
  private:
-  struct AlignedDelete {
-    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{256}); }
-  };
-  std::list<std::unique_ptr<std::byte, AlignedDelete>> keep_;
+  cuda_host::Arena arena_;
 };
 
 }  // namespace

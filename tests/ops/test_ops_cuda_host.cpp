@@ -49,21 +49,7 @@ namespace abi = accel::ops::abi;
 
 constexpr long long kChunk = 16384;  // cuda::FusedAdamOp::chunk_size, TensorOpsOp::chunk_size
 
-// Device memory as the kernels see it: 256-byte aligned, `offset` bytes in, 0xFF where nothing was written.
-class Arena {
- public:
-  void* take(std::size_t bytes, std::size_t offset = 0) {
-    auto& b = blocks_.emplace_back(static_cast<std::byte*>(::operator new(bytes + offset, std::align_val_t{256})));
-    std::memset(b.get(), 0xFF, bytes + offset);
-    return b.get() + offset;
-  }
-
- private:
-  struct Delete {
-    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{256}); }
-  };
-  std::vector<std::unique_ptr<std::byte, Delete>> blocks_;
-};
+using cuda_host::Arena;
 
 // Element i of a float32, float16 or bfloat16 array, as float; and stores.
 void put(void* p, Dtype d, std::size_t i, float x) {

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <random>
 #include <vector>
 
@@ -338,6 +339,23 @@ void launch(Dim grid, Dim block, Body&& body, std::size_t dynamic_bytes = 0) {
   struct None {};
   launch<None>(grid, block, [&body](None&) { body(); }, 1, 0, dynamic_bytes);
 }
+
+/// Device memory as kernels see it: 256-byte aligned (as CUDA's allocations), `offset` bytes in, 0xFF bytes
+/// (NaN in 16 and 32 bits) where nothing was written; freed with the arena.
+class Arena {
+ public:
+  void* take(std::size_t bytes, std::size_t offset = 0) {
+    auto& b = blocks_.emplace_back(static_cast<std::byte*>(::operator new(bytes + offset, std::align_val_t{256})));
+    std::memset(b.get(), 0xFF, bytes + offset);
+    return b.get() + offset;
+  }
+
+ private:
+  struct Delete {
+    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{256}); }
+  };
+  std::vector<std::unique_ptr<std::byte, Delete>> blocks_;
+};
 
 /// The running block's dynamic shared memory, as T (what `extern __shared__ T name[]` names on a GPU).
 template <class T>
