@@ -1,8 +1,8 @@
 // train.hpp — engine::train(backend, config): Engine<B>(backend, config).run() for each backend the
-// engine is built for, compiled once, in train.cpp.
+// engine is built for, compiled once, in train_cpu.cpp and train_any.cpp.
 //
 // Engine<B> is a template written only against accel::Accelerator; these are its instantiations, put
-// in a translation unit of their own (the usual way to keep a heavy template's cost in one place): the
+// in translation units of their own (the usual way to keep a heavy template's cost in one place): the
 // binary and the tests that run whole trainings call these instead of instantiating Engine<B> again
 // (the three cost ~40 s of g++ CPU time at -O1, each further copy as much again).
 #pragma once
