@@ -1,4 +1,4 @@
-# Sourced by the scripts that build (test.sh, ci-sanitizers.sh, ci-fuzz.sh). accel_generator DIR prints
+# Sourced by the scripts that build (train.sh, test.sh, ci-sanitizers.sh, ci-fuzz.sh). accel_generator DIR prints
 # the -G argument for DIR: Ninja where it is installed (scripts/install-deps.sh installs it), else nothing
 # (CMake's default, Makefiles). A directory already configured keeps its generator: CMake refuses to
 # change it.
