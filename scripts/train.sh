@@ -26,7 +26,7 @@ bash scripts/fetch-data.sh
 source scripts/lib/generator.sh
 cmake --preset default $(accel_generator build/default) -DACCEL_BUILD_TESTS=OFF -DACCEL_BUILD_BENCHMARKS=OFF \
   -DACCEL_WARNINGS_AS_ERRORS=OFF >/dev/null
-echo "train.sh: building the engine in build/default (the first time: 45 s on a 2-core Zen 5)"
+echo "train.sh: building the engine in build/default (the first time: 41 s on a 2-core Zen 5)"
 built_from=$(date +%s)
 cmake --build build/default --target engine -j "$(nproc)" >/dev/null
 echo "train.sh: built in $(( $(date +%s) - built_from )) s"
