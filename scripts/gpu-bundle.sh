@@ -31,7 +31,11 @@ mkdir -p "$libdir"
 for b in "${present[@]}"; do ldd "$BUILD/$b"; done | awk '/=> \// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/usr/local/cuda|libcuda\.so' |
   while read -r lib; do cp -L "$lib" "$libdir/"; done
+# The source folder the binaries were configured from: paths into it are compiled in (test data, the
+# kernels' folder), and gpu-check.sh links it to the checkout there when that machine lacks it (a
+# bundle built in another clone, e.g. /tmp/x, looked there for its data: GPU run 9).
+sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" > "$BUILD/gpu-source-root"
 mkdir -p "$(dirname "$OUT")"
 tar -C "$BUILD/.." -cJf "$OUT" $(for b in "${present[@]}"; do echo "$(basename "$BUILD")/$b"; done) \
-  "$(basename "$BUILD")/gpu-lib"
+  "$(basename "$BUILD")/gpu-lib" "$(basename "$BUILD")/gpu-source-root"
 ls -la "$OUT"

@@ -50,6 +50,18 @@ PHASES=${PHASES:-checks compare bench}
 [[ -n ${VARIANTS:-} && " $PHASES " != *" variants "* ]] && PHASES="variants $PHASES"
 mkdir -p "$RES"
 RES=$(cd "$RES" && pwd)
+# A bundle built in another folder (scripts/gpu-bundle.sh records it in gpu-source-root): its binaries
+# look for their test data and kernels there, so that folder is made a link to this checkout where this
+# machine lacks it, and the kernels default to the folder compiled in (test_ops compares the two).
+src_root=$(cat "$DIR/gpu-source-root" 2>/dev/null)
+if [[ -n $src_root && $src_root != "$ROOT" ]]; then
+  if [[ ! -e $src_root ]]; then
+    mkdir -p "$(dirname "$src_root")" && ln -s "$ROOT" "$src_root" && echo "gpu-check: $src_root -> $ROOT (the bundle's source folder)"
+  elif [[ ! $src_root -ef $ROOT ]]; then
+    echo "gpu-check: warning: the bundle was built from $src_root, which is another folder here; its tests read their data there" >&2
+  fi
+fi
+[[ -n $src_root && $src_root -ef $ROOT ]] && export ACCEL_KERNEL_DIR=${ACCEL_KERNEL_DIR:-$src_root/kernels}
 export ACCEL_KERNEL_DIR=${ACCEL_KERNEL_DIR:-$ROOT/kernels}
 export ACCEL_CACHE_DIR=${ACCEL_CACHE_DIR:-/tmp/accel-gpu-check-cache}
 export PATH=$PATH:/usr/local/cuda/bin
