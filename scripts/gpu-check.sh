@@ -29,11 +29,12 @@
 # (--gelu-fusion on against off, measured in GPU run 8: off by default) widens it; NCU=on adds Nsight Compute's per-kernel times of gpt2 steps and every section of one step's flash kernels.
 # Logs go to RESULTS_DIR (default ./gpu-results); after each phase they are packed into
 # $PACK (default RESULTS_DIR.tgz; the JIT cache and dumps left out) so that a run stopped part way keeps what it did.
-# Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/). A summary is
-# printed last. Exit status 1 when a test, a check or a sanitizer run fails.
+# Kernels are JIT-compiled from ACCEL_KERNEL_DIR (default: this checkout's kernels/, through the bundle's
+# source folder where it was linked, see below). A summary is printed last. Exit status 1 when a test, a
+# check or a sanitizer run fails.
 set -uo pipefail
 if [[ $# -lt 1 || $1 == -h || $1 == --help ]]; then
-  sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
