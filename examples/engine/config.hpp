@@ -163,7 +163,9 @@ training
   --stop-at N          stop at step N (with --save: a checkpoint there); the schedule still spans --steps
   --lr X --min-lr X --warmup N --schedule cosine|constant
   --beta1 X --beta2 X --weight-decay X --clip X (0: off) --dropout X
-  --seed N             fixes the run: weights, batches, dropout (default 1337)
+  --seed N             fixes the run: weights, batches, dropout masks (each sequence's keyed by the
+                       step and its place in the global batch, whatever the ranks, streams or
+                       threads) (default 1337)
   --dtype fp32|bf16|fp16  bf16 / fp16: 16-bit weights, activations and gradients, fp32 master weights
                        and Adam state (any backend; kernels compute in fp32); fp16 turns on the dynamic
                        loss scaler unless --loss-scale is given (DeepSpeed's fp16 default)

@@ -2,7 +2,7 @@
 //
 // One stream carries all the work: the nn_ops kernels and the engine's attention (through
 // b.launch_kernel), the matrix products (accel::blas), fused AdamW and the L2 norm (the typed ops of
-// b.get_op_builder), random dropout masks (b.fill_bits). The host only draws batches, copies them in,
+// b.get_op_builder), random dropout masks (b.fill_bits, keyed by sequence: dropout_masks.hpp). The host only draws batches, copies them in,
 // and reads the losses back once per step (with --run-ahead, after it has enqueued the next step).
 // With --graph the forward, backward, norm and clipping of a step are captured once and replayed
 // (CUDA graphs; the CPU backend's recorded tasks); the optimizer launches follow each replay eagerly,
@@ -21,6 +21,7 @@
 #include "corpus.hpp"
 #include "cpu_threads.hpp"
 #include "data_parallel.hpp"
+#include "dropout_masks.hpp"
 #include "gpt_kernels.hpp"
 #include "host_staging.hpp"
 #include "loss_scaler.hpp"
@@ -249,6 +250,21 @@ class Trainer {
         lane.buckets_of = &lanes_[0];
       }
     }
+    // Dropout masks keyed by sequence (dropout_masks.hpp): a slot per lane, lanes_ then chain_.
+    int slot = 0;
+    for (auto& lane : lanes_) {
+      lane.row0 = static_cast<std::int64_t>(slot) * lane_batch_;
+      lane.slot = slot++;
+    }
+    for (auto& lane : chain_) lane.slot = slot++;  // whole micro-batches: row0 0
+    if (cfg.dropout > 0) {
+      const std::int64_t Tk = cfg.shape.block, C = cfg.shape.width;
+      std::vector<std::int64_t> words{Tk * C};  // the embedding's; then each layer's attention, its
+      for (int l = 0; l < cfg.shape.layers; ++l) {  // projection's and the MLP projection's
+        words.insert(words.end(), {cfg.shape.heads * Tk * Tk, Tk * C, Tk * C});
+      }
+      masks_.emplace(cfg.seed, std::move(words), slot, cfg.accum);
+    }
     cur_ = &lanes_[0];
     // Gradient memory on this rank (what stage 2 divides): the flat buffers, the lanes' own, the
     // buckets, --deterministic's partial sums and receive buffers.
@@ -333,7 +349,6 @@ class Trainer {
       stream_.synchronize();  // `full` goes
     }
     step_ = 0;
-    seed_dropout();
   }
 
   /// Restores a checkpoint: `st` holds this rank's shard (read, re-partitioned where the checkpoint was
@@ -355,7 +370,6 @@ class Trainer {
     prefetched_ = false;
     b_.set_rng_state(state_bytes(detail::unhex(st.values.at("device_rng"))));
     if (const auto it = st.values.find("loss_scale"); it != st.values.end()) scaler_.restore(it->second);
-    seed_dropout();
   }
 
   /// The state a checkpoint holds (synchronises the stream; collective over the ranks): this rank's
@@ -487,7 +501,7 @@ class Trainer {
     const auto& slot = staging_->slot(step_);
     draw_batch();
     if (batch_hook_) batch_hook_(host_inputs_, host_targets_);
-    if (dp_.size() > 1 && cfg_.dropout > 0) seed_dropout();  // the rank count, not distributed(): see seed_dropout
+    if (masks_) masks_->position(step_, [this](int slot, int m) { return first_sequence(slot, m); });
     // The batch through this step's slot: the other slot may still be read by the step in flight.
     std::copy(host_inputs_.begin(), host_inputs_.end(), slot.inputs);
     std::copy(host_targets_.begin(), host_targets_.end(), slot.targets);
@@ -776,15 +790,22 @@ class Trainer {
                             n, pre, n);
   }
 
-  void dropout(T* out, const T* in, std::int64_t bits_off, std::int64_t n, bool fresh) {
+  /// Dropout at `site` (DropoutMasks: 0 the embedding's, 1 + 3 l .. 3 + 3 l layer l's) over n elements
+  /// of the current lane; fresh: its bits drawn first (else those drawn the first time: backward).
+  void dropout(T* out, const T* in, std::int64_t bits_off, std::int64_t n, bool fresh, int site = -1) {
     const Phase op(*this, "dropout", cs());
     std::uint32_t* mask = bits(bits_off);
-    if (fresh) b_.fill_bits(cs(), mask, static_cast<std::size_t>(n));
+    if (fresh) draw_mask(site, mask);
     nn_.dropout(cs(), out, in, mask, n, static_cast<float>(cfg_.dropout));
   }
 
   /// y = attention(qkv) of a layer: the fused kernel (one launch), or four permutes, a softmax and two
   /// strided-batched GEMMs over the B x NH heads (the GEMM path).
+  /// The current lane's masks of micro-batch micro_ at `site` (its lane_batch_ sequences, in training).
+  void draw_mask(int site, std::uint32_t* mask) {
+    masks_->draw(b_, typename B::StreamRef(cs()), cur_->slot, micro_, site, mask, lane_batch_);
+  }
+
   void attention_forward(const ActLayout::Layer& L, bool drop, std::int64_t Bn, std::int64_t Tn) {
     const Phase op(*this, "attention", cs());
     const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, hs = C / NH, heads = Bn * NH;
@@ -865,7 +886,7 @@ class Trainer {
   /// the dropout reuses the bits drawn the first time, and the MLP's output projection, which backward
   /// does not read, is skipped.
   void layer_forward(std::size_t l, bool drop, bool again, std::int64_t Bn, std::int64_t Tn) {
-    const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, N = Bn * Tn;
+    const std::int64_t C = cfg_.shape.width, N = Bn * Tn;
     const auto& L = A_.layers[l];
     const auto& W = P_.layers[l];
     std::optional<Phase> op(std::in_place, *this, "layernorm", cs());
@@ -881,11 +902,11 @@ class Trainer {
     gemm(Trans::no, Trans::yes, N, 3 * C, C, act(L.ln1), C, w(W.qkv_w), C, 0.0f, act(L.qkv), 3 * C);
     if (drop && !again) {
       const Phase bits_op(*this, "dropout", cs());
-      b_.fill_bits(cs(), bits(L.bits_att), static_cast<std::size_t>(Bn * NH * Tn * Tn));
+      draw_mask(1 + 3 * static_cast<int>(l), bits(L.bits_att));
     }
     attention_forward(L, drop, Bn, Tn);
     gemm(Trans::no, Trans::yes, N, C, C, act(L.atty), C, w(W.proj_w), C, 0.0f, act(L.attproj), C);
-    if (drop) dropout(act(L.attproj), act(L.attproj), L.bits_proj, N * C, !again);
+    if (drop) dropout(act(L.attproj), act(L.attproj), L.bits_proj, N * C, !again, 2 + 3 * static_cast<int>(l));
     op.emplace(*this, "layernorm", cs());
     nn_.layernorm_forward(cs(), act(L.ln2), f32(L.ln2_mean), f32(L.ln2_rstd), act(L.res_in), w(W.ln2_w),
                           w(W.ln2_b), N, C, 1e-5f, act(L.attproj), act(L.res2));
@@ -900,19 +921,21 @@ class Trainer {
     }
     if (again) return;
     gemm(Trans::no, Trans::yes, N, C, 4 * C, act(L.gelu), 4 * C, w(W.fcproj_w), 4 * C, 0.0f, act(L.fcproj), C);
-    if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true);
+    if (drop) dropout(act(L.fcproj), act(L.fcproj), L.bits_fc, N * C, true, 3 + 3 * static_cast<int>(l));
   }
 
   /// Forward pass of micro-batch m (inputs/targets slice m) over Bn sequences of Tn tokens.
   void forward(int m, bool train, std::int64_t Bn, std::int64_t Tn, bool loss = true) {
     const std::int64_t C = cfg_.shape.width, N = Bn * Tn, Vp = plan_.vocab_padded;
     const bool drop = train && cfg_.dropout > 0;
+    if (drop && (Bn != lane_batch_ || Tn != cfg_.shape.block)) throw std::logic_error("forward: dropout outside a training micro-batch");
+    micro_ = m;
     const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
     const std::int32_t* tg = cur_->targets.data() + static_cast<std::int64_t>(m) * N;
     {
       const Phase phase(*this, "embedding", cs());
       nn_.embedding_forward(cs(), act(A_.encoded), in, w(P_.wte), w(P_.wpe), N, Tn, C, Vp);
-      if (drop) dropout(act(A_.encoded), act(A_.encoded), A_.bits_emb, N * C, true);
+      if (drop) dropout(act(A_.encoded), act(A_.encoded), A_.bits_emb, N * C, true, 0);
     }
     for (std::size_t l = 0; l < A_.layers.size(); ++l) {
       const Phase phase(*this, fwd_names_[l], cs());
@@ -1272,16 +1295,17 @@ class Trainer {
     prefetched_ = true;
   }
 
-  /// Dropout masks on several ranks: the device generator keyed by (seed, rank, step), so ranks draw
-  /// different masks and a resumed run draws the masks it would have drawn. One rank, with or without
-  /// --force-collectives, keeps the one generator (a host-side seed, no communication): forced, the
-  /// masks and so the losses stay the plain run's.
-  void seed_dropout() {
-    if (dp_.size() == 1) return;
-    std::uint64_t x = cfg_.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(dp_.rank() + 1));
-    x ^= 0xBF58476D1CE4E5B9ULL * static_cast<std::uint64_t>(step_ + 1);
-    x ^= x >> 31;
-    b_.manual_seed(x & ((1ULL << 62) - 1));
+  /// The index in the step's global batch of the first sequence of slot's micro-batch m (dropout
+  /// masks are keyed by it): this rank's share as draw_batch takes it, lanes' rows in order.
+  std::int64_t first_sequence(int slot, int m) const {
+    const Lane& lane = slot < static_cast<int>(lanes_.size()) ? lanes_[static_cast<std::size_t>(slot)]
+                                                              : chain_[static_cast<std::size_t>(slot) - lanes_.size()];
+    const std::int64_t batch = cfg_.batch, R = dp_.size(), rank = dp_.rank();
+    if (stage2_ && cfg_.deterministic) {  // micro-batch m: run m / odd x ranks + rank, as draw_batch
+      const std::int64_t run = m / det_odd_ * R + rank;
+      return (run * det_odd_ + m % det_odd_) * batch + lane.row0;
+    }
+    return rank * batch * cfg_.accum + m * batch + lane.row0;
   }
 
   /// The current lane's forward and backward of micro-batch m, accumulating into its gradients
@@ -1624,10 +1648,14 @@ class Trainer {
     std::deque<typename B::Event> bucket_done, bucket_ready;
     int layer_bucket = 0;  // the layer bucket buffer backward writes now
     Lane* buckets_of = nullptr;  // --deterministic stage 2's runs: the lane whose buckets it adds to
+    int slot = 0;                // its DropoutMasks slot: lanes_ 0 .., then chain_
+    std::int64_t row0 = 0;       // its first sequence in each micro-batch
   };
   std::deque<Lane> lanes_;  // a deque: a Lane's address (and its stream's) never moves
   std::deque<Lane> chain_;  // --deterministic stage 2: a run's micro-batches 1 .. odd - 1 (lane 0: its first)
   Lane* cur_ = nullptr;
+  int micro_ = 0;                       // the micro-batch forward() runs now (its dropout masks)
+  std::optional<DropoutMasks> masks_;   // with dropout
   std::vector<std::int32_t> host_inputs_, host_targets_, val_inputs_, val_targets_, global_inputs_, global_targets_;
   std::optional<HostStaging<B>> staging_;  // the batches in, the losses out: a slot per step in flight
   std::size_t loss_count_ = 0;             // per-token losses a step copies out (every rank's)

@@ -126,14 +126,15 @@ function(check_allocator_saving what)
 endfunction()
 
 if(SCENARIO STREQUAL "deterministic")
-  # --deterministic: the same losses and weights, bit for bit, on 1, 2 and 4 ranks; the optimizer
-  # state per rank 1/N; the consolidated export from 4 shards is the 1-rank run's weights.
+  # --deterministic: the same losses and weights, bit for bit, on 1, 2 and 4 ranks, dropout on (each
+  # sequence's masks keyed by its index in the global batch); the optimizer state per rank 1/N; the
+  # consolidated export from 4 shards is the 1-rank run's weights.
   foreach(n 1 2 4)
-    engine_run(${n} 0 out${n} ${base} --deterministic --metrics ${WORK}/m${n}.csv --save ${WORK}/ck${n})
+    engine_run(${n} 0 out${n} ${base} --deterministic --dropout 0.1 --metrics ${WORK}/m${n}.csv --save ${WORK}/ck${n})
     optimizer_mib("${out${n}}" opt${n})
   endforeach()
   # and on 2 threads per rank (the kernels' sums do not depend on the thread count)
-  engine_run(2 0 out2t ${base} --deterministic --threads 2 --metrics ${WORK}/m2t.csv)
+  engine_run(2 0 out2t ${base} --deterministic --dropout 0.1 --threads 2 --metrics ${WORK}/m2t.csv)
   check(losses-equal ${WORK}/m1.csv ${WORK}/m2t.csv)
   expect_in("${out4}" "global batch 12 = micro-batch 3 x accumulation 1 x 4 ranks")
   check(losses-equal ${WORK}/m1.csv ${WORK}/m2.csv)
@@ -153,13 +154,15 @@ if(SCENARIO STREQUAL "deterministic")
   endif()
 elseif(SCENARIO STREQUAL "default")
   # The default (fastest) reduction: within 1e-5 of one rank on 2 and 4 ranks, ZeRO stage 1 and 2, and
-# with --overlap on; --graph on 2 ranks gives the eager run's bits.
-  engine_run(1 0 out1 ${base} --metrics ${WORK}/m1.csv)
-  engine_run(2 0 out2 ${base} --metrics ${WORK}/m2.csv)
-  engine_run(4 0 out4 ${base} --metrics ${WORK}/m4.csv)
-  engine_run(2 0 out2z ${base} --batch 2 --zero-stage 2 --metrics ${WORK}/m2z.csv)
+  # with --overlap on, dropout on (the same masks on any rank count); --graph on 2 ranks gives the
+  # eager run's bits.
+  set(drop --dropout 0.1)
+  engine_run(1 0 out1 ${base} ${drop} --metrics ${WORK}/m1.csv)
+  engine_run(2 0 out2 ${base} ${drop} --metrics ${WORK}/m2.csv)
+  engine_run(4 0 out4 ${base} ${drop} --metrics ${WORK}/m4.csv)
+  engine_run(2 0 out2z ${base} ${drop} --batch 2 --zero-stage 2 --metrics ${WORK}/m2z.csv)
   # --graph on 2 ranks: the step with its collectives recorded once and replayed, the eager bits
-  engine_run(2 0 out2g ${base} --graph --metrics ${WORK}/m2g.csv)
+  engine_run(2 0 out2g ${base} ${drop} --graph --metrics ${WORK}/m2g.csv)
   check(losses-equal ${WORK}/m2.csv ${WORK}/m2g.csv)
   expect_in("${out2}" "data parallel: 2 ranks \\(mpi\\), ZeRO stage 1: global batch 12 = micro-batch 3 x accumulation 2 x 2 ranks"
             "opt 3\\.1 MiB/rank x 2")
@@ -169,7 +172,7 @@ elseif(SCENARIO STREQUAL "default")
   check(losses-close ${WORK}/m2z.csv ${WORK}/m1.csv 1e-5)
   # --overlap on: each layer's gradients reduced to their owners on a communication stream during backward;
   # with 3 threads a rank's default would be 3 streams, which overlap cannot follow: --overlap on makes it 1
-  engine_run(2 0 out2o ${base} --overlap on --threads 3 --metrics ${WORK}/m2o.csv)
+  engine_run(2 0 out2o ${base} ${drop} --overlap on --threads 3 --metrics ${WORK}/m2o.csv)
   expect_in("${out2o}" "ZeRO stage 1, overlapped \\(buckets on a communication stream\\)")
   check(losses-close ${WORK}/m2o.csv ${WORK}/m1.csv 1e-5)
   # Without --threads: ranks launched unbound on one machine (--bind-to none) share the CPUs they may
@@ -235,8 +238,8 @@ elseif(SCENARIO STREQUAL "zero2")
     endif()
   endforeach()
   check_allocator_saving("")
-  # --deterministic stage 2: stage 1's bits on one rank; 3 steps on 2 ranks + resume on 4.
-  set(d ${base} --deterministic)
+  # --deterministic stage 2: stage 1's bits on one rank; 3 steps on 2 ranks + resume on 4; dropout on.
+  set(d ${base} --deterministic --dropout 0.1)
   engine_run(1 0 d1 ${d} --metrics ${WORK}/d1.csv --save ${WORK}/d1)
   engine_run(2 0 d2 ${d} --zero-stage 2 --metrics ${WORK}/d2.csv --save ${WORK}/d2)
   expect_in("${d2}" "ZeRO stage 2, deterministic" "shard [0-9]+ B \\+ buckets")

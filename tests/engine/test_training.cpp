@@ -3,6 +3,7 @@
 // llm.c-style determinism checks — the same seed gives the same bits, 4 steps + resume + 4 steps give
 // the bits of 8 steps, --graph gives the bits of eager steps (dropout on). Bad input is refused with
 // UsageError before anything is written.
+#include "dropout_masks.hpp"
 #include "engine_test_support.hpp"
 #include "run.hpp"
 #include "train.hpp"
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +27,8 @@
 #include <initializer_list>
 #include <iterator>
 #include <set>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -636,23 +640,88 @@ TEST_CASE("engine --gelu-fusion on: the GELU inside the MLP's GEMMs trains as th
   check_gelu_fusion(run, "", 1e-5);
 }
 
-TEST_CASE("engine --streams 2: the batch's rows on two streams, gradients summed, trains as one stream does") {
+TEST_CASE("DropoutMasks: a sequence's bits depend on (seed, step, site, sequence) only, drawn eagerly or replayed") {
+  using B = accel::CpuBackend;
+  const B b;
+  B::Stream stream;
+  const B::StreamRef s = stream;
+  constexpr std::int64_t rows = 4;
+  for (const std::int64_t words : {8, 6}) {  // a multiple of 4 (one fill), and not (a fill per row)
+    CAPTURE(words);
+    const auto n = static_cast<std::size_t>(rows * words);
+    accel::Buffer<std::uint32_t, B> whole(n, s), split(n, s), other(n, s), replayed(n, s);
+    const auto read = [&](const accel::Buffer<std::uint32_t, B>& buf) {
+      s.synchronize();
+      return std::vector<std::uint32_t>(buf.data(), buf.data() + n);
+    };
+    // One lane, one micro-batch: rows 0..3 at once.
+    engine::DropoutMasks one(42, {words, 12}, 1, 1);
+    one.position(3, [](int, int) { return std::int64_t{0}; });
+    one.draw(b, s, 0, 0, 0, whole.data(), rows);
+    // Two lanes x two micro-batches: rows 0-1 are lane 0's micro-batch 1, rows 2-3 lane 1's micro-batch 0.
+    engine::DropoutMasks two(42, {words, 12}, 2, 2);
+    two.position(3, [](int slot, int m) { return std::int64_t{slot == 0 ? (m == 1 ? 0 : 9) : (m == 0 ? 2 : 9)}; });
+    two.draw(b, s, 1, 0, 0, split.data() + 2 * words, 2);  // the later rows first: the order does not matter
+    two.draw(b, s, 0, 1, 0, split.data(), 2);
+    const auto w = read(whole);
+    CHECK(read(split) == w);
+    // The definition: row r is Philox(key(step, site)) words [r x stride, r x stride + words).
+    const auto stride = static_cast<std::size_t>((words + 3) / 4 * 4);
+    std::vector<std::uint32_t> ref(stride * rows);
+    accel::rng::fill_bits(std::span<std::uint32_t>(ref), one.key(3, 0), 0);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+      for (std::size_t i = 0; i < static_cast<std::size_t>(words); ++i) {
+        CHECK(w[r * static_cast<std::size_t>(words) + i] == ref[r * stride + i]);
+      }
+    }
+    // Another step, another site, another seed: other bits.
+    one.position(4, [](int, int) { return std::int64_t{0}; });
+    one.draw(b, s, 0, 0, 0, other.data(), rows);
+    const auto step4 = read(other);
+    CHECK(step4 != w);
+    engine::DropoutMasks sites(42, {12, words}, 1, 1), seeds(43, {words, 12}, 1, 1);
+    sites.position(3, [](int, int) { return std::int64_t{0}; });
+    sites.draw(b, s, 0, 0, 1, other.data(), rows);
+    CHECK(read(other) != w);
+    seeds.position(3, [](int, int) { return std::int64_t{0}; });
+    seeds.draw(b, s, 0, 0, 0, other.data(), rows);
+    CHECK(read(other) != w);
+    // Captured once: each replay draws the step position() set before it (the generator's words are
+    // reserved at the replay).
+    auto g = b.create_graph();
+    {
+      auto capture = b.capture_to_graph(g, s);
+      one.draw(b, s, 0, 0, 0, replayed.data(), rows);
+      capture.end();
+    }
+    one.position(3, [](int, int) { return std::int64_t{0}; });
+    b.replay_graph(g, s);
+    CHECK(read(replayed) == w);
+    one.position(4, [](int, int) { return std::int64_t{0}; });
+    b.replay_graph(g, s);
+    CHECK(read(replayed) == step4);
+  }
+  CHECK_THROWS_AS(engine::DropoutMasks(1, {0}, 1, 1), std::invalid_argument);
+}
+
+TEST_CASE("engine --streams 2: the batch's rows on two streams, gradients summed, trains as one stream does (dropout on)") {
+  // Each sequence's dropout masks are keyed by its index in the batch, not drawn in the lanes' order:
+  // the two runs differ only in their sums' order.
   const fs::path one = temp_dir("one"), two = temp_dir("two"), again = temp_dir("two-again");
   auto a = small(one);
   a.steps = 5;
   a.streams = 1;
-  auto b = small(two);
-  b.steps = 5;
+  a.dropout = 0.1;
+  auto b = a;
+  b.dump = two.string();
   b.streams = 2;
-  b.dropout = 0.0;
   REQUIRE(run(a) == 0);
   REQUIRE(run(b) == 0);
   const auto x = losses(one), y = losses(two);
   REQUIRE(x.size() == y.size());
   for (std::size_t i = 0; i < x.size(); ++i) CHECK(std::fabs(std::stod(x[i]) - std::stod(y[i])) < 1e-6 * std::stod(x[i]));
-  auto c = small(again);
-  c.steps = 5;
-  c.streams = 2;
+  auto c = b;
+  c.dump = again.string();
   REQUIRE(run(c) == 0);
   CHECK(losses(again) == y);  // deterministic with two streams too
   for (const auto& d : {one, two, again}) fs::remove_all(d);
@@ -1078,7 +1147,7 @@ TEST_CASE("engine --zero-stage 2 --streams 2: a bucket set per lane, summed in l
     a.steps = 4;
     a.streams = 2;
     a.threads = 2;
-    a.dropout = 0.0;  // the lanes' masks are drawn in another order when stage 2 interleaves them
+    a.dropout = 0.1;  // stage 2 interleaves the lanes: the masks, keyed by sequence, do not follow their order
     a.accum = accum;
     a.accum_given = true;
     auto b = a;
