@@ -107,8 +107,8 @@ void check_trajectory(Run run, const std::string& tag, double rel) {
   fs::remove_all(dir);
 }
 
-/// The same seed gives the same bits; 4 steps + resume + 4 steps give 8 steps' bits (dropout on: the
-/// device generator's state travels in the checkpoint too).
+/// The same seed gives the same bits; 4 steps + resume + 4 steps give 8 steps' bits (dropout on: its
+/// masks are keyed by the step, which the checkpoint holds, with the data generator's state).
 void check_same_seed_and_resume(Run run, const std::string& tag) {
   const fs::path a = temp_dir(tag + "a"), b = temp_dir(tag + "b"), ck = temp_dir(tag + "ck"), r = temp_dir(tag + "r");
   auto c = small(a);
