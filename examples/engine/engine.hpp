@@ -497,7 +497,10 @@ class Trainer {
   /// grads_out: as train_step's (waits for the gradients).
   void begin_step(std::vector<float>* grads_out = nullptr) {
     if (pending_.size() >= 2) throw std::logic_error("begin_step: two steps are in flight already");
-    const Phase phase(*this, "step");
+    // A host range (the enqueueing: with --run-ahead no more) and a span on lane 0's stream, from where
+    // the stream reaches this step (the step before done) to the last of its work: the step's time on
+    // the device, which trace_summary.py divides.
+    const Phase phase(*this, "step", stream_);
     const auto& slot = staging_->slot(step_);
     draw_batch();
     if (batch_hook_) batch_hook_(host_inputs_, host_targets_);

@@ -411,6 +411,7 @@ TEST_CASE("engine --trace: the first N steps as a Chrome trace (a range per step
   REQUIRE(fs::exists(json));
   CHECK(count_in(json, "\"traceEvents\"") == 1);
   CHECK(count_in(json, "{\"name\": \"step\", \"cat\": \"range\", \"ph\": \"X\"") == 3);
+  CHECK(count_in(json, "{\"name\": \"step\", \"cat\": \"stream\", \"ph\": \"X\"") == 3);  // the step's device time
   CHECK(count_in(json, "{\"name\": \"adamw\", \"cat\": \"stream\", \"ph\": \"X\"") == 3);
   CHECK(count_in(json, "{\"name\": \"layer 3\", \"cat\": \"stream\"") == 3);
   CHECK(count_in(json, "{\"name\": \"layer 0 backward\", \"cat\": \"stream\"") == 3);
@@ -433,6 +434,7 @@ TEST_CASE("engine --trace: the first N steps as a Chrome trace (a range per step
   g.trace_steps = 3;
   REQUIRE(run(g) == 0);
   CHECK(count_in(graphed / "trace.json", "{\"name\": \"graph replay\", \"cat\": \"stream\"") == 3);
+  CHECK(count_in(graphed / "trace.json", "{\"name\": \"step\", \"cat\": \"stream\"") == 3);  // around the capture too
   CHECK(count_in(graphed / "trace.json", "{\"name\": \"layer 0\", \"cat\": \"stream\"") == 0);
   for (const auto& d : {plain, traced, graphed}) fs::remove_all(d);
 }
