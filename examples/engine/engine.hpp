@@ -2,8 +2,9 @@
 //
 // One stream carries all the work: the nn_ops kernels and the engine's attention (through
 // b.launch_kernel), the matrix products (accel::blas), fused AdamW and the L2 norm (the typed ops of
-// b.get_op_builder), random dropout masks (b.fill_bits, keyed by sequence: dropout_masks.hpp). The host only draws batches, copies them in,
-// and reads the losses back once per step (with --run-ahead, after it has enqueued the next step).
+// b.get_op_builder), random dropout masks (b.fill_bits, keyed by sequence: dropout_masks.hpp). The host
+// only draws batches, copies them in, and reads the losses back once per step (with --run-ahead, after
+// it has enqueued the next step).
 // With --graph the forward, backward, norm and clipping of a step are captured once and replayed
 // (CUDA graphs; the CPU backend's recorded tasks); the optimizer launches follow each replay eagerly,
 // because the learning rate changes every step and the fused Adam op takes it as a launch argument.
@@ -802,13 +803,13 @@ class Trainer {
     nn_.dropout(cs(), out, in, mask, n, static_cast<float>(cfg_.dropout));
   }
 
-  /// y = attention(qkv) of a layer: the fused kernel (one launch), or four permutes, a softmax and two
-  /// strided-batched GEMMs over the B x NH heads (the GEMM path).
   /// The current lane's masks of micro-batch micro_ at `site` (its lane_batch_ sequences, in training).
   void draw_mask(int site, std::uint32_t* mask) {
     masks_->draw(b_, typename B::StreamRef(cs()), cur_->slot, micro_, site, mask, lane_batch_);
   }
 
+  /// y = attention(qkv) of a layer: the fused kernel (one launch), or four permutes, a softmax and two
+  /// strided-batched GEMMs over the B x NH heads (the GEMM path).
   void attention_forward(const ActLayout::Layer& L, bool drop, std::int64_t Bn, std::int64_t Tn) {
     const Phase op(*this, "attention", cs());
     const std::int64_t C = cfg_.shape.width, NH = cfg_.shape.heads, hs = C / NH, heads = Bn * NH;
@@ -931,7 +932,9 @@ class Trainer {
   void forward(int m, bool train, std::int64_t Bn, std::int64_t Tn, bool loss = true) {
     const std::int64_t C = cfg_.shape.width, N = Bn * Tn, Vp = plan_.vocab_padded;
     const bool drop = train && cfg_.dropout > 0;
-    if (drop && (Bn != lane_batch_ || Tn != cfg_.shape.block)) throw std::logic_error("forward: dropout outside a training micro-batch");
+    if (drop && (Bn != lane_batch_ || Tn != cfg_.shape.block)) {
+      throw std::logic_error("forward: dropout outside a training micro-batch");  // masks are per training sequence
+    }
     micro_ = m;
     const std::int32_t* in = cur_->inputs.data() + static_cast<std::int64_t>(m) * N;
     const std::int32_t* tg = cur_->targets.data() + static_cast<std::int64_t>(m) * N;
