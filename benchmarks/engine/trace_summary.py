@@ -62,6 +62,9 @@ def main():
         count[name] += 1
     after = f" after the first {skip}" if skip else ""
     print(f"{len(steps)} steps traced{after}, {step_us / 1e3:.2f} ms per step ({clock})")
+    streams = {e.get("tid") for e in events if e.get("cat") == "stream"}
+    if len(streams) > 1:
+        print(f"{len(streams)} streams side by side: their shares add up to about {len(streams)} steps")
     print(f"{'span':24s} {'per step':>9s} {'ms/step':>9s} {'share':>7s}")
     for name, us in total.most_common():
         print(f"{name:24s} {count[name] / len(steps):9.1f} {us / len(steps) / 1e3:9.3f} {100 * us / len(steps) / step_us:6.1f}%")
