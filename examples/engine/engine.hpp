@@ -253,11 +253,8 @@ class Trainer {
     }
     // Dropout masks keyed by sequence (dropout_masks.hpp): a slot per lane, lanes_ then chain_.
     int slot = 0;
-    for (auto& lane : lanes_) {
-      lane.row0 = static_cast<std::int64_t>(slot) * lane_batch_;
-      lane.slot = slot++;
-    }
-    for (auto& lane : chain_) lane.slot = slot++;  // whole micro-batches: row0 0
+    for (auto& lane : lanes_) lane.slot = slot++;
+    for (auto& lane : chain_) lane.slot = slot++;
     if (cfg.dropout > 0) {
       const std::int64_t Tk = cfg.shape.block, C = cfg.shape.width;
       std::vector<std::int64_t> words{Tk * C};  // the embedding's; then each layer's attention, its
@@ -1304,14 +1301,14 @@ class Trainer {
   /// The index in the step's global batch of the first sequence of slot's micro-batch m (dropout
   /// masks are keyed by it): this rank's share as draw_batch takes it, lanes' rows in order.
   std::int64_t first_sequence(int slot, int m) const {
-    const Lane& lane = slot < static_cast<int>(lanes_.size()) ? lanes_[static_cast<std::size_t>(slot)]
-                                                              : chain_[static_cast<std::size_t>(slot) - lanes_.size()];
+    // lanes_[l] holds rows l x lane_batch_ of each micro-batch (copy_in); chain_'s lanes whole ones
+    const std::int64_t row0 = slot < static_cast<int>(lanes_.size()) ? std::int64_t{slot} * lane_batch_ : 0;
     const std::int64_t batch = cfg_.batch, R = dp_.size(), rank = dp_.rank();
     if (stage2_ && cfg_.deterministic) {  // micro-batch m: run m / odd x ranks + rank, as draw_batch
       const std::int64_t run = m / det_odd_ * R + rank;
-      return (run * det_odd_ + m % det_odd_) * batch + lane.row0;
+      return (run * det_odd_ + m % det_odd_) * batch + row0;
     }
-    return rank * batch * cfg_.accum + m * batch + lane.row0;
+    return rank * batch * cfg_.accum + m * batch + row0;
   }
 
   /// The current lane's forward and backward of micro-batch m, accumulating into its gradients
@@ -1655,7 +1652,6 @@ class Trainer {
     int layer_bucket = 0;  // the layer bucket buffer backward writes now
     Lane* buckets_of = nullptr;  // --deterministic stage 2's runs: the lane whose buckets it adds to
     int slot = 0;                // its DropoutMasks slot: lanes_ 0 .., then chain_
-    std::int64_t row0 = 0;       // its first sequence in each micro-batch
   };
   std::deque<Lane> lanes_;  // a deque: a Lane's address (and its stream's) never moves
   std::deque<Lane> chain_;  // --deterministic stage 2: a run's micro-batches 1 .. odd - 1 (lane 0: its first)
