@@ -6,7 +6,8 @@
 //   10 tasks     enqueue 10 no-ops, synchronize
 //   gap 20 us    enqueue a no-op, synchronize, then 20 us of the caller's own work
 //   fill 256     fill_uniform of 256 floats, synchronize (bench_graph's eager fill)
-//   gap 200 us   as gap 20 us, with 200 us: longer than the budget, so the poll is pure cost
+//   gap 200 us   as gap 20 us, with 200 us: longer than the budget, so a poll is pure cost — the
+//                worker's poll adapts (cpu/detail/adaptive_spin.hpp) and stops after a few such gaps
 // Wall time per unit (what the caller waits) and, in a second set of rounds, the process's CPU time
 // per unit (what polling costs the machine: the worker's and the caller's polls count).
 //   build/default/benchmarks/cpu/bench_stream_wait --rounds=9 --json=benchmarks/results/stream_wait.json

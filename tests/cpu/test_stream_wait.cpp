@@ -1,10 +1,12 @@
 // CPU streams: how their waiting threads wait — a worker whose queue ran dry and a host thread in
 // synchronize() poll for up to ACCEL_CPU_SPIN_US (cpu/detail/stream_state.hpp: spin_budget_ns) before
-// they sleep on a condition variable.
+// they sleep on a condition variable; each side's poll shrinks to none after waits longer than the
+// budget and comes back after a short one (cpu/detail/adaptive_spin.hpp).
 #include <accel/cpu/backend.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <thread>
 
 using accel::cpu::Stream;
+using accel::cpu::detail::AdaptiveSpin;
 using accel::cpu::detail::StreamInternals;
 
 namespace {
@@ -113,4 +116,87 @@ TEST_CASE("a host synchronize that polls sees work finished by a task that takes
   s.synchronize();
   CHECK(value.load() == 7);
   CHECK(s.query());
+}
+
+TEST_CASE("AdaptiveSpin: halves after each long wait down to none, back to the full budget after one short") {
+  constexpr std::int64_t full = 50'000;
+  AdaptiveSpin spin;
+  CHECK(spin.budget_ns(full) == full);
+  spin.slept(10'000, full);  // slept, but within the full budget: a poll would have saved the wake-up
+  CHECK(spin.budget_ns(full) == full);
+  const std::int64_t expected[] = {25'000, 12'500, 6'250, 3'125, 1'562, 0, 0, 0};
+  for (const std::int64_t e : expected) {
+    spin.slept(full + 1, full);  // longer than the whole budget: the poll was wasted
+    CHECK(spin.budget_ns(full) == e);
+  }
+  CHECK(spin.halvings() == AdaptiveSpin::none);
+  CHECK(spin.budget_ns(full) == 0);
+  spin.slept(full, full);  // exactly the budget still counts as short
+  CHECK(spin.halvings() == 0);
+  CHECK(spin.budget_ns(full) == full);
+  // The process's budget scales what is left: half of 0 is 0, and a setting changed later applies at once.
+  spin.slept(full + 1, full);
+  CHECK(spin.budget_ns(8'000) == 4'000);
+  CHECK(spin.budget_ns(0) == 0);
+}
+
+TEST_CASE("a host thread's poll stops after synchronizes longer than the budget and returns after a short one") {
+  const SpinBudgetForTest budget(10'000'000);  // 10 ms: far above a short wait even on a loaded machine
+  Stream s;
+  const AdaptiveSpin& spin = StreamInternals::of(s).wait_spin();
+  CHECK(spin.halvings() == 0);
+  // Each 25 ms wait polls (10 ms, then less), sleeps, and measures longer than 10 ms: one halving each.
+  // (A thread descheduled for 15 ms could measure one shorter: so count the rounds up to a bound.)
+  int rounds = 0;
+  for (int last = 0; spin.halvings() < AdaptiveSpin::none && rounds < 40; ++rounds) {
+    s.enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(25)); });
+    s.synchronize();
+    CHECK((spin.halvings() == last + 1 || spin.halvings() == 0));
+    last = spin.halvings();
+  }
+  CHECK(spin.halvings() == AdaptiveSpin::none);
+  CHECK(rounds <= AdaptiveSpin::none + 3);
+  CHECK(spin.budget_ns(accel::cpu::detail::spin_budget_ns()) == 0);
+  // Now a wait of 300 us sleeps at once (no poll) and, being shorter than the budget, restores it.
+  s.enqueue([] { busy_for_microseconds(300); });
+  s.synchronize();
+  CHECK(spin.halvings() == 0);
+  // An event's synchronize waits the same way (the same stream's poll).
+  accel::cpu::Event e;
+  s.enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(25)); });
+  e.record(s);
+  e.synchronize();
+  CHECK(spin.halvings() == 1);
+}
+
+TEST_CASE("a worker idle longer than the budget stops polling, and polls again after one short idle time") {
+  const SpinBudgetForTest budget(2'000'000);  // 2 ms
+  Stream s;
+  const AdaptiveSpin& spin = StreamInternals::of(s).idle_spin();
+  std::atomic<int> ran{0};
+  s.enqueue([&] { ran.fetch_add(1); });
+  s.synchronize();
+  // Each 8 ms idle time: the worker polls 2 ms (then less), sleeps, and measures 8 ms when the next task
+  // wakes it — before it runs that task, so the synchronize sees the halving. (A worker descheduled
+  // past the whole gap never slept and measured nothing: count the rounds up to a bound.)
+  int rounds = 0;
+  for (int last = 0; spin.halvings() < AdaptiveSpin::none && rounds < 40; ++rounds) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(8));
+    s.enqueue([&] { ran.fetch_add(1); });
+    s.synchronize();
+    CHECK((spin.halvings() == last + 1 || spin.halvings() == last));
+    last = spin.halvings();
+  }
+  CHECK(spin.halvings() == AdaptiveSpin::none);
+  CHECK(rounds <= AdaptiveSpin::none + 3);
+  // No poll now: a task 200 us after the last finds the worker asleep (only a sleep measures an idle
+  // time), and that short idle time restores the budget.
+  busy_for_microseconds(200);
+  s.enqueue([&] { ran.fetch_add(1); });
+  s.synchronize();
+  CHECK(spin.halvings() == 0);
+  // Polling again for 2 ms: tasks 200 us apart find it awake (sleeping at once, it slept at each one;
+  // a loaded machine may make a gap outlast 2 ms once or twice).
+  CHECK(sleeps_over_spaced_tasks(s, 20, ran) <= 2);
+  CHECK(ran.load() == rounds + 2 + 20);
 }

@@ -18,7 +18,10 @@
 // before it sleeps on a condition variable. An enqueue + synchronize through two sleeping threads costs
 // 6-45 us on an idle 2-vCPU VM (their vCPUs halted; benchmarks/RESULTS.md, "The CPU stream's wait"),
 // polled 0.3 us; a producer that finds the worker polling does not notify. The poll yields the core
-// between checks, so that a machine with more busy threads than cores loses little to it.
+// between checks, so that a machine with more busy threads than cores loses little to it. Each side's
+// poll adapts (cpu/detail/adaptive_spin.hpp): waits longer than the budget — a synchronize on a whole
+// training step, a worker idle between steps — shrink it to none, and the first short wait that slept
+// restores it; so long waits cost no CPU time polling and short ones keep their 0.3 us.
 //
 // Inline runs (run_inline_if_idle): a caller may run one piece of work itself, in stream order, when
 // the stream is idle, saving the hand-off to the worker.
@@ -58,6 +61,7 @@
 #include <accel/cpu/detail/stream_queue.hpp>
 #include <accel/cpu/detail/stream_task.hpp>
 #include <accel/detail/describe_exception.hpp>
+#include <accel/cpu/detail/adaptive_spin.hpp>
 #include <accel/cpu/device.hpp>
 
 #include <atomic>
@@ -142,6 +146,27 @@ template <class Ready>
   }
 }
 
+/// spin_until for a wait that may sleep afterwards: `started_ns` is set to the clock when the first 32
+/// pauses did not suffice (0 when they did), the start of the poll and of the wait's measured length.
+template <class Ready>
+[[nodiscard]] inline bool spin_until(Ready&& ready, std::int64_t budget_ns, std::int64_t& started_ns) noexcept {
+  started_ns = 0;
+  for (int i = 0; i < 32; ++i) {
+    if (ready()) return true;
+    cpu_pause();
+  }
+  started_ns = steady_now_ns();
+  if (budget_ns <= 0) return ready();
+  const std::int64_t deadline = started_ns + budget_ns;
+  for (;;) {
+    for (int i = 0; i < 8; ++i) {
+      if (ready()) return true;
+      std::this_thread::yield();
+    }
+    if (steady_now_ns() >= deadline) return ready();
+  }
+}
+
 class StreamState;
 class StreamPoint;
 
@@ -214,6 +239,7 @@ class StreamState {
       if (idle_) {  // one wakeup per sleep
         idle_ = false;
         wake = true;
+        work_arrived_ns_ = steady_now_ns();  // the end of the worker's idle time (AdaptiveSpin)
         retain();  // once the lock is released, the task may destroy the stream: keep it until notified
       }
     }
@@ -253,6 +279,7 @@ class StreamState {
     if (done >= wake_at_.load(std::memory_order_seq_cst)) wake_waiters();
     if (idle_ && !queue_.empty()) {
       idle_ = false;
+      work_arrived_ns_ = steady_now_ns();
       work_cv_.notify_one();
     }
   }
@@ -269,6 +296,11 @@ class StreamState {
     std::lock_guard<std::mutex> lock(mutex_);
     return sleeps_;
   }
+
+  /// The polls of this stream's waiting host threads and of its worker, as they have adapted.
+  /// Diagnostics and tests.
+  [[nodiscard]] const AdaptiveSpin& wait_spin() const noexcept { return wait_spin_; }
+  [[nodiscard]] const AdaptiveSpin& idle_spin() const noexcept { return idle_spin_; }
 
   /// Tasks enqueued so far (the ticket of the latest one).
   [[nodiscard]] std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
@@ -288,7 +320,7 @@ class StreamState {
     return done_now;
   }
 
-  /// Blocks until the first `target` tasks have run (polling for up to spin_budget_ns(), then a
+  /// Blocks until the first `target` tasks have run (polling for up to the adapted spin budget, then a
   /// condition variable). InvalidStateError when the calling thread is a stream's worker and the wait
   /// would never return: the stream is its own, or the wait closes a cycle of waits between streams.
   void wait_until(std::uint64_t target) {
@@ -299,16 +331,22 @@ class StreamState {
     if (waiter == this) {
       throw InvalidStateError(name() + ": synchronizing a stream from one of its own tasks would never return");
     }
-    if (spin_until(reached, spin_budget_ns())) return;
+    const std::int64_t full = spin_budget_ns();
+    std::int64_t start = 0;
+    if (spin_until(reached, wait_spin_.budget_ns(full), start)) return;
     const WaitEdge edge(waiter, *this, target);  // nothing for a host thread; throws on a cycle
     std::unique_lock<std::mutex> lock(mutex_);
+    bool slept = false;
     for (;;) {
       // Publish the target before checking the counter (the worker stores the counter before
       // reading wake_at_): one of the two sees the other, so the wakeup cannot be lost.
       if (target < wake_at_.load(std::memory_order_seq_cst)) wake_at_.store(target, std::memory_order_seq_cst);
-      if (reached()) return;
+      if (reached()) break;
       done_cv_.wait(lock);
+      slept = true;
     }
+    // How long the wait lasted, to the wake-up's stamp: the time the work took, not the sleeper's wake-up.
+    if (slept) wait_spin_.slept((woken_ns_ > start ? woken_ns_ : start) - start, full);
   }
 
   // ---- graph capture ---------------------------------------------------------------------------
@@ -507,6 +545,7 @@ class StreamState {
   }
 
   void wake_waiters() noexcept {  // with mutex_ held
+    woken_ns_ = steady_now_ns();  // when the awaited work finished (AdaptiveSpin)
     wake_at_.store(std::numeric_limits<std::uint64_t>::max(), std::memory_order_seq_cst);
     done_cv_.notify_all();
   }
@@ -519,6 +558,7 @@ class StreamState {
 #endif
     std::unique_lock<std::mutex> lock(mutex_);
     bool polled = false;  // the queue ran dry and the worker already polled for more: sleep next
+    std::int64_t dry_ns = 0;  // when the queue ran dry (0: not measured), for idle_spin_
     for (;;) {
       if (queue_.empty() || inline_) {  // nothing to run, or a caller runs the stream's work (end_inline wakes)
         if (stopping_ && queue_.empty()) break;
@@ -533,7 +573,7 @@ class StreamState {
                 return submitted_.load(std::memory_order_acquire) != seen ||
                        stop_requested_.load(std::memory_order_relaxed);
               },
-              spin_budget_ns());
+              idle_spin_.budget_ns(spin_budget_ns()), dry_ns);
           lock.lock();
           polled = true;
           continue;
@@ -543,6 +583,11 @@ class StreamState {
         idle_ = true;
         work_cv_.wait(lock);
         idle_ = false;
+        // Woken by work (not by shutdown, nor spuriously): the idle time, to the producer's stamp.
+        if (dry_ns != 0 && !queue_.empty()) {
+          idle_spin_.slept((work_arrived_ns_ > dry_ns ? work_arrived_ns_ : dry_ns) - dry_ns, spin_budget_ns());
+        }
+        dry_ns = 0;
         continue;
       }
       polled = false;
@@ -593,7 +638,8 @@ class StreamState {
   alignas(line) std::atomic<std::uint32_t> refs_{1};
 
   // producers (under mutex_)
-  alignas(line) mutable std::mutex mutex_;  // guards queue_, idle_, stopping_, inline_, failure_, more_failures_, capture_
+  // mutex_ guards queue_, idle_, stopping_, inline_, failure_, more_failures_, capture_, work_arrived_ns_, woken_ns_
+  alignas(line) mutable std::mutex mutex_;
   StreamQueue queue_;
   std::shared_ptr<GraphRecording> capture_;  // the graph being captured, if any
   std::atomic<bool> capturing_{false};
@@ -603,6 +649,7 @@ class StreamState {
   bool inline_ = false;  // a caller runs work in stream order (try_begin_inline)
   std::atomic<bool> stop_requested_{false};  // stopping_, for the worker's poll outside the lock
   std::uint64_t sleeps_ = 0;                 // times the worker slept for lack of work (sleeps())
+  std::int64_t work_arrived_ns_ = 0;         // when a producer last woke the sleeping worker
   std::condition_variable work_cv_;
 
   // the worker
@@ -610,6 +657,10 @@ class StreamState {
   std::atomic<std::uint64_t> wake_at_{std::numeric_limits<std::uint64_t>::max()};  // least waited-for count
   StreamState* waiting_for_ = nullptr;  // the stream a task of this one is blocked on (wait_graph_mutex)
   std::uint64_t waiting_target_ = 0;     // ... and its ticket (wait_graph_mutex)
+  AdaptiveSpin idle_spin_;               // the worker's poll for work
+  std::int64_t woken_ns_ = 0;            // when waiters were last woken (mutex_)
+
+  alignas(line) AdaptiveSpin wait_spin_;  // the polls of threads that wait for this stream's work
 
   alignas(line) std::condition_variable done_cv_;
   std::exception_ptr failure_;
