@@ -125,36 +125,25 @@ inline void cpu_pause() noexcept {
 }
 [[nodiscard]] inline std::int64_t spin_budget_ns() { return spin_budget_setting().load(std::memory_order_relaxed); }
 
-/// Polls `ready` until it holds (true) or `budget_ns` passed (false, unless it holds by then): 32 pauses
-/// first (about 0.1 to 1.5 us depending on the CPU), then a yield of the core between checks, so that a
-/// thread the core is wanted for runs first (the poll costs a machine with more busy threads than cores
-/// little), with the clock read every 8 yields.
+/// Checks `ready` between 32 pauses (about 0.1 to 1.5 us depending on the CPU): true once it holds.
 template <class Ready>
-[[nodiscard]] inline bool spin_until(Ready&& ready, std::int64_t budget_ns) noexcept {
+[[nodiscard]] inline bool pause_until(Ready&& ready) noexcept {
   for (int i = 0; i < 32; ++i) {
     if (ready()) return true;
     cpu_pause();
   }
-  if (budget_ns <= 0) return ready();
-  const std::int64_t deadline = steady_now_ns() + budget_ns;
-  for (;;) {
-    for (int i = 0; i < 8; ++i) {
-      if (ready()) return true;
-      std::this_thread::yield();
-    }
-    if (steady_now_ns() >= deadline) return ready();
-  }
+  return ready();
 }
 
-/// spin_until for a wait that may sleep afterwards: `started_ns` is set to the clock when the first 32
-/// pauses did not suffice (0 when they did), the start of the poll and of the wait's measured length.
+/// Polls `ready` until it holds (true) or `budget_ns` passed (false, unless it holds by then):
+/// pause_until first, then a yield of the core between checks, so that a thread the core is wanted for
+/// runs first (the poll costs a machine with more busy threads than cores little), with the clock read
+/// every 8 yields. `started_ns`: the clock when the pauses did not suffice (0 when they did) — the start
+/// of the poll, and of the wait's length should it sleep next (AdaptiveSpin).
 template <class Ready>
 [[nodiscard]] inline bool spin_until(Ready&& ready, std::int64_t budget_ns, std::int64_t& started_ns) noexcept {
   started_ns = 0;
-  for (int i = 0; i < 32; ++i) {
-    if (ready()) return true;
-    cpu_pause();
-  }
+  if (pause_until(ready)) return true;
   started_ns = steady_now_ns();
   if (budget_ns <= 0) return ready();
   const std::int64_t deadline = started_ns + budget_ns;
@@ -325,7 +314,7 @@ class StreamState {
   /// would never return: the stream is its own, or the wait closes a cycle of waits between streams.
   void wait_until(std::uint64_t target) {
     const auto reached = [&] { return completed_.load(std::memory_order_seq_cst) >= target; };
-    if (spin_until(reached, 0)) return;
+    if (pause_until(reached)) return;
     if (orphaned_) return;  // the rest runs only in the parent: done, for the backend's own waits
     StreamState* const waiter = running_stream();
     if (waiter == this) {
