@@ -56,13 +56,13 @@
 
 #include <accel/core/error.hpp>
 #include <accel/core/source_location.hpp>
+#include <accel/cpu/detail/adaptive_spin.hpp>
 #include <accel/cpu/detail/graph_recording.hpp>
 #include <accel/cpu/detail/steady_now.hpp>
 #include <accel/cpu/detail/stream_queue.hpp>
 #include <accel/cpu/detail/stream_task.hpp>
-#include <accel/detail/describe_exception.hpp>
-#include <accel/cpu/detail/adaptive_spin.hpp>
 #include <accel/cpu/device.hpp>
+#include <accel/detail/describe_exception.hpp>
 
 #include <atomic>
 #include <charconv>
