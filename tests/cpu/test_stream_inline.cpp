@@ -131,6 +131,32 @@ TEST_CASE("work enqueued by another thread during an inline run waits for it; sy
   CHECK(other_ran.load());
 }
 
+TEST_CASE("a thread that synchronizes during an inline run is woken when the run ends, with no other work") {
+  Stream s;
+  s.synchronize();
+  std::atomic<bool> waiting{false};
+  std::atomic<bool> returned{false};
+  std::thread syncer;
+  const bool inline_run = s.run_or_enqueue([&] {
+    syncer = std::thread([&] {
+      waiting = true;
+      s.synchronize();  // waits for the inline run's ticket, and nothing else
+      returned = true;
+    });
+    while (!waiting.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(20ms);  // the syncer is past its poll (50 us at most), asleep on the stream
+    CHECK_FALSE(returned.load());
+  });
+  CHECK(inline_run);
+  // No task follows: only the end of the inline run can wake the syncer.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!returned.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  CHECK(returned.load());
+  if (!returned.load()) s.enqueue([] {});  // a task's completion wakes it: a failure does not hang the suite
+  syncer.join();
+  CHECK(s.query());
+}
+
 TEST_CASE("an exception from an inline run reaches the caller and leaves the stream healthy") {
   Stream s;
   s.synchronize();
