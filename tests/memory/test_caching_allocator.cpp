@@ -399,6 +399,28 @@ TEST_CASE("CachingAllocator: large-pool splits keep only remainders over 1 MiB")
   CHECK(stat(*a, "inactive_split.all.current") == 0);
 }
 
+TEST_CASE("CachingAllocator: small-pool splits keep remainders of 512 B and more") {
+  auto a = make(40 * MiB);
+  void* A = a->allocate(1024, s1);
+  void* B = a->allocate(512, s1);  // keeps A's hole from merging with the segment's tail
+  a->free(A);                      // a free block of exactly 1,024 B
+  CHECK(stat(*a, "inactive_split.small_pool.current") == 2);
+  void* C = a->allocate(512, s1);  // best fit: A's hole, split; the 512 B left is a block (torch: >= kMinBlockSize)
+  CHECK(C == A);
+  CHECK(stat(*a, "allocated_bytes.small_pool.current") == 1024);
+  CHECK(stat(*a, "inactive_split.small_pool.current") == 2);  // the remainder and the tail
+  CHECK(stat(*a, "inactive_split_bytes.small_pool.current") == i64(512 + (2 * MiB - 1536)));
+  void* D = a->allocate(512, s1);  // the 512 B remainder
+  CHECK(D == at(A, 512));
+  CHECK(stat(*a, "inactive_split.small_pool.current") == 1);  // the tail only
+  CHECK(stat(*a, "inactive_split_bytes.small_pool.current") == i64(2 * MiB - 1536));
+  a->free(C);
+  a->free(D);
+  a->free(B);
+  CHECK(stat(*a, "inactive_split.all.current") == 0);
+  CHECK(a->snapshot().at(0).blocks.size() == 1);
+}
+
 TEST_CASE("CachingAllocator: the OOM ladder releases the cache, retries, then throws with the figures") {
   auto a = make(40 * MiB);
   void* A = a->allocate(16 * MiB, s1);
@@ -524,6 +546,13 @@ TEST_CASE("CachingAllocator: a memory fraction caps reserved bytes") {
   void* r = a->allocate(4 * MiB, s1);  // fits in the cached 16 MiB segment
   CHECK(r == q);
   a->free(r);
+  a->empty_cache();  // the 16 MiB segment goes; the 2 MiB one holds p
+  // A segment that fills the cap exactly is allowed (torch refuses only reserved + size > the limit).
+  void* exact = a->allocate(18 * MiB, s1);
+  CHECK(stat(*a, "reserved_bytes.all.current") == i64(20 * MiB));
+  CHECK(stat(*a, "num_ooms") == 1);
+  CHECK_THROWS_AS((void)a->allocate(2 * MiB, s1), accel::OutOfMemoryError);  // and one byte more is not
+  a->free(exact);
   a->free(p);
   for (const auto& value_and_text : {std::pair{0.0, "(0)"}, std::pair{-0.5, "(-0.5)"}, std::pair{1.5, "(1.5)"},
                                      std::pair{std::numeric_limits<double>::quiet_NaN(), "(nan)"},
