@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct Device {
   int failed_allocs = 0;
   int bad_deallocs = 0;  // deallocate of an unknown pointer or with a wrong size
   int syncs = 0;
+  bool fail_syncs = false;      // event_synchronize throws (a device error while waiting)
   std::vector<Event> recorded;  // every event, in record order
 
   void reset(std::size_t cap = std::size_t{40} << 20) {
@@ -44,6 +46,7 @@ struct Device {
     used = 0;
     live.clear();
     allocs = frees = failed_allocs = bad_deallocs = syncs = 0;
+    fail_syncs = false;
     recorded.clear();
   }
   /// Completes every event recorded so far on `stream` (all streams when 0).
@@ -108,6 +111,7 @@ struct Memory {
   static void event_synchronize(const Event& e) {
     Device& d = device();
     std::lock_guard lock(d.mutex);
+    if (d.fail_syncs) throw std::runtime_error("fake: event synchronize failed");
     ++d.syncs;
     *e.done = true;
   }

@@ -174,6 +174,68 @@ TEST_CASE("CachingAllocator: record_stream holds a block until the other stream'
   CHECK(fake::device().live_bytes() == 0);
 }
 
+TEST_CASE("CachingAllocator: a block used on two streams waits for both; each stream's events are polled") {
+  auto a = make();
+  constexpr fake::Stream s3{3};
+  void* p = a->allocate(4096, s1);
+  void* x = a->allocate(8192, s1);
+  CHECK(x == at(p, 4096));
+  a->record_stream(p, s2);
+  a->record_stream(p, s3);
+  a->record_stream(x, s3);
+  a->free(p);
+  a->free(x);
+  CHECK(fake::device().recorded.size() == 3);
+  CHECK(stat(*a, "active.all.current") == 2);
+  // s3's events complete, s2's does not. The poll at the next allocation frees x — s3's queue is
+  // polled although s2's, before it, is blocked — but not p, which still waits for s2.
+  fake::device().complete(3);
+  void* y = a->allocate(8192, s1);
+  CHECK(y == x);
+  CHECK(stat(*a, "active.all.current") == 2);  // y, and p pending
+  {
+    const auto segments = a->snapshot();
+    REQUIRE(segments.size() == 1);
+    CHECK(segments[0].blocks.front().state == accel::BlockInfo::State::active_pending_free);
+  }
+  fake::device().complete(2);
+  void* t = a->allocate(4096, s1);
+  CHECK(t == p);
+  // empty_cache() waits for both of a block's events and frees it once.
+  a->record_stream(t, s2);
+  a->record_stream(t, s3);
+  a->free(t);
+  a->free(y);
+  a->empty_cache();
+  CHECK(fake::device().syncs == 2);
+  CHECK(stat(*a, "active.all.current") == 0);
+  CHECK(stat(*a, "inactive_split.all.current") == 0);
+  CHECK(stat(*a, "segment.all.current") == 0);
+  CHECK(fake::device().live_bytes() == 0);
+  CHECK(fake::device().bad_deallocs == 0);
+}
+
+TEST_CASE("CachingAllocator: an event wait that fails in empty_cache loses no pending block") {
+  auto a = make();
+  void* p = a->allocate(4096, s1);
+  void* keep = a->allocate(4096, s1);
+  a->record_stream(p, s2);
+  a->free(p);
+  fake::device().fail_syncs = true;
+  CHECK_THROWS_WITH_AS(a->empty_cache(), "fake: event synchronize failed", std::runtime_error);
+  fake::device().fail_syncs = false;
+  CHECK(stat(*a, "active.all.current") == 2);  // p still waits for its event, and is tracked
+  CHECK(a->snapshot().at(0).blocks.front().state == accel::BlockInfo::State::active_pending_free);
+  fake::device().complete(2);
+  void* q = a->allocate(4096, s1);  // polled: p is free again
+  CHECK(q == p);
+  a->free(q);
+  a->free(keep);
+  a->empty_cache();
+  CHECK(stat(*a, "segment.all.current") == 0);
+  CHECK(fake::device().live_bytes() == 0);
+}
+
 TEST_CASE("CachingAllocator: blocks split and merge; empty_cache releases only whole segments") {
   auto a = make();
   const std::size_t n = 256 * KiB;
