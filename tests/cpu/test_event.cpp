@@ -169,6 +169,26 @@ TEST_CASE("a timed event's timestamp is taken when the stream reaches it, not at
   CHECK(ms <= 300.0f);
 }
 
+TEST_CASE("a timed event re-recorded before its last marker ran keeps the newer record's time") {
+  Stream blocked;
+  Stream idle;
+  std::latch release(1);
+  blocked.enqueue([&] { release.wait(); });
+  Event start(true);
+  Event e(true);
+  start.record(idle);
+  e.record(blocked);  // its marker waits behind the blocked task
+  e.record(idle);     // the record that counts: reached at once
+  e.synchronize();
+  const float before = start.elapsed_time(e);
+  CHECK(before >= 0.0f);
+  CHECK(before < 20.0f);
+  std::this_thread::sleep_for(30ms);
+  release.count_down();
+  blocked.synchronize();  // the first record's marker runs now: it must not stamp the newer record
+  CHECK(start.elapsed_time(e) == before);
+}
+
 TEST_CASE("elapsed_time errors are InvalidStateError naming the problem") {
   Stream s;
   Event untimed;
