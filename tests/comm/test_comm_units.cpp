@@ -410,6 +410,41 @@ TEST_CASE("the raw forms' checks: in-place positions NCCL defines are accepted, 
   CHECK_NOTHROW(d::check_op(call, op(K::all_reduce, nullptr, nullptr, 0), 1, 4));  // nothing to move
 }
 
+TEST_CASE("the raw forms' checks at their bounds: the last rank is a root or peer, the size is not") {
+  const d::CallSite call{"test"};
+  std::vector<float> buf(64);
+  float* p = buf.data();
+  using K = d::OpKind;
+  const auto op = [&](K k, const void* in, void* out, std::size_t count, int root = -1) {
+    return d::Op{k, accel::Dtype::float32, accel::ReduceOp::sum, root, in, out, count};
+  };
+  // rank 1 of 4: roots and peers 0 to 3
+  CHECK_NOTHROW(d::check_op(call, op(K::broadcast, p, p, 4, 3), 1, 4));
+  CHECK_THROWS_WITH_AS(d::check_op(call, op(K::broadcast, p, p, 4, 4), 1, 4),
+                       doctest::Contains("root 4 is out of range: the communicator has 4 rank(s), 0 to 3"),
+                       accel::InvalidArgumentError);
+  CHECK_NOTHROW(d::check_op(call, op(K::send, p, nullptr, 4, 3), 1, 4));
+  CHECK_THROWS_WITH_AS(d::check_op(call, op(K::send, p, nullptr, 4, 4), 1, 4),
+                       doctest::Contains("peer 4 is out of range: the communicator has 4 rank(s), 0 to 3"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(d::check_op(call, op(K::recv, nullptr, p, 4, -1), 1, 4), doctest::Contains("peer -1 is out of range"),
+                       accel::InvalidArgumentError);
+  // reduce_scatter reads count × size elements: an output inside the input, but not at this rank's
+  // block, overlaps it (here block 2 of 4: elements 8 to 11 of the 16 read).
+  CHECK_THROWS_WITH_AS(d::check_op(call, op(K::reduce_scatter, p, p + 8, 4), 1, 4),
+                       doctest::Contains("the output at this rank's block of the input"), accel::InvalidArgumentError);
+  CHECK_NOTHROW(d::check_op(call, op(K::reduce_scatter, p, p + 16, 4), 1, 4));  // just past the input
+  // A count whose bytes on every rank would not fit in 62 bits is refused before any pointer is used.
+  const std::size_t huge = (std::size_t{1} << 62) / (sizeof(float) * 4) + 1;
+  const auto* far_in = reinterpret_cast<const void*>(std::uintptr_t{1} << 12);
+  auto* far_out = reinterpret_cast<void*>(std::uintptr_t{1} << 61);
+  CHECK_THROWS_WITH_AS(d::check_op(call, op(K::all_gather, far_in, far_out, huge), 1, 4),
+                       doctest::Contains((std::to_string(huge) + " elements per rank is too many").c_str()),
+                       accel::InvalidArgumentError);
+  // One fewer is accepted (its extents, 2^60 and 2^62 bytes, are only addresses here: nothing is read).
+  CHECK_NOTHROW(d::check_op(call, op(K::all_gather, far_in, far_out, huge - 1), 1, 4));
+}
+
 #if defined(ACCEL_HAS_MPI)
 namespace {
 // Every 16-bit pattern as `in`, against zeros, the smallest subnormals and normals, ones, the largest
