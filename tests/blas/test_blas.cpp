@@ -174,6 +174,10 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_strided_batched: spaced batches, a shared operan
   Problem side(Trans::no, Trans::yes, 4, 3, 5, 1.0f, 0.5f, 8, 3);  // ldc = 3 + 8 = 11 >= 2 x 3 + 3
   side.stride_c = 3;
   check_bits(run<float>(be, s, side, true), side.expected(), describe(side) + " side by side");
+  // ... and without padding: the last matrix's columns end where the row does (ldc = 3 x 3 = 9).
+  Problem packed(Trans::no, Trans::yes, 4, 3, 5, 1.0f, 0.5f, 6, 3);
+  packed.stride_c = 3;
+  check_bits(run<float>(be, s, packed, true), packed.expected(), describe(packed) + " side by side, packed");
   // batch 1 through the batched call equals gemm; batch 0 changes nothing.
   Problem one(Trans::no, Trans::yes, 5, 7, 3, 1.0f, 1.0f, 1, 1);
   check_bits(run<float>(be, s, one, true), one.expected(), "batch 1");
@@ -343,6 +347,8 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bad arguments are InvalidArgumentErrors naming 
                      "stride_c = 19 makes the batch's C matrices overlap");
   BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 2, 2, 6, 1.0f, pa, 6, 12, pb, 2, 12, 1.0f, pc, 4, 3, 2),
                      "stride_c >= n = 2 and (batch_count - 1) x stride_c + n <= ldc = 4");  // 3 + 2 > 4
+  BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 2, 2, 6, 1.0f, pa, 6, 12, pb, 2, 12, 1.0f, pc, 4, 1, 2),
+                     "stride_c = 1 makes the batch's C matrices overlap");  // 1 + 2 <= 4, but the columns interleave
   // The message names the call and the stream's backend and device.
   try {
     gemm(be, s, N, N, -1, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5);
@@ -433,25 +439,28 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: operands side by side in one buffer run; A and 
   reference_gemm(Trans::no, Trans::yes, 4, 4, 6, 1.0f, a, 6, 0, a, 6, 0, 0.0f, aat, 4, 0, 1);
   const std::vector<float> got = download(be, s, buf);
   check_bits(std::vector<float>(got.begin() + 24, got.begin() + 40), aat, "A A^T");
-  // [x | x W] in one array of rows 10 wide: C (4 x 4, ldc 10) beside A (4 x 6, lda 10) in the same rows.
+  // [x | x W] in one array of rows 10 wide: C (T x 4, ldc 10) beside A (T x 6, lda 10) in the same rows.
   // Their address ranges meet but no element is shared, so it runs (as cuBLAS runs it); B lies after.
-  std::vector<float> rows(40 + 24);
+  // T = 200: the check walks the rows, and a tall layout (the engine's have thousands) is not refused.
+  const i64 T = 200;
+  const std::size_t t_rows = std::size_t(T);
+  std::vector<float> rows(10 * t_rows + 24);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = small_int(i64(i), 5);
-  for (std::size_t r = 0; r < 4; ++r) {
+  for (std::size_t r = 0; r < t_rows; ++r) {
     for (std::size_t j = 6; j < 10; ++j) rows[r * 10 + j] = 99.0f;  // C's place: beta 0 ignores it
   }
   auto wide = upload<float>(be, s, rows, staging);
-  accel::blas::gemm(be, s, Trans::no, Trans::no, 4, 4, 6, 1.0f, wide, 0, 10, wide, 40, 4, 0.0f, wide, 6, 10);
-  std::vector<float> xa(24), w(rows.begin() + 40, rows.end()), xw(16, 0.0f);
-  for (std::size_t r = 0; r < 4; ++r) std::copy_n(rows.begin() + i64(r * 10), 6, xa.begin() + i64(r * 6));
-  reference_gemm(Trans::no, Trans::no, 4, 4, 6, 1.0f, xa, 6, 0, w, 4, 0, 0.0f, xw, 4, 0, 1);
+  accel::blas::gemm(be, s, Trans::no, Trans::no, T, 4, 6, 1.0f, wide, 0, 10, wide, 10 * T, 4, 0.0f, wide, 6, 10);
+  std::vector<float> xa(6 * t_rows), w(rows.begin() + 10 * T, rows.end()), xw(4 * t_rows, 0.0f);
+  for (std::size_t r = 0; r < t_rows; ++r) std::copy_n(rows.begin() + i64(r * 10), 6, xa.begin() + i64(r * 6));
+  reference_gemm(Trans::no, Trans::no, T, 4, 6, 1.0f, xa, 6, 0, w, 4, 0, 0.0f, xw, 4, 0, 1);
   std::vector<float> want_rows = rows;
-  for (std::size_t r = 0; r < 4; ++r) std::copy_n(xw.begin() + i64(r * 4), 4, want_rows.begin() + i64(r * 10 + 6));
+  for (std::size_t r = 0; r < t_rows; ++r) std::copy_n(xw.begin() + i64(r * 4), 4, want_rows.begin() + i64(r * 10 + 6));
   check_bits(download(be, s, wide), want_rows, "[x | x W] in one array");
   // One column further left, C's first column is A's last: refused.
-  BLAS_CHECK_INVALID(accel::blas::gemm(be, s, Trans::no, Trans::no, 4, 4, 6, 1.0f, wide, 0, 10, wide, 40, 4, 0.0f,
+  BLAS_CHECK_INVALID(accel::blas::gemm(be, s, Trans::no, Trans::no, T, 4, 6, 1.0f, wide, 0, 10, wide, 10 * T, 4, 0.0f,
                                        wide, 5, 10),
-                     "c overlaps a: C (34 elements from c) is written while A (36 elements from a) is read");
+                     "c overlaps a: C (1994 elements from c) is written while A (1996 elements from a) is read");
 }
 
 /// 16-bit operands (H: bfloat16 or half) accumulate in float and round once: the same bits as the
