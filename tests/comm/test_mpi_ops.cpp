@@ -241,7 +241,10 @@ TEST_CASE_TEMPLATE("reduce to every root, in place and out of place", T, COMM_TY
       if (c.rank() == root) {
         CHECK(bits(buf) == bits(expected));
         CHECK(bits(out) == bits(expected));
+      } else {  // another rank's buffer is only its input: not written, not even by avg's division
+        CHECK(bits(buf) == bits(contribution<T>(count, c.rank(), op)));
       }
+      CHECK(bits(in) == bits(contribution<T>(count, c.rank(), op)));
     }
   }
 }
