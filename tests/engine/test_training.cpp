@@ -1628,6 +1628,81 @@ TEST_CASE("engine corpus: characters are a UTF-8 text's code points (nanoGPT's s
   fs::remove_all(dir);
 }
 
+TEST_CASE("engine corpus at its bounds: 256 and 65,536 distinct characters, 1 % control bytes, every start drawn") {
+  using Units = engine::Corpus::Units;
+  const fs::path dir = temp_dir("corpus-bounds");
+  const auto load = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return engine::Corpus::load((dir / name).string());
+  };
+  const auto characters = [](char32_t first, std::size_t n) {
+    std::string text;
+    for (char32_t cp = first; n > 0; ++cp) {
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      text += engine::Corpus::encode_utf8(cp);
+      --n;
+    }
+    return text;
+  };
+  // 256 distinct characters still fit a byte a token; 257 take two.
+  const engine::Corpus c256 = load("256.txt", characters(0x4E00, 256));
+  CHECK(c256.units() == Units::utf8);
+  CHECK(c256.vocab_size() == 256);
+  CHECK(c256.token_bytes() == 1);
+  CHECK(c256.val()[c256.val().size() - 1] == 255);
+  const engine::Corpus c257 = load("257.txt", characters(0x4E00, 257));
+  CHECK(c257.token_bytes() == 2);
+  // 65,536 distinct characters are still characters (16 bits a token); one more is byte by byte
+  // (the case above).
+  const engine::Corpus most = load("65536.txt", characters(0x100, engine::Corpus::max_vocabulary));
+  CHECK(most.units() == Units::utf8);
+  CHECK(most.vocab_size() == 65536);
+  CHECK(most.token_bytes() == 2);
+
+  // Control bytes other than tab, newline, CR and FF: up to 1 % is text, more looks binary.
+  std::string one_percent(99, 'a');
+  one_percent += '\x01';
+  CHECK(load("one.txt", one_percent).vocab_size() == 2);
+  std::string more = one_percent;
+  more[0] = '\x02';
+  const std::string more_path = (dir / "more.txt").string();
+  std::ofstream(more_path, std::ios::binary) << more;
+  CHECK_THROWS_WITH_AS(engine::Corpus::load(more_path),
+                       ("the data file " + more_path + " looks binary (2 control bytes): the engine trains on text").c_str(),
+                       engine::UsageError);
+  std::string layout;  // tabs, form feeds and CRLF line ends are text, however many
+  for (int i = 0; i < 50; ++i) layout += "\tcol\f\r\n";
+  CHECK(load("layout.txt", layout).vocab_size() == 7);
+
+  // Batches: a sequence of T tokens starts anywhere from 0 to n - T - 1 (its target ends at the
+  // split's last token), and every such start is drawn. Tokens 0..39 make each start readable.
+  std::vector<std::uint8_t> tokens(41);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint8_t>(i);
+  tokens[40] = 200;  // past the split: never read
+  const engine::TokenSpan split(std::span<const std::uint8_t>(tokens).first(40));
+  const int batch = 64, block = 8;
+  const engine::BatchSampler sampler(split, batch, block);
+  accel::Generator g(1234);
+  std::vector<std::int32_t> inputs(batch * block), targets(batch * block);
+  std::set<int> starts;
+  for (int draw = 0; draw < 30; ++draw) {
+    sampler.next(g, inputs.data(), targets.data());
+    for (int b = 0; b < batch; ++b) {
+      const int start = inputs[static_cast<std::size_t>(b * block)];
+      starts.insert(start);
+      for (int t = 0; t < block; ++t) {
+        const auto at = static_cast<std::size_t>(b * block + t);
+        CHECK(inputs[at] == start + t);
+        CHECK(targets[at] == start + t + 1);
+      }
+    }
+  }
+  CHECK(starts.size() == 32);  // 0 to 40 - 8 - 1
+  CHECK(*starts.begin() == 0);
+  CHECK(*starts.rbegin() == 31);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("engine ranks: the settings compared at start-up; a corpus compared by its text, not its name") {
   const fs::path dir = temp_dir("same-run");
   const auto load = [&](const std::string& name, const std::string& bytes) {
