@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <initializer_list>
 #include <cstdlib>
 #include <thread>
@@ -389,7 +390,7 @@ TEST_CASE("ReduceOp names, and torch's spellings") {
                        accel::InvalidArgumentError);
 }
 
-TEST_CASE("the raw forms' checks: in-place positions NCCL defines are accepted, other overlaps refused") {
+TEST_CASE("the raw forms' checks: in-place positions NCCL defines are accepted, other overlaps refused; the bounds") {
   const d::CallSite call{"test"};
   std::vector<float> buf(64);
   float* p = buf.data();
@@ -408,17 +409,7 @@ TEST_CASE("the raw forms' checks: in-place positions NCCL defines are accepted, 
   CHECK_NOTHROW(d::check_op(call, op(K::reduce, p, nullptr, 4, 0), 1, 4));  // not the root: no output
   CHECK_NOTHROW(d::check_op(call, op(K::broadcast, nullptr, p, 4, 0), 1, 4));
   CHECK_NOTHROW(d::check_op(call, op(K::all_reduce, nullptr, nullptr, 0), 1, 4));  // nothing to move
-}
-
-TEST_CASE("the raw forms' checks at their bounds: the last rank is a root or peer, the size is not") {
-  const d::CallSite call{"test"};
-  std::vector<float> buf(64);
-  float* p = buf.data();
-  using K = d::OpKind;
-  const auto op = [&](K k, const void* in, void* out, std::size_t count, int root = -1) {
-    return d::Op{k, accel::Dtype::float32, accel::ReduceOp::sum, root, in, out, count};
-  };
-  // rank 1 of 4: roots and peers 0 to 3
+  // At the bounds: roots and peers 0 to 3; the size itself is out of range.
   CHECK_NOTHROW(d::check_op(call, op(K::broadcast, p, p, 4, 3), 1, 4));
   CHECK_THROWS_WITH_AS(d::check_op(call, op(K::broadcast, p, p, 4, 4), 1, 4),
                        doctest::Contains("root 4 is out of range: the communicator has 4 rank(s), 0 to 3"),
