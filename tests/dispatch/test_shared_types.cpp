@@ -316,6 +316,23 @@ void exercise(const SharedTypes& any, Expect expect) {
     CHECK(replays == 12);
   }
   CHECK_THROWS_AS(graph.replay(other.create_stream()), accel::InvalidArgumentError);
+  {  // An empty graph follows the stream it is captured on, here the other backend's; a captured one stays.
+    SharedTypes::Graph follows = any.create_graph();
+    const auto elsewhere = other.create_stream();
+    {
+      auto capture = any.capture_to_graph(follows, elsewhere);
+      elsewhere.enqueue([&] { replays += 100; });
+      capture.end();
+    }
+    CHECK(follows.index() == other.index());
+    CHECK(follows.captured());
+    follows.replay(elsewhere);
+    elsewhere.synchronize();
+    CHECK(replays == 112);
+    CHECK_THROWS_WITH_AS(any.capture_to_graph(follows, ref), doctest::Contains("capture_to_graph"),
+                         accel::InvalidArgumentError);
+    CHECK(follows.index() == other.index());  // the refused capture left it as it was
+  }
   graph.reset();
   CHECK_FALSE(graph.captured());
   (void)graph.pool();
