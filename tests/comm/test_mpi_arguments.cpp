@@ -1,6 +1,7 @@
 // accel/comm over MPI: bad arguments are refused at the call (nothing enqueued, the communicator
 // stays usable), and what one rank cannot see — another rank's different count — is a CommError.
 #include "comm_test_support.hpp"
+#include "support/sanitizer_build.hpp"
 
 #include <doctest/doctest.h>
 
@@ -289,15 +290,7 @@ TEST_CASE("send and recv to this rank itself: refused outside a group, exact ins
   CHECK(wrong == 0);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define COMM_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define COMM_TEST_SANITIZED 1
-#endif
-#endif
-
-#ifndef COMM_TEST_SANITIZED
+#ifndef ACCEL_TEST_SANITIZED
 namespace {
 /// This process's address space (VmSize), in bytes; 0 when /proc does not say.
 std::size_t address_space_bytes() {
@@ -317,7 +310,7 @@ std::size_t address_space_bytes() {
 #endif
 
 TEST_CASE("scratch the ring cannot allocate is a CommError naming the bytes; nothing was sent, the buffers are unchanged") {
-#ifdef COMM_TEST_SANITIZED
+#ifdef ACCEL_TEST_SANITIZED
   MESSAGE("skipped: the sanitizers reserve address space of their own (RLIMIT_AS cannot limit it)");
 #else
   // Every rank lowers its address-space limit to just above what it uses, so the in-place

@@ -3,6 +3,7 @@
 // flight recorder and the ACCEL_COMM_LOG table; replayed operations numbered in host order on every
 // rank however the streams' threads reach them (a ring's MPI tags come from the numbers).
 #include "comm_test_support.hpp"
+#include "support/sanitizer_build.hpp"
 
 #include <doctest/doctest.h>
 
@@ -17,15 +18,6 @@
 
 using namespace comm_test;
 using namespace std::chrono_literals;
-
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define COMM_TEST_UNDER_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define COMM_TEST_UNDER_TSAN 1
-#endif
 
 TEST_CASE("stream order: work enqueued before a collective is seen by it, work after sees its result") {
   auto& c = world();
@@ -213,7 +205,7 @@ TEST_CASE("ring operations replayed from a graph, and one launched after the rep
 }
 
 TEST_CASE("ring operations in graphs on two streams, reached in another order on each rank: the replays' host order") {
-#if defined(COMM_TEST_UNDER_TSAN)
+#if defined(ACCEL_TEST_TSAN)
   MESSAGE("skipped under ThreadSanitizer: MPI's cross-thread progress is invisible to it (see below)");
   return;
 #endif
@@ -283,7 +275,7 @@ TEST_CASE("ring operations in graphs on two streams, reached in another order on
 }
 
 TEST_CASE("two streams on two threads, each with its own communicator, at once (MPI_THREAD_MULTIPLE)") {
-#if defined(COMM_TEST_UNDER_TSAN)
+#if defined(ACCEL_TEST_TSAN)
   // Open MPI completes one thread's request inside another thread's MPI_Test (its memcpy into the
   // first thread's buffer), synchronised inside the uninstrumented library: TSan would report a race
   // that MPI's completion rules exclude. Every rank skips it alike (the collectives stay matched).

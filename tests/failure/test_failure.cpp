@@ -8,6 +8,7 @@
 //   a bad ACCEL_CPU_DEVICE_COUNT / ACCEL_CPU_VISIBLE_DEVICES, a bad ACCEL_ALLOC_CONF: these cases are
 //     skipped in a plain run and run by their own ctest entries with the variable set (--no-skip)
 #include "support/scoped_env.hpp"
+#include "support/sanitizer_build.hpp"
 #include "support/sizes.hpp"
 #include "stress/stress_stats.hpp"
 #include "stress/stress_support.hpp"
@@ -41,17 +42,8 @@
 // allocations are not counted; nothing checked here is over-aligned. A sanitizer's runtime defines
 // these operators itself, so there the count is not kept (and the checks using it are skipped). Not
 // inlined: g++ would see free() at a delete-expression and warn of a mismatched deallocation.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define ACCEL_TEST_SANITIZED_NEW 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ACCEL_TEST_SANITIZED_NEW 1
-#endif
-
 namespace {
-#ifdef ACCEL_TEST_SANITIZED_NEW
+#ifdef ACCEL_TEST_SANITIZED
 constexpr bool counts_news = false;
 #else
 constexpr bool counts_news = true;
@@ -59,7 +51,7 @@ constexpr bool counts_news = true;
 std::atomic<long> live_news{0};
 }  // namespace
 
-#ifndef ACCEL_TEST_SANITIZED_NEW
+#ifndef ACCEL_TEST_SANITIZED
 [[gnu::noinline]] void* operator new(std::size_t bytes) {
   if (bytes == 0) bytes = 1;
   for (;;) {
@@ -242,17 +234,8 @@ TEST_CASE("failure: out of memory under a memory fraction frees the cache, retri
 // The address and thread sanitizers reserve terabytes of shadow memory and map more as the program
 // runs, so an address-space limit breaks them rather than the allocator: this case runs in the plain
 // build (scripts/test.sh) and says so under them.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define ACCEL_TEST_NO_ADDRESS_SPACE_LIMIT 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ACCEL_TEST_NO_ADDRESS_SPACE_LIMIT 1
-#endif
-
 TEST_CASE("failure: out of address space for the allocator's bookkeeping (ulimit -v) is an OutOfMemoryError") {
-#if defined(ACCEL_TEST_NO_ADDRESS_SPACE_LIMIT)
+#if defined(ACCEL_TEST_SANITIZED)
   MESSAGE("SKIPPED under a sanitizer: its runtime needs address space that RLIMIT_AS would refuse; the plain build "
           "runs this case");
 #else

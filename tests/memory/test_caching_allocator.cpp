@@ -1,4 +1,5 @@
 // accel::CachingAllocator against a fake device: every rule of torch's algorithm, deterministically.
+#include "support/sanitizer_build.hpp"
 #include "support/sizes.hpp"
 #include "fake_memory.hpp"
 
@@ -861,16 +862,7 @@ std::size_t resident_bytes() {
 
 // Under the address and thread sanitizers, freed heap memory stays resident (quarantine, shadow), so
 // the resident-size checks hold only in plain builds; the allocator's own byte count holds everywhere.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define ACCEL_TEST_RSS_UNRELIABLE 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(ACCEL_TEST_RSS_UNRELIABLE)
-constexpr bool rss_observable = false;
-#else
-constexpr bool rss_observable = true;
-#endif
+constexpr bool rss_observable = !accel_test::sanitized_build;
 
 }  // namespace
 

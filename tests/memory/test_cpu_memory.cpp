@@ -1,5 +1,6 @@
 // The CPU backend's memory: the host policies, cpu::Memory (allocation routing, statistics, totals,
 // pinning, the pinned host cache) and Buffer. Multi-device cases run when ACCEL_CPU_DEVICE_COUNT > 1.
+#include "support/sanitizer_build.hpp"
 #include "support/sizes.hpp"
 
 #include <accel/cpu/device.hpp>
@@ -46,31 +47,12 @@ std::size_t proc_kib(const char* file, const std::string& field) {
   return 0;
 }
 // Page-locked KiB of this process. The address and thread sanitizers turn mlock into a no-op, so
-// under them the checks of VmLck are skipped (g++ says so with __SANITIZE_*__, clang 14 only with
-// __has_feature).
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define ACCEL_TEST_MLOCK_IS_NOOP 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(ACCEL_TEST_MLOCK_IS_NOOP)
-constexpr bool mlock_observable = false;
-#else
-constexpr bool mlock_observable = true;
-#endif
+// under them the checks of VmLck are skipped.
+constexpr bool mlock_observable = !accel_test::sanitized_build;
 std::size_t locked_kib() { return proc_kib("/proc/self/status", "VmLck"); }
 // The thread sanitizer maps and clears its shadow of memory as it is written, so the page faults of a
 // thread are its, not the block's: the no-fault check is skipped under it.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ACCEL_TEST_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(ACCEL_TEST_TSAN)
-constexpr bool page_faults_observable = false;
-#else
-constexpr bool page_faults_observable = true;
-#endif
+constexpr bool page_faults_observable = !accel_test::thread_sanitized_build;
 
 std::int64_t stat(const std::string& key, int dev = 0) { return Memory::memory_stats(dev).flat().at(key); }
 
