@@ -249,6 +249,7 @@ class Graph {
   Graph(Graph&&) = default;
   Graph& operator=(Graph&&) = default;
   bool captured() const { return captured_; }
+  bool capturing() const { return capturing_; }
   accel::GraphPoolId pool() const { return pool_; }
   void reset() {
     tasks_.clear();
@@ -264,11 +265,13 @@ class Graph {
   std::vector<std::function<void()>> tasks_;
   accel::GraphPoolId pool_{};
   bool captured_ = false;
+  bool capturing_ = false;
 };
 class GraphCapture {
  public:
   GraphCapture(Graph& g, accel::GraphPoolId pool) : graph_(&g) {
     g.pool_ = pool ? pool : accel::GraphPoolId::make();
+    g.capturing_ = true;
     capturing_into() = &g.tasks_;
   }
   GraphCapture(GraphCapture&& other) noexcept : graph_(std::exchange(other.graph_, nullptr)) {}
@@ -277,6 +280,7 @@ class GraphCapture {
   void end() {
     if (graph_ == nullptr) return;
     capturing_into() = nullptr;
+    graph_->capturing_ = false;
     std::exchange(graph_, nullptr)->captured_ = true;
   }
 

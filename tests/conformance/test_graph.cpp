@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -249,11 +250,13 @@ TEST_CASE_TEMPLATE_DEFINE("graph: illegal calls during capture name the call and
     } catch (const accel::InvalidStateError& e) {
       CHECK(mentions(e, "synchronize"));
     }
+    CHECK_THROWS_AS((void)s.query(), accel::InvalidStateError);  // a second illegal call: the first is reported
     try {
       capture.end();
       FAIL("end() of an invalidated capture must throw");
     } catch (const accel::InvalidStateError& e) {
       CHECK(mentions(e, "synchronize"));
+      CHECK_FALSE(mentions(e, "query"));
     }
   }
   CHECK_FALSE(s.is_capturing());
@@ -294,6 +297,171 @@ TEST_CASE_TEMPLATE_DEFINE("graph: illegal calls during capture name the call and
   b.replay_graph(g, s);
   s.synchronize();
   CHECK(ran.load() == 1);
+}
+
+// While a capture into a graph is in progress the graph is busy: replaying it, resetting it and capturing
+// into it again (from another stream) are InvalidStateErrors saying so, and the capture goes on unharmed.
+TEST_CASE_TEMPLATE_DEFINE("graph: a graph being captured refuses replay, reset and a second capture; the capture goes on",
+                          B, graph_busy) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  typename B::Stream second_stream;
+  const typename B::StreamRef s = stream;
+  const typename B::StreamRef second = second_stream;
+  auto g = b.create_graph();
+  std::atomic<int> ran{0};
+  CHECK_FALSE(g.capturing());
+  {
+    auto capture = b.capture_to_graph(g, s);
+    CHECK(g.capturing());
+    CHECK_FALSE(g.captured());
+    const accel::GraphPoolId pool = g.pool();
+    CHECK(pool.id != 0);
+    s.enqueue([&ran] { ran.fetch_add(1); });
+    CHECK_THROWS_WITH_AS(b.replay_graph(g, second), doctest::Contains("while a capture into the graph is in progress"),
+                         accel::InvalidStateError);
+    CHECK_THROWS_WITH_AS(g.reset(), doctest::Contains("while a capture into the graph is in progress"),
+                         accel::InvalidStateError);
+    CHECK_THROWS_WITH_AS((void)b.capture_to_graph(g, second),
+                         doctest::Contains("a capture into this graph is already in progress"), accel::InvalidStateError);
+    CHECK_FALSE(second.is_capturing());
+    auto other = b.create_graph();  // and no graph is captured on a stream that is capturing already
+    CHECK_THROWS_WITH_AS((void)b.capture_to_graph(other, s), doctest::Contains("is already capturing a graph"),
+                         accel::InvalidStateError);
+    CHECK_FALSE(other.capturing());
+    CHECK(other.pool().id == 0);
+    CHECK(s.is_capturing());
+    CHECK(g.capturing());
+    CHECK(g.pool().id == pool.id);  // neither the reset nor the second capture touched the pool
+    s.enqueue([&ran] { ran.fetch_add(10); });
+    capture.end();
+    CHECK_FALSE(g.capturing());
+    CHECK(g.pool().id == pool.id);
+  }
+  second.enqueue([&ran] { ran.fetch_add(100); });  // the stream a capture was refused on works as before
+  second.synchronize();
+  CHECK(ran.load() == 100);
+  CHECK(g.captured());
+  b.replay_graph(g, s);
+  s.synchronize();
+  CHECK(ran.load() == 111);
+}
+
+// A graph replays only on streams of the device it was captured on (cudaGraphLaunch of a graph of another
+// device fails too): refused before anything is enqueued, naming both devices.
+TEST_CASE_TEMPLATE_DEFINE("graph: a replay on a stream of another device is refused, naming both devices", B,
+                          graph_other_device) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  if (b.device_count() < 2) {
+    MESSAGE("SKIPPED on " << b.name() << ": one device (test_conformance_4_cpu_devices runs this case)");
+    return;
+  }
+  std::atomic<int> ran{0};
+  auto g = b.create_graph();
+  const typename B::DeviceGuard home(0);
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  REQUIRE(s.device_index() == 0);
+  {
+    auto capture = b.capture_to_graph(g, s);
+    s.enqueue([&ran] { ran.fetch_add(1); });
+  }
+  {
+    const typename B::DeviceGuard away(1);
+    typename B::Stream there_stream;
+    const typename B::StreamRef there = there_stream;
+    REQUIRE(there.device_index() == 1);
+    try {
+      b.replay_graph(g, there);
+      FAIL("a replay on a stream of device 1 must throw");
+    } catch (const accel::InvalidArgumentError& e) {
+      CHECK(mentions(e, "captured on"));
+      CHECK(mentions(e, ":0"));
+      CHECK(mentions(e, "belongs to"));
+      CHECK(mentions(e, ":1"));
+    }
+    there.synchronize();
+  }
+  s.synchronize();
+  CHECK(ran.load() == 0);  // nothing ran
+  b.replay_graph(g, s);
+  s.synchronize();
+  CHECK(ran.load() == 1);
+}
+
+// A graph moved while it is being captured takes the capture along; one destroyed or assigned over
+// abandons it: the stream stops capturing (its work runs again), the graph's pool goes, and the guard has
+// nothing left to end.
+TEST_CASE_TEMPLATE_DEFINE("graph: moved during a capture the graph takes it along; destroyed or assigned over it abandons it",
+                          B, graph_moved_while_capturing) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream stream;
+  const typename B::StreamRef s = stream;
+  std::atomic<int> ran{0};
+  {  // moved: the capture goes on into the new graph
+    auto first = b.create_graph();
+    auto capture = b.capture_to_graph(first, s);
+    s.enqueue([&ran] { ran.fetch_add(1); });
+    auto moved = std::move(first);
+    CHECK(moved.capturing());
+    CHECK_FALSE(first.capturing());  // NOLINT(bugprone-use-after-move): a moved-from graph is empty
+    CHECK(first.pool().id == 0);     // NOLINT(bugprone-use-after-move)
+    CHECK(s.is_capturing());
+    s.enqueue([&ran] { ran.fetch_add(10); });
+    capture.end();
+    CHECK_FALSE(moved.capturing());
+    CHECK(moved.captured());
+    CHECK_FALSE(first.captured());  // NOLINT(bugprone-use-after-move)
+    CHECK(ran.load() == 0);
+    b.replay_graph(moved, s);
+    s.synchronize();
+    CHECK(ran.load() == 11);
+  }
+  ran = 0;
+  {  // destroyed: the capture is abandoned, the stream runs its work again
+    std::optional<decltype(b.create_graph())> doomed(b.create_graph());
+    auto capture = b.capture_to_graph(*doomed, s);
+    s.enqueue([&ran] { ran.fetch_add(1); });
+    doomed.reset();
+    CHECK_FALSE(s.is_capturing());
+    s.enqueue([&ran] { ran.fetch_add(10); });
+    s.synchronize();
+    CHECK(ran.load() == 10);  // the recorded task was dropped, the new one ran
+    capture.end();            // nothing left to end
+    CHECK_FALSE(s.is_capturing());
+  }
+  ran = 0;
+  {  // assigned over: the same, and the graph then holds what was assigned
+    auto target = b.create_graph();
+    auto source = b.create_graph();
+    {
+      auto capture = b.capture_to_graph(source, s);
+      s.enqueue([&ran] { ran.fetch_add(100); });
+    }
+    auto capture = b.capture_to_graph(target, s);
+    s.enqueue([&ran] { ran.fetch_add(1); });
+    target = std::move(source);
+    CHECK_FALSE(s.is_capturing());
+    CHECK_FALSE(target.capturing());
+    CHECK(target.captured());
+    capture.end();
+    b.replay_graph(target, s);
+    s.synchronize();
+    CHECK(ran.load() == 100);
+  }
+  {  // a capture after all that works as ever
+    auto g = b.create_graph();
+    {
+      auto capture = b.capture_to_graph(g, s);
+      s.enqueue([&ran] { ran.fetch_add(1000); });
+    }
+    b.replay_graph(g, s);
+    s.synchronize();
+    CHECK(ran.load() == 1100);
+  }
 }
 
 // cudaEventRecord on a capturing stream is legal: the event becomes a point of the capture (a
@@ -452,6 +620,9 @@ TEST_CASE_TEMPLATE_APPLY(graph_random, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_shared_pool, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_errors, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_busy, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_other_device, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(graph_moved_while_capturing, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(GraphEventRecord, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_external_event, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(graph_current_stream, ConformanceBackends);

@@ -334,6 +334,23 @@ void exercise(const SharedTypes& any, Expect expect) {
                          accel::InvalidArgumentError);
     CHECK(follows.index() == other.index());  // the refused capture left it as it was
   }
+  {  // A graph being captured stays on its backend: a capture on the other backend's stream is refused,
+     // and the capture in progress goes on (replacing the graph would have abandoned it).
+    SharedTypes::Graph busy = any.create_graph();
+    const auto elsewhere = other.create_stream();
+    auto capture = any.capture_to_graph(busy, ref);
+    ref.enqueue([&] { replays += 1000; });
+    CHECK_THROWS_WITH_AS((void)any.capture_to_graph(busy, elsewhere), doctest::Contains("already in progress"),
+                         accel::InvalidStateError);
+    CHECK(busy.index() == expect.index);
+    CHECK(busy.capturing());
+    CHECK(ref.is_capturing());
+    capture.end();
+    CHECK_FALSE(busy.capturing());
+    busy.replay(ref);
+    ref.synchronize();
+    CHECK(replays == 1112);
+  }
   graph.reset();
   CHECK_FALSE(graph.captured());
   (void)graph.pool();

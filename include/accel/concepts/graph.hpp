@@ -14,7 +14,11 @@
 //   b.replay_graph(g, s) on s. Asynchronous; replays of one graph run one after another.
 //   b.graph_pool_handle() -> GraphPoolId       a pool to share between graphs
 //   g.reset()          drops the recorded work (after replays in flight finished) and releases the pool
-//   g.captured() -> bool, g.pool() -> GraphPoolId, s.is_capturing() -> bool
+//   g.captured() -> bool, g.capturing() -> bool (a capture into g is in progress), g.pool() -> GraphPoolId,
+//   s.is_capturing() -> bool
+// A graph moved while a capture into it is in progress takes the capture along (the guard follows it);
+// destroyed or assigned over meanwhile, it abandons the capture: the stream stops capturing, the work
+// recorded so far is dropped, and the guard has nothing left to end.
 //   b.is_current_stream_capturing() -> bool   the calling thread's current stream is capturing
 //                                             (torch.cuda.is_current_stream_capturing)
 // Random numbers drawn inside a graph are fresh on every replay and equal to what the same calls
@@ -47,6 +51,7 @@ concept GraphApi =
       { b.graph_pool_handle() } -> std::same_as<GraphPoolId>;
       g.reset();
       { cg.captured() } -> std::same_as<bool>;
+      { cg.capturing() } -> std::same_as<bool>;
       { cg.pool() } -> std::same_as<GraphPoolId>;
       { s.is_capturing() } -> std::same_as<bool>;
       { b.is_current_stream_capturing() } -> std::same_as<bool>;  // accel::Graphs (backend/graphs.hpp) has it

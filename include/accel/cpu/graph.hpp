@@ -23,6 +23,9 @@
 // point of the capture (only the capturing stream may wait on it), an external one
 // (EventOptions::external) becomes a step that every replay records — the graph shares the event's
 // record state (cpu/detail/graph_replay.hpp), so it may outlive the Event object.
+// The guard and the graph point at each other while the capture lasts: a Graph moved meanwhile takes the
+// capture along, one destroyed or assigned over abandons it (the stream stops capturing, the recorded work
+// is dropped), and a refused capture retains nothing.
 // Limits (CUDA allows them): a replay recorded into another capture may neither draw random numbers
 // nor record events (NotSupportedError), and a wait from another stream on an event recorded during
 // the capture is NotSupportedError (CUDA would capture that stream into the same graph).
@@ -57,30 +60,21 @@ class GraphCapture;
 class Graph {
  public:
   Graph() noexcept = default;
-  Graph(Graph&& other) noexcept
-      : body_(std::move(other.body_)),
-        pool_(std::exchange(other.pool_, {})),
-        device_(std::exchange(other.device_, -1)),
-        last_replay_(std::move(other.last_replay_)),
-        capturing_(std::exchange(other.capturing_, false)) {}
-  Graph& operator=(Graph&& other) noexcept {
-    if (this != &other) {
-      release();
-      body_ = std::move(other.body_);
-      pool_ = std::exchange(other.pool_, {});
-      device_ = std::exchange(other.device_, -1);
-      last_replay_ = std::move(other.last_replay_);
-      capturing_ = std::exchange(other.capturing_, false);
-    }
-    return *this;
-  }
+  /// A capture in progress into `other` goes on into this graph (its guard follows the move).
+  Graph(Graph&& other) noexcept;
+  /// Abandons a capture in progress into this graph (as the destructor does), then takes `other`'s.
+  Graph& operator=(Graph&& other) noexcept;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
-  /// Waits for replays in flight, then releases the pool. Never throws.
-  ~Graph() { release(); }
+  /// Abandons a capture in progress into the graph (the stream stops capturing, the recorded work is
+  /// dropped, the guard has nothing left to end), waits for replays in flight, then releases the pool.
+  /// Never throws.
+  ~Graph();
 
   /// True when a capture ended successfully and the graph can be replayed.
   [[nodiscard]] bool captured() const noexcept { return body_ != nullptr; }
+  /// True while a capture into the graph is in progress (its GraphCapture lives and has not ended).
+  [[nodiscard]] bool capturing() const noexcept { return capture_ != nullptr; }
   /// The memory pool the graph allocates from (its own unless a shared one was given); {} before any
   /// capture.
   [[nodiscard]] GraphPoolId pool() const noexcept { return pool_; }
@@ -157,7 +151,7 @@ class Graph {
   /// Waits for replays in flight, drops the recorded work and releases the memory pool; the graph can
   /// be captured again. InvalidStateError while a capture into it is in progress.
   void reset() {
-    if (capturing_) throw InvalidStateError("cpu Graph::reset while a capture into the graph is in progress");
+    if (capturing()) throw InvalidStateError("cpu Graph::reset while a capture into the graph is in progress");
     last_replay_.wait();
     release();
   }
@@ -166,7 +160,7 @@ class Graph {
   friend class GraphCapture;
 
   void check_replayable(const char* what) const {
-    if (capturing_) {
+    if (capturing()) {
       throw InvalidStateError(std::string("cpu Graph::") + what + " while a capture into the graph is in progress");
     }
     if (!body_) {
@@ -203,11 +197,14 @@ class Graph {
     device_ = -1;
   }
 
+  void take(Graph& other) noexcept;
+  void abandon_capture() noexcept;
+
   std::shared_ptr<detail::GraphBody> body_;
   GraphPoolId pool_{};
   int device_ = -1;
   detail::StreamPoint last_replay_;
-  bool capturing_ = false;
+  GraphCapture* capture_ = nullptr;  // the guard of the capture into this graph in progress
 };
 
 /// While it lives, work enqueued on its stream is recorded into its graph. Move-only.
@@ -221,7 +218,11 @@ class GraphCapture {
                                  " is a default stream, which runs work at once and cannot capture; capture on a "
                                  "created stream (cpu::Stream s; capture_to_graph(g, s))");
     }
-    if (graph.capturing_) throw InvalidStateError("capture_to_graph: a capture into this graph is already in progress");
+    if (graph.capturing()) throw InvalidStateError("capture_to_graph: a capture into this graph is already in progress");
+    if (s.is_capturing()) {
+      throw InvalidStateError("capture_to_graph: " + s.name() +
+                              " is already capturing a graph (one capture per stream at a time; end that one first)");
+    }
     if (graph.captured()) {
       throw InvalidStateError("capture_to_graph: the graph already holds a captured graph; reset() it or create a "
                               "new one");
@@ -239,13 +240,15 @@ class GraphCapture {
     graph.release();  // an empty graph that held a pool from a failed capture lets it go
     graph.pool_ = use;
     graph.device_ = s.device();
-    graph.capturing_ = true;
+    graph.capture_ = this;
     s.retain();
   }
   GraphCapture(GraphCapture&& other) noexcept
       : graph_(std::exchange(other.graph_, nullptr)),
         stream_(std::exchange(other.stream_, nullptr)),
-        exceptions_at_start_(other.exceptions_at_start_) {}
+        exceptions_at_start_(other.exceptions_at_start_) {
+    if (graph_ != nullptr) graph_->capture_ = this;  // the graph's end of the capture follows the guard
+  }
   GraphCapture& operator=(GraphCapture&&) = delete;
   GraphCapture(const GraphCapture&) = delete;
   GraphCapture& operator=(const GraphCapture&) = delete;
@@ -261,22 +264,25 @@ class GraphCapture {
   }
 
   /// Ends the capture. Throws InvalidStateError naming the illegal call when the capture was
-  /// invalidated; the graph then stays empty. Calling it again does nothing.
+  /// invalidated; the graph then stays empty. Calling it again does nothing, as does calling it after
+  /// the graph was destroyed or assigned over (which abandoned the capture).
   void end() { finish(false); }
 
   [[nodiscard]] bool active() const noexcept { return stream_ != nullptr; }
 
  private:
+  friend class Graph;
+
   void finish(bool abandon) {
     if (stream_ == nullptr) return;
     detail::StreamState* s = std::exchange(stream_, nullptr);
     Graph& graph = *std::exchange(graph_, nullptr);
+    graph.capture_ = nullptr;
     const std::shared_ptr<detail::GraphRecording> recording = s->end_capture();
     Memory::allocator(s->device()).end_allocate_to_pool(graph.pool_.id, s->id());
     const int device = s->device();
     const std::string name = s->name();
     s->release();
-    graph.capturing_ = false;
     if (abandon) return;
     const std::string failure = recording ? recording->failure() : std::string("the capture was lost");
     if (!failure.empty()) {
@@ -291,6 +297,42 @@ class GraphCapture {
   detail::StreamState* stream_;
   int exceptions_at_start_ = std::uncaught_exceptions();
 };
+
+inline Graph::Graph(Graph&& other) noexcept { take(other); }
+
+inline Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    abandon_capture();
+    release();
+    take(other);
+  }
+  return *this;
+}
+
+inline Graph::~Graph() {
+  abandon_capture();
+  release();
+}
+
+inline void Graph::take(Graph& other) noexcept {
+  body_ = std::move(other.body_);
+  pool_ = std::exchange(other.pool_, {});
+  device_ = std::exchange(other.device_, -1);
+  last_replay_ = std::move(other.last_replay_);
+  capture_ = std::exchange(other.capture_, nullptr);
+  if (capture_ != nullptr) capture_->graph_ = this;  // the capture goes on into this graph
+}
+
+// Ending an abandoned capture touches only the stream and the allocator, neither of which throws there;
+// the catch keeps the destructor noexcept whatever happens.
+inline void Graph::abandon_capture() noexcept {
+  if (capture_ == nullptr) return;
+  try {
+    capture_->finish(/*abandon=*/true);
+  } catch (...) {
+  }
+  capture_ = nullptr;
+}
 
 /// GraphApi for accel::CpuBackend (backend/graphs.hpp), over the graph types above.
 using Graphs = accel::Graphs<Graph, GraphCapture, Streams>;

@@ -68,9 +68,12 @@ class GraphCapture;
 class Graph {
  public:
   Graph() noexcept = default;
+  /// A capture in progress into `other` goes on into this graph (its guard follows the move).
   Graph(Graph&& other) noexcept { take(other); }
+  /// Abandons a capture in progress into this graph (as the destructor does), then takes `other`'s.
   Graph& operator=(Graph&& other) noexcept {
     if (this != &other) {
+      abandon_capture();
       release();
       take(other);
     }
@@ -78,10 +81,16 @@ class Graph {
   }
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
-  /// Destroys the graph and releases the pool. Never throws.
-  ~Graph() { release(); }
+  /// Abandons a capture in progress into the graph (cudaStreamEndCapture, the captured work destroyed,
+  /// the guard has nothing left to end), destroys the graph and releases the pool. Never throws.
+  ~Graph() {
+    abandon_capture();
+    release();
+  }
 
   [[nodiscard]] bool captured() const noexcept { return exec_ != nullptr; }
+  /// True while a capture into the graph is in progress (its GraphCapture lives and has not ended).
+  [[nodiscard]] bool capturing() const noexcept { return capture_ != nullptr; }
   [[nodiscard]] GraphPoolId pool() const noexcept { return pool_; }
   [[nodiscard]] int device_index() const noexcept { return device_; }
   /// Random fills recorded (each replay reserves their offsets).
@@ -123,7 +132,7 @@ class Graph {
 
   /// Destroys the captured graph and releases the memory pool; the graph can be captured again.
   void reset() {
-    if (capturing_) throw InvalidStateError("cuda Graph::reset while a capture into the graph is in progress");
+    if (capturing()) throw InvalidStateError("cuda Graph::reset while a capture into the graph is in progress");
     release();
   }
 
@@ -131,7 +140,7 @@ class Graph {
   friend class GraphCapture;
 
   void check_replayable() const {
-    if (capturing_) throw InvalidStateError("cuda Graph::replay while a capture into the graph is in progress");
+    if (capturing()) throw InvalidStateError("cuda Graph::replay while a capture into the graph is in progress");
     if (exec_ == nullptr) {
       throw InvalidStateError("cuda Graph::replay: the graph holds no captured work (capture it with capture_to_graph "
                               "first; a failed capture or reset() leaves it empty)");
@@ -156,12 +165,13 @@ class Graph {
     }
   }
 
-  void take(Graph& other) noexcept {
+  void take(Graph& other) noexcept;
+  void abandon_capture() noexcept;
+  void take_state(Graph& other) noexcept {
     graph_ = std::exchange(other.graph_, nullptr);
     exec_ = std::exchange(other.exec_, nullptr);
     pool_ = std::exchange(other.pool_, {});
     device_ = std::exchange(other.device_, -1);
-    capturing_ = std::exchange(other.capturing_, false);
     draws_ = std::move(other.draws_);
     chunks_ = std::move(other.chunks_);
     host_tasks_ = std::move(other.host_tasks_);
@@ -194,7 +204,7 @@ class Graph {
   cudaGraphExec_t exec_ = nullptr;
   GraphPoolId pool_{};
   int device_ = -1;
-  bool capturing_ = false;
+  GraphCapture* capture_ = nullptr;  // the guard of the capture into this graph in progress
   std::vector<GraphDraw> draws_;
   std::vector<std::uint64_t*> chunks_;  // (seed, offset) slots of the draws, in the graph's pool
   std::vector<std::unique_ptr<detail::HostTaskBase>> host_tasks_;  // enqueue()d during the capture
@@ -212,7 +222,11 @@ class GraphCapture {
                                  " is the legacy default stream, which CUDA cannot capture; capture on a created "
                                  "stream (cuda::Stream s; capture_to_graph(g, s))");
     }
-    if (graph.capturing_) throw InvalidStateError("capture_to_graph: a capture into this graph is already in progress");
+    if (graph.capturing()) throw InvalidStateError("capture_to_graph: a capture into this graph is already in progress");
+    if (stream.is_capturing()) {
+      throw InvalidStateError("capture_to_graph: " + stream.name() +
+                              " is already capturing a graph (one capture per stream at a time; end that one first)");
+    }
     if (graph.captured()) {
       throw InvalidStateError("capture_to_graph: the graph already holds a captured graph; reset() it or create a "
                               "new one");
@@ -235,13 +249,15 @@ class GraphCapture {
     graph.release();  // an empty graph that held a pool from a failed capture lets it go
     graph.pool_ = use;
     graph.device_ = device;
-    graph.capturing_ = true;
+    graph.capture_ = this;
   }
   GraphCapture(GraphCapture&& other) noexcept
       : graph_(std::exchange(other.graph_, nullptr)),
         stream_(other.stream_),
         record_(std::move(other.record_)),
-        exceptions_at_start_(other.exceptions_at_start_) {}
+        exceptions_at_start_(other.exceptions_at_start_) {
+    if (graph_ != nullptr) graph_->capture_ = this;  // the graph's end of the capture follows the guard
+  }
   GraphCapture& operator=(GraphCapture&&) = delete;
   GraphCapture(const GraphCapture&) = delete;
   GraphCapture& operator=(const GraphCapture&) = delete;
@@ -258,14 +274,19 @@ class GraphCapture {
 
   /// Ends the capture and instantiates the graph. Throws InvalidStateError naming the illegal call when
   /// the capture was invalidated (the graph then stays empty), CudaError when instantiation fails.
+  /// Calling it again does nothing, as does calling it after the graph was destroyed or assigned over
+  /// (which abandoned the capture).
   void end() { finish(false); }
 
   [[nodiscard]] bool active() const noexcept { return graph_ != nullptr; }
 
  private:
+  friend class Graph;
+
   void finish(bool abandon) {
     if (graph_ == nullptr) return;
     Graph& graph = *std::exchange(graph_, nullptr);
+    graph.capture_ = nullptr;
     const int device = stream_.device_index();
     detail::captures().remove(record_.get());
     const Devices::DeviceGuard guard(device);
@@ -274,7 +295,6 @@ class GraphCapture {
     if (status != cudaSuccess) (void)cudaGetLastError();
     Memory::DeviceAllocator& allocator = Memory::allocator(device);
     allocator.end_allocate_to_pool(graph.pool_.id, stream_.id());
-    graph.capturing_ = false;
     graph.draws_ = record_->take_draws();
     graph.chunks_ = record_->take_chunks();  // freed with the graph, success or not
     graph.host_tasks_ = record_->take_host_tasks();
@@ -312,6 +332,23 @@ class GraphCapture {
   std::shared_ptr<detail::CaptureRecord> record_;
   int exceptions_at_start_ = std::uncaught_exceptions();
 };
+
+inline void Graph::take(Graph& other) noexcept {
+  take_state(other);
+  capture_ = std::exchange(other.capture_, nullptr);
+  if (capture_ != nullptr) capture_->graph_ = this;  // the capture goes on into this graph
+}
+
+// Ending an abandoned capture destroys what CUDA captured; the catch keeps the destructor noexcept
+// whatever the driver says.
+inline void Graph::abandon_capture() noexcept {
+  if (capture_ == nullptr) return;
+  try {
+    capture_->finish(/*abandon=*/true);
+  } catch (...) {
+  }
+  capture_ = nullptr;
+}
 
 /// GraphApi for accel::CudaBackend (backend/graphs.hpp), over the graph types above.
 using Graphs = accel::Graphs<Graph, GraphCapture, Streams>;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <accel/core/capture_mode.hpp>
+#include <accel/core/error.hpp>
 #include <accel/core/graph_pool_id.hpp>
 #include <accel/dispatch/any_stream.hpp>
 #include <accel/dispatch/detail/selection_state.hpp>
@@ -38,6 +39,9 @@ class AnyGraph {
   [[nodiscard]] bool captured() const noexcept {
     return std::visit([](const auto& g) { return g.captured(); }, graph_);
   }
+  [[nodiscard]] bool capturing() const noexcept {
+    return std::visit([](const auto& g) { return g.capturing(); }, graph_);
+  }
   [[nodiscard]] GraphPoolId pool() const noexcept {
     return std::visit([](const auto& g) { return g.pool(); }, graph_);
   }
@@ -63,9 +67,11 @@ class AnyGraph {
   void check_same_backend(std::string_view call, const AnyStreamRef<Bs...>& stream) const {
     if (stream.index() != index()) detail::throw_backend_mismatch(call, stream.backend_name(), backend_name());
   }
-  // Before a capture: an empty graph moves to the stream's backend.
+  // Before a capture: an empty graph moves to the stream's backend. One being captured stays: replacing it
+  // would abandon that capture, so the backend's own refusal is given here instead.
   void follow(const AnyStreamRef<Bs...>& stream) {
     if (stream.index() == index()) return;
+    if (capturing()) throw InvalidStateError("capture_to_graph: a capture into this graph is already in progress");
     if (captured()) detail::throw_backend_mismatch("capture_to_graph", stream.backend_name(), backend_name());
     // Built first, then moved in: if creating the graph throws, the old one stays (never valueless).
     detail::with_index<sizeof...(Bs)>(stream.index(), [&](auto i) { graph_ = variant_type(std::in_place_index<i()>); });
