@@ -106,6 +106,41 @@ TEST_CASE("cpu graph: a graph destroyed by a task of its replay stream, a replay
   CHECK(runs.load() == 12);
 }
 
+TEST_CASE("cpu graph: reset() from a task of its replay stream, a replay queued behind it: refused; the graph and the replay stay") {
+  // reset() waits for the replays in flight; from a task of their stream that wait could never return, so
+  // it is an InvalidStateError saying so, and the graph is left as it was (the destructor, which cannot
+  // refuse, hands the work to a later task instead: the case above).
+  const CpuBackend b;
+  Stream s;
+  std::atomic<int> runs{0};
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    s.enqueue([&runs] { runs.fetch_add(1); });
+  }
+  std::latch go(1);
+  std::string refused;
+  bool still_captured = false;
+  s.enqueue([&] {
+    go.wait();
+    try {
+      g.reset();
+    } catch (const accel::InvalidStateError& e) {
+      refused = e.what();
+    }
+    still_captured = g.captured();
+  });
+  b.replay_graph(g, s);
+  go.count_down();
+  s.synchronize();
+  CHECK(refused.find("would never return") != std::string::npos);
+  CHECK(still_captured);
+  CHECK(runs.load() == 1);  // the queued replay ran
+  CHECK(g.captured());
+  g.reset();  // from the host thread it waits and goes
+  CHECK_FALSE(g.captured());
+}
+
 TEST_CASE("cpu graph: a replay recorded into another graph keeps the inner graph's work after the inner graph is gone") {
   const CpuBackend b;
   Stream s;
@@ -126,7 +161,64 @@ TEST_CASE("cpu graph: a replay recorded into another graph keeps the inner graph
   CHECK(runs.load() == 303);
 }
 
-TEST_CASE("cpu graph: a recorded task that throws fails its replay's stream, the rest of the replay runs") {
+TEST_CASE("cpu graph: a replay recorded into another capture does not order the graph's later replays") {
+  // A replay recorded into a capture runs only when the outer graph is replayed, so the next replay of the
+  // inner graph on another stream must not wait for the work the capturing stream had queued before its
+  // capture began (a CUDA graph launched after being embedded in a capture waits for nothing either).
+  const CpuBackend b;
+  Stream s, other;
+  std::atomic<int> runs{0};
+  auto inner = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(inner, other);
+    other.enqueue([&runs] { runs.fetch_add(1); });
+  }
+  std::latch go(1);
+  s.enqueue([&go] { go.wait(); });  // s is busy until `go`
+  auto outer = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(outer, s);
+    b.replay_graph(inner, s);
+  }
+  b.replay_graph(inner, other);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (runs.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(runs.load() == 1);  // ran while s was still blocked
+  go.count_down();
+  b.replay_graph(outer, s);  // the inner replay recorded in it, now
+  s.synchronize();
+  other.synchronize();
+  CHECK(runs.load() == 2);
+}
+
+TEST_CASE("cpu graph: a capture refused on a stream that is already capturing retains nothing of the shared pool") {
+  // Refused before the pool is retained for the new graph, so the pool's memory goes once the graph that
+  // does hold it is reset.
+  const CpuBackend b;
+  Stream s;
+  b.empty_cache();
+  auto& allocator = b.allocator(s.device_index());
+  const accel::GraphPoolId pool = b.graph_pool_handle();
+  auto first = b.create_graph();
+  auto second = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(first, s, pool);
+    b.raw_delete(b.raw_alloc(3 << 20, s));  // a segment of the pool, free again
+    CHECK_THROWS_WITH_AS((void)b.capture_to_graph(second, s, pool), doctest::Contains("is already capturing a graph"),
+                         accel::InvalidStateError);
+    CHECK_FALSE(second.capturing());
+    CHECK(second.pool().id == 0);
+    CHECK(first.capturing());
+  }
+  CHECK(first.captured());
+  CHECK(allocator.pool_reserved_bytes(pool.id) >= (3u << 20));  // kept for the replays of `first`
+  first.reset();
+  CHECK(allocator.pool_reserved_bytes(pool.id) == 0);
+}
+
+TEST_CASE("cpu graph: a recorded task that throws fails its replay's stream, the rest of the replay runs; the first failure is reported") {
   const CpuBackend b;
   Stream s;
   std::atomic<int> after{0};
@@ -135,6 +227,7 @@ TEST_CASE("cpu graph: a recorded task that throws fails its replay's stream, the
     auto capture = b.capture_to_graph(g, s);
     s.enqueue([] { throw std::runtime_error("boom in graph"); });
     s.enqueue([&after] { after.fetch_add(1); });
+    s.enqueue([] { throw std::runtime_error("second failure"); });  // runs too; the first one is reported
   }
   b.replay_graph(g, s);
   try {
@@ -142,6 +235,7 @@ TEST_CASE("cpu graph: a recorded task that throws fails its replay's stream, the
     FAIL("the failure must surface at synchronize");
   } catch (const accel::TaskError& e) {
     CHECK(mentions(e, "boom in graph"));
+    CHECK_FALSE(mentions(e, "second failure"));
   }
   CHECK(after.load() == 1);
   b.replay_graph(g, s);  // the stream and the graph stay usable
@@ -225,6 +319,25 @@ TEST_CASE("cpu graph: numbered work takes its numbers when the replay is enqueue
   CHECK_THROWS_AS((void)accel::cpu::detail::replay_number(slot), accel::InvalidStateError);
 }
 
+TEST_CASE("cpu graph: numbered work or an event record reaching a capture that has just ended is refused, not recorded") {
+  // The race this guards: another thread ends the capture between a stream's is-capturing check and the
+  // record. The recording refuses once it is marked ended, so nothing joins a graph that is already taken.
+  accel::cpu::detail::GraphRecording recording(0, accel::CaptureMode::global);
+  const auto counter = std::make_shared<std::atomic<std::uint64_t>>(0);
+  CHECK(recording.add_count(counter, 2).offset == 0);
+  CHECK(recording.add_count(counter, 1).offset == 2);
+  recording.mark_ended();
+  CHECK_THROWS_WITH_AS((void)recording.add_count(counter, 1), doctest::Contains("capture ended"),
+                       accel::InvalidStateError);
+  CHECK_THROWS_WITH_AS((void)recording.add_event_record(nullptr), doctest::Contains("capture ended"),
+                       accel::InvalidStateError);
+  const auto body = recording.take_body();
+  REQUIRE(body->counts.size() == 1);
+  CHECK(body->counts[0].count == 3);  // the refused count was not added
+  CHECK(body->event_records.empty());
+  CHECK(counter->load() == 0);  // nothing is taken from the counter until a replay
+}
+
 TEST_CASE("cpu graph: limits — random draws and event records in replays recorded into another capture") {
   const CpuBackend b;
   Stream s, outer_stream;
@@ -273,6 +386,43 @@ TEST_CASE("cpu graph: limits — random draws and event records in replays recor
   b.replay_graph(outer, outer_stream);
   outer_stream.synchronize();
   CHECK(runs == 2);
+}
+
+TEST_CASE("cpu graph: a random fill and an event record after a nested replay use the outer replay's offsets and records") {
+  // While the nested replay runs it publishes its own (empty) draw positions and event records; the outer
+  // replay's must be back for what was recorded after it: the fill then equals the eager draw, and the
+  // external event is recorded by the outer replay.
+  const CpuBackend b;
+  Stream s, outer_stream;
+  int runs = 0;
+  auto plain = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(plain, s);
+    s.enqueue([&runs] { ++runs; });
+  }
+  accel::Buffer<float, CpuBackend> buf(64, outer_stream);
+  accel::cpu::Event done({.external = true});
+  auto outer = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(outer, outer_stream);
+    b.replay_graph(plain, outer_stream);
+    b.fill_uniform(outer_stream, buf.data(), buf.size());
+    done.record(outer_stream);
+  }
+  REQUIRE(outer.random_draws() == 1);
+  CHECK_FALSE(done.recorded());
+  b.manual_seed(1234);
+  b.replay_graph(outer, outer_stream);
+  outer_stream.synchronize();  // a recorded step that found no positions or records would fail here
+  CHECK(done.recorded());
+  CHECK(done.query());
+  const std::vector<float> replayed(buf.data(), buf.data() + buf.size());
+  b.manual_seed(1234);
+  b.fill_uniform(outer_stream, buf.data(), buf.size());
+  outer_stream.synchronize();
+  CHECK(replayed == std::vector<float>(buf.data(), buf.data() + buf.size()));
+  CHECK(runs == 1);
+  b.manual_seed(accel::Generator::default_seed);
 }
 
 TEST_CASE("cpu graph: an external event recorded in a capture is recorded by every replay, after the work before it") {
@@ -547,6 +697,37 @@ TEST_CASE("cpu graph: the pool's memory shows in memory_stats and snapshot, and 
   g.reset();
   CHECK(allocator.pool_reserved_bytes(pool.id) == 0);  // free segments go back at once
   CHECK(allocator.stats().reserved_bytes.all().current == before.reserved_bytes.all().current);
+}
+
+TEST_CASE("cpu graph: the pool of a failed capture goes when the graph is captured again; a captured one when assigned over") {
+  const CpuBackend b;
+  Stream s;
+  b.empty_cache();
+  auto& allocator = b.allocator(s.device_index());
+  auto g = b.create_graph();
+  {
+    auto capture = b.capture_to_graph(g, s);
+    b.raw_delete(b.raw_alloc(3 << 20, s));  // a segment of the graph's pool, free again
+    CHECK_THROWS_AS(s.synchronize(), accel::InvalidStateError);  // invalidates the capture
+    CHECK_THROWS_AS(capture.end(), accel::InvalidStateError);
+  }
+  CHECK_FALSE(g.captured());
+  const accel::GraphPoolId failed_pool = g.pool();
+  REQUIRE(failed_pool.id != 0);
+  CHECK(allocator.pool_reserved_bytes(failed_pool.id) >= (3u << 20));  // the empty graph still holds it
+  {
+    auto capture = b.capture_to_graph(g, s);  // captured again: the failed capture's pool goes
+    CHECK(g.pool().id != failed_pool.id);
+    CHECK(allocator.pool_reserved_bytes(failed_pool.id) == 0);
+    b.raw_delete(b.raw_alloc(2 << 20, s));
+  }
+  REQUIRE(g.captured());
+  const accel::GraphPoolId captured_pool = g.pool();
+  CHECK(allocator.pool_reserved_bytes(captured_pool.id) >= (2u << 20));
+  g = b.create_graph();  // assigned over: the captured work and its pool go
+  CHECK_FALSE(g.captured());
+  CHECK(g.pool().id == 0);
+  CHECK(allocator.pool_reserved_bytes(captured_pool.id) == 0);
 }
 
 TEST_CASE("cpu graph: a block still allocated when the graph goes away is released when freed") {
