@@ -167,16 +167,6 @@ class Graph {
 
   void take(Graph& other) noexcept;
   void abandon_capture() noexcept;
-  void take_state(Graph& other) noexcept {
-    graph_ = std::exchange(other.graph_, nullptr);
-    exec_ = std::exchange(other.exec_, nullptr);
-    pool_ = std::exchange(other.pool_, {});
-    device_ = std::exchange(other.device_, -1);
-    draws_ = std::move(other.draws_);
-    chunks_ = std::move(other.chunks_);
-    host_tasks_ = std::move(other.host_tasks_);
-    last_replay_ = std::move(other.last_replay_);
-  }
 
   void release() noexcept {
     if (last_replay_.get() != nullptr) {  // a replay in flight still calls the host tasks
@@ -334,7 +324,14 @@ class GraphCapture {
 };
 
 inline void Graph::take(Graph& other) noexcept {
-  take_state(other);
+  graph_ = std::exchange(other.graph_, nullptr);
+  exec_ = std::exchange(other.exec_, nullptr);
+  pool_ = std::exchange(other.pool_, {});
+  device_ = std::exchange(other.device_, -1);
+  draws_ = std::move(other.draws_);
+  chunks_ = std::move(other.chunks_);
+  host_tasks_ = std::move(other.host_tasks_);
+  last_replay_ = std::move(other.last_replay_);
   capture_ = std::exchange(other.capture_, nullptr);
   if (capture_ != nullptr) capture_->graph_ = this;  // the capture goes on into this graph
 }
