@@ -16,11 +16,11 @@
 //   g.reset()          drops the recorded work (after replays in flight finished) and releases the pool
 //   g.captured() -> bool, g.capturing() -> bool (a capture into g is in progress), g.pool() -> GraphPoolId,
 //   s.is_capturing() -> bool
+//   b.is_current_stream_capturing() -> bool   the calling thread's current stream is capturing
+//                                             (torch.cuda.is_current_stream_capturing)
 // A graph moved while a capture into it is in progress takes the capture along (the guard follows it);
 // destroyed or assigned over meanwhile, it abandons the capture: the stream stops capturing, the work
 // recorded so far is dropped, and the guard has nothing left to end.
-//   b.is_current_stream_capturing() -> bool   the calling thread's current stream is capturing
-//                                             (torch.cuda.is_current_stream_capturing)
 // Random numbers drawn inside a graph are fresh on every replay and equal to what the same calls
 // would draw eagerly at that point: each replay reserves the generator offsets the recorded fills use.
 // Illegal during capture (an error naming the call, which also invalidates the capture): s.synchronize(),
