@@ -32,11 +32,12 @@
 #               OMP_NUM_THREADS, taskset and a cgroup's CPU quota (engine_threads_*); the cgroup
 #               limits' parsing (test_cpu_cgroup), and the CUDA attention kernels run on the CPU
 #               through an emulation of a block's threads and their PTX, directly and as the engine
-#               launches them (test_flash_host: ~30 s here; a read past a tensor's end in a tile load,
+#               launches them (test_flash_host: ~15 s here; a read past a tensor's end in a tile load,
 #               or a scratch one float short, is an ASan report — what compute-sanitizer's memcheck
 #               sees on a GPU), and accel's CUDA kernels the same way: nn_ops through NnKernels
-#               (test_nn_ops_cuda_host: ~20 s here), fused Adam, the tensor ops and the Philox fills
-#               (test_ops_cuda_host: ~15 s)
+#               (test_nn_ops_cuda_host: ~11 s here), fused Adam, the tensor ops and the Philox fills
+#               (test_ops_cuda_host: ~12 s; the three took 54, 44 and 26 s on the Zen 4 VM before
+#               tests/support/fiber.hpp replaced swapcontext)
 #               -> memory errors and undefined behaviour anywhere the CPU backend and the
 #                  allocator go, including the OOM, throwing-task and fork paths;
 #               header hygiene (accel_header_check, test_odr, test_concepts and the readable-error

@@ -1,5 +1,5 @@
 // cuda_host.hpp — CUDA kernels' own source run on the CPU, for tests on machines without a GPU. A
-// block's threads (up to 1,024, in up to three dimensions) are fibers (ucontext) of one host thread,
+// block's threads (up to 1,024, in up to three dimensions) are fibers (fiber.hpp) of one host thread,
 // switched at every collective step: each warp-wide instruction (shuffles, votes, __syncwarp and what a
 // test adds with warp_step) and each __syncthreads. A warp-wide instruction is resolved once every lane
 // of the warp has reached it, by the last to arrive, for all its lanes at once, as the hardware does; a
@@ -20,8 +20,6 @@
 // engine's flash kernels use.
 #pragma once
 
-#include <ucontext.h>
-
 #include <array>
 #include <bit>
 #include <cmath>
@@ -36,6 +34,8 @@
 #include <vector>
 
 #include <math.h>
+
+#include "fiber.hpp"
 
 // ---- CUDA's keywords and vector types as host C++ ----
 #define __global__
@@ -129,7 +129,7 @@ constexpr std::size_t kStack = 128 * 1024;
 }
 
 struct Lane {
-  ucontext_t ctx{};
+  fiber::Context ctx;
   char* stack = nullptr;
   Dim thread;
   unsigned collectives = 0;  // warp-wide steps taken: their slots alternate
@@ -166,7 +166,7 @@ struct Block {
   Dim index, grid, dim;
   unsigned threads = 0, live = 0;
   std::vector<Lane> lanes;
-  ucontext_t scheduler{};
+  fiber::Context scheduler;
   unsigned current = 0;
   unsigned block_generation = 0, block_arrived = 0;
   int block_vote = 0, block_vote_result = 0;  // __syncthreads_or / _and / _count: the threads voting 1
@@ -194,7 +194,7 @@ inline Lane& self() { return running()->lanes[running()->current]; }
 inline unsigned linear_thread() { return running()->current; }
 inline void yield() {
   Block& b = *running();
-  swapcontext(&b.lanes[b.current].ctx, &b.scheduler);
+  fiber::switch_to(b.lanes[b.current].ctx, b.scheduler);
 }
 
 // A thread that exits no longer holds a barrier back (as on the GPU, where exited threads count as
@@ -212,7 +212,7 @@ inline void release_barrier_if_complete(Block& b) {
 inline void lane_main() {
   running()->body();
   Block& b = *running();
-  b.lanes[b.current].done = true;  // then uc_link: back to the scheduler
+  b.lanes[b.current].done = true;  // then back to the scheduler (the fiber's link)
   --b.live;
   ++b.warp_exited[b.current / 32];
   ++progress();
@@ -244,11 +244,7 @@ inline std::unique_ptr<Block> make_block(Dim index, Dim grid, Dim dim, std::func
     Lane& l = b->lanes[i];
     l.thread = Dim{i % dim.x, i / dim.x % dim.y, i / (dim.x * dim.y)};
     l.stack = take_stack();
-    getcontext(&l.ctx);
-    l.ctx.uc_stack.ss_sp = l.stack;
-    l.ctx.uc_stack.ss_size = kStack;
-    l.ctx.uc_link = &b->scheduler;
-    makecontext(&l.ctx, lane_main, 0);
+    fiber::start(l.ctx, l.stack, kStack, lane_main, b->scheduler);
   }
   return b;
 }
@@ -261,7 +257,7 @@ inline bool step_block(Block& b) {
     if (l.done) continue;
     running() = &b;
     b.current = i;
-    swapcontext(&b.scheduler, &l.ctx);
+    fiber::switch_to(b.scheduler, l.ctx);
     all_done = all_done && l.done;
   }
   running() = nullptr;
