@@ -121,6 +121,24 @@ TEST_CASE("jit deps: an unchanged or merely touched header is a cache hit") {
   CHECK(JitCache::stats().rebuilt == before.rebuilt);
 }
 
+TEST_CASE("jit deps: a header the spec lists is in the key, so the manifest does not record it again") {
+  if (no_compiler()) return;
+  const fs::path dir = ops_test::temp_dir("deps-listed");
+  const fs::path kernels = kernels_with_unlisted_header(7);
+  ops_test::write_text(kernels / "other.h", "#define OTHER 1\n");
+  ops_test::write_text(kernels / "tiny.cpp", "#include \"dep.h\"\n#include \"other.h\"\n"
+                                             "extern \"C\" int tiny_answer() { return DEP_VALUE + OTHER; }\n");
+  accel::ops::OpSpec spec = jit_test::tiny_builder(kernels, dir / "cache").spec();
+  spec.headers = {"dep.h"};
+  accel::ops::OpBuilder b(spec, &accel::ops::host_toolchain, "cpu");
+  b.set_kernel_dir(kernels).set_cache_dir(dir / "cache").set_aot_dir("");
+  CHECK(tiny_answer_of(b.load()) == 8);
+  REQUIRE(fs::exists(manifest_of(b)));
+  const std::string manifest = ops_test::read_text(manifest_of(b));
+  CHECK(contains(manifest, (kernels / "other.h").string()));  // unlisted: recorded
+  CHECK_FALSE(contains(manifest, (kernels / "dep.h").string()));  // listed: in the key, not hashed twice a hit
+}
+
 TEST_CASE("jit deps: with several sources, an unlisted header of the second one is tracked too") {
   if (no_compiler()) return;
   const fs::path dir = ops_test::temp_dir("deps-two-sources");

@@ -4,6 +4,7 @@
 #include "jit_reliability_support.hpp"
 
 #include <accel/cpu/ops.hpp>
+#include <accel/ops/detail/sha256.hpp>
 #include <accel/ops/registry.hpp>
 
 #if defined(ACCEL_HAS_CUDA)
@@ -16,6 +17,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <vector>
 
 namespace {
 
@@ -121,5 +123,35 @@ TEST_CASE("jit key: the CPU signature is the CPUID leaves -march=native reads, o
   const fs::path dir = ops_test::temp_dir("cpu-key");
   auto b = jit_test::tiny_builder(jit_test::tiny_kernels(), dir / "cache");
   CHECK(b.build_command().key == b.build_command().key);
+  // And in the key: the key is SHA-256 over the fields op_builder.hpp lists, in its order — the signature
+  // after the compiler's identity and the architecture (a key without it would hand an entry built for
+  // one CPU to another that a copied cache directory or a shared home reaches).
+  const auto cmd = b.build_command();
+  accel::ops::detail::Sha256 h;
+  h.field("accel-jit/1").field(std::to_string(accel::ops::abi_version)).field("tiny").field("host");
+  b.hash_sources(h);
+  for (const auto& f : accel::ops::detail::host_base_flags()) h.field(f);
+  h.field(accel::ops::HostCompiler::find().identity).field(cmd.arch).field(signature).field("deps:-MD");
+  CHECK(cmd.key == h.hex());
 #endif
+}
+
+TEST_CASE("jit key: the op's own flags and include directories are part of the key") {
+  const fs::path dir = ops_test::temp_dir("spec-key");
+  const fs::path kernels = jit_test::tiny_kernels();
+  const auto key_with = [&](std::vector<std::string> flags, std::vector<std::string> include_dirs) {
+    accel::ops::OpSpec spec = jit_test::tiny_builder(kernels, dir / "cache").spec();
+    spec.flags = std::move(flags);
+    spec.include_dirs = std::move(include_dirs);
+    accel::ops::OpBuilder b(spec, &accel::ops::host_toolchain, "cpu");
+    b.set_kernel_dir(kernels).set_cache_dir(dir / "cache").set_aot_dir("");
+    return b.build_command().key;
+  };
+  const std::string plain = key_with({}, {});
+  CHECK(key_with({}, {}) == plain);
+  CHECK(key_with({"-DTINY=1"}, {}) != plain);
+  CHECK(key_with({"-DTINY=1"}, {}) != key_with({"-DTINY=2"}, {}));
+  CHECK(key_with({"-DA", "-DB"}, {}) != key_with({"-DB", "-DA"}, {}));  // in order: a later -D wins
+  CHECK(key_with({}, {"include"}) != plain);
+  CHECK(key_with({}, {"include"}) != key_with({}, {"other"}));
 }

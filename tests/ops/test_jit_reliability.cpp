@@ -15,6 +15,7 @@
 #include <functional>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <fcntl.h>
 #include <sched.h>
@@ -585,16 +586,23 @@ TEST_CASE("jit reliability: is_cached() and the op table count a usable AOT buil
   const std::string abi = std::to_string(accel::ops::abi_version);
   const fs::path kernels = jit_test::tiny_kernels(5);
   auto b = jit_test::tiny_builder(kernels, dir / "cache");
-  const fs::path good = dir / "aot-good", stale = dir / "aot-stale";
-  for (const auto& [aot, version] : {std::pair{good, abi}, std::pair{stale, std::string("1000")}}) {
+  const fs::path good = dir / "aot-good", stale = dir / "aot-stale", newer_isa = dir / "aot-newer-isa";
+  // newer_isa: this accel's ABI, built for a SIMD level above this CPU's (what an AOT build made on a
+  // newer machine says through accel_ops_isa): refused as the other ABI is.
+  const std::string isa_above = std::to_string(static_cast<int>(accel::ops::host_isa()) + 1);
+  for (const auto& [aot, version, isa] : {std::tuple{good, abi, std::string("0")}, std::tuple{stale, std::string("1000"), std::string("0")},
+                                          std::tuple{newer_isa, abi, isa_above}}) {
     fs::create_directories(aot);
     ops_test::write_text(aot / "src.cpp", "extern \"C\" int tiny_answer() { return 5; }\n"
-                                          "extern \"C\" int accel_ops_abi_version() { return " + version + "; }\n");
+                                          "extern \"C\" int accel_ops_abi_version() { return " + version + "; }\n"
+                                          "extern \"C\" int accel_ops_isa() { return " + isa + "; }\n");
     const auto r = accel::detail::run_program({jit_test::real_cxx(), "-shared", "-fPIC", (aot / "src.cpp").string(), "-o",
                                                (aot / "tiny.so").string()});
     REQUIRE_MESSAGE(r.ok(), r.describe() << "\n" << r.output);
   }
   b.set_aot_dir(stale);  // another ABI: load() compiles, so it is not cached
+  CHECK_FALSE(b.is_cached());
+  b.set_aot_dir(newer_isa);  // instructions this CPU may not have: not cached either
   CHECK_FALSE(b.is_cached());
   b.set_aot_dir(good);
   CHECK(b.is_cached());  // before the fix: false, though load() compiles nothing
