@@ -99,6 +99,20 @@ TEST_CASE("Generator: reserve rounds up to whole Philox blocks") {
   g.set_state(encode(1, ~std::uint64_t{3}));
   CHECK_THROWS_WITH_AS((void)g.reserve(8), doctest::Contains("Generator::reserve: "), accel::InvalidArgumentError);
   CHECK(g.offset() == ~std::uint64_t{3});
+
+  // A count that cannot be rounded up to a whole block (it would wrap to 0 words): refused at offset 0 too.
+  g.manual_seed(1);
+  for (const std::uint64_t n : {~std::uint64_t{0}, ~std::uint64_t{0} - 2}) {
+    CAPTURE(n);
+    CHECK_THROWS_WITH_AS((void)g.reserve(n), doctest::Contains("words overflow the offset"), accel::InvalidArgumentError);
+    const accel::Generator::Draw draw{n, false};
+    std::uint64_t offset = 0;
+    CHECK_THROWS_WITH_AS((void)g.reserve_draws(&draw, 1, &offset), doctest::Contains("words overflow the offset"),
+                         accel::InvalidArgumentError);
+    CHECK(g.offset() == 0);
+  }
+  CHECK(g.reserve(~std::uint64_t{0} - 3) == 0);  // the largest count that rounds: all but the last block
+  CHECK(g.offset() == ~std::uint64_t{0} - 3);
 }
 
 TEST_CASE("Generator: wide reservations cover every block a double fill draws from") {
@@ -126,6 +140,19 @@ TEST_CASE("Generator: wide reservations cover every block a double fill draws fr
   CHECK(g.reserve_wide(0) == 0);
   CHECK(g.reserve_wide(1) == 0);
   CHECK(g.offset() == 4 * (65536 + 1));
+  // Nothing to draw reserves nothing, wherever the generator stands; a count whose words overflow 64 bits
+  // is refused, saying so, and changes nothing.
+  for (const std::uint64_t offset : {4ULL, 4ULL * 65535, 4ULL * 65536 * 3 + 40}) {
+    CHECK(accel::Generator::wide_words(offset, 0) == 0);
+    g.set_state(encode(3, offset));
+    CHECK(g.reserve_wide(0) == offset);
+    CHECK(g.offset() == offset);
+  }
+  for (const std::uint64_t n : {~std::uint64_t{0} / 8 + 1, ~std::uint64_t{0}}) {
+    CAPTURE(n);
+    CHECK_THROWS_WITH_AS((void)g.reserve_wide(n), doctest::Contains("outputs overflow the offset"), accel::InvalidArgumentError);
+    CHECK(g.offset() == 4 * 65536 * 3 + 40);
+  }
 }
 
 TEST_CASE("Generator: reserve_draws equals consecutive reserves, and a failure changes nothing") {
