@@ -498,3 +498,114 @@ TEST_CASE("float8: float -> fp8 matches the nearest-value oracle") {
   inputs.insert(inputs.end(), edges.begin(), edges.end());
   check_against<accel::float8_e5m2>(inputs, nan_or(e5m2), "e5m2 vs nearest");
 }
+
+// ---- std::numeric_limits ------------------------------------------------------------------------
+
+namespace {
+
+/// What std::numeric_limits must say of a format, each member derived as the standard defines it
+/// ([numeric.limits.members]); the derivation reproduces numeric_limits<float> and <double>.
+struct ExpectedLimits {
+  int digits, digits10, max_digits10, min_exponent, min_exponent10, max_exponent, max_exponent10;
+  double min, max, denorm_min, epsilon;
+};
+
+ExpectedLimits expected_limits(const Layout& l) {
+  const int bias = (1 << (l.exp_bits - 1)) - 1;
+  const int e_min = 1 - bias;
+  const int e_max = l.has_inf ? bias : bias + 1;  // "fn": the all-ones exponent is a binade of finite values
+  ExpectedLimits x{};
+  x.digits = l.mant_bits + 1;
+  x.digits10 = static_cast<int>(std::floor((x.digits - 1) * std::log10(2.0)));
+  x.max_digits10 = static_cast<int>(std::ceil(1 + x.digits * std::log10(2.0)));
+  x.min_exponent = e_min + 1;  // "one more than the most negative exponent of a normal": 2^(e - 1)
+  x.max_exponent = e_max + 1;
+  x.min = std::ldexp(1.0, e_min);
+  x.denorm_min = std::ldexp(1.0, e_min - l.mant_bits);
+  x.epsilon = std::ldexp(1.0, -l.mant_bits);
+  // The largest significand, in units of the last place: all ones, or one less where all ones is NaN.
+  const std::uint64_t top = (std::uint64_t{1} << (l.mant_bits + 1)) - (l.has_inf ? 1 : 2);
+  x.max = std::ldexp(static_cast<double>(top), e_max - l.mant_bits);
+  x.min_exponent10 = static_cast<int>(std::ceil(std::log10(x.min)));
+  x.max_exponent10 = static_cast<int>(std::floor(std::log10(x.max)));
+  return x;
+}
+
+template <class T>
+void check_matches(const Layout& l) {
+  using L = std::numeric_limits<T>;
+  const ExpectedLimits x = expected_limits(l);
+  CHECK(L::is_specialized);
+  CHECK(L::digits == x.digits);
+  CHECK(L::digits10 == x.digits10);
+  CHECK(L::max_digits10 == x.max_digits10);
+  CHECK(L::min_exponent == x.min_exponent);
+  CHECK(L::min_exponent10 == x.min_exponent10);
+  CHECK(L::max_exponent == x.max_exponent);
+  CHECK(L::max_exponent10 == x.max_exponent10);
+  CHECK(static_cast<double>(L::min()) == x.min);
+  CHECK(static_cast<double>(L::max()) == x.max);
+  CHECK(static_cast<double>(L::lowest()) == -x.max);
+  CHECK(static_cast<double>(L::denorm_min()) == x.denorm_min);
+  CHECK(static_cast<double>(L::epsilon()) == x.epsilon);
+  CHECK(static_cast<double>(L::round_error()) == 0.5);  // round to nearest: half an ulp
+}
+
+/// The members only the small types have: their NaN and infinity patterns and the fixed answers.
+template <class T>
+void check_small_float_limits(const Layout& l, bool iec559) {
+  using L = std::numeric_limits<T>;
+  check_matches<T>(l);
+  const auto sign_of = [&](std::uint32_t b) { return (b >> (l.exp_bits + l.mant_bits)) & 1; };
+  const auto quiet_bit = [&](std::uint32_t b) { return (b >> (l.mant_bits - 1)) & 1; };
+  CHECK(L::has_infinity == l.has_inf);
+  if (l.has_inf) {
+    CHECK(static_cast<float>(L::infinity()) == std::numeric_limits<float>::infinity());
+  } else {
+    CHECK(L::infinity().bits() == 0);  // the standard's T() where there is none
+  }
+  const std::uint32_t quiet = L::quiet_NaN().bits();
+  CHECK(L::has_quiet_NaN);
+  CHECK(is_nan_pattern(l, quiet));
+  CHECK(sign_of(quiet) == 0);
+  CHECK(quiet_bit(quiet) == 1);
+  // A signalling NaN needs a NaN pattern with the quiet bit clear: only the IEEE layouts have one.
+  CHECK(L::has_signaling_NaN == l.has_inf);
+  const std::uint32_t signaling = L::signaling_NaN().bits();
+  if (l.has_inf) {
+    CHECK(is_nan_pattern(l, signaling));
+    CHECK(sign_of(signaling) == 0);
+    CHECK(quiet_bit(signaling) == 0);
+    CHECK(std::isnan(static_cast<float>(L::signaling_NaN())));
+  } else {
+    CHECK(signaling == 0);
+  }
+  CHECK(L::is_iec559 == iec559);
+  CHECK(L::is_signed);
+  CHECK(!L::is_integer);
+  CHECK(!L::is_exact);
+  CHECK(L::is_bounded);
+  CHECK(!L::is_modulo);
+  CHECK(L::radix == 2);
+  CHECK(L::has_denorm == std::denorm_present);
+  CHECK(L::round_style == std::round_to_nearest);
+  // The conversions raise no floating-point flags: nothing traps, and tininess and denormalisation
+  // loss are reported as float's are on x86 (after rounding; no loss distinguished).
+  CHECK(!L::traps);
+  CHECK(!L::tinyness_before);
+  CHECK(!L::has_denorm_loss);
+}
+
+}  // namespace
+
+TEST_CASE("numeric_limits: the derivation reproduces float's and double's") {
+  check_matches<float>(Layout{8, 23, true});
+  check_matches<double>(Layout{11, 52, true});
+}
+
+TEST_CASE("numeric_limits: half, bfloat16 and the float8 types say what their formats are") {
+  SUBCASE("half") { check_small_float_limits<accel::half>(half_layout, true); }
+  SUBCASE("bfloat16") { check_small_float_limits<accel::bfloat16>(bf16_layout, false); }
+  SUBCASE("float8_e4m3") { check_small_float_limits<accel::float8_e4m3>(e4m3_layout, false); }
+  SUBCASE("float8_e5m2") { check_small_float_limits<accel::float8_e5m2>(e5m2_layout, false); }
+}

@@ -44,8 +44,9 @@ class bfloat16 {
 
   /// Exact (NaNs come out quiet). Arithmetic and comparisons go through float.
   constexpr operator float() const noexcept {
-    const bool signaling_nan = (bits_ & 0x7F80) == 0x7F80 && (bits_ & 0x007F) != 0 && (bits_ & 0x0040) == 0;
-    return std::bit_cast<float>((static_cast<std::uint32_t>(bits_) << 16) | (signaling_nan ? 0x400000u : 0));
+    // Any NaN gets float's quiet bit: a signalling one is quieted, a quiet one already has it.
+    const bool nan = (bits_ & 0x7F80) == 0x7F80 && (bits_ & 0x007F) != 0;
+    return std::bit_cast<float>((static_cast<std::uint32_t>(bits_) << 16) | (nan ? 0x400000u : 0));
   }
 
  private:
