@@ -11,6 +11,8 @@
 //   log         ACCEL_COMM_LOG=1: the summary table at exit, from rank 0
 //   mismatch    ACCEL_COMM_CHECK=1: the last rank passes another count to an all_reduce; every rank gets a
 //               CommError naming the count, before any data moved
+//   split-missing  ACCEL_COMM_TIMEOUT short: the last rank never calls split(); the others' split fails
+//               with a CommError once the timeout passes (creating a communicator is bounded too)
 //   abort       the last rank calls accel::comm::abort(reason, 3) while the others wait for it in an
 //               all_reduce: theirs fails within milliseconds (ACCEL_COMM_TIMEOUT is 30 s) with a CommError
 //               naming that rank and quoting the reason, and MPI_Abort ends the job with status 3
@@ -129,6 +131,25 @@ int mismatch() {
   return 0;
 }
 
+int split_missing() {
+  auto& c = accel::comm::world<B>();
+  const int absent = c.size() - 1;
+  if (c.rank() == absent) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    std::printf("rank %d: never called split\n", c.rank());
+    std::fflush(stdout);
+    return 0;
+  }
+  try {
+    const auto part = c.split(0, c.rank());
+    std::printf("rank %d: split completed (%d ranks)\n", c.rank(), part.size());
+  } catch (const accel::comm::CommError& e) {
+    std::printf("rank %d: caught CommError timed_out=%d: %s\n", c.rank(), e.timed_out() ? 1 : 0, e.what());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 int abort_job() {
   auto& c = accel::comm::world<B>();
   accel::cpu::Stream s;
@@ -165,7 +186,8 @@ int main(int argc, char** argv) {
   if (mode == "death") return death();
   if (mode == "log") return log_summary();
   if (mode == "mismatch") return mismatch();
+  if (mode == "split-missing") return split_missing();
   if (mode == "abort") return abort_job();
-  std::fprintf(stderr, "usage: comm_failures late-rank|late-rank-after-p2p|p2p-silent|death|log|mismatch|abort\n");
+  std::fprintf(stderr, "usage: comm_failures late-rank|late-rank-after-p2p|p2p-silent|death|log|mismatch|split-missing|abort\n");
   return 2;
 }

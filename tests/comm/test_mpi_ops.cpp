@@ -760,4 +760,18 @@ TEST_CASE("MpiCommunicator::from_native copies a program's communicator; native_
   s.synchronize();
   CHECK(x.data()[0] == static_cast<std::int64_t>(w.size()) * (w.size() + 1) / 2);
   CHECK(x.data()[1] == 10 * static_cast<std::int64_t>(w.size()));
+
+  // accel reports MPI's errors as CommErrors, so its copy returns them, even of a communicator whose
+  // errors are fatal (MPI's default, which a copy would otherwise inherit).
+  MPI_Comm fatal = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &fatal);
+  MPI_Comm_set_errhandler(fatal, MPI_ERRORS_ARE_FATAL);
+  {
+    const accel::comm::MpiCommunicator copy = accel::comm::MpiCommunicator::from_native(fatal, "fatal");
+    MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+    MPI_Comm_get_errhandler(copy.native_handle(), &handler);
+    CHECK(handler == MPI_ERRORS_RETURN);
+    MPI_Errhandler_free(&handler);
+  }
+  MPI_Comm_free(&fatal);
 }
