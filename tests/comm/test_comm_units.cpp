@@ -226,6 +226,40 @@ TEST_CASE("launch detection: torchrun's variables beside mpirun's must agree wit
   CHECK(l.local_world_size == 2);
 }
 
+TEST_CASE("launch detection: every bound of every variable, torchrun's defaults for the local pair, the launchers' names") {
+  const CleanLaunchEnv clean;
+  // Open MPI's: the rank and the local rank below the size, the local size at most the size.
+  check_launch_refused({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "4"}},
+                       "OMPI_COMM_WORLD_RANK='4' is not an integer in 0..3");
+  check_launch_refused({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}},
+                       "OMPI_COMM_WORLD_LOCAL_RANK='4' is not an integer in 0..3");
+  check_launch_refused({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "5"}},
+                       "OMPI_COMM_WORLD_LOCAL_SIZE='5' is not an integer in 1..4");
+  // torchrun's beside mpirun's: the size must agree as well as the rank.
+  check_launch_refused({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"}, {"RANK", "2"}, {"WORLD_SIZE", "8"}},
+                       "RANK=2 WORLD_SIZE=8 disagree with the MPI launcher's rank 2 of 4 (OMPI_COMM_WORLD_RANK=2 "
+                       "OMPI_COMM_WORLD_SIZE=4)");
+  // torchrun's alone: the local rank below the local size.
+  check_launch_refused({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
+                       "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2");
+  // A magnitude past long long's range, negated, does not wrap into a valid rank.
+  check_launch_refused({{"RANK", "-18446744073709551615"}, {"WORLD_SIZE", "4"}},
+                       "RANK='-18446744073709551615' is not an integer in 0..3");
+  {
+    // RANK and WORLD_SIZE without the local pair (a launch by hand): one node, as torchrun's defaults.
+    const ScopedEnv env{{"RANK", "3"}, {"WORLD_SIZE", "8"}};
+    const accel::comm::LaunchInfo l = accel::comm::detect_launch();
+    CHECK(l.launcher == accel::comm::Launcher::environment);
+    CHECK(l.local_rank == 3);
+    CHECK(l.local_world_size == 8);
+  }
+  CHECK(accel::comm::name(accel::comm::Launcher::single) == "single");
+  CHECK(accel::comm::name(accel::comm::Launcher::mpi) == "mpi");
+  CHECK(accel::comm::name(accel::comm::Launcher::environment) == "environment");
+}
+
 TEST_CASE("launch detection reads integers as Python's int() does: surrounding whitespace and '+', nothing else") {
   const CleanLaunchEnv clean;
   for (const auto& values : std::vector<std::pair<const char*, const char*>>{

@@ -69,10 +69,11 @@ namespace detail {
     negative = text.front() == '-';
     text.remove_prefix(1);
   }
-  if (text.empty() || text.front() < '0' || text.front() > '9') return false;
+  // from_chars into an unsigned reads digits only: a second sign, a space or nothing at all fails it.
   unsigned long long magnitude = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), magnitude);
   if (ec != std::errc{} || end != text.data() + text.size()) return false;
+  // Past long long's range (a negated 2^64 - 1 would otherwise wrap to 1).
   if (magnitude > static_cast<unsigned long long>(std::numeric_limits<long long>::max())) return false;
   out = negative ? -static_cast<long long>(magnitude) : static_cast<long long>(magnitude);
   return true;
