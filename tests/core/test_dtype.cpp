@@ -148,6 +148,11 @@ TEST_CASE("parse_dtype rejects anything else, quoting it and listing the valid n
   }
   CHECK(msg.find("half") != std::string::npos);
   CHECK(msg.find("bf16") != std::string::npos);
+  // Each alias beside the name it stands for, and only there.
+  CHECK(msg ==
+        "unknown dtype 'float31': expected one of float32 (float, fp32), float16 (half, fp16), bfloat16 (bf16), "
+        "float64 (double, fp64), int8, uint8, int32 (int), int64 (long), bool, float8_e4m3fn (float8_e4m3, fp8_e4m3), "
+        "float8_e5m2 (fp8_e5m2), optionally prefixed with 'torch.'");
   CHECK(parse_error("").find("''") != std::string::npos);
   CHECK(parse_error("Float32").find("'Float32'") != std::string::npos);  // case-sensitive, as torch
   CHECK(parse_error("float32 ").find("'float32 '") != std::string::npos);
