@@ -183,6 +183,60 @@ TEST_CASE("AllocatorConfig: messages quote at most 100 characters of the text, e
   CHECK(c.find("ACCEL_ALLOC_CONF='max_split_size_mb:1\\x0a\\x272\\x01'") != std::string::npos);
 }
 
+TEST_CASE("AllocatorConfig: each refusal says what was wrong; every bucket boundary; sizes that would overflow") {
+  const auto message = [](const std::string& text) -> std::string {
+    try {
+      (void)AllocatorConfig::parse(text);
+    } catch (const accel::InvalidArgumentError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  const auto says = [&](const std::string& text, const std::string& why) {
+    const std::string m = message(text);
+    INFO(m);
+    CHECK(m.find("': " + why + " (valid options:") != std::string::npos);
+  };
+  says("max_split_size_mb,256", "expected ':' before ','");
+  says("garbage_collection_threshold:1.0", "option garbage_collection_threshold: '1.0' is not in (0.0, 1.0)");
+  says("garbage_collection_threshold:1", "option garbage_collection_threshold: '1' is not in (0.0, 1.0)");
+  says("garbage_collection_threshold:0.5x", "option garbage_collection_threshold: '0.5x' is not a number");
+  says("roundup_power2_divisions:[", "roundup_power2_divisions: missing closing ']'");
+  says("roundup_power2_divisions:[256:4", "roundup_power2_divisions: missing closing ']'");
+  says("roundup_power2_divisions:[256:4,", "roundup_power2_divisions: missing closing ']'");
+  // DEL is a control character too.
+  CHECK(message("max_split_size_mb:1\x7f").find("ACCEL_ALLOC_CONF='max_split_size_mb:1\\x7f'") != std::string::npos);
+
+  // A count of MiB whose bytes pass 2^64 saturates (never wraps to a small limit).
+  CHECK(AllocatorConfig::parse("max_split_size_mb:17592186044416").max_split_size ==
+        AllocatorConfig::unlimited / MiB * MiB);
+  CHECK(AllocatorConfig::parse("max_non_split_rounding_mb:18446744073709551615").max_non_split_rounding_size ==
+        AllocatorConfig::unlimited / MiB * MiB);
+
+  // Keys of 32 GiB and more name the last bucket.
+  const auto big = AllocatorConfig::parse("roundup_power2_divisions:[1:1,65536:4]");
+  CHECK(big.roundup_power2_divisions[15] == 4);
+  CHECK(big.roundup_power2_divisions[14] == 0);
+  says("roundup_power2_divisions:[32768:2,131072:4]",
+       "roundup_power2_divisions: interval '131072' MiB is given twice (or names the same bucket as an earlier one)");
+
+  // divisions_for: bucket k holds sizes in [2^(20+k), 2^(21+k)); the first also everything smaller, the last
+  // everything larger.
+  AllocatorConfig c;
+  for (std::size_t k = 0; k < AllocatorConfig::roundup_buckets; ++k) c.roundup_power2_divisions[k] = 100 + k;
+  CHECK(c.divisions_for(0) == 100);
+  CHECK(c.divisions_for(1) == 100);
+  CHECK(c.divisions_for(2 * MiB - 1) == 100);
+  CHECK(c.divisions_for(2 * MiB) == 101);
+  for (std::size_t k = 1; k < AllocatorConfig::roundup_buckets; ++k) {
+    CAPTURE(k);
+    CHECK(c.divisions_for(std::size_t{1} << (20 + k)) == 100 + k);
+    CHECK(c.divisions_for((std::size_t{1} << (20 + k)) - 1) == 100 + k - 1);
+  }
+  CHECK(c.divisions_for(std::size_t{64} << 30) == 115);
+  CHECK(c.divisions_for(AllocatorConfig::unlimited) == 115);
+}
+
 TEST_CASE("AllocatorConfig: from_env reads ACCEL_ALLOC_CONF") {
   ScopedEnv env{{"ACCEL_ALLOC_CONF", "max_split_size_mb:128"}};
   CHECK(AllocatorConfig::from_env().max_split_size == 128 * MiB);

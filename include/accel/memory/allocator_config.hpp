@@ -175,6 +175,7 @@ struct AllocatorConfig {
             }
             ++entries;
             if (token(i + 1) != "]") {
+              if (i + 1 >= tokens.size()) throw fail("roundup_power2_divisions: missing closing ']'");
               expect(++i, ",");
               if (token(i + 1) == "]") throw fail("roundup_power2_divisions: an empty entry (a trailing ',') in the list");
             }
