@@ -32,7 +32,12 @@ TEST_CASE("ACCEL_COMM_TIMEOUT: seconds or a unit; anything else names the variab
   CHECK(d::parse_timeout("500ms", "X") == 500ms);
   CHECK(d::parse_timeout("90s", "X") == 90s);
   CHECK(d::parse_timeout("10m", "X") == 600s);
-  for (const char* bad : {"", "0", "-1", "abc", "1h", "1e3", "nan", "5 s", "ms"}) {
+  CHECK(d::parse_timeout(".5", "X") == 500ms);
+  CHECK(d::parse_timeout("0.000000001", "X") == 1ns);
+  CHECK(d::parse_timeout("1000000000", "X") == std::chrono::seconds(1000000000));  // ~31.7 years: the longest
+  // "1.2.3": strtod would stop after "1.2"; 0.1 ns; past 1e18 ns (an int64 of nanoseconds overflows at 9.2e18).
+  for (const char* bad : {"", "0", "-1", "abc", "1h", "1e3", "nan", "inf", "5 s", "ms", "s", "m", ".", "0.0", "1.2.3",
+                          "1..5", "0.0000000001", "1000000001", "40000000000", "99999999999999999999m"}) {
     CAPTURE(bad);
     CHECK_THROWS_WITH_AS((void)d::parse_timeout(bad, "ACCEL_COMM_TIMEOUT"), doctest::Contains("ACCEL_COMM_TIMEOUT='"),
                          accel::InvalidArgumentError);
@@ -44,6 +49,10 @@ TEST_CASE("ACCEL_COMM_TIMEOUT: seconds or a unit; anything else names the variab
   {
     const ScopedEnv env{{"ACCEL_COMM_TIMEOUT", "2"}};
     CHECK(d::timeout_from_env() == 2s);
+  }
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TIMEOUT", ""}};  // set but empty: as unset
+    CHECK(d::timeout_from_env() == std::chrono::minutes(10));
   }
 }
 
@@ -57,6 +66,24 @@ TEST_CASE("ACCEL_COMM_TRACE_SIZE and ACCEL_COMM_LOG are read strictly") {
     const ScopedEnv env{{"ACCEL_COMM_TRACE_SIZE", "0"}, {"ACCEL_COMM_LOG", "all"}};
     CHECK(d::trace_size_from_env() == 0);
     CHECK(d::log_mode_from_env() == d::LogMode::all);
+  }
+  {
+    // Set but empty is unset, for these two and ACCEL_COMM_CHECK; "0" is off.
+    const ScopedEnv env{{"ACCEL_COMM_TRACE_SIZE", ""}, {"ACCEL_COMM_LOG", ""}, {"ACCEL_COMM_CHECK", ""}};
+    CHECK(d::trace_size_from_env() == 256);
+    CHECK(d::log_mode_from_env() == d::LogMode::off);
+    CHECK_FALSE(d::check_from_env());
+  }
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TRACE_SIZE", "999999999"}, {"ACCEL_COMM_LOG", "0"}, {"ACCEL_COMM_CHECK", "0"}};
+    CHECK(d::trace_size_from_env() == 999999999);
+    CHECK(d::log_mode_from_env() == d::LogMode::off);
+    CHECK_FALSE(d::check_from_env());
+  }
+  {
+    const ScopedEnv env{{"ACCEL_COMM_TRACE_SIZE", "1000000000"}};
+    CHECK_THROWS_WITH_AS((void)d::trace_size_from_env(), doctest::Contains("ACCEL_COMM_TRACE_SIZE='1000000000'"),
+                         accel::InvalidArgumentError);
   }
   {
     const ScopedEnv env{{"ACCEL_COMM_TRACE_SIZE", "-3"}, {"ACCEL_COMM_LOG", "yes"}};

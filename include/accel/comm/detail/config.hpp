@@ -16,7 +16,6 @@
 #include <accel/core/error.hpp>
 
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
@@ -45,12 +44,13 @@ inline constexpr std::chrono::nanoseconds default_timeout = std::chrono::minutes
     scale = 60e9;
     number.resize(number.size() - 1);
   }
-  if (number.empty() || number.find_first_not_of("0123456789.") != std::string::npos) return fail();
+  // Digits and dots only (no sign, exponent, "nan" or "inf"), all of them read by strtod.
+  if (number.find_first_not_of("0123456789.") != std::string::npos) return fail();
   char* end = nullptr;
   const double value = std::strtod(number.c_str(), &end);
-  if (end != number.c_str() + number.size() || !std::isfinite(value) || value <= 0) return fail();
+  if (end != number.c_str() + number.size()) return fail();
   const double ns = value * scale;
-  if (ns > 1e18 || ns < 1) return fail();  // beyond ~31 years, or below a nanosecond
+  if (ns > 1e18 || ns < 1) return fail();  // beyond ~31 years, or below a nanosecond (zero, or no number)
   return std::chrono::nanoseconds(static_cast<std::int64_t>(ns));
 }
 
