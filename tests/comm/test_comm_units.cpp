@@ -431,6 +431,107 @@ TEST_CASE("the flight recorder keeps the newest N operations, oldest first, with
   CHECK(off.dump("H").find("ACCEL_COMM_TRACE_SIZE=0") != std::string::npos);
 }
 
+TEST_CASE("the flight recorder: every field of an entry and its times, numbers out of order or missing, the dump's lines") {
+  using FR = accel::comm::FlightRecorder;
+  using State = FR::State;
+  const FR::clock::time_point t0 = FR::clock::now() - 5s;
+  const FR::clock::time_point none{};
+  FR r(8);
+  // A send to rank 3, run at once on the thread that issued it, by a graph's replay, enqueued at t0.
+  const d::Op send{d::OpKind::send, accel::Dtype::int64, accel::ReduceOp::sum, 3, nullptr, nullptr, 16};
+  r.enqueued(1, send, 9, true, t0, true);
+  const d::Op broadcast{d::OpKind::broadcast, accel::Dtype::float32, accel::ReduceOp::sum, 2, nullptr, nullptr, 100};
+  r.enqueued(2, broadcast, 4, false, t0 + 1s);
+  const d::Op recv{d::OpKind::recv, accel::Dtype::bfloat16, accel::ReduceOp::sum, 1, nullptr, nullptr, 8};
+  r.enqueued(3, recv, 4);
+  r.started(2, t0 + 2s);
+  r.completed(2);
+  r.failed(3, false);  // failed before it started
+  // Another thread's operation numbered earlier may be enqueued later; #4 is never recorded here.
+  const d::Op barrier{d::OpKind::barrier, accel::Dtype::uint8, accel::ReduceOp::sum, -1, nullptr, nullptr, 0};
+  r.enqueued(6, barrier, 4);
+  r.enqueued(5, barrier, 4);
+  const FR::clock::time_point started5 = r.started(5);
+
+  const auto e = r.entries();
+  REQUIRE(e.size() == 5);
+  CHECK(e[0].seq == 1);
+  CHECK(e[1].seq == 2);
+  CHECK(e[2].seq == 3);
+  CHECK(e[3].seq == 5);
+  CHECK(e[4].seq == 6);
+  CHECK(e[0].kind == d::OpKind::send);
+  CHECK(e[0].op() == "send");
+  CHECK(e[0].dtype == accel::Dtype::int64);
+  CHECK(e[0].count == 16);
+  CHECK(e[0].root == 3);
+  CHECK(e[0].stream_id == 9);
+  CHECK(e[0].in_graph);
+  CHECK(e[0].state == State::started);
+  CHECK(e[0].enqueued_at == t0);
+  CHECK(e[0].started_at == t0);
+  CHECK(e[0].ended_at == none);
+  CHECK(e[1].state == State::completed);
+  CHECK(e[1].root == 2);
+  CHECK_FALSE(e[1].in_graph);
+  CHECK(e[1].enqueued_at == t0 + 1s);
+  CHECK(e[1].started_at == t0 + 2s);
+  CHECK(e[1].ended_at > t0 + 2s);
+  CHECK(e[2].state == State::failed);
+  CHECK(e[2].started_at == none);
+  CHECK(e[2].ended_at != none);
+  CHECK(e[2].enqueued_at > t0 + 2s);  // read from the clock when none was given
+  CHECK(e[3].state == State::started);
+  CHECK(e[3].started_at == started5);  // started() returns the time it records
+  CHECK(e[4].state == State::enqueued);
+
+  const std::string dump = r.dump("header");
+  INFO(dump);
+  CHECK(dump.rfind("header\n  last 5 operation(s), oldest first (capacity 8, ACCEL_COMM_TRACE_SIZE):\n", 0) == 0);
+  const auto line = [&](const std::string& start) {
+    const auto at = dump.find("  " + start);
+    REQUIRE(at != std::string::npos);
+    return dump.substr(at, dump.find('\n', at) - at);
+  };
+  const std::string l1 = line("#1 ");
+  CHECK(l1.find("send") != std::string::npos);
+  CHECK(l1.find("16 x int64") != std::string::npos);
+  CHECK(l1.find(" to 3") != std::string::npos);
+  CHECK(l1.find("stream 9") != std::string::npos);
+  CHECK(l1.find("started") != std::string::npos);
+  const auto ago = l1.find("enqueued ");  // its enqueue was 5 s before the dump
+  REQUIRE(ago != std::string::npos);
+  CHECK(std::stod(l1.substr(ago + 9)) >= 5.0);
+  CHECK(std::stod(l1.substr(ago + 9)) < 60.0);
+  CHECK(l1.find(" s so far (graph replay)") != std::string::npos);
+  const std::string l2 = line("#2 ");
+  CHECK(l2.find("broadcast") != std::string::npos);
+  CHECK(l2.find("100 x float32") != std::string::npos);
+  CHECK(l2.find(" root 2 ") != std::string::npos);
+  CHECK(l2.find("completed") != std::string::npos);
+  CHECK(l2.find("so far") == std::string::npos);
+  CHECK(l2.find("graph") == std::string::npos);
+  const std::string l3 = line("#3 ");
+  CHECK(l3.find("8 x bfloat16") != std::string::npos);
+  CHECK(l3.find(" from 1 ") != std::string::npos);
+  CHECK(l3.find("FAILED") != std::string::npos);
+  CHECK(l3.find(", ran") == std::string::npos);  // it never started
+  CHECK(dump.find("  #4 ") == std::string::npos);
+
+  // A state change for a number whose slot a newer operation took is ignored.
+  FR small(2);
+  small.enqueued(1, broadcast, 0);
+  small.enqueued(3, broadcast, 0);  // slot 1 % 2 == 3 % 2
+  small.failed(1, true);
+  small.completed(1);
+  const auto kept = small.entries();
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].seq == 3);
+  CHECK(kept[0].state == State::enqueued);
+  CHECK(kept[0].ended_at == none);
+  CHECK(FR(4).dump("h") == "h\n  (no operation recorded)\n");
+}
+
 TEST_CASE("nccl-tests' bytes and bus-bandwidth factors") {
   d::Op op{d::OpKind::all_reduce, accel::Dtype::float32, accel::ReduceOp::sum, -1, nullptr, nullptr, 1024};
   CHECK(d::algbw_bytes(op, 4) == 4096);
