@@ -81,7 +81,9 @@ TEST_CASE("MemoryStats::flat(): torch's 122 keys, each with its own member's val
   for (std::size_t c = 0; c < counters.size(); ++c) expected[counters[c]] = *counter_values[c];
   CHECK(expected.size() == 122);
   CHECK(flat.size() == 122);
-  for (const auto& [key, value] : expected) {
+  for (const auto& entry : expected) {
+    const std::string& key = entry.first;  // not a structured binding: clang 14's doctest macros cannot capture one
+    const std::int64_t value = entry.second;
     const auto it = flat.find(key);
     REQUIRE_MESSAGE(it != flat.end(), "flat() lacks " << key);
     CHECK_MESSAGE(it->second == value, key << " = " << it->second << ", its member holds " << value);
@@ -142,7 +144,9 @@ TEST_CASE("MemoryStats: reset_peak and reset_accumulated touch what torch's rese
 
   MemoryStats peaks = before;
   peaks.reset_peak();
-  for (const auto& [key, value] : peaks.flat()) {
+  for (const auto& entry : peaks.flat()) {
+    const std::string& key = entry.first;
+    const std::int64_t value = entry.second;
     if (ends_with(key, ".peak")) {
       CHECK_MESSAGE(value == current_of(before_flat, key, ".peak"), key);
     } else {
@@ -152,7 +156,9 @@ TEST_CASE("MemoryStats: reset_peak and reset_accumulated touch what torch's rese
 
   MemoryStats accumulated = before;
   accumulated.reset_accumulated();
-  for (const auto& [key, value] : accumulated.flat()) {
+  for (const auto& entry : accumulated.flat()) {
+    const std::string& key = entry.first;
+    const std::int64_t value = entry.second;
     const bool zeroed = ends_with(key, ".allocated") || ends_with(key, ".freed") || key.rfind("num_", 0) == 0;
     CHECK_MESSAGE(value == (zeroed ? 0 : before_flat.at(key)), key);
   }
@@ -251,7 +257,9 @@ TEST_CASE("LiveStats: the allocator's live form gives, value for value, what Mem
     if (!(got == reference)) {
       if (++mismatches <= 3) {
         const auto want = reference.flat();
-        for (const auto& [key, value] : got.flat()) {
+        for (const auto& entry : got.flat()) {
+          const std::string& key = entry.first;
+          const std::int64_t value = entry.second;
           if (want.at(key) != value) MESSAGE("step " << step << ": " << key << " = " << value << ", expected " << want.at(key));
         }
       }
