@@ -13,7 +13,16 @@
 using accel::AllocatorConfig;
 
 namespace {
+/// What parse() says when it refuses `text`; "(accepted)" when it does not.
+std::string message(const std::string& text) {
+  try {
+    (void)AllocatorConfig::parse(text);
+  } catch (const accel::InvalidArgumentError& e) {
+    return e.what();
+  }
+  return "(accepted)";
 }
+}  // namespace
 
 TEST_CASE("AllocatorConfig: defaults are torch's") {
   const AllocatorConfig c;
@@ -120,14 +129,6 @@ TEST_CASE("AllocatorConfig: huge roundup_power2_divisions do not overflow the ro
 }
 
 TEST_CASE("AllocatorConfig: an option given twice and an empty entry are refused by name") {
-  const auto message = [](const std::string& text) -> std::string {
-    try {
-      (void)AllocatorConfig::parse(text);
-    } catch (const accel::InvalidArgumentError& e) {
-      return e.what();
-    }
-    return "(accepted)";
-  };
   for (const char* option : {"max_split_size_mb:100", "max_non_split_rounding_mb:30", "roundup_power2_divisions:4",
                              "garbage_collection_threshold:0.5"}) {
     const std::string o(option);
@@ -157,14 +158,6 @@ TEST_CASE("AllocatorConfig: an option given twice and an empty entry are refused
 }
 
 TEST_CASE("AllocatorConfig: messages quote at most 100 characters of the text, escaped") {
-  const auto message = [](const std::string& text) -> std::string {
-    try {
-      (void)AllocatorConfig::parse(text);
-    } catch (const accel::InvalidArgumentError& e) {
-      return e.what();
-    }
-    return "(accepted)";
-  };
   const std::string long_value = "max_split_size_mb:" + std::string(100000, '9');
   const std::string m = message(long_value);
   INFO(m);
@@ -184,14 +177,6 @@ TEST_CASE("AllocatorConfig: messages quote at most 100 characters of the text, e
 }
 
 TEST_CASE("AllocatorConfig: each refusal says what was wrong; every bucket boundary; sizes that would overflow") {
-  const auto message = [](const std::string& text) -> std::string {
-    try {
-      (void)AllocatorConfig::parse(text);
-    } catch (const accel::InvalidArgumentError& e) {
-      return e.what();
-    }
-    return "(accepted)";
-  };
   const auto says = [&](const std::string& text, const std::string& why) {
     const std::string m = message(text);
     INFO(m);
