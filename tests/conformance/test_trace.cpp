@@ -12,6 +12,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -166,6 +167,19 @@ TEST_CASE("profile: the trace's JSON escapes control characters, quotes and back
   CHECK(std::count_if(j.begin(), j.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\n'; }) == 0);
 }
 
+TEST_CASE("profile: the trace's JSON keeps UTF-8 up to each end of each range of the table and no further") {
+  accel::profile::TraceRecorder rec;
+  // Kept: U+07FF, U+0800, U+FFFD, U+10000, U+10FFFF. Replaced: an overlong U+0000 in three and in four bytes
+  // (every byte one U+FFFD), a code point past U+10FFFF, the lead byte 0xF5 (never valid), and a three-byte
+  // sequence cut short by the lead byte of the next (one U+FFFD, then the next character).
+  rec.mark("\xdf\xbf \xe0\xa0\x80 \xef\xbf\xbd \xf0\x90\x80\x80 \xf4\x8f\xbf\xbf | \xe0\x80\x80 \xf0\x80\x80\x80 "
+           "\xf4\x90\x80\x80 \xf5\x80\x80\x80 \xe2\x82\xc3\xa9");
+  const std::string j = rec.json();
+  const std::string f = "\\ufffd";
+  CHECK(j.find("{\"name\": \"\xdf\xbf \xe0\xa0\x80 \xef\xbf\xbd \xf0\x90\x80\x80 \xf4\x8f\xbf\xbf | " + f + f + f + " " + f + f +
+               f + f + " " + f + f + f + f + " " + f + f + f + f + " " + f + "\xc3\xa9\", \"cat\": \"mark\"") != std::string::npos);
+}
+
 TEST_CASE("profile: ScopedRange pops only its own range: a manual range_pop inside its scope leaves the outer one open") {
   CHECK(accel::profile::range_push("enclosing") == 1);
   {
@@ -234,6 +248,115 @@ TEST_CASE("profile: ScopedRange pushes when made and pops when its scope ends, a
   CHECK(inner[0].category == "range,io");
   CHECK(inner[0].ts_us >= outer[0].ts_us);
   CHECK(inner[0].ts_us + inner[0].dur_us <= outer[0].ts_us + outer[0].dur_us);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("profile: streams of one device share a process, another device's get the next; instants are "
+                          "thread-scoped; span_end past the last open span is refused", B, trace_tracks) {
+  ACCEL_SKIP_UNLESS_AVAILABLE(B);
+  const B b;
+  typename B::Stream first;
+  typename B::Stream second;
+  const typename B::StreamRef r1(first), r2(second);
+  std::optional<typename B::Stream> elsewhere;  // a stream of device 1, where there is one
+  if (b.device_count() >= 2) elsewhere.emplace(1, 0);
+  accel::profile::TraceRecorder rec;
+  rec.span_begin(b, r1, "one");
+  rec.span_end(b, r1);
+  // The stream has a track now, with no span open on it.
+  CHECK_THROWS_WITH_AS(rec.span_end(b, r1), doctest::Contains("TraceRecorder::span_end: no open span on"),
+                       accel::InvalidStateError);
+  rec.span_begin(b, r2, "two");
+  rec.mark(b, r2, "instant");
+  rec.span_end(b, r2);
+  if (elsewhere) {
+    rec.span_begin(b, typename B::StreamRef(*elsewhere), "three");
+    rec.span_end(b, typename B::StreamRef(*elsewhere));
+  }
+  const std::vector<TraceEvent> ev = rec.events();
+  const std::string j = rec.json();
+  CHECK(ev.size() == (elsewhere ? 4U : 3U));
+  const auto one = named(ev, "one"), two = named(ev, "two"), instant = named(ev, "instant");
+  REQUIRE(one.size() == 1);
+  REQUIRE(two.size() == 1);
+  REQUIRE(instant.size() == 1);
+  CHECK(one[0].pid == accel::profile::TraceRecorder::host_pid + 1);
+  CHECK(two[0].pid == one[0].pid);
+  CHECK(one[0].tid == r1.id());
+  CHECK(two[0].tid == r2.id());
+  const auto count = [&](const std::string& s) {
+    std::size_t n = 0;
+    for (auto at = j.find(s); at != std::string::npos; at = j.find(s, at + 1)) ++n;
+    return n;
+  };
+  const std::string process = std::string(b.name()) + ":" + std::to_string(first.device_index());
+  CHECK(count("\"process_name\", \"pid\": 2, \"tid\": 0, \"args\": {\"name\": \"" + process + "\"}}") == 1);
+  CHECK(count("\"thread_name\", \"pid\": 2, ") == 2);
+  // An instant's scope is its thread (the stream's track), not the whole process or the trace.
+  CHECK(count("\"name\": \"instant\", \"cat\": \"mark\", \"ph\": \"i\", \"ts\": ") == 1);
+  CHECK(count(", \"s\": \"t\", \"pid\": 2, \"tid\": " + std::to_string(r2.id()) + "}") == 1);
+  if (elsewhere) {
+    const auto three = named(ev, "three");
+    REQUIRE(three.size() == 1);
+    CHECK(three[0].pid == accel::profile::TraceRecorder::host_pid + 2);
+    CHECK(count("\"process_name\", \"pid\": 3, \"tid\": 0, \"args\": {\"name\": \"" + std::string(b.name()) +
+                ":1\"}}") == 1);
+  }
+}
+
+TEST_CASE("profile: host ranges match per thread and domain, a range pushed before recording is left out, one left "
+          "open ends at stop(); thread tracks are named in order; a stopped recorder hands nothing on") {
+  (void)accel::profile::detail::trace_thread_id();  // this thread's number, before the other thread's
+  CHECK(accel::profile::range_push("opened before") == 1);
+  std::vector<TraceEvent> ev;
+  std::string j;
+  {
+    accel::profile::TraceRecorder rec;
+    std::thread([&] { rec.mark("newer thread"); }).join();  // first in the events, with the larger number
+    CHECK(accel::profile::range_pop() == 0);  // its push was before recording: no span, no stray end
+    CHECK(accel::profile::range_push("outer") == 1);
+    CHECK(accel::profile::range_push("inner", "io") == 1);
+    sleep_ms(3);
+    CHECK(accel::profile::range_pop() == 0);  // ends outer: the default domain's, not the latest push
+    sleep_ms(3);
+    CHECK(accel::profile::range_pop("io") == 0);
+    CHECK(accel::profile::range_push("left open") == 1);
+    sleep_ms(20);
+    rec.stop();
+    // No hook after stop(): range_push/range_pop cost one atomic load again.
+    const bool hooked = accel::profile::detail::range_hook().load() != nullptr;
+    CHECK_FALSE(hooked);
+    // A thread that loaded the hook just before stop() calls it after: nothing is recorded.
+    accel::profile::detail::trace_range_hook(true, "stray", "");
+    CHECK(accel::profile::range_pop() == 0);
+    ev = rec.events();
+    j = rec.json();
+  }
+  CHECK(ev.size() == 4);  // newer thread, outer, inner, left open
+  CHECK(named(ev, "opened before").empty());
+  CHECK(named(ev, "stray").empty());
+  const auto outer = named(ev, "outer"), inner = named(ev, "inner"), left = named(ev, "left open");
+  const auto newer = named(ev, "newer thread");
+  REQUIRE(outer.size() == 1);
+  REQUIRE(inner.size() == 1);
+  REQUIRE(left.size() == 1);
+  REQUIRE(newer.size() == 1);
+  CHECK(outer[0].category == "range");
+  CHECK(inner[0].category == "range,io");
+  CHECK((inner[0].ts_us + inner[0].dur_us) - (outer[0].ts_us + outer[0].dur_us) >= 2500.0);
+  CHECK(left[0].dur_us >= 19000.0);
+  CHECK(left[0].dur_us < 5e6);
+  const std::uint64_t mine = outer[0].tid, theirs = newer[0].tid;
+  REQUIRE(mine < theirs);
+  const auto named_at = [&](std::uint64_t tid) {
+    return j.find("\"thread_name\", \"pid\": 1, \"tid\": " + std::to_string(tid) + ", \"args\": {\"name\": \"thread " +
+                  std::to_string(tid) + "\"}}");
+  };
+  REQUIRE(named_at(mine) != std::string::npos);
+  REQUIRE(named_at(theirs) != std::string::npos);
+  CHECK(named_at(mine) < named_at(theirs));
+  // The next recorder starts empty: nothing of the last one, nor the stray call.
+  accel::profile::TraceRecorder next;
+  CHECK(next.events().empty());
 }
 
 TEST_CASE_TEMPLATE_DEFINE("profile: a stream destroyed with a span open: events() returns with the span closed, left open",
@@ -323,3 +446,4 @@ TEST_CASE_TEMPLATE_APPLY(trace, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(trace_dead_stream, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(trace_stop, ConformanceBackends);
 TEST_CASE_TEMPLATE_APPLY(trace_json, ConformanceBackends);
+TEST_CASE_TEMPLATE_APPLY(trace_tracks, ConformanceBackends);

@@ -102,7 +102,7 @@ inline void trace_range_hook(bool push, std::string_view message, std::string_vi
   try {
     const std::lock_guard lock(log.mutex);
     if (!log.active) return;
-    log.entries.push_back({push ? std::string(message) : std::string(), std::string(domain), push,
+    log.entries.push_back({std::string(message), std::string(domain), push,  // a pop's message is empty
                            trace_us_since(log.origin), trace_thread_id()});
   } catch (...) {  // out of memory while tracing: the range is missing from the trace, the program goes on
   }
@@ -219,9 +219,10 @@ class TraceTrackOf final : public TraceTrack {
     while (!begun_.empty()) {
       auto [name, start] = std::move(begun_.back());
       begun_.pop_back();
+      // max: the anchor's host time is read just after it completed, so a span begun a moment ago may be
+      // placed a few microseconds after now.
       out.push_back({std::move(name), "stream", 'X', start, std::max(now_us - start, 0.0), pid, stream_id, true});
     }
-    open = 0;
   }
 
  private:
@@ -266,8 +267,7 @@ class TraceRecorder {
       const std::lock_guard lock(log.mutex);
       if (log.active) throw InvalidStateError("TraceRecorder: another recorder is already recording");
       log.active = true;
-      log.origin = origin_;
-      log.entries.clear();
+      log.origin = origin_;  // entries are empty: stop() took them, and the hook adds none while inactive
     }
     detail::range_hook().store(&detail::trace_range_hook, std::memory_order_release);
     recording_ = true;
