@@ -65,6 +65,7 @@ struct CheckpointState {
   std::int64_t shard = 0;                          // elements per rank
   int format = 2;
   std::map<std::string, std::uint64_t> checksums;  // tensor file -> FNV-1a-64 (empty: predates checksums)
+  std::map<std::string, std::string> decoded;      // the hex values (data_rng, device_rng, vocabulary) as bytes
 };
 
 /// A collective barrier over the ranks that also agrees: true on every rank when every rank passed
@@ -85,15 +86,30 @@ inline std::string hex(const std::string& bytes) {
   return out;
 }
 
-inline std::string unhex(const std::string& text) {
-  std::string out;
-  const auto val = [](char c) -> int {
+/// A manifest's hex value (two lower-case digits a byte, as hex() writes) as bytes; `bytes`: the length
+/// it must decode to (0: any). Else UsageError naming the file, the key and what is wrong (the value
+/// quoted when short: a vocabulary's runs to kilobytes).
+inline std::string manifest_hex(const std::filesystem::path& manifest, const std::string& key, const std::string& value,
+                                std::size_t bytes) {
+  const auto refuse = [&](const std::string& why) {
+    const std::string shown = value.size() <= 64 ? " '" + value + "'" : " (" + std::to_string(value.size()) + " characters)";
+    throw UsageError("checkpoint " + manifest.string() + ": bad '" + key + "' value" + shown + ": " + why);
+  };
+  const auto digit = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    throw UsageError("checkpoint: bad hex digit in the manifest");
+    return -1;
   };
-  if (text.size() % 2 != 0) throw UsageError("checkpoint: bad hex string in the manifest");
-  for (std::size_t i = 0; i < text.size(); i += 2) out += static_cast<char>(val(text[i]) * 16 + val(text[i + 1]));
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    if (digit(value[i]) < 0) refuse("character " + std::to_string(i + 1) + " is not a hex digit (0-9, a-f)");
+  }
+  if (value.size() % 2 != 0) refuse("an odd number of hex digits (" + std::to_string(value.size()) + ")");
+  if (bytes != 0 && value.size() != 2 * bytes) {
+    refuse(std::to_string(value.size()) + " hex digits, expected " + std::to_string(2 * bytes) + " (" +
+           std::to_string(bytes) + " bytes)");
+  }
+  std::string out;
+  for (std::size_t i = 0; i < value.size(); i += 2) out += static_cast<char>(digit(value[i]) * 16 + digit(value[i + 1]));
   return out;
 }
 
@@ -464,6 +480,8 @@ inline std::filesystem::path resolve_resume(const std::string& resume, const std
 inline constexpr std::int64_t max_checkpoint_step = 1'000'000'000'000'000;
 inline constexpr std::int64_t max_checkpoint_ranks = 1 << 20;
 inline constexpr std::int64_t max_checkpoint_elements = 1LL << 40;
+/// The bytes of a generator's state (data_rng, device_rng): accel::Generator::State's.
+inline constexpr std::size_t generator_state_bytes = 16;
 
 /// Reads a checkpoint's manifest (values, step, checksums); the tensors with read_checkpoint_tensors.
 /// A malformed value is a UsageError naming the file, the key and the value; so is a step that is not
@@ -503,6 +521,10 @@ inline CheckpointState read_checkpoint_manifest(const std::filesystem::path& dir
                          "': expected '<file> fnv1a64:<16 hex digits>'");
       }
       st.checksums[value.substr(0, at)] = h;
+    } else if (key == "data_rng" || key == "device_rng" || key == "vocabulary") {
+      // Decoded here, before anything is allocated: the engine restores them after allocating.
+      st.decoded[key] = detail::manifest_hex(file, key, value, key == "vocabulary" ? 0 : generator_state_bytes);
+      st.values[key] = value;
     } else if (key != "tensor") {
       st.values[key] = value;
     }
@@ -512,14 +534,9 @@ inline CheckpointState read_checkpoint_manifest(const std::filesystem::path& dir
   // A directory named for a step must hold that step (a copied or edited manifest would resume the
   // schedule, the data and the generators at another step than the name says).
   std::string name = dir.filename().string();
-  if (name.empty()) name = dir.parent_path().filename().string();
-  if (name.size() > 5 && name.rfind("step_", 0) == 0 &&
-      name.find_first_not_of("0123456789", 5) == std::string::npos) {
-    std::int64_t named = -1;
-    const auto [p, ec] = std::from_chars(name.data() + 5, name.data() + name.size(), named);
-    if (ec != std::errc() || named != st.step) {
-      throw UsageError("checkpoint " + file.string() + ": 'step' is " + std::to_string(st.step) + " but the directory is " + name);
-    }
+  if (name.empty()) name = dir.parent_path().filename().string();  // "…/step_00000002/"
+  if (const auto named = detail::step_of_dir_name(name); named && *named != st.step) {
+    throw UsageError("checkpoint " + file.string() + ": 'step' is " + std::to_string(st.step) + " but the directory is " + name);
   }
   return st;
 }

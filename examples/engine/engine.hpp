@@ -364,9 +364,9 @@ class Trainer {
     dp_.all_gather(stream_, params_.data() + shard_lo_, params_.data(), ns, act_dtype);
     stream_.synchronize();
     step_ = st.step;
-    data_gen_.set_state(state_bytes(detail::unhex(st.values.at("data_rng"))));
+    data_gen_.set_state(state_bytes(st.decoded.at("data_rng")));
     prefetched_ = false;
-    b_.set_rng_state(state_bytes(detail::unhex(st.values.at("device_rng"))));
+    b_.set_rng_state(state_bytes(st.decoded.at("device_rng")));
     if (const auto it = st.values.find("loss_scale"); it != st.values.end()) scaler_.restore(it->second);
   }
 
@@ -727,9 +727,11 @@ class Trainer {
     std::optional<typename B::StreamRef> s_;
   };
 
+  /// A generator's state from the manifest's bytes (read_checkpoint_manifest checked their count).
   static accel::Generator::State state_bytes(const std::string& s) {
     accel::Generator::State st{};
-    if (s.size() != st.size()) throw UsageError("checkpoint: a generator state is not 16 bytes");
+    static_assert(sizeof st == generator_state_bytes);
+    if (s.size() != st.size()) throw std::logic_error("load_state: a generator state of " + std::to_string(s.size()) + " bytes");
     std::memcpy(st.data(), s.data(), st.size());
     return st;
   }

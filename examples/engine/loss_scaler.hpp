@@ -71,11 +71,21 @@ class DynamicLossScaler {
     o << scale_ << ',' << iter_ << ',' << last_overflow_iter_ << ',' << cur_hysteresis_ << ',' << skipped_;
     return o.str();
   }
+  /// What is wrong with a checkpoint's loss_scale value ("" when nothing): state()'s five numbers.
+  [[nodiscard]] static std::string state_error(const std::string& text) {
+    State s;
+    return parse(text, s);
+  }
   void restore(const std::string& text) {
-    char comma = 0;
-    std::istringstream in(text);
-    in >> scale_ >> comma >> iter_ >> comma >> last_overflow_iter_ >> comma >> cur_hysteresis_ >> comma >> skipped_;
-    if (!in) throw UsageError("checkpoint: a malformed loss_scale entry '" + text + "'");
+    State s;
+    if (const std::string why = parse(text, s); !why.empty()) {
+      throw UsageError("checkpoint: bad 'loss_scale' value '" + text + "': " + why);
+    }
+    scale_ = s.scale;
+    iter_ = s.iter;
+    last_overflow_iter_ = s.last_overflow_iter;
+    cur_hysteresis_ = s.hysteresis;
+    skipped_ = s.skipped;
   }
 
  private:
@@ -86,6 +96,29 @@ class DynamicLossScaler {
   double min_scale_;
   bool verbose_;
   std::int64_t iter_ = 0, last_overflow_iter_ = -1, skipped_ = 0;
+
+  struct State {
+    double scale = 0;
+    std::int64_t iter = 0, last_overflow_iter = 0;
+    int hysteresis = 0;
+    std::int64_t skipped = 0;
+  };
+  static std::string parse(const std::string& text, State& s) {
+    std::istringstream in(text);
+    char c[4] = {};
+    in >> s.scale >> c[0] >> s.iter >> c[1] >> s.last_overflow_iter >> c[2] >> s.hysteresis >> c[3] >> s.skipped;
+    if (!in || std::string(c, 4) != ",,,," || in.peek() != std::char_traits<char>::eof()) {
+      return "expected 'scale,iteration,last overflow iteration,hysteresis left,skipped steps'";
+    }
+    if (!std::isfinite(s.scale) || s.scale <= 0) return "the scale is not a positive finite number";
+    // Counts as update() keeps them: the last overflow before this iteration (-1: none yet), at least
+    // one unit of hysteresis left, at most one skipped step per iteration.
+    if (s.iter < 0 || s.last_overflow_iter < -1 || s.last_overflow_iter >= s.iter || s.hysteresis < 1 || s.skipped < 0 ||
+        s.skipped > s.iter) {
+      return "the counts are not ones training reaches";
+    }
+    return "";
+  }
 };
 
 }  // namespace engine

@@ -16,6 +16,7 @@
 #include "deepspeed_config.hpp"
 #include "engine.hpp"
 #include "layout.hpp"
+#include "loss_scaler.hpp"
 #include "report.hpp"
 #include "same_run.hpp"
 #include "writable.hpp"
@@ -199,7 +200,7 @@ class Engine {
     std::optional<CheckpointState> resume;
     if (!cfg_.resume.empty()) {
       resume = read_checkpoint_manifest(resume_dir);
-      check_resume(*resume, corpus);
+      check_resume(*resume, corpus, resume_dir / "manifest.txt");
     }
     if (cfg_.streams > 1 && cfg_.batch % cfg_.streams != 0) {
       throw UsageError("--streams " + std::to_string(cfg_.streams) + " does not divide the micro-batch of " +
@@ -387,10 +388,13 @@ class Engine {
     return n;
   }
 
-  void check_resume(const CheckpointState& st, const Corpus& corpus) const {
+  /// What resuming needs of the manifest (read_checkpoint_manifest checked its form): the same model,
+  /// dtype and vocabulary, both generators' states and a well-formed loss scale, before anything is
+  /// allocated.
+  void check_resume(const CheckpointState& st, const Corpus& corpus, const std::filesystem::path& manifest) const {
     const auto get = [&](const char* k) {
       const auto it = st.values.find(k);
-      if (it == st.values.end()) throw UsageError(std::string("checkpoint: the manifest has no '") + k + "'");
+      if (it == st.values.end()) throw UsageError("checkpoint " + manifest.string() + ": no '" + k + "'");
       return it->second;
     };
     const std::string shape = std::to_string(cfg_.shape.layers) + "/" + std::to_string(cfg_.shape.heads) + "/" +
@@ -400,8 +404,16 @@ class Engine {
                        ", this run's is " + shape);
     }
     if (get("dtype") != cfg_.dtype) throw UsageError("--resume: the checkpoint was trained with --dtype " + get("dtype"));
-    if (detail::unhex(get("vocabulary")) != corpus.vocabulary()) {
+    (void)get("vocabulary");
+    if (st.decoded.at("vocabulary") != corpus.vocabulary()) {
       throw UsageError("--resume: the checkpoint's character vocabulary differs from " + cfg_.data + "'s");
+    }
+    (void)get("data_rng");
+    (void)get("device_rng");
+    if (const auto it = st.values.find("loss_scale"); it != st.values.end()) {
+      if (const std::string why = DynamicLossScaler::state_error(it->second); !why.empty()) {
+        throw UsageError("checkpoint " + manifest.string() + ": bad 'loss_scale' value '" + it->second + "': " + why);
+      }
     }
   }
 

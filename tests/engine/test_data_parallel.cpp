@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,7 @@ TEST_CASE("DynamicLossScaler: DeepSpeed's rules (2^16, window, hysteresis, min s
 
   // The state survives a checkpoint.
   engine::DynamicLossScaler r(c);
+  CHECK(engine::DynamicLossScaler::state_error(s.state()).empty());
   r.restore(s.state());
   CHECK(r.scale() == s.scale());
   CHECK(r.skipped() == 2);
@@ -319,11 +321,138 @@ TEST_CASE("checkpoints: shards written by 2 ranks read back as 1 or 4 ranks' sha
   }
   const std::vector<float> consolidated = engine::consolidate_fp32(ck, total);
   CHECK(consolidated == full);
+  // Shards that cannot hold the model (an edited manifest) are refused.
+  {
+    engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
+    st.shard = total / 4;
+    CHECK_THROWS_WITH_AS(engine::read_checkpoint_tensors(ck, total, st, 0, total),
+                         ("checkpoint: " + ck.string() + " has an inconsistent partition (ranks 2, shard " +
+                          std::to_string(total / 4) + ", total " + std::to_string(total) + ")")
+                             .c_str(),
+                         engine::UsageError);
+  }
+  // With checksums: every old shard a rank's range reads is checked, and only those.
+  {
+    std::ofstream m(ck / "manifest.txt", std::ios::app);
+    for (int r = 0; r < 2; ++r) {
+      const std::string f = engine::detail::shard_file_name(r);
+      std::ifstream in(ck / f, std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+      m << "checksum " << f << " " << engine::detail::checksum_text(engine::detail::fnv1a64(bytes.data(), bytes.size()))
+        << "\n";
+    }
+  }
+  {
+    std::fstream f(ck / "zero_rank_00001.f32", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    const float one = 1.0f;
+    f.write(reinterpret_cast<const char*>(&one), 4);  // the last exp_avg_sq of shard 1
+  }
+  {
+    engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
+    engine::read_checkpoint_tensors(ck, total, st, 0, s2);  // rank 0 of 2 reads shard 0 only
+    CHECK(st.params[0] == value(0, 0));
+  }
+  {
+    engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
+    CHECK_THROWS_WITH_AS(engine::read_checkpoint_tensors(ck, total, st, 1, s2),
+                         doctest::Contains(((ck / "zero_rank_00001.f32").string() + " is corrupt: its checksum is").c_str()),
+                         engine::UsageError);
+  }
+  // A shard of another size than the manifest's is refused, naming it.
+  fs::resize_file(ck / "zero_rank_00001.f32", static_cast<std::uintmax_t>(3 * s2 - 1) * 4);
+  {
+    engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
+    CHECK_THROWS_WITH_AS(engine::read_checkpoint_tensors(ck, total, st, 0, engine::shard_size(total, 1)),
+                         ("checkpoint: " + (ck / "zero_rank_00001.f32").string() + " is missing or does not hold 3 x " +
+                          std::to_string(s2) + " floats")
+                             .c_str(),
+                         engine::UsageError);
+  }
   // A missing shard is an error naming it.
   fs::remove(ck / "zero_rank_00001.f32");
   engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
   CHECK_THROWS_WITH_AS(engine::read_checkpoint_tensors(ck, total, st, 0, engine::shard_size(total, 1)),
                        doctest::Contains("zero_rank_00001.f32"), engine::UsageError);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("DynamicLossScaler: a checkpoint's state is five numbers as update() leaves them, else refused naming what is wrong") {
+  const std::string fields = "expected 'scale,iteration,last overflow iteration,hysteresis left,skipped steps'";
+  const auto error = [](const std::string& text) { return engine::DynamicLossScaler::state_error(text); };
+  CHECK(error("65536,0,-1,2,0").empty());  // a fresh scaler's
+  CHECK(error("0.5,7,6,1,7").empty());     // every step skipped so far
+  CHECK(error("65536,0,-1,2") == fields);
+  CHECK(error("65536,0,-1,2,0 ") == fields);
+  CHECK(error("65536,0,-1,2,0x") == fields);
+  CHECK(error("65536;0;-1;2;0") == fields);
+  CHECK(error("") == fields);
+  const std::string scale = "the scale is not a positive finite number", counts = "the counts are not ones training reaches";
+  CHECK(error("0,0,-1,2,0") == scale);
+  CHECK(error("-2,0,-1,2,0") == scale);
+  CHECK(error("1e999,0,-1,2,0") == fields);  // out of a double's range: the stream fails
+  CHECK(error("2,-1,-2,2,0") == counts);   // a negative iteration
+  CHECK(error("2,3,-2,2,0") == counts);    // before "none yet"
+  CHECK(error("2,3,3,2,0") == counts);     // an overflow at an iteration not yet run
+  CHECK(error("2,3,2,0,0") == counts);     // no hysteresis left
+  CHECK(error("2,3,2,1,-1") == counts);    // negative skips
+  CHECK(error("2,3,2,1,4") == counts);     // more skips than iterations
+  engine::Config c;
+  c.loss_scale = 0;
+  engine::DynamicLossScaler r(c);
+  CHECK_THROWS_WITH_AS(r.restore("2,3,3,2,0"), ("checkpoint: bad 'loss_scale' value '2,3,3,2,0': " + counts).c_str(),
+                       engine::UsageError);
+  CHECK(r.scale() == 65536.0);  // a refused state changes nothing
+  r.restore("0.5,7,6,1,7");
+  CHECK(r.scale() == 0.5);
+  CHECK(r.skipped() == 7);
+  CHECK(r.hysteresis_left() == 1);
+}
+
+TEST_CASE("checkpoints: an older engine's format 1 (the whole model in params, exp_avg and exp_avg_sq files) reads as 1 or 3 ranks' shards") {
+  const fs::path dir = temp_dir("format1");
+  const std::int64_t total = 1000;
+  const auto value = [](int k, std::int64_t i) { return static_cast<float>(k * 100000 + i); };
+  const fs::path ck = dir / "step_00000007";
+  fs::create_directories(ck);
+  const char* files[3] = {"params.f32", "exp_avg.f32", "exp_avg_sq.f32"};
+  std::vector<float> params;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> v;
+    for (std::int64_t i = 0; i < total; ++i) v.push_back(value(k, i));
+    engine::detail::write_file_synced(ck / files[k], v.data(), v.size() * 4);
+    if (k == 0) params = v;
+  }
+  // Format 1 predates shards and checksums: no ranks, shard or checksum lines.
+  std::ofstream(ck / "manifest.txt") << "format accel-engine-checkpoint/1\nstep 7\ntotal 1000\n";
+  for (int ranks : {1, 3}) {
+    const std::int64_t s = engine::shard_size(total, ranks);
+    CAPTURE(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
+      CHECK(st.format == 1);
+      CHECK(st.step == 7);
+      engine::read_checkpoint_tensors(ck, total, st, r, s);
+      CHECK(st.ranks == 1);
+      CHECK(st.shard == total);
+      REQUIRE(st.exp_avg_sq.size() == static_cast<std::size_t>(s));
+      for (std::int64_t i = 0; i < s; ++i) {
+        const std::int64_t g = r * s + i;
+        CAPTURE(g);
+        const auto at = static_cast<std::size_t>(i);
+        REQUIRE(st.params[at] == (g < total ? value(0, g) : 0.0f));  // beyond the model: padding, zeros
+        REQUIRE(st.exp_avg[at] == (g < total ? value(1, g) : 0.0f));
+        REQUIRE(st.exp_avg_sq[at] == (g < total ? value(2, g) : 0.0f));
+      }
+    }
+  }
+  CHECK(engine::consolidate_fp32(ck, total) == params);
+  // A file that does not hold the whole model is refused, naming it.
+  fs::resize_file(ck / "exp_avg.f32", (total - 1) * 4);
+  engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
+  CHECK_THROWS_WITH_AS(engine::read_checkpoint_tensors(ck, total, st, 0, total),
+                       ("checkpoint: " + (ck / "exp_avg.f32").string() + " does not hold 1000 floats").c_str(),
+                       engine::UsageError);
   fs::remove_all(dir);
 }
 

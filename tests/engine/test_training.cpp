@@ -1482,12 +1482,42 @@ TEST_CASE("engine checkpoints: manifest values are whole numbers in range, the s
   bad("ranks 1\n", "no 'step'");
   bad("step 2\nchecksum params.f32 fnv1a64:12345\n",
       "bad 'checksum' value 'params.f32 fnv1a64:12345': expected '<file> fnv1a64:<16 hex digits>'");
-  with("step 2\nranks 3\nshard 40\nchecksum params.f32 fnv1a64:00000000000000ff\n");
+  bad("step 2\nchecksum  fnv1a64:00000000000000ff\n",  // no file name
+      "bad 'checksum' value ' fnv1a64:00000000000000ff': expected '<file> fnv1a64:<16 hex digits>'");
+  bad("step 2\nchecksum params.f32 fnv1a64:00000000000000fz\n",
+      "bad 'checksum' value 'params.f32 fnv1a64:00000000000000fz': expected '<file> fnv1a64:<16 hex digits>'");
+  bad("step 1000000000000001\n",
+      "bad 'step' value '1000000000000001': out of range (expected an integer in [0, 1000000000000000])");
+  // Generators' states and the vocabulary: lower-case hex, two digits a byte, a state 16 bytes.
+  bad("step 2\ndata_rng 0123456789abcdeg0123456789abcdef\n",
+      "bad 'data_rng' value '0123456789abcdeg0123456789abcdef': character 16 is not a hex digit (0-9, a-f)");
+  bad("step 2\ndevice_rng 0A\n", "bad 'device_rng' value '0A': character 2 is not a hex digit (0-9, a-f)");
+  bad("step 2\ndata_rng 0123456789abcdef0123456789abcde\n",
+      "bad 'data_rng' value '0123456789abcdef0123456789abcde': an odd number of hex digits (31)");
+  bad("step 2\ndevice_rng 0123456789abcdef\n",
+      "bad 'device_rng' value '0123456789abcdef': 16 hex digits, expected 32 (16 bytes)");
+  bad("step 2\nvocabulary " + std::string(65, '6') + "\n", "bad 'vocabulary' value (65 characters): an odd number of hex digits (65)");
+  with("step 2\nranks 3\nshard 40\nchecksum params.f32 fnv1a64:00000000000000ff\ndata_rng 00ff10a0000000000000000000000001\n"
+       "vocabulary 0a41627a\ntensor wte float32 0 64 64\n");
   const auto st = engine::read_checkpoint_manifest(dir);
   CHECK(st.step == 2);
   CHECK(st.ranks == 3);
   CHECK(st.shard == 40);
   CHECK(st.checksums.at("params.f32") == 255);
+  CHECK(st.decoded.at("data_rng") == std::string("\x00\xff\x10\xa0", 4) + std::string(11, '\0') + "\x01");
+  CHECK(st.decoded.at("vocabulary") == "\nAbz");
+  CHECK(st.values.at("vocabulary") == "0a41627a");  // kept as written too
+  CHECK(st.values.count("tensor") == 0);  // the tensor lines are the layout's, not values
+  // The directory named with a slash after it is the same directory.
+  with("step 3\n");
+  CHECK_THROWS_WITH_AS(engine::read_checkpoint_manifest(dir.string() + "/"),
+                       ("checkpoint " + file.string() + ": 'step' is 3 but the directory is step_00000002").c_str(),
+                       engine::UsageError);
+  // A directory not named for a step (a copy put aside) may hold any step.
+  const fs::path aside = dir.parent_path() / "step_00000002.old";
+  fs::create_directories(aside);
+  std::ofstream(aside / "manifest.txt") << "format accel-engine-checkpoint/2\nstep 9\n";
+  CHECK(engine::read_checkpoint_manifest(aside).step == 9);
   fs::remove_all(dir.parent_path());
 }
 
@@ -1521,6 +1551,65 @@ TEST_CASE("engine checkpoints: every tensor file's checksum is in the manifest; 
   CHECK_FALSE(fs::exists(out / "m.csv"));
   CHECK_FALSE(fs::exists(out / "dump"));
   CHECK(file_bytes(step2 / "manifest.txt") == manifest);
+  for (const auto& x : {ck, d, out}) fs::remove_all(x);
+}
+
+TEST_CASE("engine checkpoints: a manifest without a generator's state or the vocabulary, or with a malformed loss scale, is refused before training, naming the file and the key") {
+  const fs::path ck = temp_dir("manifest-keys"), d = temp_dir("manifest-keys-dump"), out = temp_dir("manifest-keys-out");
+  auto first = small(d);
+  first.stop_at = 2;
+  first.save = ck.string();
+  REQUIRE(run(first) == 0);
+  const fs::path manifest = ck / "step_00000002" / "manifest.txt";
+  const std::string original = file_bytes(manifest);
+  auto again = small(out / "dump");
+  again.resume = "latest";
+  again.save = ck.string();
+  again.metrics = (out / "m.csv").string();
+  // The manifest with the line of `key` replaced by `line` (removed when empty; added when it has none).
+  const auto edit = [&](const std::string& key, const std::string& line) {
+    std::string text;
+    bool found = false;
+    std::size_t at = 0;
+    for (std::size_t end; (end = original.find('\n', at)) != std::string::npos; at = end + 1) {
+      const std::string l = original.substr(at, end - at);
+      const bool is_key = l.rfind(key + " ", 0) == 0;
+      found = found || is_key;
+      if (!is_key) text += l + "\n";
+      if (is_key && !line.empty()) text += line + "\n";
+    }
+    if (!found) text += line + "\n";
+    std::ofstream(manifest, std::ios::binary | std::ios::trunc) << text;
+  };
+  const auto refused = [&](const std::string& key, const std::string& line, const std::string& message) {
+    CAPTURE(key);
+    CAPTURE(line);
+    edit(key, line);
+    CHECK_THROWS_WITH_AS(run(again), ("checkpoint " + manifest.string() + ": " + message).c_str(), engine::UsageError);
+    CHECK_FALSE(fs::exists(out / "m.csv"));
+    CHECK_FALSE(fs::exists(out / "dump"));
+  };
+  REQUIRE(original.find("\ndata_rng ") != std::string::npos);
+  REQUIRE(original.find("\nloss_scale ") == std::string::npos);  // fp32: no loss scale
+  refused("data_rng", "", "no 'data_rng'");
+  refused("device_rng", "", "no 'device_rng'");
+  refused("vocabulary", "", "no 'vocabulary'");
+  refused("checksum zero_rank_00000.f32", "", "no checksum for zero_rank_00000.f32");
+  refused("device_rng", "device_rng 0123456789ABCDEF0123456789abcdef",
+          "bad 'device_rng' value '0123456789ABCDEF0123456789abcdef': character 11 is not a hex digit (0-9, a-f)");
+  refused("data_rng", "data_rng 00ff", "bad 'data_rng' value '00ff': 4 hex digits, expected 32 (16 bytes)");
+  const std::string fields = "expected 'scale,iteration,last overflow iteration,hysteresis left,skipped steps'";
+  refused("loss_scale", "loss_scale 65536,4,-1,2", "bad 'loss_scale' value '65536,4,-1,2': " + fields);
+  refused("loss_scale", "loss_scale 65536,4,-1,2,0,", "bad 'loss_scale' value '65536,4,-1,2,0,': " + fields);
+  refused("loss_scale", "loss_scale 65536;4;-1;2;0", "bad 'loss_scale' value '65536;4;-1;2;0': " + fields);
+  refused("loss_scale", "loss_scale -1,4,-1,2,0",
+          "bad 'loss_scale' value '-1,4,-1,2,0': the scale is not a positive finite number");
+  refused("loss_scale", "loss_scale 65536,4,4,2,0",
+          "bad 'loss_scale' value '65536,4,4,2,0': the counts are not ones training reaches");
+  // The manifest as written resumes.
+  std::ofstream(manifest, std::ios::binary | std::ios::trunc) << original;
+  CHECK(run(again) == 0);
+  CHECK(fs::exists(out / "m.csv"));
   for (const auto& x : {ck, d, out}) fs::remove_all(x);
 }
 
