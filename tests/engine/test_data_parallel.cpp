@@ -274,11 +274,11 @@ TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an un
   fs::remove_all(dir);
 }
 
-TEST_CASE("checkpoints: shards written by 2 ranks read back as 1 or 4 ranks' shards (re-partitioned)") {
+TEST_CASE("checkpoints: shards written by 2 ranks read back as 1, 3 or 4 ranks' shards (re-partitioned)") {
   const fs::path dir = temp_dir("shards");
-  engine::ModelShape shape{1, 1, 16, 8, 1};
-  const engine::ParamLayout P(shape, 8);
-  const std::int64_t total = P.total;
+  // Shards are multiples of the 4096-element norm block: on 2 ranks 12288, on 3 8192, so rank 1 of 3
+  // reads the end of old shard 0 and the start of old shard 1.
+  const std::int64_t total = 20000;
   const auto value = [](int k, std::int64_t i) { return static_cast<float>(k * 100000 + i); };
   // Two ranks' shards as write_checkpoint lays them out (format 2): zero_rank_R.f32 = the master
   // weights, exp_avg and exp_avg_sq of elements [R x shard, (R+1) x shard), padding zero.
@@ -297,7 +297,9 @@ TEST_CASE("checkpoints: shards written by 2 ranks read back as 1 or 4 ranks' sha
   engine::detail::write_file_synced(ck / "params.f32", full.data(), full.size() * 4);
   std::ofstream(ck / "manifest.txt") << "format accel-engine-checkpoint/2\nstep 5\nranks 2\nshard " << s2 << "\ntotal "
                                       << total << "\n";
-  for (int ranks : {1, 4}) {
+  REQUIRE(s2 == 12288);
+  REQUIRE(engine::shard_size(total, 3) == 8192);
+  for (int ranks : {1, 3, 4}) {
     const std::int64_t s = engine::shard_size(total, ranks);
     for (int r = 0; r < ranks; ++r) {
       engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
@@ -411,7 +413,7 @@ TEST_CASE("DynamicLossScaler: a checkpoint's state is five numbers as update() l
 
 TEST_CASE("checkpoints: an older engine's format 1 (the whole model in params, exp_avg and exp_avg_sq files) reads as 1 or 3 ranks' shards") {
   const fs::path dir = temp_dir("format1");
-  const std::int64_t total = 1000;
+  const std::int64_t total = 10000;  // 3 shards of 4096 elements: rank 1 reads from element 4096
   const auto value = [](int k, std::int64_t i) { return static_cast<float>(k * 100000 + i); };
   const fs::path ck = dir / "step_00000007";
   fs::create_directories(ck);
@@ -424,7 +426,8 @@ TEST_CASE("checkpoints: an older engine's format 1 (the whole model in params, e
     if (k == 0) params = v;
   }
   // Format 1 predates shards and checksums: no ranks, shard or checksum lines.
-  std::ofstream(ck / "manifest.txt") << "format accel-engine-checkpoint/1\nstep 7\ntotal 1000\n";
+  std::ofstream(ck / "manifest.txt") << "format accel-engine-checkpoint/1\nstep 7\ntotal 10000\n";
+  REQUIRE(engine::shard_size(total, 3) == 4096);
   for (int ranks : {1, 3}) {
     const std::int64_t s = engine::shard_size(total, ranks);
     CAPTURE(ranks);
@@ -451,7 +454,7 @@ TEST_CASE("checkpoints: an older engine's format 1 (the whole model in params, e
   fs::resize_file(ck / "exp_avg.f32", (total - 1) * 4);
   engine::CheckpointState st = engine::read_checkpoint_manifest(ck);
   CHECK_THROWS_WITH_AS(engine::read_checkpoint_tensors(ck, total, st, 0, total),
-                       ("checkpoint: " + (ck / "exp_avg.f32").string() + " does not hold 1000 floats").c_str(),
+                       ("checkpoint: " + (ck / "exp_avg.f32").string() + " does not hold 10000 floats").c_str(),
                        engine::UsageError);
   fs::remove_all(dir);
 }
