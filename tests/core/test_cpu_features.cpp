@@ -69,6 +69,40 @@ TEST_CASE("decode: a CPU flag without OS support for its state counts as absent"
   CHECK(decode_cpu_features({}, {}, {}, 0) == accel::CpuFeatures{});
 }
 
+TEST_CASE("decode: each register state counts only with every XCR0 bit it needs") {
+  using accel::detail::decode_cpu_features;
+  const auto with = [](std::uint64_t xcr0) { return decode_cpu_features(all_leaf1, all_leaf7, all_leaf7_1, xcr0); };
+  // AVX: SSE (bit 1) and the YMM upper halves (bit 2), both.
+  CHECK_FALSE(with(0x4).avx);
+  CHECK_FALSE(with(0x2).avx);
+  CHECK(with(0x6).avx);
+  // AVX-512: opmask (5), ZMM0-15's upper halves (6) and ZMM16-31 (7), all three.
+  CHECK(with(0x66).avx2);
+  CHECK_FALSE(with(0x66).avx512f);  // no ZMM16-31
+  CHECK_FALSE(with(0xC6).avx512f);  // no opmask
+  CHECK_FALSE(with(0xA6).avx512f);
+  CHECK(with(0xE6).avx512f);
+  CHECK_FALSE(with(0xE0).avx512f);  // no YMM state: no AVX, so no AVX-512
+  // AMX: XTILECFG (17) and XTILEDATA (18), both.
+  CHECK_FALSE(with(0x400E6).amx_tile);
+  CHECK_FALSE(with(0x200E6).amx_tile);
+  CHECK(with(0x600E6).amx_tile);
+  CHECK(with(0x60000).amx_tile);  // tiles need no vector state
+  CHECK_FALSE(with(0x60000).avx);
+}
+
+TEST_CASE("cpu_model_name's trimming: the brand without its padding of spaces and NULs") {
+  // The 48 bytes CPUID gives: the name, then NULs.
+  const auto brand = [](const std::string& name) { return name + std::string(48 - name.size(), '\0'); };
+  const auto trimmed = [](const std::string& bytes) { return accel::detail::trim_brand(bytes); };
+  CHECK(trimmed(brand("       Intel(R) Xeon(R) Platinum 8480+   ")) == "Intel(R) Xeon(R) Platinum 8480+");
+  CHECK(trimmed(brand("AMD EPYC 9654 96-Core Processor")) == "AMD EPYC 9654 96-Core Processor");
+  CHECK(trimmed(std::string(48, 'x')) == std::string(48, 'x'));  // no NUL at all
+  CHECK(trimmed(brand("AMD EPYC") + "junk") == "AMD EPYC");       // nothing after the first NUL
+  CHECK(trimmed(brand("      ")).empty());
+  CHECK(trimmed(brand("")).empty());
+}
+
 namespace {
 
 enum class Reg { eax, ebx, ecx, edx };
@@ -149,6 +183,22 @@ TEST_CASE("decode: each CPUID bit turns on exactly its own feature") {
       expected_bases.*flag = true;
     }
     CHECK(bases.decode().str() == expected_bases.str());
+
+    // The bit with every base but one: still only those bases (each base is needed, not just some).
+    for (const auto missing : fb.requires_) {
+      Leaves without;
+      for (const auto flag : fb.requires_) {
+        if (flag != missing) without.set(row_of(flag));
+      }
+      without.set(fb);
+      // What the remaining bases still give on their own (avx2 without avx is nothing).
+      Leaves bases_only;
+      for (const auto flag : fb.requires_) {
+        if (flag != missing) bases_only.set(row_of(flag));
+      }
+      CHECK_FALSE(without.decode().*fb.flag);
+      CHECK(without.decode().str() == bases_only.decode().str());
+    }
 
     // Bases plus the bit: exactly the bases and the feature.
     Leaves with = bases;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -93,7 +94,7 @@ constexpr CpuFeatures decode_cpu_features(CpuidRegs leaf1, CpuidRegs leaf7, Cpui
   // XCR0 means nothing unless the OS enabled XSAVE (CPUID.1:ECX[27], OSXSAVE).
   if (!bit(leaf1.ecx, 27)) xcr0 = 0;
   const bool os_avx = (xcr0 & 0x6) == 0x6;                 // SSE (bit 1) and YMM upper halves (bit 2)
-  const bool os_avx512 = os_avx && (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM0-15 upper, ZMM16-31 (5-7)
+  const bool os_avx512 = (xcr0 & 0xE0) == 0xE0;  // opmask, ZMM0-15 upper, ZMM16-31 (5-7); avx2 brings os_avx
   const bool os_amx = (xcr0 & 0x60000) == 0x60000;         // XTILECFG (17), XTILEDATA (18)
 
   CpuFeatures f;
@@ -111,6 +112,15 @@ constexpr CpuFeatures decode_cpu_features(CpuidRegs leaf1, CpuidRegs leaf7, Cpui
   f.amx_bf16 = f.amx_tile && bit(leaf7.edx, 22);
   f.amx_fp16 = f.amx_tile && bit(leaf7_1.eax, 21);
   return f;
+}
+
+/// CPUID 0x80000002-4's brand string (48 bytes, NUL-padded; some CPUs pad it with spaces in front or
+/// behind) up to its first NUL, without the spaces around it; empty when it holds nothing else.
+inline std::string trim_brand(std::string_view brand) {
+  brand = brand.substr(0, brand.find('\0'));
+  const auto first = brand.find_first_not_of(' ');
+  if (first == std::string_view::npos) return {};
+  return std::string(brand.substr(first, brand.find_last_not_of(' ') - first + 1));
 }
 
 #if ACCEL_DETAIL_HAS_CPUID
@@ -153,16 +163,13 @@ inline CpuFeatures detect_cpu_features() { return {}; }
 [[nodiscard]] inline std::string cpu_model_name() {
 #if ACCEL_DETAIL_HAS_CPUID
   if (static_cast<unsigned>(__get_cpuid_max(0x80000000u, nullptr)) < 0x80000004u) return {};
-  char brand[49] = {};
+  char brand[48] = {};
   for (unsigned i = 0; i < 3; ++i) {
     const detail::CpuidRegs r = detail::cpuid(0x80000002u + i);
     const unsigned regs[4] = {r.eax, r.ebx, r.ecx, r.edx};
     std::memcpy(brand + 16 * i, regs, sizeof regs);
   }
-  std::string name(brand);
-  const auto first = name.find_first_not_of(' ');
-  if (first == std::string::npos) return {};
-  return name.substr(first, name.find_last_not_of(' ') - first + 1);
+  return detail::trim_brand(std::string_view(brand, sizeof brand));
 #else
   return {};
 #endif
