@@ -319,7 +319,7 @@ inline void resolve_batch(Config& c, int ranks) {
   }
   // The data generator's draws: with --global-batch the whole batch at once (so neither the rank
   // count nor the micro-batch changes the data); else per --batch, as one rank always drew them.
-  c.draw_chunk = static_cast<int>(c.global_batch > 0 || G % given_batch != 0 ? G : given_batch);
+  c.draw_chunk = static_cast<int>(c.global_batch > 0 ? G : given_batch);
   c.eval_rows = static_cast<int>(given_batch);
   c.global_batch = G;
   c.batch = static_cast<int>(micro);
@@ -337,13 +337,17 @@ namespace engine {
 inline std::optional<Config> parse_args(int argc, char** argv) {
   Config c;
   std::vector<std::string> args(argv + 1, argv + argc);
-  // The size first: its preset is the base the other flags change, whatever their order.
+  // The size first: its preset is the base the other flags change, whatever their order. One preset,
+  // the last --size's (tiny without one), applied to the defaults: presets set only what differs from
+  // them, so two applied in turn would leave the first's changes in the second.
+  std::string size = "tiny";
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--size") {
       if (i + 1 >= args.size()) throw UsageError("--size needs a value (tiny, shakespeare, gpt2)");
-      apply_size(c, args[i + 1]);
+      size = args[i + 1];
     }
   }
+  apply_size(c, size);
   // Then a DeepSpeed config: a base that every other flag overrides, wherever it stands.
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--deepspeed-config") {

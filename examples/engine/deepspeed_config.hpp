@@ -98,6 +98,7 @@ class JsonParser {
     std::string out;
     while (i_ < t_.size() && t_[i_] != '"') {
       char c = t_[i_++];
+      if (static_cast<unsigned char>(c) < 0x20) fail("a control character in a string (write it as an escape)");
       if (c == '\\') {
         if (i_ >= t_.size()) fail("an unfinished escape");
         const char e = t_[i_++];
@@ -107,8 +108,9 @@ class JsonParser {
           case 'r': c = '\r'; break;
           case 'b': c = '\b'; break;
           case 'f': c = '\f'; break;
+          case '"': case '\\': case '/': c = e; break;
           case 'u': fail("\\u escapes are not supported in a config");
-          default: c = e;
+          default: fail(std::string("an unknown escape '\\") + e + "'");
         }
       }
       out += c;
@@ -116,6 +118,30 @@ class JsonParser {
     if (i_ >= t_.size()) fail("an unterminated string");
     ++i_;
     return out;
+  }
+  /// The length of the JSON number at i_ (0: none): -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? —
+  /// not strtod's wider forms (hex, "nan", "inf", "+1", ".5"), which DeepSpeed's json.load refuses.
+  [[nodiscard]] std::size_t number_length() const {
+    const auto digit = [&](std::size_t k) { return k < t_.size() && t_[k] >= '0' && t_[k] <= '9'; };
+    std::size_t k = i_;
+    if (k < t_.size() && t_[k] == '-') ++k;
+    if (!digit(k)) return 0;
+    if (t_[k] == '0') {
+      ++k;
+    } else {
+      while (digit(k)) ++k;
+    }
+    if (k < t_.size() && t_[k] == '.') {
+      if (!digit(k + 1)) return 0;
+      for (++k; digit(k); ++k) {}
+    }
+    if (k < t_.size() && (t_[k] == 'e' || t_[k] == 'E')) {
+      std::size_t e = k + 1;
+      if (e < t_.size() && (t_[e] == '+' || t_[e] == '-')) ++e;
+      if (!digit(e)) return 0;
+      for (k = e; digit(k); ++k) {}
+    }
+    return k - i_;
   }
   Json value() {
     ws();
@@ -151,11 +177,11 @@ class JsonParser {
     } else if (t_.compare(i_, 4, "null") == 0) {
       i_ += 4;
     } else {
-      char* end = nullptr;
-      v.num = std::strtod(t_.c_str() + i_, &end);
-      if (end == t_.c_str() + i_) fail("expected a value");
+      const std::size_t length = number_length();
+      if (length == 0) fail("expected a value");
+      v.num = std::strtod(t_.substr(i_, length).c_str(), nullptr);
       v.kind = Json::Kind::number;
-      i_ = static_cast<std::size_t>(end - t_.c_str());
+      i_ += length;
     }
     return v;
   }
@@ -244,7 +270,7 @@ inline std::int64_t whole(const ConfigObject& o, const std::string& key, const J
   }
   if (v > hi) {
     char got[32];
-    std::snprintf(got, sizeof got, "%g", v);
+    std::snprintf(got, sizeof got, "%.15g", v);  // 1048577 as written, not %g's 1.04858e+06
     throw UsageError("--deepspeed-config: " + o.name(key) + " must be at most " + std::to_string(static_cast<long long>(hi)) +
                      ", got " + got);
   }

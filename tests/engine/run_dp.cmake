@@ -360,8 +360,8 @@ elseif(SCENARIO STREQUAL "loss_scale")
   set(ENV{ENGINE_FAULT} inf:2)
   engine_run(2 0 o1 ${base} --loss-scale dynamic --metrics ${WORK}/o1.csv)
   expect_in("${o1}" "OVERFLOW! Skipping step\\. Attempted loss scale: 65536, reducing to 65536"
-            "step 3/6 [^\n]*lr 1\\.00e-03 \\| norm inf[^\n]*scale 65536 \\| skipped 1"
-            "step 4/6 [^\n]*lr 1\\.00e-03 [^\n]*skipped 1" "loss scale +65536 \\(1 steps skipped\\)")
+            "step 3/6 [^\n]*lr 2\\.00e-03 \\| norm inf[^\n]*scale 65536 \\| skipped 1"
+            "step 4/6 [^\n]*lr 2\\.00e-03 [^\n]*skipped 1" "loss scale +65536 \\(1 steps skipped\\)")
   engine_run(2 0 o2 ${base} --loss-scale dynamic --hysteresis 1)
   # ZeRO stage 2: the inf in the last rank's shard of reduced gradients, the same decision everywhere
   engine_run(2 0 o3 ${base} --loss-scale dynamic --hysteresis 1 --zero-stage 2)
@@ -378,7 +378,7 @@ elseif(SCENARIO STREQUAL "ds_config")
   "gradient_accumulation_steps": 2,
   "gradient_clipping": 1.0,
   "steps_per_print": 1,
-  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.99], "eps": 1e-8, "weight_decay": 0.1}},
+  "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.99], "eps": 1e-8, "weight_decay": 0.1}},
   "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 6, "warmup_num_steps": 2, "cos_min_ratio": 0.1}},
   "bf16": {"enabled": false},
   "zero_optimization": {"stage": 1}
@@ -454,7 +454,7 @@ elseif(SCENARIO STREQUAL "mismatch")
   engine_mpmd(2 out 1 ${base} : 1 ${base} --steps 8 --seed 4)
   expect_in("${out}" "${err}--steps is 6 \\(rank 0\\), 8 \\(rank 1\\); --seed is 1337 \\(rank 0\\), 4 \\(rank 1\\)\\. Every rank needs")
   engine_mpmd(2 out 2 ${base} : 1 ${base} --layers 2 --lr 3e-3)
-  expect_in("${out}" "${err}--layers is 4 \\(ranks 0, 1\\), 2 \\(rank 2\\); --lr is 0\\.001 \\(ranks 0, 1\\), 0\\.003 \\(rank 2\\)\\.")
+  expect_in("${out}" "${err}--layers is 4 \\(ranks 0, 1\\), 2 \\(rank 2\\); --lr is 0\\.002 \\(ranks 0, 1\\), 0\\.003 \\(rank 2\\)\\.")
   file(COPY_FILE ${DATA} ${WORK}/same.txt)
   engine_mpmd(0 out 1 ${base} --save ${WORK}/ck --stop-at 3 : 1 ${base} --data ${WORK}/same.txt --save ${WORK}/ck --stop-at 3
                                                                   --eval-every 2 --print-every 3 --dispatch any)
