@@ -216,3 +216,51 @@ TEST_CASE("an empty AnyCommunicator: each call that needs a communicator names i
                        doctest::Contains("accel::comm::AnyCommunicator::get<cpu>(): the communicator is empty"),
                        accel::InvalidArgumentError);
 }
+
+TEST_CASE("AnyCommunicator: the backend's own refusals and call sites come through; another backend's stream is refused") {
+  const accel::AnyBackend any;
+  if (any.name() != "cpu") {
+    MESSAGE("skipped: the selected backend is " << any.name() << " (this test runs the CPU's MPI)");
+    return;
+  }
+  using AnyComm = accel::communicator_t<accel::AnyBackend>;
+  auto& w = accel::comm::world<accel::AnyBackend>();
+  const std::string site = "(mpi, world, rank " + std::to_string(w.rank()) + " of " + std::to_string(w.size()) + ")";
+  accel::AnyBackend::Stream s = any.create_stream();
+  // A CUDA stream on the CPU's communicator: a view made as the CUDA backend makes its own (no GPU needed;
+  // nothing of CUDA runs before the refusal).
+  struct CudaStreamView : accel::CudaBackend::StreamRef {
+    CudaStreamView() : accel::CudaBackend::StreamRef(nullptr, 1, 0) {}
+  };
+  const accel::AnyBackend::StreamRef cuda_stream(accel::CudaBackend::StreamRef(CudaStreamView{}));
+  CHECK_THROWS_WITH_AS(w.barrier(cuda_stream),
+                       ("accel::comm::barrier " + site + ": the stream is a cuda stream, but the communicator is cpu's").c_str(),
+                       accel::InvalidArgumentError);
+  // An argument error names the concrete communicator's call site, word for word as the concrete one.
+  accel::Buffer<std::int32_t, accel::AnyBackend> six(6, s), five(5, s);
+  const std::string expected = "accel::comm::all_gather " + site +
+                               ": mismatched sizes: out holds 5 elements but must hold in's 6 elements x " +
+                               std::to_string(w.size()) + " ranks = " + std::to_string(6 * w.size());
+  CHECK_THROWS_WITH_AS(w.all_gather(s, six, five), expected.c_str(), accel::InvalidArgumentError);
+  Stream cs;
+  Buf<std::int32_t> concrete_six(6, cs), concrete_five(5, cs);
+  CHECK_THROWS_WITH_AS(world().all_gather(cs, concrete_six, concrete_five), expected.c_str(), accel::InvalidArgumentError);
+  // A communicator this rank is not in, wrapped: the backend's own refusal, not a launch on nothing.
+  AnyComm outside(world().split(w.rank() == 0 ? 0 : -1, 0));
+  if (w.rank() == 0) {
+    outside.barrier(s);  // a world of one: returns at once
+    s.synchronize();
+    CHECK(outside.size() == 1);
+  } else {
+    CHECK_FALSE(outside.valid());
+    CHECK_THROWS_WITH_AS(outside.barrier(s),
+                         "accel::comm::barrier (mpi, empty): an empty communicator (this rank is not in the group, or it "
+                         "was moved from)",
+                         accel::InvalidStateError);
+    // ... before its arguments are looked at (a size of 0 ranks would make any output "mismatched").
+    CHECK_THROWS_WITH_AS(outside.all_gather(s, six, five),
+                         "accel::comm::all_gather (mpi, empty): an empty communicator (this rank is not in the group, or "
+                         "it was moved from)",
+                         accel::InvalidStateError);
+  }
+}

@@ -108,7 +108,7 @@ class AnyCommunicator : public CommunicatorOps<AnyCommunicator<Bs...>, BasicAnyB
   AnyCommunicator& operator=(const AnyCommunicator&) = delete;
 
   [[nodiscard]] bool valid() const noexcept {
-    return comm_.index() != 0 && visit_or(false, [](const auto& c) { return c.valid(); });
+    return visit_or(false, [](const auto& c) { return c.valid(); });
   }
   explicit operator bool() const noexcept { return valid(); }
   /// Position of the communicator's backend in Bs... (InvalidStateError when empty).
@@ -161,7 +161,6 @@ class AnyCommunicator : public CommunicatorOps<AnyCommunicator<Bs...>, BasicAnyB
   // ---- for CommunicatorOps ---------------------------------------------------------------------
 
   [[nodiscard]] detail::CallSite call_site(const char* op) const noexcept {
-    if (comm_.index() == 0) return {op};
     return visit_or(detail::CallSite{op}, [&](const auto& c) { return c.call_site(op); });
   }
   void require_valid(const detail::CallSite& call) const {
