@@ -681,10 +681,30 @@ TEST_CASE("half and bfloat16 are reduced through MPI's user-defined ops in float
 
 // Last in this file (doctest runs a file's cases in order): it finalizes communication for the process.
 TEST_CASE("after finalize(), world() refuses naming itself; is_initialized() follows init and finalize") {
-  (void)accel::comm::init();
+  const accel::comm::LaunchInfo first = accel::comm::init();
   CHECK(accel::comm::is_initialized());
+  {
+    // init() is read once: a second call returns the first launch, whatever the environment says now.
+    const ScopedEnv env{{"RANK", "3"}, {"WORLD_SIZE", "4"}};
+    const accel::comm::LaunchInfo& again = accel::comm::init();
+    CHECK(again.rank == first.rank);
+    CHECK(again.world_size == first.world_size);
+    CHECK(again.launcher == first.launcher);
+    CHECK(accel::comm::detect_launch().rank == 3);  // what a fresh read would have given
+  }
+  // finalize() destroys the world communicators in reverse order of creation, once.
+  std::vector<int> destroyed;
+  accel::comm::detail::Runtime& runtime = accel::comm::detail::runtime();
+  runtime.world_destroyers.emplace_back([&] { destroyed.push_back(1); });
+  runtime.world_destroyers.emplace_back([&] { destroyed.push_back(2); });
   accel::comm::finalize();
+  CHECK(destroyed == std::vector<int>{2, 1});
+  CHECK(runtime.world_destroyers.empty());
   CHECK_FALSE(accel::comm::is_initialized());
+  runtime.world_destroyers.emplace_back([&] { destroyed.push_back(3); });
+  accel::comm::finalize();  // idempotent: a second call does nothing
+  CHECK(destroyed == std::vector<int>{2, 1});
+  runtime.world_destroyers.clear();
 #if defined(ACCEL_HAS_MPI)
   CHECK_THROWS_WITH_AS((void)accel::comm::world<accel::CpuBackend>(),
                        doctest::Contains("accel::comm::world(): communication was finalized in this process"),
