@@ -227,6 +227,7 @@ TEST_CASE("AnyCommunicator: the backend's own refusals and call sites come throu
   auto& w = accel::comm::world<accel::AnyBackend>();
   const std::string site = "(mpi, world, rank " + std::to_string(w.rank()) + " of " + std::to_string(w.size()) + ")";
   accel::AnyBackend::Stream s = any.create_stream();
+#if defined(ACCEL_HAS_CUDA)  // AnyBackend holds CudaBackend only where accel has CUDA
   // A CUDA stream on the CPU's communicator: a view made as the CUDA backend makes its own (no GPU needed;
   // nothing of CUDA runs before the refusal).
   struct CudaStreamView : accel::CudaBackend::StreamRef {
@@ -236,6 +237,7 @@ TEST_CASE("AnyCommunicator: the backend's own refusals and call sites come throu
   CHECK_THROWS_WITH_AS(w.barrier(cuda_stream),
                        ("accel::comm::barrier " + site + ": the stream is a cuda stream, but the communicator is cpu's").c_str(),
                        accel::InvalidArgumentError);
+#endif
   // An argument error names the concrete communicator's call site, word for word as the concrete one.
   accel::Buffer<std::int32_t, accel::AnyBackend> six(6, s), five(5, s);
   const std::string expected = "accel::comm::all_gather " + site +
