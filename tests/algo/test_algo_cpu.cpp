@@ -194,6 +194,9 @@ TEST_CASE("a buffer of another device than the stream's is refused, naming both;
   CHECK(std::all_of(b1.span().begin(), b1.span().end(), [](std::int32_t x) { return x == 2; }));  // unchanged
   algo::fill(on0, algo::DeviceSpan<std::int32_t, CpuBackend>(b0.data(), 16), 5);  // a span: not checked
   CHECK(algo::reduce_sync(on0, b0, std::int64_t{0}) == 80);
+  CpuBuffer<std::int32_t> empty1(0, on1);  // an empty buffer touches no memory: accepted, whatever its device
+  CHECK(message_of([&] { algo::fill(on0, empty1, 3); }) == "(no InvalidArgumentError)");
+  CHECK(message_of([&] { algo::transform(on0, empty1, b0, std::negate<>{}); }) == "(no InvalidArgumentError)");
 }
 
 TEST_CASE("transform: unary (with a cast), in place, binary") {
@@ -257,6 +260,33 @@ TEST_CASE("reduce: default init and op, floating point, an empty range gives ini
   CpuBuffer<std::uint8_t> bytes(300, s);
   algo::fill(s, bytes, std::uint8_t{255});
   CHECK(algo::reduce_sync(s, bytes, std::int64_t{0}) == 300 * 255);  // accumulated in init's type
+}
+
+TEST_CASE("reduce with an accumulator that is not trivially copyable (Thrust's reduce as is)") {
+  // A result type with a user-provided copy: the blocked fold needs a buffer of partial results, so
+  // such types take Thrust's own reduce; the value is the same.
+  struct Total {
+    std::int64_t value = 0;
+    Total() = default;
+    Total(std::int64_t v) : value(v) {}  // NOLINT(google-explicit-constructor)
+    Total(const Total& other) : value(other.value) {}
+    Total& operator=(const Total& other) = default;
+    operator std::int64_t() const { return value; }  // NOLINT(google-explicit-constructor)
+  };
+  static_assert(!std::is_trivially_copyable_v<Total>);
+  struct AddTotal {
+    Total operator()(const Total& a, const Total& b) const { return Total(a.value + b.value); }
+  };
+  accel::cpu::Stream s;
+  for (std::size_t n : sizes) {
+    CAPTURE(n);
+    const auto v = random_values<std::int32_t>(n, 10);
+    auto in = make_buffer(v, s);
+    CpuBuffer<std::int64_t> out(1, s);
+    algo::reduce(s, in, out, Total(7), AddTotal{});
+    s.synchronize();
+    CHECK(out.span()[0] == std::accumulate(v.begin(), v.end(), std::int64_t{7}));
+  }
 }
 
 TEST_CASE("inclusive_scan equals std::inclusive_scan (+, in place, a custom operator)") {
@@ -457,6 +487,103 @@ TEST_CASE("bad arguments are InvalidArgumentErrors naming what is wrong, and enq
   CHECK(std::all_of(five.span().begin(), five.span().end(), [](float x) { return x == 2.0f; }));
 }
 
+TEST_CASE("argument checks word for word: sizes both ways, one element, each input of a binary transform") {
+  accel::cpu::Stream s;
+  const std::string at = "(cpu:" + std::to_string(s.device_index()) + "): ";
+  CpuBuffer<float> ten(10, s);
+  CpuBuffer<float> five(5, s);
+  CpuBuffer<float> one(1, s);
+  CpuBuffer<float> none(0, s);
+  algo::fill(s, ten, 1.0f);
+  algo::fill(s, five, 2.0f);
+  s.synchronize();
+  const auto identity = [](float x) { return x; };
+  const auto add = [](float x, float y) { return x + y; };
+  const std::string in_place_only = " (only the exact in-place case, the same address and element size, is allowed)";
+
+  CHECK(message_of([&] { algo::for_each_n(s, one, 2, [](float&) {}); }) ==
+        "accel::algo::for_each_n " + at + "n = 2 but data holds 1 element");
+  CHECK(message_of([&] { algo::transform(s, one, none, identity); }) ==
+        "accel::algo::transform " + at + "out is too small: it holds 0 elements but in has 1");
+  CHECK(message_of([&] { algo::transform(s, ten, five, ten, add); }) ==
+        "accel::algo::transform " + at + "mismatched sizes: in1 has 10 elements and in2 has 5 elements");
+  CHECK(message_of([&] { algo::transform(s, five, ten, ten, add); }) ==
+        "accel::algo::transform " + at + "mismatched sizes: in1 has 5 elements and in2 has 10 elements");
+  CHECK(message_of([&] { algo::transform(s, ten, ten, five, add); }) ==
+        "accel::algo::transform " + at + "out is too small: it holds 5 elements but in1 has 10");
+  CHECK(message_of([&] { algo::inclusive_scan(s, ten, five); }) ==
+        "accel::algo::inclusive_scan " + at + "out is too small: it holds 5 elements but in has 10");
+  CHECK(message_of([&] { algo::reduce(s, ten, none); }) ==
+        "accel::algo::reduce " + at + "out is empty: the result needs 1 element");
+
+  const algo::DeviceSpan<float, CpuBackend> all(ten);
+  CHECK(message_of([&] { algo::transform(s, all.subspan(0, 9), all.subspan(1, 9), identity); }) ==
+        "accel::algo::transform " + at + "out overlaps in" + in_place_only);
+  // Each input of a binary transform is checked against the output.
+  CHECK(message_of([&] { algo::transform(s, all.subspan(1, 4), algo::DeviceSpan(five).first(4), all.first(4), add); }) ==
+        "accel::algo::transform " + at + "out overlaps in1" + in_place_only);
+  CHECK(message_of([&] { algo::transform(s, five, all.subspan(1, 5), all.first(5), add); }) ==
+        "accel::algo::transform " + at + "out overlaps in2" + in_place_only);
+  // reduce's output may not be its input's first element either: no in-place case.
+  CHECK(message_of([&] { algo::reduce(s, ten, all.first(1)); }) == "accel::algo::reduce " + at + "out overlaps in");
+  s.synchronize();
+  CHECK(std::all_of(ten.span().begin(), ten.span().end(), [](float x) { return x == 1.0f; }));  // nothing ran
+  CHECK(std::all_of(five.span().begin(), five.span().end(), [](float x) { return x == 2.0f; }));
+}
+
+TEST_CASE("the overlap check's edges: adjacent ranges, an empty range inside another, element sizes in bytes") {
+  accel::cpu::Stream s;
+  CpuBuffer<float> b(10, s);
+  for (std::size_t i = 0; i < 10; ++i) b.span()[i] = static_cast<float>(i);
+  const algo::DeviceSpan<float, CpuBackend> all(b);
+  const auto plus_100 = [](float x) { return x + 100; };
+  // Adjacent, either way round: no byte shared.
+  algo::transform(s, all.first(5), all.subspan(5, 5), plus_100);  // out starts where in ends
+  s.synchronize();
+  for (std::size_t i = 0; i < 10; ++i) CHECK(b.span()[i] == (i < 5 ? i : i - 5 + 100.0f));
+  algo::transform(s, all.subspan(5, 5), all.first(5), plus_100);  // in starts where out ends
+  s.synchronize();
+  for (std::size_t i = 0; i < 10; ++i) CHECK(b.span()[i] == (i < 5 ? i + 200.0f : i - 5 + 100.0f));
+  // The binary form's second input in place.
+  CpuBuffer<float> ones(10, s);
+  algo::fill(s, ones, 1.0f);
+  algo::transform(s, ones, b, b, [](float x, float y) { return x + y; });
+  s.synchronize();
+  CHECK(b.span()[0] == 201.0f);
+  CHECK(b.span()[9] == 105.0f);
+  // An empty range shares no memory, wherever it points.
+  CHECK(message_of([&] { algo::transform(s, all.subspan(5, 0), all, plus_100); }) == "(no InvalidArgumentError)");
+  CHECK(message_of([&] { algo::inclusive_scan(s, all.subspan(3, 0), all.subspan(2, 4)); }) == "(no InvalidArgumentError)");
+  // ... even an empty input pointing inside the output's element (other element sizes: a byte span).
+  CpuBuffer<std::int64_t> total(1, s);
+  const algo::DeviceSpan<const std::uint8_t, CpuBackend> nothing(reinterpret_cast<const std::uint8_t*>(total.data()) + 1, 0);
+  algo::reduce(s, nothing, total, std::int64_t{7});
+  s.synchronize();
+  CHECK(total.span()[0] == 7);
+  // reduce writes out[0] alone: the rest of `out` may be the input.
+  CpuBuffer<float> r(10, s);
+  algo::fill(s, r, 2.0f);
+  const algo::DeviceSpan<float, CpuBackend> rs(r);
+  algo::reduce(s, rs.subspan(1, 9), rs);
+  s.synchronize();
+  CHECK(r.span()[0] == 18.0f);
+  CHECK(r.span()[1] == 2.0f);
+  // Element sizes count in bytes: doubles over floats at the same address are not "in place", and a
+  // range of doubles reaches twice as far as as many floats.
+  auto* base = b.data();
+  const algo::DeviceSpan<double, CpuBackend> doubles_at_0(reinterpret_cast<double*>(base), 2);  // bytes 0-15
+  const algo::DeviceSpan<double, CpuBackend> doubles_at_8(reinterpret_cast<double*>(base + 2), 4);  // bytes 8-39
+  const std::string overlap = "accel::algo::transform (cpu:" + std::to_string(s.device_index()) + "): out overlaps in";
+  const auto widen = [](float x) { return double{x}; };
+  CHECK(contains(message_of([&] { algo::transform(s, all.first(2), doubles_at_0, widen); }), overlap));
+  // floats at bytes 8-15 lie in the doubles' bytes 0-15
+  CHECK(contains(message_of([&] { algo::transform(s, all.subspan(2, 2), doubles_at_0, widen); }), overlap));
+  // doubles from byte 8 start inside the floats' bytes 0-15
+  CHECK(contains(message_of([&] { algo::transform(s, all.first(4), doubles_at_8, widen); }), overlap));
+  CHECK(message_of([&] { algo::transform(s, all.first(2), doubles_at_8, widen); }) == "(no InvalidArgumentError)");
+  s.synchronize();
+}
+
 TEST_CASE("reduce_sync blocks: it waits for earlier work and reports an earlier task failure") {
   accel::cpu::Stream s;
   CpuBuffer<std::int32_t> b(1000, s);
@@ -479,4 +606,6 @@ TEST_CASE("ThrustAllocator: raw_alloc / raw_delete on its stream") {
   CHECK(cpu.on_accelerator(p));
   alloc.deallocate(p, 4096);
   CHECK(alloc == algo::ThrustAllocator<CpuBackend>(s));
+  accel::cpu::Stream other;
+  CHECK_FALSE(alloc == algo::ThrustAllocator<CpuBackend>(other));  // Thrust may not free one's memory through the other
 }
