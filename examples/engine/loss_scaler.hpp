@@ -111,9 +111,10 @@ class DynamicLossScaler {
       return "expected 'scale,iteration,last overflow iteration,hysteresis left,skipped steps'";
     }
     if (!std::isfinite(s.scale) || s.scale <= 0) return "the scale is not a positive finite number";
-    // Counts as update() keeps them: the last overflow before this iteration (-1: none yet), at least
-    // one unit of hysteresis left, at most one skipped step per iteration.
-    if (s.iter < 0 || s.last_overflow_iter < -1 || s.last_overflow_iter >= s.iter || s.hysteresis < 1 || s.skipped < 0 ||
+    // Counts as update() keeps them: the last overflow before this iteration (-1: none yet; so the
+    // iteration is not negative), at least one unit of hysteresis left, at most one skipped step per
+    // iteration.
+    if (s.last_overflow_iter < -1 || s.last_overflow_iter >= s.iter || s.hysteresis < 1 || s.skipped < 0 ||
         s.skipped > s.iter) {
       return "the counts are not ones training reaches";
     }

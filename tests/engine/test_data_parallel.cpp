@@ -163,6 +163,54 @@ TEST_CASE("DynamicLossScaler: DeepSpeed's rules (2^16, window, hysteresis, min s
   CHECK(off.skipped() == 0);
 }
 
+TEST_CASE("DynamicLossScaler: a fixed scale (--loss-scale X) skips overflowing steps and never moves; the state's text") {
+  engine::Config c;
+  c.loss_scale = 128;
+  c.loss_scale_window = 2;
+  c.quiet = true;
+  engine::DynamicLossScaler s(c);
+  CHECK(s.enabled());
+  CHECK_FALSE(s.dynamic());
+  CHECK(s.scale() == 128.0);
+  for (int i = 0; i < 5; ++i) s.update(false);  // no window doubles it
+  s.update(true);
+  s.update(true);  // nor do overflows halve it, whatever the hysteresis
+  s.update(true);
+  CHECK(s.scale() == 128.0);
+  CHECK(s.skipped() == 3);
+  CHECK(s.hysteresis_left() == 2);
+  CHECK(s.state() == "128,8,7,2,3");  // scale, iteration, last overflow, hysteresis left, skipped
+  c.loss_scale = 0.1;  // in full: a checkpoint keeps the exact double
+  CHECK(engine::DynamicLossScaler(c).state() == "0.10000000000000001,0,-1,2,0");
+
+  // Dynamic: the state in that order, as update() leaves it.
+  engine::Config d;
+  d.loss_scale = 0;
+  d.loss_scale_window = 2;
+  d.initial_scale_power = 3;
+  d.hysteresis = 3;
+  d.quiet = true;
+  engine::DynamicLossScaler g(d);
+  CHECK(g.scale() == 8.0);  // 2^initial_scale_power
+  g.update(false);          // iteration 0: (0 - -1) % 2 = 1
+  g.update(false);          // iteration 1: doubled
+  g.update(true);           // iteration 2: hysteresis 3 -> 2
+  CHECK(g.state() == "16,3,2,2,1");
+
+  // Hysteresis 1 (DeepSpeed's delayed_shift 1) halves at every overflow, whatever a checkpoint's count.
+  d.hysteresis = 1;
+  engine::DynamicLossScaler h(d);
+  h.restore("64,5,2,2,1");
+  h.update(true);
+  CHECK(h.scale() == 32.0);
+  CHECK(h.hysteresis_left() == 2);
+
+  // Disabled (--loss-scale 1): the scale is 1 even after a scaled run's state is restored.
+  engine::DynamicLossScaler off{engine::Config{}};
+  off.restore("65536,4,-1,2,0");
+  CHECK(off.scale() == 1.0);
+}
+
 TEST_CASE("--deepspeed-config: DeepSpeed's keys set the engine's settings; an unsupported key is an error naming it") {
   const fs::path dir = temp_dir("ds");
   engine::Config c;
