@@ -67,6 +67,20 @@ TEST_CASE("cgroup: a controller's directories, leaf first, from /proc/self/cgrou
     CHECK(cgroup_dirs("cpu", "3:cpuacct:/a\n", "33 31 0:30 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n").empty());
     CHECK(cgroup_dirs("cpu", "4:cpu:/a\n", "40 39 0:29 /other /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n").empty());
     CHECK(cgroup_dirs("memory", "", mounts).empty());
+    // a mount of a directory whose name the process's cgroup merely starts with does not show it
+    CHECK(cgroup_dirs("cpu", "4:cpu:/docker/abcdef\n",
+                      "40 39 0:29 /docker/abc /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n").empty());
+    // a line that is not "ID:CONTROLLERS:PATH" is skipped
+    CHECK(listed(cgroup_dirs("cpu", "4:cpu\ngarbage\n4:cpu:/a\n",
+                             "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n")) ==
+          std::vector<std::string>{"1 /sys/fs/cgroup/cpu/a", "1 /sys/fs/cgroup/cpu"});
+  }
+  SUBCASE("a hierarchy mounted twice (a bind mount) is read at its first mount only") {
+    const char* mounts =
+        "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+        "90 23 0:26 / /host/cgroup rw - cgroup2 cgroup2 rw\n";
+    CHECK(listed(cgroup_dirs("memory", "0::/job\n", mounts)) ==
+          std::vector<std::string>{"2 /sys/fs/cgroup/job", "2 /sys/fs/cgroup"});
   }
 }
 
@@ -77,6 +91,8 @@ TEST_CASE("cgroup: the memory limit and the room under it, reclaimable page cach
   CHECK(parse_bytes("max\n") == std::nullopt);
   CHECK(parse_bytes("") == std::nullopt);
   CHECK(parse_bytes("12x") == std::nullopt);
+  CHECK(parse_bytes("123 \n") == std::uint64_t{123});  // trailing blanks and newlines
+  CHECK(parse_bytes("-1") == std::nullopt);
   const FakeHierarchy h;
   SUBCASE("v2: memory.max, memory.current, memory.stat's inactive_file; the tightest along the path") {
     h.write("a/b/memory.max", "max\n");
@@ -91,6 +107,21 @@ TEST_CASE("cgroup: the memory limit and the room under it, reclaimable page cach
     CHECK(m->limit == 1000000000);
     CHECK(m->room == 100000000);  // the root's: 2e9 - 1.9e9 (a's: 1e9 - (6e8 - 2e8) = 6e8)
     CHECK(memory_limit({{2, h.at("a/b")}}) == std::nullopt);  // "max": no limit
+    // the least room wherever it is along the path (here the leaf's), the smallest limit elsewhere
+    h.write("a/b/memory.max", "1500000000\n");
+    h.write("a/b/memory.current", "1450000000\n");
+    h.write("memory.current", "100000000\n");
+    const auto leaf = memory_limit({{2, h.at("a/b")}, {2, h.at("a")}, {2, h.at("")}});
+    REQUIRE(leaf.has_value());
+    CHECK(leaf->limit == 1000000000);
+    CHECK(leaf->room == 50000000);
+  }
+  SUBCASE("v2: no memory.current counts as nothing used; page cache above the usage leaves the whole limit") {
+    h.write("a/memory.max", "1000000000\n");
+    CHECK(memory_limit({{2, h.at("a")}})->room == 1000000000);
+    h.write("a/memory.current", "100000000\n");
+    h.write("a/memory.stat", "inactive_file 300000000\n");
+    CHECK(memory_limit({{2, h.at("a")}})->room == 1000000000);
   }
   SUBCASE("v1: memory.limit_in_bytes (2^63 rounded to pages: none), usage_in_bytes, total_inactive_file") {
     h.write("a/memory.limit_in_bytes", "314572800\n");
@@ -105,6 +136,7 @@ TEST_CASE("cgroup: the memory limit and the room under it, reclaimable page cach
     h.write("a/memory.usage_in_bytes", "400000000\n");  // over the limit (cache): no room, never negative
     h.write("a/memory.stat", "total_inactive_file 0\n");
     CHECK(memory_limit({{1, h.at("a")}})->room == 0);
+    CHECK(memory_limit({{1, h.at("")}}) == std::nullopt);  // 2^63 rounded down to pages: no limit
   }
 }
 
@@ -118,6 +150,8 @@ TEST_CASE("cgroup: the CPU quota, the tightest along the path, and the directory
   CHECK(parse_cpu_max("") == std::nullopt);
   CHECK(parse_cpu_max("abc 100000") == std::nullopt);
   CHECK(parse_cpu_max("100000 0") == std::nullopt);
+  CHECK(parse_cpu_max("0 100000") == std::nullopt);
+  CHECK(parse_cpu_max("150000x 100000") == std::nullopt);
   CHECK(parse_cfs_quota("-1", "100000") == std::nullopt);
   CHECK(parse_cfs_quota("50000", "100000").value() == doctest::Approx(0.5));
   const FakeHierarchy h;
@@ -138,6 +172,13 @@ TEST_CASE("cgroup: the CPU quota, the tightest along the path, and the directory
   REQUIRE(v1.has_value());
   CHECK(v1->cpus == doctest::Approx(3.0));
   CHECK(cpu_quota({{2, h.at("a/b")}}) == std::nullopt);
+  // Two levels with the same quota: the one nearest the process sets it.
+  h.write("a/b/cpu.max", "200000 100000\n");
+  struct stat b {};
+  REQUIRE(stat(h.at("a/b").c_str(), &b) == 0);
+  const auto same = cpu_quota({{2, h.at("a/b")}, {2, h.at("a")}});
+  REQUIRE(same.has_value());
+  CHECK(same->group == static_cast<std::uint64_t>(b.st_ino));
 }
 
 TEST_CASE("cgroup: the host's memory figures stay within this process's memory limit") {

@@ -74,11 +74,9 @@ inline std::vector<CgroupDir> cgroup_dirs(std::string_view controller, std::stri
         continue;  // this mount does not show the process's cgroup
       }
       std::string dir = point + (rel == "/" ? "" : rel);
-      while (true) {
+      while (dir.size() >= point.size()) {  // up to the mount point: the parent of `point` is shorter
         dirs.push_back({version, dir});
-        if (dir.size() <= point.size()) break;
         dir = dir.substr(0, dir.rfind('/'));
-        if (dir.size() < point.size()) break;
       }
       break;
     }
@@ -111,7 +109,7 @@ inline std::optional<std::uint64_t> parse_bytes(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   std::uint64_t v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;  // "" and "max" too
   return v;
 }
 
@@ -170,10 +168,10 @@ inline std::optional<double> parse_cpu_max(std::string_view text) {
   std::istringstream in{std::string(text)};
   std::string quota;
   long long period = 0;
-  if (!(in >> quota >> period) || quota == "max" || period <= 0) return std::nullopt;
+  if (!(in >> quota >> period) || period <= 0) return std::nullopt;
   long long q = 0;
   const auto [end, ec] = std::from_chars(quota.data(), quota.data() + quota.size(), q);
-  if (ec != std::errc{} || end != quota.data() + quota.size() || q <= 0) return std::nullopt;
+  if (ec != std::errc{} || end != quota.data() + quota.size() || q <= 0) return std::nullopt;  // "max" too
   return static_cast<double>(q) / static_cast<double>(period);
 }
 inline std::optional<double> parse_cfs_quota(std::string_view quota_us, std::string_view period_us) {
