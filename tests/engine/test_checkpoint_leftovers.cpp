@@ -274,3 +274,100 @@ TEST_CASE("engine checkpoints: an aside directory goes only once its step is com
   fs::remove_all(ck);
   fs::remove_all(outside);
 }
+
+TEST_CASE("engine checkpoints: the writer's lock file is new, and outlives its directory only where that could not be removed") {
+  const fs::path ck = temp_dir("leftover-writer-lock");
+  const fs::path dir = ck / ".tmp.step_00000001.9.00000009";
+  const fs::path lock = engine::detail::writer_lock_path(dir);
+  CHECK(lock == ck / ".tmp.step_00000001.9.00000009.lock");
+  {
+    engine::detail::WriterLock w;
+    w.acquire(dir);
+    CHECK(fs::is_regular_file(lock));
+    fs::create_directory(dir);
+    // Another writer of the same name (a name nobody else uses) is refused, not let in beside it.
+    engine::detail::WriterLock other;
+    CHECK_THROWS_WITH_AS(other.acquire(dir), ("checkpoint: cannot create " + lock.string() + ": File exists").c_str(),
+                         std::runtime_error);
+    w.release();  // the directory is still there: its lock file stays for the next save's scan
+    CHECK(fs::exists(lock));
+  }
+  fs::remove_all(dir);
+  fs::remove(lock);
+  {
+    engine::detail::WriterLock w;
+    w.acquire(dir);
+    fs::create_directory(dir);
+    fs::remove(dir);  // published or removed
+  }  // released by the destructor: with the directory gone, the lock file goes too
+  CHECK_FALSE(fs::exists(lock));
+  fs::remove_all(ck);
+}
+
+TEST_CASE("engine checkpoints: sizes in B, KiB, MiB, GiB, TiB; tree_bytes counts regular files, not links") {
+  using engine::detail::bytes_text;
+  CHECK(bytes_text(0) == "0 B");
+  CHECK(bytes_text(1023) == "1023 B");
+  CHECK(bytes_text(1024) == "1.0 KiB");
+  CHECK(bytes_text(1536) == "1.5 KiB");
+  CHECK(bytes_text(std::uintmax_t{1} << 20) == "1.0 MiB");
+  CHECK(bytes_text((std::uintmax_t{1} << 20) - 1) == "1024.0 KiB");
+  CHECK(bytes_text(std::uintmax_t{3} << 30) == "3.0 GiB");
+  CHECK(bytes_text(std::uintmax_t{1} << 40) == "1.0 TiB");
+  CHECK(bytes_text(std::uintmax_t{1} << 50) == "1024.0 TiB");  // no larger unit
+  const fs::path d = temp_dir("leftover-tree-bytes"), outside = temp_dir("leftover-tree-outside");
+  fs::create_directories(d / "sub");
+  write_text(d / "a", "12345");
+  write_text(d / "sub" / "b", "123");
+  write_text(outside / "big", std::string(4096, 'x'));
+  fs::create_symlink(outside / "big", d / "link");           // a link to a file: not counted
+  fs::create_directory_symlink(outside, d / "dir-link");     // nor followed
+  CHECK(engine::detail::tree_bytes(d) == 8);
+  CHECK(engine::detail::tree_bytes(d / "missing") == 0);
+  fs::remove_all(d);
+  fs::remove_all(outside);
+}
+
+TEST_CASE("engine checkpoints: the scan removes only the engine's own leftovers — names, kinds and complete steps") {
+  const fs::path ck = temp_dir("leftover-kinds");
+  (void)save_logged(ck, 1, 1.0f);
+  // Two steps --keep-last was removing when it stopped: both go, named in one line.
+  fs::create_directories(ck / ".pruned.step_00000002.5.00000005");
+  write_text(ck / ".pruned.step_00000002.5.00000005" / "params.f32", "1234");
+  fs::create_directories(ck / ".pruned.step_00000003.6.00000006");
+  // Names the engine uses for directories and links, here of other kinds: not the engine's, kept.
+  write_text(ck / ".pruned.step_00000004.7.00000007", "a file");
+  fs::create_directory_symlink(ck / "step_00000001", ck / ".pruned.step_00000005.8.00000008");
+  write_text(ck / ".tmp.step_.lock", "");                          // too short to guard a directory
+  fs::create_directories(ck / ".tmp.step_00000006.9.00000009.lock");  // a directory, not a lock file
+  // Aside copies of steps that are not complete under their own names: kept.
+  fs::create_directories(ck / "step_00000007");                       // no manifest
+  fs::create_directories(ck / ".old.step_00000007.1.00000001");
+  fs::create_directory_symlink(ck / "step_00000001", ck / "step_00000008");  // a link, not the step's directory
+  fs::create_directories(ck / ".old.step_00000008.1.00000001");
+
+  CHECK(save_logged(ck, 9, 9.0f) == "checkpoint: " + ck.string() +
+                                        ": removed the leftovers of interrupted saves: .pruned.step_00000002.5.00000005 (4 B), "
+                                        ".pruned.step_00000003.6.00000006 (0 B); kept .old.step_00000007.1.00000001 "
+                                        "(step_00000007 is missing: it may be the only copy of that step), "
+                                        ".old.step_00000008.1.00000001 (step_00000008 is missing: it may be the only copy of "
+                                        "that step)\n");
+  CHECK(entries_with(ck, ".pruned.") ==
+        std::vector<std::string>{".pruned.step_00000004.7.00000007", ".pruned.step_00000005.8.00000008"});
+  CHECK(fs::is_symlink(ck / ".pruned.step_00000005.8.00000008"));
+  CHECK(fs::is_regular_file(ck / ".tmp.step_.lock"));
+  CHECK(fs::is_directory(ck / ".tmp.step_00000006.9.00000009.lock"));
+  CHECK(fs::exists(ck / ".old.step_00000007.1.00000001"));
+  CHECK(fs::exists(ck / ".old.step_00000008.1.00000001"));
+  check_checkpoint(ck, 9, 9.0f);
+  fs::remove_all(ck);
+}
+
+TEST_CASE("engine checkpoints: a --save that cannot be listed is a warning, never a failure") {
+  const fs::path d = temp_dir("leftover-unlisted");
+  write_text(d / "a-file", "not a directory");
+  const std::string log = engine_test::stderr_of(d / "log", [&] { engine::detail::remove_leftovers(d / "a-file"); });
+  CHECK(log == "checkpoint: warning: cannot list " + (d / "a-file").string() +
+                   " for leftovers of interrupted saves: Not a directory\n");
+  fs::remove_all(d);
+}

@@ -92,6 +92,16 @@ TEST_CASE("engine checkpoints: the free bytes are statvfs's, of the nearest exis
     CHECK(*missing <= *free + (64u << 20));
   }
   fs::remove_all(dir);
+  // /proc reports no blocks, like some FUSE and network file systems: not checked, there or below it.
+  CHECK(engine::free_bytes("/proc") == std::nullopt);
+  CHECK(engine::free_bytes("/proc/accel-not-there/ck") == std::nullopt);
+}
+
+TEST_CASE("engine checkpoints: the complete steps of a --save that does not exist yet: none, and no error") {
+  std::error_code ec = std::make_error_code(std::errc::io_error);
+  CHECK(engine::detail::complete_steps(temp_dir("space-none") / "not-made", ec).empty());
+  CHECK_FALSE(ec);
+  CHECK(engine::checkpoints_bytes_in(temp_dir("space-none") / "not-made") == 0);
 }
 
 TEST_CASE("engine checkpoints: a run's saves are one every --save-every steps after its first step and before its last, and one at the end") {
@@ -130,6 +140,7 @@ TEST_CASE("engine checkpoints: --save refused where one checkpoint does not fit;
         "--save ck: --keep-last 1 holds up to 2 checkpoints of 13.0 MiB at once (26.0 MiB: a save writes the new one "
         "before it removes the oldest) and the file system there has 10.0 MiB free (and 13.0 MiB in checkpoints already there)");
   CHECK(engine::save_space_warning("ck", 13 * mib, 1, 3, 14 * mib) == "");  // one save: one at a time
+  CHECK(engine::save_space_warning("ck", 13 * mib, 1, 0, 5 * mib) == "");  // not even one: save_space_error says so
   CHECK(engine::save_space_warning("ck", 13 * mib, 4, 0, 30 * mib, 100 * mib) != "");  // without --keep-last none go
 }
 
@@ -197,6 +208,12 @@ TEST_CASE("engine checkpoints: --keep-last removes the complete steps beyond the
   // latest is kept even when the caller names another directory.
   report = engine::prune_checkpoints(ck, 1, ck / "step_00000005");
   CHECK(report.removed.empty());
+  // ... and the one just written even where latest is gone (a link a user removed).
+  fs::remove(ck / "latest");
+  report = engine::prune_checkpoints(ck, 1, ck / "step_00000002");
+  CHECK(report.removed.empty());
+  CHECK(report.warnings.empty());
+  CHECK(fs::exists(ck / "step_00000002" / "manifest.txt"));
   fs::remove_all(ck);
 }
 
