@@ -178,26 +178,27 @@ void check_same_run(B b, Ranks<B>& ranks, const std::vector<SharedSetting>& mine
     return detail::fnv1a64(t.data(), t.size());
   };
   std::vector<std::uint64_t> each;
-  std::uint64_t whole = detail::fnv1a64(nullptr, 0);
+  std::uint64_t whole = detail::fnv1a64(nullptr, 0), names = whole;
   for (const auto& x : mine) {
     each.push_back(hash(x));
     whole = detail::fnv1a64(&each.back(), 8, whole);
+    names = detail::fnv1a64(x.name.data(), x.name.size() + 1, names);  // with its '\0': "ab","c" is not "a","bc"
   }
   auto s = new_stream(b);
   const int n = ranks.size();
-  const auto heads = detail::gather_bytes(b, ranks, s, detail::words_bytes({mine.size(), whole}));
+  // Per rank: how many settings, which (their names: the build), what they hold.
+  constexpr std::size_t head = 3;
+  const auto heads = detail::gather_bytes(b, ranks, s, detail::words_bytes({mine.size(), names, whole}));
+  const auto at = [&](int r, std::size_t w) { return detail::word_at(heads, head * static_cast<std::size_t>(r) + w); };
   bool same = true;
-  for (int r = 1; r < n; ++r) {
-    same = same && detail::word_at(heads, 2 * static_cast<std::size_t>(r)) == detail::word_at(heads, 0) &&
-           detail::word_at(heads, 2 * static_cast<std::size_t>(r) + 1) == detail::word_at(heads, 1);
-  }
+  for (int r = 1; r < n; ++r) same = same && at(r, 2) == at(0, 2);
   if (same) return;
   for (int r = 1; r < n; ++r) {
-    if (detail::word_at(heads, 2 * static_cast<std::size_t>(r)) != detail::word_at(heads, 0)) {
-      throw AgreedUsageError("the ranks run different builds of the engine (rank 0 shares " +
-                             std::to_string(detail::word_at(heads, 0)) + " settings, rank " + std::to_string(r) + " " +
-                             std::to_string(detail::word_at(heads, 2 * static_cast<std::size_t>(r))) +
-                             "): launch the same binary on every rank");
+    if (at(r, 1) != at(0, 1)) {  // other names (another count among them)
+      const std::string what = at(r, 0) != at(0, 0) ? "rank 0 shares " + std::to_string(at(0, 0)) + " settings, rank " +
+                                                         std::to_string(r) + " " + std::to_string(at(r, 0))
+                                                   : "rank " + std::to_string(r) + "'s settings are named differently from rank 0's";
+      throw AgreedUsageError("the ranks run different builds of the engine (" + what + "): launch the same binary on every rank");
     }
   }
   const std::size_t k = mine.size();
