@@ -3,10 +3,9 @@
 // beside the entry and checked on every hit. Editing such a header rebuilds the op and loads the new
 // code in the same process; an unchanged (or merely touched) header is a hit; a deleted one fails the
 // rebuild with the compiler's error and never hands out the old entry; a damaged manifest is a rebuild,
-// not a crash. Plus the Make-syntax depfile parser. One-line ops: each compile is a fraction of a second.
+// not a crash. One-line ops: each compile is a fraction of a second. (The manifest and the depfile
+// parser as data, without a compiler: test_jit_manifest.cpp.)
 #include "jit_reliability_support.hpp"
-
-#include <accel/ops/detail/depfile.hpp>
 
 #include <doctest/doctest.h>
 
@@ -249,26 +248,4 @@ TEST_CASE("jit deps: an entry another process rebuilt is loaded anew, not the ol
   CHECK(tiny_answer_of(op) == 2222);
   CHECK(tiny_answer_of(first) == 21);
   CHECK(jit_test::files_containing(dir / "cache", ".tmp.").empty());  // the link it was loaded by is gone
-}
-
-TEST_CASE("jit deps: the depfile parser takes Make's escapes, continuations and several rules") {
-  using accel::ops::detail::parse_depfile;
-  std::vector<std::string> deps;
-  // g++ -MD: target, escaped spaces, "$$", a continuation, a '#' escape, a tab.
-  CHECK(parse_depfile("/c/out\\ dir/x.so.tmp.1.0: /k/tiny.cpp /k/my\\ dir/a\\ b.h \\\n"
-                      " /usr/include/c$$d.h\t/k/\\#hash.h \\\n  /k/last.h\n",
-                      deps));
-  CHECK(deps == std::vector<std::string>{"/k/tiny.cpp", "/k/my dir/a b.h", "/usr/include/c$d.h", "/k/#hash.h",
-                                         "/k/last.h"});
-  // CRLF line ends; a backslash not before a space or a line end is part of the name; a colon inside a
-  // prerequisite is kept; -MP's empty phony rules add nothing; a second rule (gcc appending) adds its own.
-  CHECK(parse_depfile("a.o: x\\y.h \\\r\n k:v.h\r\nx\\y.h:\r\n\r\nb.o: b.cpp x\\y.h\n", deps));
-  CHECK(deps == std::vector<std::string>{"x\\y.h", "k:v.h", "b.cpp"});
-  // A backslash before a space that is itself escaped: "\\ " is a backslash then a separator (GNU make).
-  CHECK(parse_depfile("t: a\\\\ b\n", deps));
-  CHECK(deps == std::vector<std::string>{"a\\", "b"});
-  // No rule at all, or a rule with no target, is malformed.
-  CHECK_FALSE(parse_depfile("just words\n", deps));
-  CHECK_FALSE(parse_depfile(": a.h\n", deps));
-  CHECK(parse_depfile("", deps) == false);
 }

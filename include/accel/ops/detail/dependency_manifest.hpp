@@ -97,17 +97,18 @@ enum class ManifestState {
 [[nodiscard]] inline bool parse_manifest(std::string_view text, DependencyManifest& m) {
   m = {};
   std::size_t at = 0;
-  // The next space- or newline-terminated token; false when the terminator is not `end`.
+  // The next space- or newline-terminated token; false when the terminator is not `end`. (An empty one
+  // is refused by whoever reads it: no field is empty.)
   const auto token = [&](std::string_view& out, char end) {
     const std::size_t stop = text.find(end, at);
-    if (stop == std::string_view::npos || stop == at) return false;
+    if (stop == std::string_view::npos) return false;
     out = text.substr(at, stop - at);
     at = stop + 1;
     return true;
   };
   const auto number = [](std::string_view s, int base, auto& value) {
     using T = std::remove_reference_t<decltype(value)>;
-    if (s.empty() || s.size() > 20) return false;
+    if (s.empty()) return false;  // too many digits: strto(u)ll says ERANGE
     const std::string copy(s);
     if (!(std::isxdigit(static_cast<unsigned char>(copy[0])) || copy[0] == '-')) return false;
     char* stop = nullptr;

@@ -7,7 +7,8 @@
 //   - a backslash before a line end (LF or CRLF) continues the line;
 //   - "\ " is a space inside a name; 2n backslashes before a space are n backslashes and a separator,
 //     2n+1 are n backslashes and a space (GNU make's rule, which the compilers follow);
-//   - "\#" is '#', "$$" is '$';
+//   - "\#" is '#' (GCC escapes a '#' with one backslash and leaves any before it as they are, so
+//     n+1 backslashes before a '#' are n backslashes and the '#'); "$$" is '$';
 //   - any other backslash is part of the name (a path may hold one);
 //   - the target ends at the first ':' followed by a blank or the line end, so a ':' inside a
 //     prerequisite's name is kept (on POSIX, compilers do not escape it).
@@ -90,7 +91,8 @@ namespace accel::ops::detail {
           }
           continue;
         }
-        if (after < line.size() && line[after] == '#' && run == 1) {
+        if (after < line.size() && line[after] == '#') {
+          word.append(run - 1, '\\');
           word += '#';
           in_word = true;
           i = after;

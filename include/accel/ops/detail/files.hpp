@@ -64,7 +64,7 @@ namespace accel::ops::detail {
   char* end = nullptr;
   errno = 0;
   const double s = std::strtod(v.c_str(), &end);
-  if (errno != 0 || end == v.c_str() || *end != '\0' || !(s >= 0) || s > 1e9) {
+  if (errno != 0 || *end != '\0' || !(s >= 0) || s > 1e9) {  // v is not empty: nothing read leaves *end set
     throw InvalidArgumentError(std::string(name) + "='" + v + "' is not a number of seconds (0 means no limit)");
   }
   return s;
@@ -75,7 +75,9 @@ namespace accel::ops::detail {
   return accel::detail::find_executable(name);
 }
 
-/// Whole file as bytes; false when it cannot be opened or read. `info` (when given) receives its fstat.
+/// Whole file as bytes; false when it cannot be opened or read (a read error, or a directory, is not a
+/// short file: its bytes so far would hash and parse as if they were all). `info` (when given) receives
+/// its fstat.
 inline bool read_file(const std::filesystem::path& path, std::string& out, struct stat* info) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -89,7 +91,11 @@ inline bool read_file(const std::filesystem::path& path, std::string& out, struc
   while (done < out.size()) {
     const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0) {
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;  // the file shrank since fstat
     done += static_cast<std::size_t>(n);
   }
   ::close(fd);
