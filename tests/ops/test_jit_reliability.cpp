@@ -486,6 +486,34 @@ TEST_CASE("jit reliability: on a full disk the CompileError has the compiler's l
   CHECK(contains(what, "compile failed"));
 }
 
+TEST_CASE("jit reliability: a directory with under 1 MiB free, or no free inode, is named as full; a file system that counts no inodes is not out of them") {
+  using accel::ops::detail::disk_space_problem;
+  const fs::path mnt = ops_test::temp_dir("low-space");
+  const std::string out = with_tmpfs(mnt, 0, "size=2m,nr_inodes=16,mode=0700", [&] {
+    std::string result = "[" + disk_space_problem({mnt}, "") + "]";
+    {
+      std::ofstream fill(mnt / "filler", std::ios::binary);
+      const std::string block(3 << 19, 'f');  // 1.5 MiB of the 2: 512 KiB left
+      fill.write(block.data(), static_cast<std::streamsize>(block.size()));
+    }
+    result += "[" + disk_space_problem({mnt}, "") + "]";
+    fs::remove(mnt / "filler");
+    for (int i = 0;; ++i) {  // every inode taken, the blocks free
+      const int fd = ::open((mnt / ("f" + std::to_string(i))).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd < 0) break;
+      ::close(fd);
+    }
+    return result + "[" + disk_space_problem({mnt}, "") + "]";
+  });
+  if (skipped(out)) return;
+  CHECK(out == "[][out of disk space: " + mnt.string() + " is full (524288 bytes free)][out of disk space: " +
+                   mnt.string() + " is full (2097152 bytes free, no free inode)]");
+  // tmpfs with nr_inodes=0 counts no inodes (total 0, free 0), as some other file systems: not "none free".
+  const std::string unlimited = with_tmpfs(mnt, 0, "size=2m,nr_inodes=0,mode=0700",
+                                           [&] { return "[" + disk_space_problem({mnt}, "") + "]"; });
+  CHECK(unlimited == "[]");
+}
+
 // ---- 6-7. Missing, hanging and unusable toolchains; the build lock; noexec caches -------------------------
 
 TEST_CASE("jit reliability: CXX naming no program: BackendUnavailableError naming it, and no cache directory made") {
@@ -656,6 +684,8 @@ TEST_CASE("jit reliability: a cache on a noexec mount is refused, saying so; its
     }
     if (!fs::exists(copied)) result += "EVICTED;";
     if (JitCache::stats().rebuilt != rebuilt) result += "REBUILT;";
+    // 3. A directory not made yet: judged by the nearest one above it that exists.
+    result += "E3 " + accel::ops::detail::noexec_problem(mnt / "not" / "made") + ";";
     return result;
   });
   if (skipped(out)) return;
@@ -669,4 +699,5 @@ TEST_CASE("jit reliability: a cache on a noexec mount is refused, saying so; its
   CHECK_FALSE(contains(out, "EVICTED;"));
   CHECK_FALSE(contains(out, "REBUILT;"));
   CHECK_FALSE(contains(out, "LOADED;"));
+  CHECK(contains(out, "E3 the JIT cache directory " + (mnt / "not" / "made").string() + " is on a file system mounted noexec"));
 }

@@ -10,7 +10,8 @@
 // above the root ($HOME, /tmp) are not checked; those accel creates (the root, and missing parents of it)
 // are made with mode 0700.
 //
-// Symbolic links are followed: a link to a directory another user owns is refused for that owner.
+// Symbolic links are followed: a link to a directory another user owns is refused for that owner; a link
+// to a directory not made yet is an error saying so (mkdir(2) does not follow links).
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -117,7 +118,8 @@ inline void make_cache_dir(const std::filesystem::path& dir, bool parents) {
   if (cache_dir_exists(dir)) return;
   if (parents && dir.has_parent_path() && dir.parent_path() != dir) {
     struct stat st {};
-    if (::stat(dir.parent_path().c_str(), &st) != 0 && errno == ENOENT) make_cache_dir(dir.parent_path(), true);
+    // (Another failure than ENOENT cannot happen here: `dir`'s own stat would have met it first.)
+    if (::stat(dir.parent_path().c_str(), &st) != 0) make_cache_dir(dir.parent_path(), true);
   }
   if (::mkdir(dir.c_str(), 0700) == 0) {
     (void)::chmod(dir.c_str(), 0700);  // exactly 0700, whatever the umask
@@ -126,6 +128,15 @@ inline void make_cache_dir(const std::filesystem::path& dir, bool parents) {
                 errno);
   }
   if (!cache_dir_exists(dir)) {
+    // mkdir(2) does not follow a symbolic link: one to a missing directory is "there" and yet no directory.
+    std::error_code ec;
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(dir, ec))) {
+      throw Error(Errc::runtime_failure,
+                  "accel jit cache: " + dir.string() + " is a symbolic link to " +
+                      std::filesystem::read_symlink(dir, ec).string() +
+                      ", which does not exist: create that directory (mode 0700), or remove the link",
+                  ENOENT);
+    }
     throw Error(Errc::runtime_failure, "accel jit cache: " + dir.string() + " vanished as it was created", ENOENT);
   }
 }

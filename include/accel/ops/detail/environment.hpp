@@ -20,10 +20,11 @@ namespace accel::ops::detail {
   return value != nullptr ? std::string(value) : std::string();
 }
 
-/// True when the variable is set to something other than "", "0", "false", "off", "no".
+/// True when the variable is set to something other than "", "0", "false", "off", "no" (in any case).
 [[nodiscard]] inline bool env_flag(const char* name) {
-  const std::string v = env_string(name);
-  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no" || v == "OFF" || v == "FALSE");
+  std::string v = env_string(name);
+  for (char& c : v) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
 }
 
 /// Quotes one argument for display so that a user can paste the command into a POSIX shell.
