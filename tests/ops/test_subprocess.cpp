@@ -1,14 +1,17 @@
 // accel/detail/subprocess.hpp: exit statuses, signals, programs that cannot start, output through a
 // pipe, timeouts that kill the whole process group, SIGCHLD ignored by the host, descriptors the child
-// must not inherit, several threads at once, and functions run in a child.
+// must not inherit, several threads at once, and functions run in a child; a caller with signals
+// blocked, unwritten stdio or stdin and stdout closed; a supervisor killed; the program's PATH lookup.
 #include <accel/detail/subprocess.hpp>
 
 #include <doctest/doctest.h>
 
 #include "jit_reliability_support.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -17,6 +20,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -205,4 +209,122 @@ TEST_CASE("subprocess: several threads at once each get their own child's status
   }
   for (auto& th : pool) th.join();
   for (const auto& e : errors) CHECK(e.empty());
+}
+
+TEST_CASE("subprocess: what describe() says of each ending") {
+  accel::detail::SubprocessResult r;
+  r.outcome = SubprocessOutcome::signaled;
+  r.signal = SIGKILL;
+  CHECK(r.describe() == "was killed by signal 9 (Killed)");
+  r.outcome = SubprocessOutcome::not_started;
+  r.failed_step = "execve";
+  r.error = EACCES;
+  CHECK(r.describe() == "could not be started (execve: Permission denied)");
+  r.outcome = SubprocessOutcome::timed_out;
+  r.timeout_seconds = 2.5;
+  CHECK(r.describe() == "did not finish within 2.5 s and was killed");
+  r.timeout_seconds = 900;
+  CHECK(r.describe() == "did not finish within 900 s and was killed");
+  r.outcome = SubprocessOutcome::lost;
+  CHECK(r.describe() == "was lost: its supervising process died before reporting a status");
+}
+
+TEST_CASE("subprocess: the child's signals are unblocked, whatever the caller had blocked") {
+  sigset_t term, old;
+  ::sigemptyset(&term);
+  ::sigaddset(&term, SIGTERM);
+  REQUIRE(::pthread_sigmask(SIG_BLOCK, &term, &old) == 0);
+  const auto r = run_program({"sh", "-c", "kill -TERM $$; echo survived"});
+  (void)::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  CHECK(r.outcome == SubprocessOutcome::signaled);
+  CHECK(r.signal == SIGTERM);
+  CHECK(r.output.empty());
+}
+
+TEST_CASE("subprocess: the caller's unwritten stdio buffer is not written again by the child") {
+  std::printf("[test_subprocess: this text is written once, by the test itself]");  // no newline: still buffered
+  const auto f = [] {
+    std::fflush(stdout);  // what the child's copy of the buffer held would go to its stdout, the pipe
+    return ::write(1, "child", 5) == 5 ? 0 : 1;
+  };
+  const auto r = run_in_child(f);
+  std::printf("\n");
+  std::fflush(stdout);
+  CHECK(r.ok());
+  CHECK(r.output == "child");
+}
+
+TEST_CASE("subprocess: with the caller's stdin and stdout closed, the child's stdout is still the pipe") {
+  // In a forked copy, so that this test's own stdio stays as it is; the copy reports through a pipe made
+  // before it closes 0 and 1 (the run's pipes then get those numbers first).
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  std::fflush(nullptr);
+  const pid_t copy = ::fork();
+  REQUIRE(copy >= 0);
+  if (copy == 0) {
+    ::close(report[0]);
+    ::close(0);
+    ::close(1);
+    const auto r = run_program({"sh", "-c", "echo hi; cat"});
+    const std::string out = r.describe() + "|" + r.output;
+    (void)!::write(report[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string out;
+  char buffer[256];
+  for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+  ::close(report[0]);
+  (void)::waitpid(copy, nullptr, 0);
+  CHECK(out == "exited with status 0|hi\n");  // cat read /dev/null, not a pipe end left at 0
+}
+
+TEST_CASE("subprocess: the program is looked up as a shell does; what cannot be run is said before any fork") {
+  using accel::detail::find_executable;
+  const std::filesystem::path dir = ops_test::temp_dir("path-lookup");
+  ops_test::write_text(dir / "tool", "#!/bin/sh\necho tool\n");
+  ops_test::write_text(dir / "plain", "not executable\n");
+  REQUIRE(::chmod((dir / "tool").c_str(), 0755) == 0);
+  std::filesystem::create_directory(dir / "sh");  // a directory named like a program is not one
+  REQUIRE(::chmod((dir / "sh").c_str(), 0755) == 0);
+  {
+    const ScopedEnv env{{"PATH", (dir.string() + ":/usr/bin:/bin").c_str()}};
+    CHECK(find_executable("tool") == (dir / "tool").string());
+    CHECK(find_executable("sh") == "/usr/bin/sh");
+    CHECK(find_executable("plain").empty());  // not executable
+    CHECK(find_executable("").empty());
+  }
+  {
+    const std::string relative = ":" + std::string("/nonexistent");  // an empty entry is the current directory
+    const ScopedEnv env{{"PATH", relative.c_str()}};
+    const auto here = std::filesystem::current_path();
+    std::filesystem::current_path(dir);
+    const std::string found = find_executable("tool");
+    std::filesystem::current_path(here);
+    CHECK(found == "./tool");
+  }
+  {
+    const ScopedEnv env{{"PATH", nullptr}};  // unset: the usual directories
+    CHECK(find_executable("sh") == "/usr/bin/sh");
+  }
+  CHECK(find_executable((dir / "tool").string()) == (dir / "tool").string());  // a path is taken as it is
+  CHECK(find_executable((dir / "plain").string()).empty());
+  const auto not_executable = run_program({(dir / "plain").string()});
+  CHECK(not_executable.describe() == "could not be started (PATH lookup: Permission denied)");
+  const auto missing = run_program({(dir / "missing").string()});
+  CHECK(missing.describe() == "could not be started (PATH lookup: No such file or directory)");
+  const auto empty = run_program({});
+  CHECK(empty.describe() == "could not be started (empty command: Invalid argument)");
+}
+
+TEST_CASE("subprocess: a supervisor killed before it reports is a lost run, not a timeout") {
+  const auto kills_supervisor = [] {
+    (void)::kill(::getppid(), SIGKILL);  // the child's parent is the supervisor
+    ::pause();                           // ended by its parent-death signal
+    return 0;
+  };
+  const auto r = run_in_child(kills_supervisor);
+  CHECK(r.outcome == SubprocessOutcome::lost);
+  CHECK(r.describe() == "was lost: its supervising process died before reporting a status");
 }

@@ -218,7 +218,7 @@ inline pid_t plain_fork() noexcept {
     } catch (...) {
       rc = 125;
     }
-    ::_exit(rc & 0xff);
+    ::_exit(rc);  // its low 8 bits are the status
   }
   ::execve(plan.path, plan.argv, plan.envp);
   write_record(status_w, record_exec_failed, errno);
@@ -361,7 +361,7 @@ inline SubprocessResult supervise(const Plan& plan, const SubprocessOptions& opt
   result.timeout_seconds = options.timeout_seconds;
   const auto append = [&](const char* data, std::size_t n) {
     const std::size_t size = result.output.size();
-    const std::size_t room = options.max_output > size ? options.max_output - size : 0;
+    const std::size_t room = options.max_output - size;  // size <= max_output: never more is kept
     if (n > room) result.output_truncated = true;
     result.output.append(data, n < room ? n : room);
   };
