@@ -7,9 +7,12 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 using accel::detail::LazyInit;
 
@@ -79,4 +82,54 @@ TEST_CASE("LazyInit: what a callback captured is destroyed once it ran, and may 
   lazy.ensure();
   CHECK(lazy.initialized());
   CHECK(runs == 11);
+}
+
+TEST_CASE("LazyInit: after its own pass failed, a thread's next trigger waits for another thread's pass") {
+  LazyInit lazy("test");
+  std::atomic<int> attempts{0};
+  std::atomic<bool> in_second_pass{false};
+  std::atomic<bool> release{false};
+  lazy.call([&] {
+    if (attempts.fetch_add(1) == 0) throw std::runtime_error("first attempt");
+    in_second_pass = true;
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  CHECK_THROWS_AS(lazy.ensure(), accel::TaskError);  // this thread's pass failed and ended
+  std::thread other([&] { lazy.ensure(); });
+  while (!in_second_pass.load()) std::this_thread::yield();
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release = true;
+  });
+  lazy.ensure();  // not re-entry: this thread runs no pass now, so it waits for the other's
+  CHECK(lazy.initialized());
+  other.join();
+  releaser.join();
+  CHECK(attempts.load() == 2);
+}
+
+TEST_CASE("LazyInit: a callback that triggers another backend's queue: each runs once, both end initialised") {
+  LazyInit outer("outer");
+  LazyInit inner("inner");
+  std::string order;
+  inner.call([&] {
+    order += 'i';
+    outer.ensure();  // re-entry into the pass under way on this thread: returns at once
+  });
+  outer.call([&] {
+    order += 'o';
+    inner.ensure();
+    outer.ensure();  // still this thread's pass of `outer`, after inner's ended: returns at once
+    order += 'O';
+  });
+  outer.ensure();
+  CHECK(order == "oiO");
+  CHECK(outer.initialized());
+  CHECK(inner.initialized());
+  // Both passes are over: a later queue's trigger on this thread runs its pass (not a re-entry).
+  LazyInit later("later");
+  int runs = 0;
+  later.call([&] { ++runs; });
+  later.ensure();
+  CHECK(runs == 1);
 }

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -62,26 +63,18 @@ class LazyInit {
   }
 
  private:
-  // The queue this thread is running, if any: a trigger from inside one of its callbacks returns.
-  static const LazyInit*& running_here() noexcept {
-    thread_local const LazyInit* running = nullptr;
-    return running;
-  }
-
   void run() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       if (initialized_.load(std::memory_order_relaxed)) return;
-      if (!running_) break;
-      if (running_here() == this) return;  // re-entered from a callback: initialisation is under way
+      if (runner_ == std::thread::id()) break;  // no pass under way
+      if (runner_ == std::this_thread::get_id()) return;  // re-entered from a callback: under way
       finished_.wait(lock);
     }
-    running_ = true;
-    const LazyInit* const outer = std::exchange(running_here(), this);
+    runner_ = std::this_thread::get_id();
     // Ends this pass (with mutex_ held): another trigger may start the next one.
     const auto end_pass = [&] {
-      running_ = false;
-      running_here() = outer;
+      runner_ = std::thread::id();
       finished_.notify_all();
     };
     while (next_ < queue_.size()) {
@@ -122,7 +115,10 @@ class LazyInit {
   std::condition_variable finished_;  // a pass ended
   std::vector<std::unique_ptr<std::function<void()>>> queue_;
   std::size_t next_ = 0;  // the first callback that has not run
-  bool running_ = false;  // a thread runs the queue now
+  // The thread running a pass now (none: no pass is under way). A trigger from it — a callback's,
+  // however deeply nested in other queues' passes — returns at once, as torch's per-thread
+  // is_initializing flag does.
+  std::thread::id runner_;
   std::atomic<bool> initialized_{false};
 };
 
