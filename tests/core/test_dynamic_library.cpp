@@ -1,8 +1,12 @@
 // accel/detail/dynamic_library.hpp: loading a library at run time, typed lookups, and the errors that
 // name the library and what is missing.
+#include "support/scoped_env.hpp"
+
 #include <accel/detail/dynamic_library.hpp>
 
 #include <doctest/doctest.h>
+
+#include <dlfcn.h>
 
 #include <cmath>
 #include <string>
@@ -109,4 +113,69 @@ TEST_CASE("DynamicLibrary: move-only ownership; release() keeps the library load
   REQUIRE(process);
   CHECK(process.name() == "the process");
   CHECK((process.find<void* (*)(std::size_t)>("malloc") != nullptr));
+}
+
+TEST_CASE("DynamicLibrary: the error lists each candidate's reason in order; no candidate at all is said so") {
+  const DynamicLibrary none = DynamicLibrary::try_open({"libaccel-missing-e.so", "", "libaccel-missing-f.so.3"});
+  REQUIRE_FALSE(none);
+  CHECK(none.error() == "libaccel-missing-e.so: cannot open shared object file: No such file or directory; "
+                        "libaccel-missing-f.so.3: cannot open shared object file: No such file or directory");
+  try {
+    (void)none.get<void (*)()>("cos");
+    FAIL("no exception");
+  } catch (const accel::BackendUnavailableError& e) {
+    CHECK(std::string(e.what()) == "cannot look up cos: the library is not loaded (" + none.error() + ")");
+  }
+  const DynamicLibrary nothing = DynamicLibrary::try_open({"", ""});
+  CHECK_FALSE(nothing);
+  CHECK(nothing.error() == "no library name to load");
+  const std::vector<std::string> empty_list;
+  CHECK(DynamicLibrary::try_open(empty_list.begin(), empty_list.end()).error() == "no library name to load");
+
+  void (*optional_only)() = nullptr;
+  SymbolTable table(none);  // nothing required, but nothing loaded either: not complete
+  table.optional(optional_only, "cos");
+  CHECK_FALSE(table.complete());
+  CHECK(table.error() == none.error());
+}
+
+TEST_CASE("DynamicLibrary: assigning over a library closes it; assigning one to itself keeps it") {
+  DynamicLibrary lib = DynamicLibrary::open("libm", {"libm.so.6"});
+  void* handle = lib.native_handle();
+  DynamicLibrary& same = lib;
+  lib = std::move(same);
+  CHECK(lib);
+  CHECK(lib.native_handle() == handle);
+  CHECK(lib.name() == "libm.so.6");
+
+  // A library this program does not link: loaded by open, unloaded again once its handle is replaced.
+  const char* const extra = "libresolv.so.2";
+  if (void* already = ::dlopen(extra, RTLD_NOW | RTLD_NOLOAD)) {
+    ::dlclose(already);
+    MESSAGE(extra << " is loaded by the process already: the unloading is not observable here");
+    return;
+  }
+  DynamicLibrary held = DynamicLibrary::open("libresolv", {extra});
+  void* loaded = ::dlopen(extra, RTLD_NOW | RTLD_NOLOAD);
+  CHECK(loaded != nullptr);
+  if (loaded != nullptr) ::dlclose(loaded);
+  held = std::move(lib);
+  CHECK(held.name() == "libm.so.6");
+  CHECK(::dlopen(extra, RTLD_NOW | RTLD_NOLOAD) == nullptr);
+}
+
+TEST_CASE("toolkit_library_candidates: the override, the soname, the stem, then CUDA_HOME, CUDA_PATH and /usr/local/cuda") {
+  using accel::detail::toolkit_library_candidates;
+  {
+    const ScopedEnv env{{"ACCEL_TEST_LIBRARY", "/opt/lib/libx.so.9"}, {"CUDA_HOME", "/h"}, {"CUDA_PATH", "/p"}};
+    CHECK(toolkit_library_candidates("ACCEL_TEST_LIBRARY", "libx", "libx.so.13") ==
+          std::vector<std::string>{"/opt/lib/libx.so.9", "libx.so.13", "libx.so", "/h/lib64/libx.so.13",
+                                   "/p/lib64/libx.so.13", "/usr/local/cuda/lib64/libx.so.13"});
+  }
+  {
+    // Set but empty counts as unset.
+    const ScopedEnv env{{"ACCEL_TEST_LIBRARY", ""}, {"CUDA_HOME", nullptr}, {"CUDA_PATH", ""}};
+    CHECK(toolkit_library_candidates("ACCEL_TEST_LIBRARY", "libx", "libx.so.13") ==
+          std::vector<std::string>{"libx.so.13", "libx.so", "/usr/local/cuda/lib64/libx.so.13"});
+  }
 }

@@ -56,7 +56,6 @@ class DynamicLibrary {
       for (; first != last; ++first) {
         const std::string name(*first);
         if (name.empty()) continue;
-        ::dlerror();
         if (void* h = ::dlopen(name.c_str(), flags)) {
           out.handle_ = h;
           out.name_ = name;
