@@ -614,6 +614,45 @@ TEST_CASE("cpu graph: an event recorded during a capture (not external) marks a 
   other.synchronize();
 }
 
+TEST_CASE("cpu graph: a record from a capture that has ended is refused without touching its graph") {
+  // capture.end() called, the capture object still in scope: a use of an event recorded in it is refused
+  // as for any ended capture (nothing invalidated: the captured graph stays good), and a wait, even on
+  // the stream that captured, says that the capture has ended.
+  const CpuBackend b;
+  Stream s, other;
+  accel::cpu::Event e;
+  std::atomic<int> runs{0};
+  auto g = b.create_graph();
+  auto capture = b.capture_to_graph(g, s);
+  s.enqueue([&runs] { runs.fetch_add(1); });
+  e.record(s);
+  capture.end();
+  REQUIRE(g.captured());
+  try {
+    (void)e.query();
+    FAIL("query() of an event recorded during a capture must throw");
+  } catch (const accel::InvalidStateError& err) {
+    CHECK(mentions(err, "Event::query"));
+    CHECK_FALSE(mentions(err, "invalidated"));
+  }
+  try {
+    other.wait(e);
+    FAIL("a wait on an event recorded during an ended capture must throw");
+  } catch (const accel::InvalidStateError& err) {
+    CHECK(mentions(err, "which has ended"));
+  }
+  try {
+    s.wait(e);  // the stream that captured: no longer capturing, so not in stream order either
+    FAIL("a wait on an event recorded during an ended capture must throw");
+  } catch (const accel::InvalidStateError& err) {
+    CHECK(mentions(err, "which has ended"));
+  }
+  CHECK(g.captured());
+  b.replay_graph(g, s);
+  s.synchronize();
+  CHECK(runs.load() == 1);
+}
+
 TEST_CASE("cpu graph: using an event recorded during a capture while it runs invalidates the capture, naming the call") {
   const CpuBackend b;
   Stream s, other;

@@ -313,6 +313,10 @@ TEST_CASE("stream ids are unique and stable; equality and hashing follow identit
   CHECK(moved == moved.ref());
   CHECK(moved != streams.back());
   CHECK(std::hash<StreamRef>{}(moved) == std::hash<StreamRef>{}(moved.ref()));
+  std::unordered_set<std::size_t> hashes;  // the hash is the id: distinct streams, distinct hashes
+  for (const Stream& s : streams) hashes.insert(std::hash<StreamRef>{}(s));
+  CHECK(hashes.size() == 64);
+  CHECK(std::hash<StreamRef>{}(moved) == first);
   streams.clear();
   Stream later;
   CHECK(ids.count(later.id()) == 0);  // never reused
@@ -347,8 +351,16 @@ TEST_CASE("a moved-from Stream is inert: no crash, operations throw InvalidState
   a.enqueue([&] { ++n; });
   a.synchronize();
   CHECK(n == 2);
+  std::atomic<bool> old_ran{false};
+  b.enqueue([&] {
+    std::this_thread::sleep_for(20ms);
+    old_ran = true;
+  });
+  const std::uint64_t old_id = b.id();
   b = std::move(a);  // drains and replaces b's old stream
+  CHECK(old_ran.load());  // the assignment destroyed the old stream, which ran its queue first
   CHECK(b.valid());
+  CHECK(b.id() != old_id);
   Stream& alias = b;
   b = std::move(alias);  // self-move is harmless
   CHECK(b.valid());
@@ -442,6 +454,24 @@ TEST_CASE("two devices: streams, guards and device synchronize are per device") 
     CHECK(here.device_index() == 1);
   }
   CHECK(Devices::current_device() == 0);
+  CHECK(Streams::current_stream(1) == Streams::default_stream(1));
+
+  // set_stream makes the stream's device current too (as torch.cuda.set_stream does); the device
+  // synchronize without an argument is the current device's.
+  Streams::set_stream(s1);
+  CHECK(Devices::current_device() == 1);
+  CHECK(Streams::current_stream() == s1);
+  std::atomic<bool> ran_on_1{false};
+  s1.enqueue([&] {
+    std::this_thread::sleep_for(10ms);
+    ran_on_1 = true;
+  });
+  Streams::synchronize();
+  CHECK(ran_on_1.load());
+  Streams::set_stream(Streams::default_stream(0));
+  CHECK(Devices::current_device() == 0);
+  Streams::set_stream(Streams::default_stream(1));  // device 1's current stream back to its default
+  Devices::set_device(0);
   CHECK(Streams::current_stream(1) == Streams::default_stream(1));
 
   // synchronize(1) does not wait for device 0's streams

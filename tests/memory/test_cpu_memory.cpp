@@ -11,9 +11,12 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +79,112 @@ TEST_CASE("HostMemory: aligned host memory, huge-page aligned from 2 MiB") {
   CHECK(HostMemory::allocate(0, 0) == nullptr);
   CHECK(HostMemory::allocate(0, accel::cpu::detail::physical_memory() + 1) == nullptr);
   CHECK(HostMemory::device_name(0) == "cpu:0");
+}
+
+TEST_CASE("host pages: /proc/meminfo fields, whole-page mappings, the RLIMIT_MEMLOCK hint") {
+  namespace detail = accel::cpu::detail;
+  const std::size_t page = detail::host_page_size();
+  CHECK(detail::meminfo_bytes("MemTotal") == proc_kib("/proc/meminfo", "MemTotal") * KiB);
+  CHECK(detail::meminfo_bytes("Mem") == 0);  // a prefix of MemTotal is not a field
+  CHECK(detail::meminfo_bytes("NoSuchField") == 0);
+
+  // Under 2 MiB: whole pages, given back whole even when asked for less than a page.
+  void* p = detail::map_pages(100);
+  REQUIRE(p != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % page == 0);
+  static_cast<char*>(p)[page - 1] = 1;
+  detail::unmap_pages(p, 100);
+  errno = 0;
+  CHECK(::msync(p, page, MS_ASYNC) == -1);
+  CHECK(errno == ENOMEM);
+
+  // From 2 MiB: 2 MiB aligned, and what was mapped past the aligned range to find it is given back.
+  void* big = detail::map_pages(2 * MiB + 1);
+  REQUIRE(big != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(big) % (2 * MiB) == 0);
+  char* end = static_cast<char*>(big) + 2 * MiB + page;
+  end[-1] = 1;
+  errno = 0;
+  CHECK(::msync(end, page, MS_ASYNC) == -1);
+  CHECK(errno == ENOMEM);
+  detail::unmap_pages(big, 2 * MiB + 1);
+  CHECK(::msync(big, page, MS_ASYNC) == -1);
+  CHECK(::msync(end - page, page, MS_ASYNC) == -1);
+
+  // The hint names the soft limit as `ulimit -l` shows it.
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_MEMLOCK, &saved) == 0);
+  rlimit lowered = saved;
+  lowered.rlim_cur = saved.rlim_max == RLIM_INFINITY ? rlim_t{8} << 20 : std::min<rlim_t>(saved.rlim_max, rlim_t{8} << 20);
+  REQUIRE(::setrlimit(RLIMIT_MEMLOCK, &lowered) == 0);
+  const std::string hint = detail::memlock_hint();
+  const std::string expected =
+      "The locked-memory limit RLIMIT_MEMLOCK is " + accel::caching::format_size(lowered.rlim_cur) + " (see `ulimit -l`)";
+  CHECK(hint.rfind(expected, 0) == 0);
+  CHECK(hint.find("CAP_IPC_LOCK") != std::string::npos);
+  const rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};  // allowed where the hard limit is, or as root
+  if (::setrlimit(RLIMIT_MEMLOCK, &unlimited) == 0) {
+    CHECK(detail::memlock_hint().rfind("The locked-memory limit RLIMIT_MEMLOCK is unlimited (see", 0) == 0);
+  } else {
+    MESSAGE("RLIMIT_MEMLOCK cannot be raised to unlimited here: that hint is not checked");
+  }
+  REQUIRE(::setrlimit(RLIMIT_MEMLOCK, &saved) == 0);
+}
+
+TEST_CASE("HostMemory: a segment given back while a stream has queued work stays until that work ran") {
+  // The stream-ordered contract lets a block be freed once its last use is enqueued; the raw policy
+  // defers the release (munmap, munlock, free) until every stream ran what was queued before it.
+  using accel::cpu::HostMemory;
+  using accel::cpu::PinnedHostMemory;
+  namespace detail = accel::cpu::detail;
+  const std::size_t page = detail::host_page_size();
+  detail::reap_deferred_releases();
+  const std::size_t pending0 = detail::deferred().count.load();
+
+  accel::cpu::Stream s;
+  std::atomic<bool> go{false};
+  void* mapped = HostMemory::allocate(0, 2 * MiB);
+  void* small = HostMemory::allocate(0, 1000);
+  void* locked = PinnedHostMemory::allocate(0, 4 * page);
+  REQUIRE(mapped != nullptr);
+  REQUIRE(small != nullptr);
+  REQUIRE(locked != nullptr);
+  const std::size_t locked_with = locked_kib();
+  std::atomic<int> sum{0};
+  s.enqueue([&] {
+    while (!go.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::memset(mapped, 3, 2 * MiB);  // the memory given back below: still there
+    std::memset(small, 4, 1000);
+    std::memset(locked, 5, 4 * page);
+    sum = static_cast<unsigned char*>(mapped)[2 * MiB - 1] + static_cast<unsigned char*>(small)[999] +
+          static_cast<unsigned char*>(locked)[4 * page - 1];
+  });
+  HostMemory::deallocate(0, mapped, 2 * MiB);
+  HostMemory::deallocate(0, small, 1000);
+  PinnedHostMemory::deallocate(0, locked, 4 * page);
+  CHECK(detail::deferred().count.load() == pending0 + 3);
+  detail::reap_deferred_releases();  // the task has not run: nothing is released
+  CHECK(detail::deferred().count.load() == pending0 + 3);
+  CHECK(::msync(mapped, page, MS_ASYNC) == 0);  // still mapped
+  if (mlock_observable) CHECK(locked_kib() == locked_with);  // still locked
+
+  void* idle = HostMemory::allocate(0, 128 * KiB);
+  REQUIRE(idle != nullptr);
+  CHECK(detail::deferred().count.load() == pending0 + 3);  // the allocation reaped nothing either
+
+  go = true;
+  s.synchronize();
+  CHECK(sum.load() == 12);
+  // With no stream behind on its work, a segment goes at once, and the next release (or allocation)
+  // releases what was deferred.
+  HostMemory::deallocate(0, idle, 128 * KiB);
+  CHECK(detail::deferred().count.load() == pending0);
+  for (void* gone : {idle, mapped}) {
+    errno = 0;
+    CHECK(::msync(gone, page, MS_ASYNC) == -1);  // unmapped now
+    CHECK(errno == ENOMEM);
+  }
+  if (mlock_observable) CHECK(locked_kib() + 4 * page / KiB == locked_with);
 }
 
 TEST_CASE("cpu::Memory: raw_alloc counts blocks of the stream's device; raw_delete finds them") {

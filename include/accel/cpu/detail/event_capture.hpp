@@ -64,12 +64,6 @@ class EventCapture {
     captured_stream_ = s.id();
     in_capture_ = true;
   }
-  /// Makes this an ordinary record again (before point is set).
-  void clear_captured() noexcept {
-    if (!in_capture_) return;
-    in_capture_ = false;
-    captured_in_.reset();
-  }
   [[nodiscard]] bool in_capture() const noexcept { return in_capture_; }
   /// The graph capture this record belongs to while it is still in progress; null once it ended.
   [[nodiscard]] std::shared_ptr<GraphRecording> active_capture() const {
@@ -126,7 +120,7 @@ class EventSlot {
   EventSlot() noexcept = default;
   EventSlot(EventSlot&& other) noexcept : capture_(std::exchange(other.capture_, nullptr)) {}
   EventSlot& operator=(EventSlot&& other) noexcept {
-    if (this != &other) install(std::exchange(other.capture_, nullptr));
+    install(std::exchange(other.capture_, nullptr));  // a self-move empties, then takes back: no check
     return *this;
   }
   EventSlot(const EventSlot&) = delete;

@@ -155,8 +155,7 @@ struct DeferredRelease {
 };
 
 inline void release_segment_now(void* p, std::size_t bytes, bool pinned) noexcept {
-  if (pinned) ::munlock(p, bytes);
-  if (pinned || bytes >= heap_threshold) {
+  if (pinned || bytes >= heap_threshold) {  // munmap unlocks a pinned segment's pages too
     unmap_pages(p, bytes);
   } else {
     std::free(p);

@@ -40,6 +40,8 @@ class StreamQueue {
   }
 
   [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
+  /// Emptied blocks kept for the next pushes (at most max_cached_blocks).
+  [[nodiscard]] std::size_t cached_blocks() const noexcept { return cached_; }
 
   /// Appends a task; on failure (no memory for a new block) nothing changed.
   void push(StreamTask&& task) {
