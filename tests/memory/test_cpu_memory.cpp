@@ -341,6 +341,71 @@ TEST_CASE("cpu::Memory: neighbouring pinned ranges that share a page stay locked
   accel::cpu::HostMemory::deallocate(0, raw, 4 * page);
 }
 
+TEST_CASE("cpu::Memory: pinned ranges may touch, not overlap by a byte; the later of two sharing a page leaves it locked") {
+  const std::size_t page = accel::cpu::detail::host_page_size();
+  void* raw = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(raw != MAP_FAILED);
+  char* base = static_cast<char*>(raw);  // page-aligned: each count below is whole pages
+  const std::size_t before = locked_kib();
+  const auto locked_pages = [&] { return static_cast<std::int64_t>(locked_kib() - before) * std::int64_t{KiB} / std::int64_t(page); };
+
+  Memory::pin_memory(base, page + 100);             // A: pages 0 and 1
+  Memory::pin_memory(base + page + 100, page);      // B: pages 1 and 2, starting where A ends
+  Memory::pin_memory(base + 3 * page, 100);         // C: page 3
+  if (mlock_observable) CHECK(locked_pages() == 4);
+  // One byte into A (its last), or one byte into C (its first), is refused and pins nothing.
+  CHECK_THROWS_WITH_AS(Memory::pin_memory(base + page + 99, 1), doctest::Contains("the range overlaps the range pinned at"),
+                       accel::InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(Memory::pin_memory(base + 3 * page - 10, 11), doctest::Contains("the range overlaps the range pinned at"),
+                       accel::InvalidArgumentError);
+  CHECK_FALSE(Memory::unpin_memory(base + page + 99));
+  CHECK_FALSE(Memory::unpin_memory(base + 3 * page - 10));
+  // The ten bytes between B and C are free: pinned and unpinned, they leave B's and C's pages locked.
+  Memory::pin_memory(base + 3 * page - 10, 10);
+  CHECK(Memory::unpin_memory(base + 3 * page - 10));
+  if (mlock_observable) CHECK(locked_pages() == 4);
+  CHECK(Memory::is_pinned(base + 2 * page + 99));
+  CHECK(Memory::is_pinned(base + 3 * page));
+
+  CHECK(Memory::unpin_memory(base + 3 * page));  // C: page 3
+  if (mlock_observable) CHECK(locked_pages() == 3);
+  CHECK(Memory::unpin_memory(base + page + 100));  // B: page 2; page 1 stays locked for A, before it
+  if (mlock_observable) CHECK(locked_pages() == 2);
+  CHECK(Memory::is_pinned(base + page + 99));
+  CHECK_FALSE(Memory::is_pinned(base + page + 100));
+  CHECK(Memory::unpin_memory(base));
+  if (mlock_observable) CHECK(locked_pages() == 0);
+  ::munmap(raw, 4 * page);
+}
+
+TEST_CASE("cpu::Memory: pinning a range that is not all mapped says so, with mlock's error, and records nothing") {
+  const std::size_t page = accel::cpu::detail::host_page_size();
+  void* raw = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(raw != MAP_FAILED);
+  REQUIRE(::munmap(static_cast<char*>(raw) + page, page) == 0);  // the second page is a hole
+  const std::size_t before = locked_kib();
+  try {
+    Memory::pin_memory(raw, 2 * page);
+    FAIL("pin_memory locked a range with a hole");
+  } catch (const accel::InvalidArgumentError&) {
+    FAIL("a hole in the range is not the caller's argument error: mlock reports it");
+  } catch (const accel::Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("pin_memory(") != std::string::npos);
+    CHECK(what.find(": mlock: ") != std::string::npos);
+    CHECK(what.find("(errno 12). Either part of the range is not mapped, or the limit was reached.") != std::string::npos);
+    CHECK(what.find("RLIMIT_MEMLOCK") != std::string::npos);  // the hint: ulimit -l or CAP_IPC_LOCK
+  }
+  // Linux locked the page before the hole and then failed: that lock is undone, as nothing was pinned.
+  if (mlock_observable) CHECK(locked_kib() == before);
+  CHECK_FALSE(Memory::is_pinned(raw));
+  CHECK_FALSE(Memory::unpin_memory(raw));
+  Memory::pin_memory(raw, page);  // the mapped page alone: a range is recorded only once locked
+  if (mlock_observable) CHECK(locked_kib() == before + page / KiB);
+  CHECK(Memory::unpin_memory(raw));
+  ::munmap(raw, page);
+}
+
 TEST_CASE("cpu::Memory: host_alloc serves cached page-locked memory") {
   const std::size_t locked0 = locked_kib();
   void* p = Memory::host_alloc(100 * KiB);

@@ -2,8 +2,9 @@
 //
 // The ranges are kept as the caller gave them (start -> bytes), so that unpin_memory(p) finds the one
 // that starts at p; mlock and munlock work on whole pages, and a page that a neighbouring range shares
-// stays locked when one of them is unpinned. The mutex is held across fork() (cpu/memory.hpp's fork
-// handlers take it).
+// stays locked when one of them is unpinned. An mlock that fails part-way (a hole in the range: Linux
+// locks the mappings before it, then reports ENOMEM) is undone. The mutex is held across fork()
+// (cpu/memory.hpp's fork handlers take it).
 #pragma once
 
 #include <accel/core/error.hpp>
@@ -32,6 +33,21 @@ inline PinnedRanges& pinned() {
   return *r;
 }
 
+// Unlocks the pages of [start, end) that no recorded range touches: locks do not nest, so a page a
+// neighbour shares stays locked. [start, end) itself is not recorded (any more) and overlaps none.
+inline void unlock_unshared_pages(const PinnedRanges& state, std::uintptr_t start, std::uintptr_t end) noexcept {
+  const std::size_t page = host_page_size();
+  std::uintptr_t first = start & ~(std::uintptr_t{page} - 1);
+  std::uintptr_t last = (end + page - 1) & ~(std::uintptr_t{page} - 1);
+  const auto next = state.ranges.lower_bound(start);
+  if (next != state.ranges.begin()) {
+    const auto prev = std::prev(next);
+    if (prev->first + prev->second > first) first += page;
+  }
+  if (next != state.ranges.end() && next->first < last) last -= page;
+  if (first < last) ::munlock(reinterpret_cast<void*>(first), last - first);
+}
+
 /// Page-locks [start, start + bytes) and records it; `what` names the call in errors. Throws
 /// InvalidArgumentError when the range overlaps a recorded one, accel::Error when mlock fails.
 inline void pin_range(std::uintptr_t start, std::size_t bytes, const std::string& what) {
@@ -57,6 +73,7 @@ inline void pin_range(std::uintptr_t start, std::size_t bytes, const std::string
   const std::uintptr_t last = (end + page - 1) & ~(std::uintptr_t{page} - 1);
   if (::mlock(reinterpret_cast<void*>(first), last - first) != 0) {
     const int err = errno;
+    unlock_unshared_pages(state, start, end);  // what it locked before failing
     throw Error(Errc::runtime_failure,
                 what + " failed: mlock: " + errno_text(err) + " (errno " + std::to_string(err) + "). " +
                     (err == ENOMEM ? "Either part of the range is not mapped, or the limit was reached. " : "") +
@@ -72,18 +89,9 @@ inline bool unpin_range(std::uintptr_t start) {
   std::lock_guard lock(state.mutex);
   const auto it = state.ranges.find(start);
   if (it == state.ranges.end()) return false;
-  const std::size_t page = host_page_size();
   const std::uintptr_t end = start + it->second;
-  std::uintptr_t first = start & ~(std::uintptr_t{page} - 1);
-  std::uintptr_t last = (end + page - 1) & ~(std::uintptr_t{page} - 1);
-  // Keep pages that a neighbouring pinned range shares locked.
-  if (it != state.ranges.begin()) {
-    const auto prev = std::prev(it);
-    if (prev->first + prev->second > first) first += page;
-  }
-  if (const auto next = std::next(it); next != state.ranges.end() && next->first < last) last -= page;
-  if (first < last) ::munlock(reinterpret_cast<void*>(first), last - first);
   state.ranges.erase(it);
+  unlock_unshared_pages(state, start, end);
   return true;
 }
 
