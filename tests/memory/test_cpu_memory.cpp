@@ -11,8 +11,12 @@
 
 #include <doctest/doctest.h>
 
+#include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -68,6 +72,28 @@ TEST_CASE("HostMemory: aligned host memory, huge-page aligned from 2 MiB") {
   CHECK(reinterpret_cast<std::uintptr_t>(small) % 64 == 0);
   std::memset(small, 1, 100);
   HostMemory::deallocate(0, small, 100);
+  // Every size below the heap threshold is 64-byte aligned (malloc's 16 would pass one by chance).
+  std::vector<void*> heap_blocks;
+  for (std::size_t bytes = 24; bytes < accel::cpu::detail::heap_threshold; bytes = bytes * 3 + 8) {
+    void* p = HostMemory::allocate(0, bytes);
+    REQUIRE(p != nullptr);
+    CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
+    std::memset(p, 2, bytes);
+    heap_blocks.push_back(p);
+  }
+  CHECK(heap_blocks.size() == 8);  // 24 B to 61,232 B
+  for (std::size_t i = 0, bytes = 24; i < heap_blocks.size(); ++i, bytes = bytes * 3 + 8) {
+    HostMemory::deallocate(0, heap_blocks[i], bytes);
+  }
+  // From the threshold up, whole pages of a mapping of its own, which deallocate unmaps (deferred
+  // releases wait only for queued stream work, and there is none).
+  const std::size_t page = accel::cpu::detail::host_page_size();
+  void* at_threshold = HostMemory::allocate(0, accel::cpu::detail::heap_threshold);
+  REQUIRE(at_threshold != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(at_threshold) % page == 0);
+  std::memset(at_threshold, 3, accel::cpu::detail::heap_threshold);
+  HostMemory::deallocate(0, at_threshold, accel::cpu::detail::heap_threshold);
+  CHECK(::msync(at_threshold, page, MS_ASYNC) == -1);  // unmapped (ENOMEM), not back in malloc's heap
 
   void* seg = HostMemory::allocate(0, 2 * MiB);
   REQUIRE(seg != nullptr);
@@ -129,6 +155,69 @@ TEST_CASE("host pages: /proc/meminfo fields, whole-page mappings, the RLIMIT_MEM
     MESSAGE("RLIMIT_MEMLOCK cannot be raised to unlimited here: that hint is not checked");
   }
   REQUIRE(::setrlimit(RLIMIT_MEMLOCK, &saved) == 0);
+}
+
+TEST_CASE("cpu::Memory: host_alloc past the locked-memory limit is an OutOfMemoryError naming mlock's error and the limit") {
+  // Root ignores RLIMIT_MEMLOCK through CAP_IPC_LOCK (CI runs as root), so a child process drops that
+  // capability from its effective set, lowers the limit to 1 MiB and asks for 4 MiB of pinned memory.
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(out[0]);
+    std::string report;
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    rlimit low{};
+    if (::syscall(SYS_capget, &header, caps) != 0) {
+      report = "capget failed";
+    } else {
+      caps[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+      ::getrlimit(RLIMIT_MEMLOCK, &low);
+      low.rlim_cur = std::min<rlim_t>(low.rlim_max, rlim_t{1} << 20);
+      if (::syscall(SYS_capset, &header, caps) != 0 || ::setrlimit(RLIMIT_MEMLOCK, &low) != 0) {
+        report = "could not drop CAP_IPC_LOCK or lower RLIMIT_MEMLOCK";
+      } else {
+        try {
+          void* p = Memory::host_alloc(4 * MiB);
+          Memory::host_free(p);
+          report = "host_alloc locked 4 MiB under a 1 MiB limit";
+        } catch (const accel::OutOfMemoryError& e) {
+          report = e.what();
+        } catch (const std::exception& e) {
+          report = std::string("another error: ") + e.what();
+        }
+      }
+    }
+    (void)!::write(out[1], report.data(), report.size());
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  std::string report;
+  char chunk[512];
+  for (ssize_t n; (n = ::read(out[0], chunk, sizeof chunk)) > 0;) report.append(chunk, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  INFO(report);
+  CHECK(report.find("cpu-pinned") != std::string::npos);  // the pinned allocator's name
+  CHECK(report.find("The last segment could not be page-locked: mlock: ") != std::string::npos);
+  CHECK((report.find("(errno 12)") != std::string::npos || report.find("(errno 11)") != std::string::npos));  // ENOMEM, EAGAIN
+  const std::string limit = "The locked-memory limit RLIMIT_MEMLOCK is " + accel::caching::format_size(std::size_t{1} << 20) +
+                            " (see `ulimit -l`)";
+  CHECK(report.find(limit) != std::string::npos);
+}
+
+TEST_CASE("cpu::Memory: host_alloc's error has no mlock line when locking did not fail") {
+  accel::cpu::detail::last_mlock_errno().store(0);
+  CHECK(accel::cpu::PinnedHostMemory::oom_hint(0).empty());
+  accel::cpu::detail::last_mlock_errno().store(EAGAIN);
+  const std::string hint = accel::cpu::PinnedHostMemory::oom_hint(0);
+  CHECK(hint.rfind("The last segment could not be page-locked: mlock: ", 0) == 0);
+  CHECK(hint.find("(errno 11). The locked-memory limit RLIMIT_MEMLOCK is ") != std::string::npos);
+  accel::cpu::detail::last_mlock_errno().store(0);
 }
 
 TEST_CASE("HostMemory: a segment given back while a stream has queued work stays until that work ran") {
@@ -216,6 +305,25 @@ TEST_CASE("cpu::Memory: raw_alloc counts blocks of the stream's device; raw_dele
   }
   CHECK_THROWS_AS(Memory::raw_delete(p), accel::InvalidArgumentError);
   CHECK_THROWS_AS(Memory::record_stream(&local, s), accel::InvalidArgumentError);
+  // Inside a live block but not its start: the message says where it lies, and nothing is freed.
+  void* live = Memory::raw_alloc(4 * KiB, s);
+  const std::size_t with_live = Memory::memory_allocated(0);
+  const std::string only_device =
+      accel::cpu::Devices::device_count() == 1 ? "the pointer was not allocated by cpu:0's caching allocator (or was already freed)"
+                                               : "the pointer was not allocated by the caching allocator of any of the ";
+  const std::string inside = "; it lies inside cpu:0's memory but is not the start of a live allocation";
+  try {
+    Memory::raw_delete(static_cast<char*>(live) + 8);
+    FAIL("freed the middle of a block");
+  } catch (const accel::InvalidArgumentError& e) {
+    const std::string what = e.what();
+    CHECK(what.find(only_device) != std::string::npos);
+    CHECK(what.find(inside) != std::string::npos);
+  }
+  CHECK(Memory::memory_allocated(0) == with_live);
+  CHECK_FALSE(Memory::try_raw_delete(static_cast<char*>(live) + 8));
+  CHECK(Memory::try_raw_delete(live));  // the current device's block, through the one lookup
+  CHECK(Memory::memory_allocated(0) == with_live - 4 * KiB);
   CHECK_THROWS_AS((void)Memory::memory_allocated(accel::cpu::Devices::device_count()), accel::InvalidArgumentError);
   CHECK_THROWS_AS((void)Memory::total_memory(-1), accel::InvalidArgumentError);
   Memory::empty_cache();
@@ -291,6 +399,19 @@ TEST_CASE("cpu::Memory: total and available memory agree with /proc/meminfo") {
   CHECK(Memory::available_memory(0) <= 64 * MiB);
   CHECK(Memory::available_memory(0) + Memory::memory_reserved(0) <= 64 * MiB + 1);
   CHECK(a.allowed_memory() <= 64 * MiB);
+  // A fraction set below what is already reserved leaves nothing available (not a wrapped count).
+  Memory::set_per_process_memory_fraction(1.0, 0);
+  Memory::empty_cache();
+  const auto s0 = Streams::default_stream(0);
+  void* held = Memory::raw_alloc(40 * MiB, s0);
+  REQUIRE(Memory::memory_reserved(0) >= 40 * MiB);
+  Memory::set_per_process_memory_fraction(double(8 * MiB) / double(total), 0);
+  CHECK(Memory::available_memory(0) == 0);
+  CHECK(Memory::get_memory_info(0).free > 0);  // the host's figure, as torch's mem_get_info is the device's
+  Memory::raw_delete(held);
+  Memory::empty_cache();
+  CHECK(Memory::available_memory(0) > 0);
+  CHECK(Memory::available_memory(0) <= 8 * MiB);
   Memory::set_per_process_memory_fraction(1.0, 0);
   CHECK_THROWS_AS(Memory::set_per_process_memory_fraction(0.0, 0), accel::InvalidArgumentError);
 }
@@ -529,6 +650,11 @@ TEST_CASE("cpu::Memory: every logical device has its own allocator") {
   CHECK_FALSE(Memory::allocator(0).owns(p));
   CHECK(Memory::on_accelerator(p));
   CHECK(Memory::get_memory_info(1).total == Memory::total_memory(0));
+  {
+    accel::cpu::Stream other(1);
+    Memory::record_stream(p, other);  // found on device 1 (device 0's allocator is asked first)
+    other.synchronize();
+  }
   {
     accel::cpu::Devices::DeviceGuard guard(0);
     Memory::raw_delete(p);  // found on device 1 although device 0 is current
