@@ -257,6 +257,9 @@ TEST_CASE("a backend index past the list is an InvalidArgumentError naming it, f
   CHECK_THROWS_WITH_AS(Graph(4),
                        doctest::Contains(("AnyGraph: backend index 4 is out of range: " + list).c_str()),
                        accel::InvalidArgumentError);
+  // A list of one backend says so in the singular.
+  const std::string one = "AnyStream: backend index 1 is out of range: the list has 1 backend (0 = cpu)";
+  CHECK_THROWS_WITH_AS(accel::AnyStream<accel::CpuBackend>(1), one.c_str(), accel::InvalidArgumentError);
   // The last index is still the last backend.
   CHECK(Two(accel::BackendIndex{1}).name() == "mock");
   CHECK(Stream(1).index() == 1);
