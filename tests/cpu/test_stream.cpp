@@ -266,6 +266,16 @@ TEST_CASE("device synchronize waits for every live stream of the device and repo
                        accel::TaskError);
   CHECK_NOTHROW(b.synchronize());  // reported once
   CHECK_NOTHROW(Streams::synchronize(dev));
+
+  // Failures on two streams: the older first (a's, ordered before b's by wait_stream), then the other.
+  a.enqueue([] { throw std::runtime_error("from a"); });
+  b.wait_stream(a);
+  b.enqueue([] { throw std::runtime_error("from b"); });
+  const std::string from_a = "stream " + std::to_string(a.id()) + ": task failed: from a";
+  const std::string from_b = "stream " + std::to_string(b.id()) + ": task failed: from b";
+  CHECK_THROWS_WITH_AS(Streams::synchronize(dev), doctest::Contains(from_a.c_str()), accel::TaskError);
+  CHECK_THROWS_WITH_AS(Streams::synchronize(dev), doctest::Contains(from_b.c_str()), accel::TaskError);
+  CHECK_NOTHROW(Streams::synchronize(dev));
 }
 
 TEST_CASE("StreamGuard, stream() and set_stream change the current stream of the calling thread only") {
