@@ -1,5 +1,6 @@
 // The CPU backend's memory: the host policies, cpu::Memory (allocation routing, statistics, totals,
 // pinning, the pinned host cache) and Buffer. Multi-device cases run when ACCEL_CPU_DEVICE_COUNT > 1.
+#include "support/child_report.hpp"
 #include "support/sanitizer_build.hpp"
 #include "support/sizes.hpp"
 
@@ -164,47 +165,27 @@ TEST_CASE("cpu::Memory: host_alloc past the locked-memory limit is an OutOfMemor
     MESSAGE("a sanitizer's mlock locks nothing and cannot fail: not checked in this build");
     return;
   }
-  int out[2];
-  REQUIRE(::pipe(out) == 0);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(out[0]);
-    std::string report;
+  const test_support::ChildReport child = test_support::report_from_child([]() -> std::string {
     __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct caps[2]{};
+    if (::syscall(SYS_capget, &header, caps) != 0) return "capget failed";
+    caps[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
     rlimit low{};
-    if (::syscall(SYS_capget, &header, caps) != 0) {
-      report = "capget failed";
-    } else {
-      caps[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
-      ::getrlimit(RLIMIT_MEMLOCK, &low);
-      low.rlim_cur = std::min<rlim_t>(low.rlim_max, rlim_t{1} << 20);
-      if (::syscall(SYS_capset, &header, caps) != 0 || ::setrlimit(RLIMIT_MEMLOCK, &low) != 0) {
-        report = "could not drop CAP_IPC_LOCK or lower RLIMIT_MEMLOCK";
-      } else {
-        try {
-          void* p = Memory::host_alloc(4 * MiB);
-          Memory::host_free(p);
-          report = "host_alloc locked 4 MiB under a 1 MiB limit";
-        } catch (const accel::OutOfMemoryError& e) {
-          report = e.what();
-        } catch (const std::exception& e) {
-          report = std::string("another error: ") + e.what();
-        }
-      }
+    ::getrlimit(RLIMIT_MEMLOCK, &low);
+    low.rlim_cur = std::min<rlim_t>(low.rlim_max, rlim_t{1} << 20);
+    if (::syscall(SYS_capset, &header, caps) != 0 || ::setrlimit(RLIMIT_MEMLOCK, &low) != 0) {
+      return "could not drop CAP_IPC_LOCK or lower RLIMIT_MEMLOCK";
     }
-    (void)!::write(out[1], report.data(), report.size());
-    ::_exit(0);
-  }
-  ::close(out[1]);
-  std::string report;
-  char chunk[512];
-  for (ssize_t n; (n = ::read(out[0], chunk, sizeof chunk)) > 0;) report.append(chunk, static_cast<std::size_t>(n));
-  ::close(out[0]);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  CHECK(WIFEXITED(status));
+    try {
+      void* p = Memory::host_alloc(4 * MiB);
+      Memory::host_free(p);
+      return "host_alloc locked 4 MiB under a 1 MiB limit";
+    } catch (const accel::OutOfMemoryError& e) {
+      return e.what();
+    }
+  });
+  CHECK(child.completed());
+  const std::string& report = child.text;
   INFO(report);
   CHECK(report.find("cpu-pinned") != std::string::npos);  // the pinned allocator's name
   CHECK(report.find("The last segment could not be page-locked: mlock: ") != std::string::npos);

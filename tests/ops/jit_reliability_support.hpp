@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "ops_test_support.hpp"
+#include "support/child_report.hpp"
 #include "support/scoped_env.hpp"
 
 #include <accel/ops/host_compiler.hpp>
@@ -96,52 +97,22 @@ inline bool contains(const std::string& text, const std::string& part) { return 
 /// what f returned, or "EXCEPTION <type>: <what>" when it threw. Needs root; "SKIP ..." otherwise.
 inline std::string run_as(uid_t uid, const std::function<std::string()>& f) {
   if (::geteuid() != 0) return "SKIP: switching to another uid needs root";
-  int fds[2];
-  if (::pipe(fds) != 0) return "SKIP: pipe failed";
-  std::fflush(nullptr);  // the child must not write this process's buffered output again
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(fds[0]);
-    std::string result;
-    if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) {
-      result = std::string("SKIP: cannot become uid ") + std::to_string(uid) + ": " + std::strerror(errno);
-    } else {
-      try {
-        result = f();
-      } catch (const accel::ops::UnsafeCacheDirError& e) {
-        result = std::string("EXCEPTION UnsafeCacheDirError owner=") + std::to_string(e.owner_uid()) + " mode=" +
-                 std::to_string(e.mode()) + " path=" + e.path().string() + ": " + e.what();
-      } catch (const accel::Error& e) {
-        result = std::string("EXCEPTION accel::Error ") + std::string(accel::to_string(e.code())) + ": " + e.what();
-      } catch (const std::exception& e) {
-        result = std::string("EXCEPTION std::exception: ") + e.what();
-      }
-    }
-    const char* p = result.data();
-    std::size_t left = result.size();
-    while (left > 0) {
-      const ssize_t n = ::write(fds[1], p, left);
-      if (n <= 0) break;
-      p += n;
-      left -= static_cast<std::size_t>(n);
-    }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    out.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  return out;
+  return test_support::report_from_child([&]() -> std::string {
+           if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) {
+             return std::string("SKIP: cannot become uid ") + std::to_string(uid) + ": " + std::strerror(errno);
+           }
+           try {
+             return f();
+           } catch (const accel::ops::UnsafeCacheDirError& e) {
+             return std::string("EXCEPTION UnsafeCacheDirError owner=") + std::to_string(e.owner_uid()) +
+                    " mode=" + std::to_string(e.mode()) + " path=" + e.path().string() + ": " + e.what();
+           } catch (const accel::Error& e) {
+             return std::string("EXCEPTION accel::Error ") + std::string(accel::to_string(e.code())) + ": " + e.what();
+           } catch (const std::exception& e) {
+             return std::string("EXCEPTION std::exception: ") + e.what();
+           }
+         })
+      .text;
 }
 
 /// Whether `pid` is gone: no such process, or a zombie nobody reaped yet (in a container, pid 1 may not reap).

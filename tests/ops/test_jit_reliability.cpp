@@ -422,34 +422,18 @@ namespace {
 std::string with_tmpfs(const fs::path& mnt, unsigned long flags, const char* options,
                        const std::function<std::string()>& f) {
   if (::geteuid() != 0) return "SKIP: mounting a tmpfs needs root";
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    ::close(fds[0]);
-    std::string out;
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("tmpfs", mnt.c_str(), "tmpfs", flags, options) != 0) {
-      out = std::string("SKIP: cannot mount a tmpfs here: ") + std::strerror(errno);
-    } else {
-      try {
-        out = f();
-      } catch (const std::exception& e) {
-        out = std::string("EXCEPTION ") + e.what();
-      }
-    }
-    (void)!::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  (void)::waitpid(child, nullptr, 0);
-  return out;
+  return test_support::report_from_child([&]() -> std::string {
+           if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+               ::mount("tmpfs", mnt.c_str(), "tmpfs", flags, options) != 0) {
+             return std::string("SKIP: cannot mount a tmpfs here: ") + std::strerror(errno);
+           }
+           try {
+             return f();
+           } catch (const std::exception& e) {
+             return std::string("EXCEPTION ") + e.what();
+           }
+         })
+      .text;
 }
 
 }  // namespace

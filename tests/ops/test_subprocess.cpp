@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "jit_reliability_support.hpp"
+#include "support/child_report.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -257,26 +258,14 @@ TEST_CASE("subprocess: the caller's unwritten stdio buffer is not written again 
 TEST_CASE("subprocess: with the caller's stdin and stdout closed, the child's stdout is still the pipe") {
   // In a forked copy, so that this test's own stdio stays as it is; the copy reports through a pipe made
   // before it closes 0 and 1 (the run's pipes then get those numbers first).
-  int report[2];
-  REQUIRE(::pipe(report) == 0);
-  std::fflush(nullptr);
-  const pid_t copy = ::fork();
-  REQUIRE(copy >= 0);
-  if (copy == 0) {
-    ::close(report[0]);
+  const test_support::ChildReport copy = test_support::report_from_child([] {
     ::close(0);
     ::close(1);
     const auto r = run_program({"sh", "-c", "echo hi; cat"});
-    const std::string out = r.describe() + "|" + r.output;
-    (void)!::write(report[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(report[1]);
-  std::string out;
-  char buffer[256];
-  for (ssize_t n; (n = ::read(report[0], buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
-  ::close(report[0]);
-  (void)::waitpid(copy, nullptr, 0);
+    return r.describe() + "|" + r.output;
+  });
+  CHECK(copy.completed());
+  const std::string& out = copy.text;
   CHECK(out == "exited with status 0|hi\n");  // cat read /dev/null, not a pipe end left at 0
 }
 
