@@ -4,11 +4,15 @@
 #include "blas_test_support.hpp"
 #include "concepts/mock_backend.hpp"
 
+#include <accel/core/cpu_features.hpp>
+
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -213,6 +217,96 @@ TEST_CASE("gemm_gelu on the CPU: the baseline (SSE), AVX2 and AVX-512 copies of 
     }
   }
   CHECK(copies >= 2);
+}
+
+TEST_CASE("gemm_gelu on the CPU: every copy at float's range ends gives GELU x or 0 and GELU' 1 or 0; NaN stays NaN") {
+  // Past |x| of about 10 e^{-2u} leaves float's range and exp_in_place clamps it; the GELU must still
+  // be x or 0 (not x / (1 + 2.4e38): -1.4 at -FLT_MAX), its gradient 1 or 0 (not x u'(x)'s overflow).
+  using namespace accel::blas::detail;
+  const float big = std::numeric_limits<float>::max();
+  const std::vector<float> xs = {9.5f, -9.5f, 10.0f, -10.0f, 10.5f, -10.5f, 12.0f, -12.0f, 20.0f,  -20.0f, 1e3f,
+                                 -1e3f, 1e19f, -1e19f, 1e20f, -1e20f, 1e30f, -1e30f, 1e35f, -1e35f, big,    -big};
+  const auto reference = [](double x, bool grad) {  // in double: x^3 and x^2 stay finite up to FLT_MAX
+    const double k = 0.7978845608028654, u = k * (x + 0.044715 * x * x * x), t = std::tanh(u);
+    return grad ? 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x) : 0.5 * x * (1 + t);
+  };
+  const std::int64_t n = std::int64_t(xs.size()) + 1;  // and a NaN: more than 16 lanes, so a tail too
+  const auto run = [&](int lanes, Epilogue e) {
+    std::vector<float> pre = xs;
+    pre.push_back(std::nanf(""));
+    std::vector<float> c = e == Epilogue::dgelu ? std::vector<float>(pre.size(), 1.0f) : pre;
+    std::vector<float> aux = e == Epilogue::dgelu ? pre : std::vector<float>(pre.size(), 0.0f);
+    GemmArgs<float> g{.m = 1, .n = n, .k = 1, .c = c.data(), .ldc = n, .epilogue = e, .aux = aux.data(), .ldaux = n};
+#if defined(ACCEL_EPILOGUE_AVX2)
+    if (lanes == 16) epilogue_rows_avx512(g, 0, 1);
+    else if (lanes == 8) epilogue_rows_avx2(g, 0, 1);
+    else epilogue_rows_baseline(g, 0, 1);
+#else
+    (void)lanes;
+    epilogue_rows_baseline(g, 0, 1);
+#endif
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const double want = reference(xs[i], e == Epilogue::dgelu);
+      INFO(lanes << " lanes, " << std::string(e == Epilogue::dgelu ? "GELU'" : "GELU") << "(" << xs[i] << ") = " << c[i]
+                 << ", want " << want);
+      CHECK(std::abs(double(c[i]) - want) <= 2e-6 * std::max(1.0, std::abs(want)));
+    }
+    INFO(lanes << " lanes: NaN gave " << c.back());
+    CHECK(std::isnan(c.back()));
+  };
+  const int widest = epilogue_lanes();
+  for (const Epilogue e : {Epilogue::gelu, Epilogue::dgelu}) {
+    for (const int lanes : {4, 8, 16}) {
+      if (lanes <= widest) run(lanes, e);
+    }
+  }
+}
+
+TEST_CASE("gemm_gelu on the CPU: the epilogue runs the widest copy the CPU has, and its threads cover every row") {
+  using namespace accel::blas::detail;
+#if defined(ACCEL_EPILOGUE_AVX2)
+  // CPUID's answer (accel::cpu_features) against the compiler's, which the epilogue asks.
+  const accel::CpuFeatures& cpu = accel::cpu_features();
+  CHECK(epilogue_lanes() == (cpu.avx512f ? 16 : cpu.avx2 && cpu.fma ? 8 : 4));
+#else
+  CHECK(epilogue_lanes() == 4);
+#endif
+  // m x n past the threshold for a team (64 Ki elements), rows not a multiple of the threads.
+  const std::int64_t m = 331, n = 203, ld = 205;
+  std::vector<float> pre(std::size_t(m * ld), 5.0f);
+  for (std::int64_t r = 0; r < m; ++r) {
+    for (std::int64_t j = 0; j < n; ++j) pre[std::size_t(r * ld + j)] = -6.0f + 12.0f * float((r * 53 + j * 7) % 997) / 997.0f;
+  }
+  const auto epilogue = [&](bool dispatched, bool whole) {
+    std::vector<float> c = pre, aux(pre.size(), -1.0f);
+    GemmArgs<float> g{.m = m, .n = n, .k = 1, .c = c.data(), .ldc = ld, .epilogue = Epilogue::gelu, .aux = aux.data(), .ldaux = ld};
+    if (!dispatched) {
+#if defined(ACCEL_EPILOGUE_AVX2)
+      if (epilogue_lanes() == 16) epilogue_rows_avx512(g, 0, m);
+      else if (epilogue_lanes() == 8) epilogue_rows_avx2(g, 0, m);
+      else epilogue_rows_baseline(g, 0, m);
+#else
+      epilogue_rows_baseline(g, 0, m);
+#endif
+    } else if (!whole) {
+      epilogue_rows(g, 0, m);
+    } else {
+      cpu_epilogue(g);  // as gemm_gelu's task runs it: over blas::num_threads() threads
+    }
+    return c;
+  };
+  const std::vector<float> copy = epilogue(false, false);
+  CHECK(std::memcmp(epilogue(true, false).data(), copy.data(), copy.size() * sizeof(float)) == 0);  // bit for bit
+  const int saved = accel::blas::num_threads();
+  for (const int threads : {1, 2, 3}) {
+    accel::blas::set_num_threads(threads);
+    const std::vector<float> c = epilogue(true, true);
+    std::int64_t differ = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) differ += std::bit_cast<std::uint32_t>(c[i]) != std::bit_cast<std::uint32_t>(copy[i]);
+    INFO(threads << " threads");
+    CHECK(differ == 0);
+  }
+  accel::blas::set_num_threads(saved);
 }
 
 TEST_CASE("gemm's overlap check: shares_element agrees with counting elements, over random layouts") {

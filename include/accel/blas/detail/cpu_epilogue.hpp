@@ -89,10 +89,19 @@ inline constexpr float gelu_m2kc = static_cast<float>(-2 * 0.7978845608028654 * 
 inline constexpr float gelu_2k = static_cast<float>(2 * 0.7978845608028654);
 inline constexpr float gelu_6kc = static_cast<float>(6 * 0.7978845608028654 * 0.044715);
 
+// Past |x| = 11, e^{-2u} lies far outside float's range (exp_in_place clamps it) and GELU is 0 (x < -11) or
+// x (x > 11), GELU' 0 or 1, to float precision. The formulas with the clamped e^{-2u} are not: x / (1 + e) is
+// -1.4 at -FLT_MAX, and GELU' grows as x^3 times the clamped 1.2e-38 (wrong past about 1e11, inf past 1e19).
+// So GELU takes x clamped below at -11, GELU' x clamped to [-11, 11], which changes neither result; written
+// `x < c ? c : x`, a clamp keeps a NaN (its compare is false).
+inline constexpr float gelu_saturated = 11.0f;
+
 /// x = GELU(x), tanh form.
 template <int N>
 ACCEL_EPILOGUE_INLINE void gelu_in_place(typename LaneTypes<N>::F& x) noexcept {
-  typename LaneTypes<N>::F e = x * (gelu_m2kc * x * x + gelu_m2k);
+  using F = typename LaneTypes<N>::F;
+  x = x < -gelu_saturated ? F{} - gelu_saturated : x;
+  F e = x * (gelu_m2kc * x * x + gelu_m2k);
   exp_in_place<N>(e);
   x = x / (1.0f + e);
 }
@@ -101,6 +110,8 @@ ACCEL_EPILOGUE_INLINE void gelu_in_place(typename LaneTypes<N>::F& x) noexcept {
 template <int N>
 ACCEL_EPILOGUE_INLINE void gelu_grad_in_place(typename LaneTypes<N>::F& x) noexcept {
   using F = typename LaneTypes<N>::F;
+  x = x < -gelu_saturated ? F{} - gelu_saturated : x;
+  x = x > gelu_saturated ? F{} + gelu_saturated : x;
   const F x2 = x * x;
   F e = x * (gelu_m2kc * x2 + gelu_m2k);
   exp_in_place<N>(e);
