@@ -789,7 +789,11 @@ __device__ __forceinline__ float gelu_value(float x) {
   float th;
   return gelu_tanh(x, &th);
 }
+// Past |x| = 11 GELU' is 0 or 1 to float precision, where the formulas' x^2 would overflow past |x| ~ 1.8e19
+// and give inf * 0 = NaN: the gradients take x clamped to [-11, 11] (`x < c ? c : x` keeps a NaN).
+__device__ __forceinline__ float gelu_grad_clamp(float x) { return x < -11.0f ? -11.0f : x > 11.0f ? 11.0f : x; }
 __device__ __forceinline__ float gelu_grad(float x) {
+  x = gelu_grad_clamp(x);
   float th;
   (void)gelu_tanh(x, &th);
   const float sech2 = __fmaf_rn(-th, th, 1.0f);
@@ -823,6 +827,7 @@ __device__ __forceinline__ float gelu_sigmoid(float x) {
 }
 // d/dx x s(2u) = s + x s (1 - s) 2u'.
 __device__ __forceinline__ float gelu_grad_sigmoid(float x) {
+  x = gelu_grad_clamp(x);
   const float r = gelu_sigmoid(x);
   const float du2 = __fmul_rn(2.0f * gelu_k, __fmaf_rn(3.0f * gelu_c, __fmul_rn(x, x), 1.0f));
   return __fmaf_rn(__fmul_rn(__fmul_rn(x, r), __fsub_rn(1.0f, r)), du2, r);

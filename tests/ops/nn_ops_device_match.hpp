@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -37,6 +38,44 @@ inline double max_rel(const std::vector<float>& a, const std::vector<float>& b) 
     den = std::max(den, std::fabs(static_cast<double>(b[i])));
   }
   return num / std::max(den, 1e-30);
+}
+
+/// GELU and its gradient at float's range ends on dev's kernels at storage S: GELU x (x >= 11) or 0
+/// (x <= -11) and GELU' 1 or 0, as float precision gives them, and a NaN stays NaN. Formulas fed a clamped
+/// exponent once gave GELU(-FLT_MAX) = -1.4 and GELU'(1e20) = inf on the CPU, GELU'(1e20) = NaN on CUDA.
+template <class S, class Dev>
+void gelu_range_ends(Dev& dev) {
+  constexpr bool f32 = std::is_same_v<S, float>;
+  const accel::Dtype dt = f32 ? accel::Dtype::float32 : test16::dtype_of<S>;
+  CAPTURE(accel::name(dt));
+  (void)ops_test::cache_dir();
+  std::vector<S> x;
+  for (const float v : {11.0f, 12.0f, 20.0f, 1e3f, 6e4f, 1e11f, 1e19f, 1e20f, 1e30f, std::numeric_limits<float>::max()}) {
+    if (!std::isfinite(static_cast<float>(S(v)))) continue;  // past float16's range
+    x.push_back(S(v));
+    x.push_back(S(-v));
+  }
+  x.push_back(S(std::numeric_limits<float>::quiet_NaN()));
+  const std::size_t n = x.size();
+  auto gk = dev.kernels(dt);
+  auto s = dev.stream();
+  S* gx = dev.up(x, 0);
+  S* gdy = dev.up(std::vector<S>(n, S(1.0f)), 0);
+  S* gy = dev.up(std::vector<S>(n, S(0.0f)), 0);
+  S* gdx = dev.up(std::vector<S>(n, S(0.0f)), 0);
+  gk.gelu_forward(s, gy, gx, static_cast<std::int64_t>(n));
+  gk.gelu_backward(s, gdx, gx, gdy, static_cast<std::int64_t>(n));
+  const std::vector<S> y = dev.down(gy, n), dx = dev.down(gdx, n);
+  for (std::size_t i = 0; i + 1 < n; ++i) {
+    const float xi = static_cast<float>(x[i]), yi = static_cast<float>(y[i]), dxi = static_cast<float>(dx[i]);
+    const float want_y = xi > 0 ? xi : 0.0f, want_dx = xi > 0 ? 1.0f : 0.0f;
+    INFO("GELU(" << xi << ") = " << yi << " (want " << want_y << "), GELU' = " << dxi << " (want " << want_dx << ")");
+    CHECK(std::fabs(yi - want_y) <= 1e-6f * std::max(1.0f, std::fabs(want_y)));
+    CHECK(std::fabs(dxi - want_dx) <= 1e-6f);
+  }
+  INFO("GELU(NaN) = " << static_cast<float>(y.back()) << ", GELU'(NaN) = " << static_cast<float>(dx.back()));
+  CHECK(std::isnan(static_cast<float>(y.back())));
+  CHECK(std::isnan(static_cast<float>(dx.back())));
 }
 
 /// Every nn_ops kernel, the device against the CPU, at storage S (float, accel::bfloat16 or accel::half),

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <list>
 #include <string>
@@ -255,6 +257,41 @@ TEST_CASE("nn_ops gelu: forward against float64 tanh GELU, backward against its 
   nn().gelu_backward(s, g.data(), x.data(), g.data(), static_cast<long long>(x.size()));
   s.synchronize();
   CHECK(g == dx);
+}
+
+namespace {
+
+// The CPU as nn_ops_device_match.hpp's device side: host vectors on one stream.
+class CpuDevice {
+ public:
+  using Backend = Cpu;
+  [[nodiscard]] NnKernels<Backend> kernels(accel::Dtype dt) const { return NnKernels<Backend>(Backend{}, dt); }
+  [[nodiscard]] accel::cpu::StreamRef stream() { return s_; }
+  template <class T>
+  T* up(const std::vector<T>& h, long long offset) {
+    auto& bytes = keep_.emplace_back((h.size() + static_cast<std::size_t>(offset)) * sizeof(T));
+    T* p = reinterpret_cast<T*>(bytes.data()) + offset;
+    std::memcpy(p, h.data(), h.size() * sizeof(T));
+    return p;
+  }
+  template <class T>
+  std::vector<T> down(const T* p, std::size_t n) {
+    s_.synchronize();
+    return std::vector<T>(p, p + n);
+  }
+
+ private:
+  accel::cpu::Stream s_;
+  std::list<std::vector<std::byte>> keep_;
+};
+
+}  // namespace
+
+TEST_CASE("nn_ops gelu at float's range ends: GELU x or 0, GELU' 1 or 0, NaN kept; float32, bfloat16, float16") {
+  CpuDevice dev;
+  nn_match::gelu_range_ends<float>(dev);
+  nn_match::gelu_range_ends<accel::bfloat16>(dev);
+  nn_match::gelu_range_ends<accel::half>(dev);
 }
 
 TEST_CASE("nn_ops cross_entropy: losses against float64 logsumexp, the gradient against FD, padding zeroed") {
@@ -545,5 +582,8 @@ TEST_CASE("nn_ops on CUDA: the 16-byte and the one-element paths, float32, bfloa
   (void)ops_test::cache_dir();
   CudaDevice dev(cuda);
   nn_match::matches_cpu_every_path(dev, true);
+  nn_match::gelu_range_ends<float>(dev);
+  nn_match::gelu_range_ends<accel::bfloat16>(dev);
+  nn_match::gelu_range_ends<accel::half>(dev);
 }
 #endif

@@ -77,3 +77,10 @@ TEST_CASE("nn_ops.cu on the CPU: the CUDA kernels against the CPU kernels, float
   nn_match::matches_cpu_every_path(dev, false);
   CHECK(cuda_host::launches() - before == nn_match::every_path_launches);  // every call ran its kernels here
 }
+
+TEST_CASE("nn_ops.cu on the CPU: GELU at float's range ends — x or 0, GELU' 1 or 0, NaN kept — float32, bfloat16, float16") {
+  EmulatedDevice dev;
+  nn_match::gelu_range_ends<float>(dev);
+  nn_match::gelu_range_ends<accel::bfloat16>(dev);
+  nn_match::gelu_range_ends<accel::half>(dev);
+}
