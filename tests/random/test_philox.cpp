@@ -325,11 +325,24 @@ TEST_CASE("the fills run the widest Philox kernel this CPU has") {
   // Chosen at run time, whatever this file was compiled for.
   const accel::CpuFeatures& f = accel::cpu_features();
   CHECK(k == (f.avx512f ? PhiloxKernel::avx512 : f.avx2 ? PhiloxKernel::avx2 : PhiloxKernel::sse2));
+  // Each kernel runs exactly where CPUID says its instructions do (a wider one would fault).
+  CHECK(rng::fill_detail::philox_kernel_runs(PhiloxKernel::sse2));
+  CHECK(rng::fill_detail::philox_kernel_runs(PhiloxKernel::avx2) == f.avx2);
+  CHECK(rng::fill_detail::philox_kernel_runs(PhiloxKernel::avx512) == f.avx512f);
 #else
   CHECK(k == PhiloxKernel::portable);
+  CHECK_FALSE(rng::fill_detail::philox_kernel_runs(PhiloxKernel::sse2));
+  CHECK_FALSE(rng::fill_detail::philox_kernel_runs(PhiloxKernel::avx2));
+  CHECK_FALSE(rng::fill_detail::philox_kernel_runs(PhiloxKernel::avx512));
 #endif
+  CHECK(rng::fill_detail::philox_kernel_runs(PhiloxKernel::portable));
   CHECK(rng::fill_detail::philox_kernel_runs(k));
   CHECK(std::string(rng::fill_kernel_name()) == rng::fill_detail::philox_kernel_name(k));
+  // fill_kernel_name()'s words for each kernel, whichever this CPU runs.
+  CHECK(std::string(rng::fill_detail::philox_kernel_name(PhiloxKernel::portable)) == "portable loop");
+  CHECK(std::string(rng::fill_detail::philox_kernel_name(PhiloxKernel::sse2)) == "SSE2");
+  CHECK(std::string(rng::fill_detail::philox_kernel_name(PhiloxKernel::avx2)) == "AVX2");
+  CHECK(std::string(rng::fill_detail::philox_kernel_name(PhiloxKernel::avx512)) == "AVX-512");
 }
 
 TEST_CASE("every Philox kernel this CPU runs gives the blocks of philox4x32_10") {
