@@ -92,31 +92,34 @@ inline constexpr float gelu_6kc = static_cast<float>(6 * 0.7978845608028654 * 0.
 // Past |x| = 11, e^{-2u} lies far outside float's range (exp_in_place clamps it) and GELU is 0 (x < -11) or
 // x (x > 11), GELU' 0 or 1, to float precision. The formulas with the clamped e^{-2u} are not: x / (1 + e) is
 // -1.4 at -FLT_MAX, and GELU' grows as x^3 times the clamped 1.2e-38 (wrong past about 1e11, inf past 1e19).
-// So GELU takes x clamped below at -11, GELU' x clamped to [-11, 11], which changes neither result; written
-// `x < c ? c : x`, a clamp keeps a NaN (its compare is false).
+// So those lanes are set to 0 or 1 at the end, by masks taken from x (off the formulas' dependency chain:
+// on one 3.1 M-element pass, +9 % for GELU and +11 % for GELU' where clamping x first cost +28 %). A NaN's
+// compares are false: it keeps the formula's NaN.
 inline constexpr float gelu_saturated = 11.0f;
 
 /// x = GELU(x), tanh form.
 template <int N>
 ACCEL_EPILOGUE_INLINE void gelu_in_place(typename LaneTypes<N>::F& x) noexcept {
+  using U = typename LaneTypes<N>::U;
   using F = typename LaneTypes<N>::F;
-  x = x < -gelu_saturated ? F{} - gelu_saturated : x;
+  const U zero = reinterpret_cast<U>(x < -gelu_saturated);
   F e = x * (gelu_m2kc * x * x + gelu_m2k);
   exp_in_place<N>(e);
-  x = x / (1.0f + e);
+  x = reinterpret_cast<F>(reinterpret_cast<U>(x / (1.0f + e)) & ~zero);
 }
 
 /// x = GELU'(x) = s + 2 x s (1 - s) u'(x), s = 1 / (1 + e^{-2u}); 1 - s is taken as e^{-2u} s (no cancellation).
 template <int N>
 ACCEL_EPILOGUE_INLINE void gelu_grad_in_place(typename LaneTypes<N>::F& x) noexcept {
+  using U = typename LaneTypes<N>::U;
   using F = typename LaneTypes<N>::F;
-  x = x < -gelu_saturated ? F{} - gelu_saturated : x;
-  x = x > gelu_saturated ? F{} + gelu_saturated : x;
+  const U zero = reinterpret_cast<U>(x < -gelu_saturated), one = reinterpret_cast<U>(x > gelu_saturated);
   const F x2 = x * x;
   F e = x * (gelu_m2kc * x2 + gelu_m2k);
   exp_in_place<N>(e);
   const F s = 1.0f / (1.0f + e);
-  x = x * (e * s) * s * (gelu_6kc * x2 + gelu_2k) + s;
+  const F g = x * (e * s) * s * (gelu_6kc * x2 + gelu_2k) + s;
+  x = reinterpret_cast<F>((reinterpret_cast<U>(g) & ~(zero | one)) | (reinterpret_cast<U>(F{} + 1.0f) & one));
 }
 
 /// v = up to N elements of T as floats (the rest zero), and back.
