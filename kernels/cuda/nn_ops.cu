@@ -789,16 +789,18 @@ __device__ __forceinline__ float gelu_value(float x) {
   float th;
   return gelu_tanh(x, &th);
 }
-// Past |x| = 11 GELU' is 0 or 1 to float precision, where the formulas' x^2 would overflow past |x| ~ 1.8e19
-// and give inf * 0 = NaN: the gradients take x clamped to [-11, 11] (`x < c ? c : x` keeps a NaN).
-__device__ __forceinline__ float gelu_grad_clamp(float x) { return x < -11.0f ? -11.0f : x > 11.0f ? 11.0f : x; }
+// Past |x| = 11 GELU' is 0 or 1 to float precision, where the formulas' x^2 overflows past |x| ~ 1.8e19 and
+// gives inf * 0 = NaN: those elements take 0 or 1, selected from x at the end (a NaN's compares are false,
+// so it keeps the formula's NaN).
+__device__ __forceinline__ float gelu_grad_saturated(float x, float grad) {
+  return x > 11.0f ? 1.0f : x < -11.0f ? 0.0f : grad;
+}
 __device__ __forceinline__ float gelu_grad(float x) {
-  x = gelu_grad_clamp(x);
   float th;
   (void)gelu_tanh(x, &th);
   const float sech2 = __fmaf_rn(-th, th, 1.0f);
   const float du = __fmul_rn(gelu_k, __fmaf_rn(3.0f * gelu_c, __fmul_rn(x, x), 1.0f));
-  return __fmaf_rn(__fmul_rn(__fmul_rn(0.5f, x), sech2), du, __fmul_rn(0.5f, __fadd_rn(1.0f, th)));
+  return gelu_grad_saturated(x, __fmaf_rn(__fmul_rn(__fmul_rn(0.5f, x), sech2), du, __fmul_rn(0.5f, __fadd_rn(1.0f, th))));
 }
 
 // 16-bit storage: GELU as x sigmoid(2u) = x / (1 + 2^(-2 log2(e) u)) on the approximate exp2 and
@@ -827,10 +829,9 @@ __device__ __forceinline__ float gelu_sigmoid(float x) {
 }
 // d/dx x s(2u) = s + x s (1 - s) 2u'.
 __device__ __forceinline__ float gelu_grad_sigmoid(float x) {
-  x = gelu_grad_clamp(x);
   const float r = gelu_sigmoid(x);
   const float du2 = __fmul_rn(2.0f * gelu_k, __fmaf_rn(3.0f * gelu_c, __fmul_rn(x, x), 1.0f));
-  return __fmaf_rn(__fmul_rn(__fmul_rn(x, r), __fsub_rn(1.0f, r)), du2, r);
+  return gelu_grad_saturated(x, __fmaf_rn(__fmul_rn(__fmul_rn(x, r), __fsub_rn(1.0f, r)), du2, r));
 }
 template <class T>
 __device__ __forceinline__ float gelu_of(float x) {
