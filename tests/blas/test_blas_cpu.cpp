@@ -44,6 +44,30 @@ TEST_CASE("blas threads: set_num_threads holds in the stream thread that runs th
   accel::blas::set_num_threads(saved);
 }
 
+TEST_CASE("blas threads: set_num_threads holds for bfloat16 GEMMs too, single and batched, whichever way they run") {
+  // oneDNN's bf16 matmul (AVX-512 CPUs), a batch in one matmul or matrix by matrix, or the widened path:
+  // each task applies the requested count on the worker before it multiplies.
+  const int saved = accel::blas::num_threads();
+  const accel::CpuBackend be;
+  accel::cpu::Stream stream;
+  const accel::cpu::StreamRef s = stream;
+  std::vector<accel::bfloat16> a(2 * 4, accel::bfloat16(1.0f)), b(2 * 4, accel::bfloat16(2.0f)), c(2 * 4);
+  for (const std::int64_t batch : {1, 2}) {
+    for (int threads : {2, 1, 3}) {
+      accel::blas::set_num_threads(threads);
+      accel::blas::gemm_strided_batched(be, s, Trans::no, Trans::no, 2, 2, 2, 1.0f, a.data(), 2, 4, b.data(), 2, 4,
+                                        0.0f, c.data(), 2, 4, batch);
+      std::atomic<int> seen{0};
+      s.enqueue([&seen] { seen = accel::blas::detail::openmp().get_max_threads(); });
+      s.synchronize();
+      CAPTURE(batch);
+      CHECK(seen == threads);
+      for (std::int64_t i = 0; i < 4 * batch; ++i) CHECK(static_cast<float>(c[std::size_t(i)]) == 4.0f);
+    }
+  }
+  accel::blas::set_num_threads(saved);
+}
+
 TEST_CASE("blas: the CPU runs on an OpenMP runtime found in the process") {
   const auto& omp = accel::blas::detail::openmp();
   REQUIRE_MESSAGE(omp.loaded(), omp.error);
