@@ -133,9 +133,27 @@ TEST_CASE("Philox4x32 follows curand_init/curand/curand4/skipahead") {
   CHECK(c.counter() == U32x4{0xffffffff, 0xffffffff, 5, 0});
   c.discard(4);
   CHECK(c.counter() == U32x4{0, 0, 6, 0});
+  // The carry goes on from z into w: subsequence 2^32 - 1's last counter, four words on, is subsequence 2^32's first.
+  rng::Philox4x32 e(seed, 0xffffffffull);
+  for (int i = 0; i < 4; ++i) e.discard(~0ull);
+  e.discard(4);
+  CHECK(e.counter() == U32x4{0, 0, 0, 1});
+  CHECK(e() == rng::philox4x32_10(U32x4{0, 0, 0, 1}, key).x);
   rng::Philox4x32 d(seed, 2, 9);
   d.discard_subsequences(3);
   CHECK(d == rng::Philox4x32(seed, 5, 9));
+  // Skipping subsequences adds to the 64-bit (z, w) pair: 0x1'ffffffff + 1 carries into w.
+  rng::Philox4x32 f(seed, 0x1'ffffffffull, 6);
+  f.discard_subsequences(1);
+  CHECK(f == rng::Philox4x32(seed, 0x2'00000000ull, 6));
+  CHECK(f.counter() == U32x4{1, 0, 0, 2});
+  // Equal engines give the same words: the same counter with another word index is not equal.
+  rng::Philox4x32 g(seed), h(seed);
+  (void)h();
+  CHECK(g.counter() == h.counter());
+  CHECK_FALSE(g == h);
+  (void)g();
+  CHECK(g == h);
   CHECK(rng::Philox4x32::min() == 0);
   CHECK(rng::Philox4x32::max() == 0xffffffffu);
 }
