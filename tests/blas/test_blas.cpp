@@ -320,7 +320,10 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bad arguments are InvalidArgumentErrors naming 
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, -5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5), "n = -5");
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, -6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5), "k = -6");
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 5, pb, 5, 1.0f, pc, 5), "lda = 5 is less than 6");
-  BLAS_CHECK_INVALID(gemm(be, s, T, N, 4, 5, 6, 1.0f, pa, 3, pb, 5, 1.0f, pc, 5), "lda = 3 is less than 4");
+  BLAS_CHECK_INVALID(gemm(be, s, T, N, 4, 5, 6, 1.0f, pa, 3, pb, 5, 1.0f, pc, 5),
+                     "lda = 3 is less than 4, the row length of A (stored 6 x 4, transposed)");
+  // k = 0 stores A as 4 x 0: its leading dimension must still be at least 1, as BLAS asks.
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 0, 1.0f, pa, 0, pb, 5, 1.0f, pc, 5), "lda = 0 is less than 1");
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 4, 1.0f, pc, 5), "ldb = 4");
   BLAS_CHECK_INVALID(gemm(be, s, N, T, 4, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 5), "ldb = 5 is less than 6");
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, pc, 4), "ldc = 4");
@@ -336,9 +339,9 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bad arguments are InvalidArgumentErrors naming 
   BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, -24, pb, 5, 30, 1.0f, pc, 5, 20, 2),
                      "stride_a = -24");
   BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 24, pb, 5, -1, 1.0f, pc, 5, 20, 2),
-                     "stride_b");
+                     "stride_b = -1 is negative");
   BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 24, pb, 5, 30, 1.0f, pc, 5, -20, 2),
-                     "stride_c");
+                     "stride_c = -20 is negative");
   // C matrices that share elements (written at once: a race on the CPU, undefined in cuBLAS) are
   // refused; A and B may be shared (stride 0)
   BLAS_CHECK_INVALID(gemm_strided_batched(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, 0, pb, 5, 0, 1.0f, pc, 5, 0, 2),
@@ -409,6 +412,9 @@ TEST_CASE_TEMPLATE_DEFINE("gemm: bad arguments are InvalidArgumentErrors naming 
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, odd_a, 6, pb, 5, 1.0f, pc, 5), want);
   std::snprintf(want, sizeof want, "c: the pointer %p is not aligned to its 4-byte elements", static_cast<void*>(odd_c));
   BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 1.0f, odd_c, 5), want);
+  const auto* odd_b = reinterpret_cast<const float*>(off_by(pb, 3));
+  std::snprintf(want, sizeof want, "b: the pointer %p is not aligned to its 4-byte elements", static_cast<const void*>(odd_b));
+  BLAS_CHECK_INVALID(gemm(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, odd_b, 5, 1.0f, pc, 5), want);
 
   // Nothing ran: C is as uploaded.
   check_bits(download(be, s, c), p.c, "after the refused calls");

@@ -333,6 +333,8 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_gelu / gemm_dgelu: bad arguments are InvalidArgu
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 0.0f, pc, 5, px, 12), "ldaux = 12 is not a multiple of 8");
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 0.0f, pc, 5, px + 1, 8), "16-byte aligned");
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 0.0f, pc, 5, pc, 8), "aux overlaps c");
+  // One element shared is an overlap: C starting at aux's last element (3 rows of 8 and 5 = 29 elements).
+  BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, pa, 6, pb, 5, 0.0f, px + 28, 5, px, 8), "aux overlaps c");
   // gemm_gelu writes aux while it reads A and B: they must be apart (aux: 3 rows of 8 and 5 = 29 elements).
   BLAS_CHECK_INVALID(gemm_gelu(be, s, N, N, 4, 5, 6, 1.0f, static_cast<const float*>(px), 6, pb, 5, 0.0f, pc, 5, px, 8),
                      "aux overlaps a: aux (29 elements from aux) is written while A (24 elements from a) is read; "
